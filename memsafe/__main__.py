@@ -1,0 +1,3 @@
+from memsafe.cli import main
+
+main()

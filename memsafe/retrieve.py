@@ -1,0 +1,140 @@
+"""Responsibility: the pure parts of recall: a safe FTS5 query from free text, rank fusion, the
+multi-signal score, and packing hits into a token budget. No database, no model.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+# Words too common to help BM25 rank; dropped from a query unless nothing else is left.
+STOP_WORDS = frozenset(
+    """a about above after again against all am an and any are as at be because been before being
+    below between both but by can could did do does doing down during each few for from further had
+    has have having he her here hers herself him himself his how i if in into is it its itself just
+    me more most my myself no nor not now of off on once only or other our ours ourselves out over
+    own same she should so some such than that the their theirs them themselves then there these
+    they this those through to too under until up very was we were what when where which while who
+    whom why will with would you your yours yourself yourselves we've i'm don't use used using
+    """.split()
+)
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+def query_terms(text: str) -> list[str]:
+    """Word tokens of a free-text query, lower-cased, in order, without duplicates.
+
+    Mirrors FTS5's unicode61 tokenizer closely enough: runs of letters, digits and underscore.
+    Every FTS5 operator character is dropped, so no input can form FTS5 syntax.
+    """
+    seen: dict[str, None] = {}
+    for word in _WORD.findall(text.lower()):
+        seen.setdefault(word, None)
+    return list(seen)
+
+
+def fts_query(text: str) -> str | None:
+    """A safe FTS5 MATCH expression for free text: each term double-quoted, joined by OR.
+
+    Stop-words are dropped unless the query has nothing else. Returns None when the text has no
+    word at all (e.g. `*`, `^`, `"`), in which case lexical search is skipped.
+    """
+    terms = query_terms(text)
+    content = [t for t in terms if t not in STOP_WORDS]
+    chosen = content or terms
+    if not chosen:
+        return None
+    return " OR ".join('"' + t.replace('"', '""') + '"' for t in chosen[:64])
+
+
+def rrf(rankings: Sequence[Sequence[int]], weights: Sequence[float], k: float = 60.0) -> dict[int, float]:
+    """Weighted reciprocal rank fusion: score(d) = Σ_i w_i / (k + rank_i(d)), ranks 1-based.
+
+    Source: Cormack, Clarke & Büttcher, "Reciprocal Rank Fusion outperforms Condorcet and
+    individual Rank Learning Methods", SIGIR 2009 (k = 60).
+    """
+    scores: dict[int, float] = {}
+    for ranking, weight in zip(rankings, weights):
+        for rank, doc in enumerate(ranking, start=1):
+            scores[doc] = scores.get(doc, 0.0) + weight / (k + rank)
+    return scores
+
+
+@dataclass
+class Signals:
+    """Per-memory inputs to the final score (all in [0, 1] except decay_level, 0–3)."""
+
+    relevance: float
+    age_days: float
+    access_count: int
+    graph_degree: int
+    confidence: float
+    decay_level: int
+
+
+@dataclass
+class Weights:
+    """Weights of the multi-signal score; defaults and their justification live in settings.CONFIG_KEYS."""
+
+    recency: float = 0.05
+    access: float = 0.03
+    graph: float = 0.03
+    confidence: float = 0.05
+    decay: float = 0.05
+    recency_half_life_days: float = 30.0
+
+
+def final_score(s: Signals, w: Weights) -> float:
+    """relevance + w_r·recency + w_a·access + w_g·graph + w_c·confidence − w_d·decay_level/3.
+
+    recency = 2^(−age/half-life); access = 1 − 1/(1 + ln(1 + n)); graph = 1 − 1/(1 + degree).
+    Relevance is normalised to [0, 1] by the caller (best hit = 1), so the other signals only
+    reorder hits of similar relevance.
+    """
+    recency = 0.5 ** (max(0.0, s.age_days) / w.recency_half_life_days)
+    access = 1.0 - 1.0 / (1.0 + math.log1p(max(0, s.access_count)))
+    graph = 1.0 - 1.0 / (1.0 + max(0, s.graph_degree))
+    return (
+        s.relevance
+        + w.recency * recency
+        + w.access * access
+        + w.graph * graph
+        + w.confidence * s.confidence
+        - w.decay * (s.decay_level / 3.0)
+    )
+
+
+@dataclass
+class Packed:
+    """One item chosen by `pack`: its index in the input, the text to return and its token count."""
+
+    index: int
+    text: str
+    tokens: int
+    truncated: bool
+
+
+def pack(texts: Sequence[str], budget: int, count: Callable[[str], int],
+         truncate: Callable[[str, int], str], limit: int | None = None) -> list[Packed]:
+    """Greedy packing of texts (already sorted best first) into `budget` tokens.
+
+    Each text is taken whole if it fits in what is left, otherwise skipped. If nothing fits,
+    the best text is truncated to the budget, so at least one item is always returned (when
+    `texts` is non-empty and budget ≥ 1). The sum of `tokens` never exceeds `budget`.
+    """
+    chosen: list[Packed] = []
+    left = budget
+    for i, text in enumerate(texts):
+        if limit is not None and len(chosen) >= limit:
+            break
+        n = count(text)
+        if n <= left:
+            chosen.append(Packed(i, text, n, False))
+            left -= n
+    if not chosen and texts and budget >= 1:
+        cut = truncate(texts[0], budget)
+        chosen.append(Packed(0, cut, count(cut), True))
+    return chosen

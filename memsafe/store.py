@@ -1,0 +1,543 @@
+"""Responsibility: the SQLite file. Every SQL statement in memsafe lives here.
+
+One `Store` is one apsw connection: WAL, a busy timeout, `BEGIN IMMEDIATE` for writes,
+foreign keys on, `secure_delete` on (freed pages are zeroed, so purged text leaves the file).
+sqlite-vec is loaded when available; without it the store still works lexically and
+`vector_error` says why.
+
+Callers group writes with `with store.write(): ...`; reads need no transaction.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+import apsw
+
+from memsafe import migrations
+from memsafe.errors import SchemaTooNew, StoreUnavailable
+from memsafe.models import Memory, Scope
+
+BUSY_TIMEOUT_MS = 30_000
+KNN_MAX_K = 4096  # sqlite-vec's upper bound on `k` in a KNN query (v0.1.x)
+EXACT_SCAN_MAX = 5000  # below this many candidates a filtered exact scan beats over-fetching KNN
+
+_MEMORY_COLUMNS = (
+    "id, uid, content, kind, project, source, importance, confidence, created_at, updated_at, "
+    "last_accessed_at, access_count, decay_level, status, status_reason, embedded"
+)
+
+
+def _vec_disabled_reason() -> str | None:
+    if os.environ.get("MEMSAFE_NO_VEC"):
+        return "disabled by MEMSAFE_NO_VEC"
+    return None
+
+
+class Store:
+    """An open memsafe database.
+
+    Args:
+        path: absolute path of the SQLite file.
+        create: create the file (and its folder, mode 0700) if missing; the file is made 0600.
+
+    Raises:
+        StoreUnavailable: the path cannot be opened, created, or is not a memsafe database,
+            or a needed migration cannot be written.
+        SchemaTooNew: the file's schema version is newer than this code; it is left untouched.
+    """
+
+    def __init__(self, path: Path, *, create: bool = True):
+        self.path = Path(path)
+        self.created = False
+        self.backup_path: Path | None = None
+        self.vector_error: str | None = None
+        self._vec_checked = False
+        self.conn = self._connect(create)
+        try:
+            self._migrate()
+            self._load_vec()
+        except BaseException:
+            self.conn.close()
+            raise
+
+    # -- opening -------------------------------------------------------------------------------
+
+    def _connect(self, create: bool) -> apsw.Connection:
+        path = self.path
+        if path.is_dir():
+            raise StoreUnavailable(f"{path} is a directory, not a database file; pass a file path with --db")
+        if not path.exists():
+            if not create:
+                raise StoreUnavailable(f"no database at {path}")
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            except OSError as exc:
+                raise StoreUnavailable(f"cannot create folder {path.parent}: {exc.strerror or exc}") from None
+            self.created = True
+        old_umask = os.umask(0o077)
+        try:
+            flags = apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
+            conn = apsw.Connection(str(path), flags=flags)
+            conn.setbusytimeout(BUSY_TIMEOUT_MS)
+            try:
+                version = conn.execute("PRAGMA user_version").fetchone()[0]
+            except apsw.NotADBError:
+                conn.close()
+                raise StoreUnavailable(f"{path} is not a SQLite database; point --db at a memsafe file") from None
+            if version > migrations.latest():
+                conn.close()
+                raise SchemaTooNew(
+                    f"{path} has schema version {version}, newer than this memsafe understands "
+                    f"({migrations.latest()}); upgrade memsafe. The file was not changed."
+                )
+            conn.execute("PRAGMA foreign_keys = ON")
+            conn.execute("PRAGMA secure_delete = ON")
+            mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
+            if mode.lower() != "wal":
+                conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = FULL")
+        except apsw.Error as exc:
+            raise StoreUnavailable(f"cannot open {path}: {exc}") from None
+        finally:
+            os.umask(old_umask)
+        return conn
+
+    def _migrate(self) -> None:
+        version = self.schema_version()
+        target = migrations.latest()
+        if version == target:
+            return
+        if version == 0:
+            tables = self.conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+            if tables:
+                raise StoreUnavailable(f"{self.path} is a SQLite file but not a memsafe database")
+        else:
+            self._backup(version)
+        try:
+            for number, (name, fn) in enumerate(migrations.MIGRATIONS, start=1):
+                with self.write():
+                    current = self.schema_version()  # another process may have migrated meanwhile
+                    if current >= number:
+                        continue
+                    fn(self.conn)
+                    self.conn.execute(f"PRAGMA user_version = {number}")
+        except apsw.Error as exc:
+            raise StoreUnavailable(
+                f"cannot migrate {self.path} from schema {version} to {target}: {exc}"
+                + (f"; the file is unchanged, a backup is at {self.backup_path}" if self.backup_path else "")
+            ) from None
+
+    def _backup(self, version: int) -> None:
+        """Copy the file (through SQLite's backup API, so WAL content is included) before migrating."""
+        dest = self.path.with_name(f"{self.path.name}.bak-v{version}")
+        n = 1
+        while dest.exists():
+            n += 1
+            dest = self.path.with_name(f"{self.path.name}.bak-v{version}.{n}")
+        try:
+            target = apsw.Connection(str(dest))
+            with target.backup("main", self.conn, "main") as b:
+                while not b.done:
+                    b.step(1000)
+            target.close()
+            os.chmod(dest, 0o600)
+        except (apsw.Error, OSError) as exc:
+            raise StoreUnavailable(f"cannot write a backup of {self.path} before migrating: {exc}") from None
+        self.backup_path = dest
+
+    def _load_vec(self) -> None:
+        reason = _vec_disabled_reason()
+        if reason is None:
+            try:
+                import sqlite_vec
+
+                self.conn.enable_load_extension(True)
+                self.conn.load_extension(sqlite_vec.loadable_path())
+                self.conn.enable_load_extension(False)
+            except Exception as exc:  # ImportError, apsw.ExtensionLoadingError, AttributeError
+                reason = f"{type(exc).__name__}: {exc}"
+        self.vector_error = reason
+
+    @property
+    def vector_available(self) -> bool:
+        return self.vector_error is None
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- transactions --------------------------------------------------------------------------
+
+    @contextmanager
+    def write(self) -> Iterator[None]:
+        """One short write transaction (`BEGIN IMMEDIATE`; retried while another writer holds the lock)."""
+        if self.conn.in_transaction:
+            yield
+            return
+        deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+        while True:
+            try:
+                self.conn.execute("BEGIN IMMEDIATE")
+                break
+            except apsw.BusyError:
+                if time.monotonic() > deadline:
+                    raise StoreUnavailable(
+                        f"{self.path} stayed locked by another writer for {BUSY_TIMEOUT_MS // 1000}s; try again"
+                    ) from None
+                time.sleep(0.05)
+        try:
+            yield
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        else:
+            self.conn.execute("COMMIT")
+
+    # -- general -------------------------------------------------------------------------------
+
+    def schema_version(self) -> int:
+        return self.conn.execute("PRAGMA user_version").fetchone()[0]
+
+    def sqlite_version(self) -> str:
+        return apsw.sqlite_lib_version()
+
+    def vec_version(self) -> str | None:
+        if not self.vector_available:
+            return None
+        return self.conn.execute("SELECT vec_version()").fetchone()[0]
+
+    def integrity_check(self) -> str:
+        return "; ".join(r[0] for r in self.conn.execute("PRAGMA integrity_check"))
+
+    def checkpoint(self) -> None:
+        """Copy the WAL into the main file and truncate it (best effort while others read)."""
+        try:
+            self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        except apsw.BusyError:
+            pass
+
+    # -- config --------------------------------------------------------------------------------
+
+    def config_items(self) -> dict[str, str]:
+        return dict(self.conn.execute("SELECT key, value FROM config"))
+
+    def config_get(self, key: str) -> str | None:
+        row = self.conn.execute("SELECT value FROM config WHERE key = ?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def config_set(self, key: str, value: str) -> None:
+        self.conn.execute(
+            "INSERT INTO config(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            (key, value),
+        )
+
+    def config_delete(self, key: str) -> None:
+        self.conn.execute("DELETE FROM config WHERE key = ?", (key,))
+
+    # -- memories ------------------------------------------------------------------------------
+
+    def insert_memory(self, row: dict, tags: Sequence[str]) -> int:
+        """Insert one memory row (keys = column names) and its tags; returns the new id."""
+        columns = ", ".join(row)
+        marks = ", ".join("?" for _ in row)
+        self.conn.execute(f"INSERT INTO memories({columns}) VALUES ({marks})", tuple(row.values()))
+        memory_id = self.conn.last_insert_rowid()
+        self.set_tags(memory_id, tags)
+        return memory_id
+
+    def update_memory(self, memory_id: int, changes: dict) -> None:
+        """Set the given columns of one memory."""
+        if not changes:
+            return
+        assignments = ", ".join(f"{column} = ?" for column in changes)
+        self.conn.execute(
+            f"UPDATE memories SET {assignments} WHERE id = ?", (*changes.values(), memory_id)
+        )
+
+    def set_tags(self, memory_id: int, tags: Iterable[str]) -> None:
+        self.conn.execute("DELETE FROM memory_tags WHERE memory_id = ?", (memory_id,))
+        self.conn.executemany(
+            "INSERT OR IGNORE INTO memory_tags(memory_id, tag) VALUES (?, ?)",
+            [(memory_id, t) for t in tags],
+        )
+
+    def get_memories(self, ids: Sequence[int]) -> dict[int, Memory]:
+        """Memories by id (any status), with tags. Missing ids are absent from the result."""
+        if not ids:
+            return {}
+        out: dict[int, Memory] = {}
+        unique = list(dict.fromkeys(ids))
+        for start in range(0, len(unique), 500):
+            chunk = unique[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            for r in self.conn.execute(f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE id IN ({marks})", chunk):
+                out[r[0]] = Memory(
+                    id=r[0], uid=r[1], content=r[2], kind=r[3], project=r[4], source=r[5],
+                    importance=r[6], confidence=r[7], created_at=r[8], updated_at=r[9],
+                    last_accessed_at=r[10], access_count=r[11], decay_level=r[12], status=r[13],
+                    status_reason=r[14], embedded=bool(r[15]), tags=[],
+                )
+            for memory_id, tag in self.conn.execute(
+                f"SELECT memory_id, tag FROM memory_tags WHERE memory_id IN ({marks}) ORDER BY tag", chunk
+            ):
+                out[memory_id].tags.append(tag)
+        return out
+
+    def get_memory(self, memory_id: int) -> Memory | None:
+        return self.get_memories([memory_id]).get(memory_id)
+
+    def raw_row(self, memory_id: int) -> dict | None:
+        """Every column of one memory row, as a dict (for history snapshots and export)."""
+        cur = self.conn.execute("SELECT * FROM memories WHERE id = ?", (memory_id,))
+        row = cur.fetchone()
+        if row is None:
+            return None
+        return dict(zip([d[0] for d in cur.getdescription()], row))
+
+    def find_duplicate(self, content_hash: str, project: str | None) -> int | None:
+        """Id of an active or archived memory with this content hash in this exact project."""
+        row = self.conn.execute(
+            "SELECT id FROM memories WHERE content_hash = ? AND project IS ? AND status != 'forgotten' "
+            "ORDER BY id LIMIT 1",
+            (content_hash, project),
+        ).fetchone()
+        return row[0] if row else None
+
+    def touch(self, ids: Sequence[int], at: str) -> None:
+        """Access bookkeeping for the memories actually returned by a recall."""
+        self.conn.executemany(
+            "UPDATE memories SET last_accessed_at = ?, access_count = access_count + 1 WHERE id = ?",
+            [(at, i) for i in ids],
+        )
+
+    def delete_memories(self, ids: Sequence[int]) -> int:
+        """Hard-delete memories with their tags, versions, links, vectors and FTS entries.
+        Returns the number of history versions removed."""
+        versions = 0
+        for memory_id in ids:
+            versions += self.conn.execute(
+                "SELECT count(*) FROM memory_versions WHERE memory_id = ?", (memory_id,)
+            ).fetchone()[0]
+            self.delete_vector(memory_id)
+            self.conn.execute("DELETE FROM memories WHERE id = ?", (memory_id,))
+        return versions
+
+    def entity_degrees(self, ids: Sequence[int]) -> dict[int, int]:
+        """Number of graph entities each memory mentions (graph connectivity signal)."""
+        if not ids:
+            return {}
+        marks = ",".join("?" * len(ids))
+        return dict(
+            self.conn.execute(
+                f"SELECT memory_id, count(*) FROM memory_entities WHERE memory_id IN ({marks}) GROUP BY memory_id",
+                list(ids),
+            )
+        )
+
+    def counts(self) -> dict[str, int]:
+        out = {s: 0 for s in ("active", "archived", "forgotten")}
+        out.update(dict(self.conn.execute("SELECT status, count(*) FROM memories GROUP BY status")))
+        out["total"] = sum(out[s] for s in ("active", "archived", "forgotten"))
+        out["versions"] = self.conn.execute("SELECT count(*) FROM memory_versions").fetchone()[0]
+        out["entities"] = self.conn.execute("SELECT count(*) FROM entities").fetchone()[0]
+        out["relations"] = self.conn.execute("SELECT count(*) FROM relations").fetchone()[0]
+        return out
+
+    # -- history and audit ---------------------------------------------------------------------
+
+    def add_version(self, snapshot: dict, tags: Sequence[str], valid_to: str, cause: str) -> None:
+        """Keep the state `snapshot` (a `raw_row`) as a version valid until `valid_to`."""
+        self.conn.execute(
+            "INSERT INTO memory_versions(memory_id, content, kind, project, tags, importance, confidence, "
+            "decay_level, status, valid_from, valid_to, cause) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            (
+                snapshot["id"], snapshot["content"], snapshot["kind"], snapshot["project"],
+                json.dumps(list(tags), ensure_ascii=False), snapshot["importance"], snapshot["confidence"],
+                snapshot["decay_level"], snapshot["status"], snapshot["content_updated_at"], valid_to, cause,
+            ),
+        )
+
+    def add_event(self, at: str, action: str, memory_id: int | None = None, detail: str | None = None) -> None:
+        """Append a content-free audit event (action, id, short reason; never memory text)."""
+        self.conn.execute(
+            "INSERT INTO events(at, action, memory_id, detail) VALUES (?, ?, ?, ?)", (at, action, memory_id, detail)
+        )
+
+    # -- scope ---------------------------------------------------------------------------------
+
+    @staticmethod
+    def _scope_sql(scope: Scope, alias: str = "m") -> tuple[str, list]:
+        clauses: list[str] = []
+        params: list = []
+        marks = ",".join("?" * len(scope.statuses))
+        clauses.append(f"{alias}.status IN ({marks})")
+        params.extend(scope.statuses)
+        if scope.projects is not None:
+            parts = []
+            if scope.projects:
+                parts.append(f"{alias}.project IN ({','.join('?' * len(scope.projects))})")
+                params.extend(scope.projects)
+            if scope.include_global:
+                parts.append(f"{alias}.project IS NULL")
+            clauses.append("(" + " OR ".join(parts or ["0"]) + ")")
+        if scope.kinds:
+            clauses.append(f"{alias}.kind IN ({','.join('?' * len(scope.kinds))})")
+            params.extend(scope.kinds)
+        for tag in scope.tags:
+            clauses.append(f"EXISTS (SELECT 1 FROM memory_tags t WHERE t.memory_id = {alias}.id AND t.tag = ?)")
+            params.append(tag)
+        if scope.since:
+            clauses.append(f"{alias}.created_at >= ?")
+            params.append(scope.since)
+        return " AND ".join(clauses), params
+
+    def count_in_scope(self, scope: Scope, embedded_only: bool = False) -> int:
+        where, params = self._scope_sql(scope)
+        if embedded_only:
+            where += " AND m.embedded = 1"
+        return self.conn.execute(f"SELECT count(*) FROM memories m WHERE {where}", params).fetchone()[0]
+
+    # -- lexical -------------------------------------------------------------------------------
+
+    def fts_search(self, match: str, scope: Scope, limit: int) -> list[tuple[int, float]]:
+        """BM25 search. `match` must be a safe FTS5 expression (see `retrieve.fts_query`).
+        Returns [(memory id, bm25)] best first; bm25 is SQLite's (lower is better)."""
+        where, params = self._scope_sql(scope)
+        sql = (
+            "SELECT m.id, bm25(memories_fts) AS s FROM memories_fts JOIN memories m ON m.id = memories_fts.rowid "
+            f"WHERE memories_fts MATCH ? AND {where} ORDER BY s LIMIT ?"
+        )
+        return [(r[0], r[1]) for r in self.conn.execute(sql, [match, *params, limit])]
+
+    # -- vectors -------------------------------------------------------------------------------
+
+    def vector_table_exists(self) -> bool:
+        return bool(
+            self.conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'vec_memories'").fetchone()
+        )
+
+    def ensure_vector_table(self, model_id: str, dim: int) -> None:
+        """Create the vec0 table for this model, or rebuild it (all vectors pending) if the stored
+        vectors came from another model. Call inside `write()`."""
+        stored = self.config_get("_embedding_model")
+        if stored == model_id and self.vector_table_exists():
+            return
+        if self.vector_table_exists():
+            self.conn.execute("DROP TABLE vec_memories")
+        self.conn.execute(
+            f"CREATE VIRTUAL TABLE vec_memories USING vec0("
+            f"memory_id INTEGER PRIMARY KEY, embedding float[{int(dim)}] distance_metric=cosine)"
+        )
+        self.conn.execute("UPDATE memories SET embedded = 0 WHERE embedded = 1")
+        self.config_set("_embedding_model", model_id)
+        self.config_set("_embedding_dim", str(int(dim)))
+
+    def vectors_ready(self, model_id: str) -> bool:
+        return (
+            self.vector_available
+            and self.vector_table_exists()
+            and self.config_get("_embedding_model") == model_id
+        )
+
+    def put_vector(self, memory_id: int, vector_bytes: bytes) -> None:
+        """Set a memory's vector: DELETE then INSERT (vec0 ignores REPLACE/UPSERT). Call inside `write()`."""
+        self.conn.execute("DELETE FROM vec_memories WHERE memory_id = ?", (memory_id,))
+        self.conn.execute(
+            "INSERT INTO vec_memories(memory_id, embedding) VALUES (?, ?)", (memory_id, vector_bytes)
+        )
+        self.conn.execute("UPDATE memories SET embedded = 1 WHERE id = ?", (memory_id,))
+
+    def delete_vector(self, memory_id: int) -> None:
+        if not self.vector_table_exists():
+            return
+        if not self.vector_available:
+            raise StoreUnavailable(
+                "this store has vectors but sqlite-vec cannot be loaded here "
+                f"({self.vector_error}); purge needs it to remove them"
+            )
+        self.conn.execute("DELETE FROM vec_memories WHERE memory_id = ?", (memory_id,))
+        self.conn.execute("UPDATE memories SET embedded = 0 WHERE id = ?", (memory_id,))
+
+    def get_vector(self, memory_id: int) -> bytes | None:
+        row = self.conn.execute(
+            "SELECT embedding FROM vec_memories WHERE memory_id = ?", (memory_id,)
+        ).fetchone()
+        return row[0] if row else None
+
+    def vector_count(self) -> int:
+        if not (self.vector_available and self.vector_table_exists()):
+            return 0
+        return self.conn.execute("SELECT count(*) FROM vec_memories").fetchone()[0]
+
+    def pending_embeddings(self, limit: int) -> list[tuple[int, str]]:
+        """Memories (any status but forgotten) whose vector is missing, oldest first."""
+        return list(
+            self.conn.execute(
+                "SELECT id, content FROM memories WHERE embedded = 0 AND status != 'forgotten' ORDER BY id LIMIT ?",
+                (limit,),
+            )
+        )
+
+    def pending_count(self) -> int:
+        return self.conn.execute(
+            "SELECT count(*) FROM memories WHERE embedded = 0 AND status != 'forgotten'"
+        ).fetchone()[0]
+
+    def vector_search(self, query_bytes: bytes, scope: Scope, k: int) -> list[tuple[int, float]]:
+        """The k nearest memories in scope by cosine distance. Returns [(id, distance)] nearest first.
+
+        Filters never starve the result: a selective scope is scanned exactly; a broad one uses the
+        vec0 KNN and over-fetches until k candidates survive the filter (FIELD-CASES F12).
+        """
+        in_scope = self.count_in_scope(scope, embedded_only=True)
+        if in_scope == 0 or k <= 0:
+            return []
+        total = self.vector_count()
+        where, params = self._scope_sql(scope)
+        if in_scope <= EXACT_SCAN_MAX and in_scope < total:
+            sql = (
+                "SELECT m.id, vec_distance_cosine(v.embedding, ?) AS d FROM memories m "
+                f"JOIN vec_memories v ON v.memory_id = m.id WHERE m.embedded = 1 AND {where} ORDER BY d LIMIT ?"
+            )
+            return [(r[0], r[1]) for r in self.conn.execute(sql, [query_bytes, *params, k])]
+        fetch = min(KNN_MAX_K, max(k, int(k * total / in_scope * 2)))
+        while True:
+            sql = (
+                "WITH knn AS (SELECT memory_id, distance FROM vec_memories WHERE embedding MATCH ? AND k = ?) "
+                f"SELECT m.id, knn.distance FROM knn JOIN memories m ON m.id = knn.memory_id WHERE {where} "
+                "ORDER BY knn.distance LIMIT ?"
+            )
+            rows = [(r[0], r[1]) for r in self.conn.execute(sql, [query_bytes, fetch, *params, k])]
+            if len(rows) >= min(k, in_scope) or fetch >= total:
+                return rows
+            if fetch >= KNN_MAX_K:
+                sql = (
+                    "SELECT m.id, vec_distance_cosine(v.embedding, ?) AS d FROM memories m "
+                    f"JOIN vec_memories v ON v.memory_id = m.id WHERE m.embedded = 1 AND {where} "
+                    "ORDER BY d LIMIT ?"
+                )
+                return [(r[0], r[1]) for r in self.conn.execute(sql, [query_bytes, *params, k])]
+            fetch = min(KNN_MAX_K, fetch * 4)
+
+
+def file_sizes(path: Path) -> tuple[int, int]:
+    """(main file bytes, WAL bytes); 0 for a missing file."""
+
+    def size(p: Path) -> int:
+        try:
+            return p.stat().st_size
+        except OSError:
+            return 0
+
+    return size(path), size(path.with_name(path.name + "-wal"))
