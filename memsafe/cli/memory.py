@@ -1,125 +1,28 @@
-"""Responsibility: the `memsafe` command line. Each command parses its arguments, calls one
-handler in `memsafe.api`, and renders the result: data on stdout (a rich table, or one JSON
-document with `--json`), messages on stderr. `MemsafeError`s become one line on stderr and
-exit code 1; usage errors exit 2. A traceback appears only for real bugs, or with MEMSAFE_DEBUG=1.
-"""
+"""Responsibility: the memory commands: remember, recall, get, forget, restore, purge, status."""
 
 from __future__ import annotations
 
-import os
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
-from memsafe import __version__, api, render, settings
-from memsafe.errors import MemsafeError
-from memsafe.models import Kind, Source
-
-app = typer.Typer(
-    name="memsafe",
-    help="Persistent, local, offline memory for AI coding agents and the people who use them.",
-    no_args_is_help=True,
-    add_completion=True,
-    pretty_exceptions_show_locals=False,
-    context_settings={"help_option_names": ["-h", "--help"]},
+from memsafe import api, render
+from memsafe.cli._common import (
+    JsonOpt,
+    KindOpt,
+    ProjectOpt,
+    ProjectPathOpt,
+    TagsOpt,
+    _emit_json,
+    _fail,
+    _project,
+    _session,
+    app,
+    err,
+    out,
 )
-config_app = typer.Typer(help="Show and change settings (validated).", no_args_is_help=True)
-app.add_typer(config_app, name="config")
-
-err = Console(stderr=True, highlight=False, soft_wrap=True)
-
-
-def out() -> Console:
-    return Console(highlight=False)
-
-
-# -- shared options ------------------------------------------------------------------------------
-
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document instead of a table.")]
-ProjectOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--project",
-        "-p",
-        help="Project name or path (default: the git repository of the current directory).",
-    ),
-]
-ProjectPathOpt = Annotated[
-    str | None, typer.Option("--project-path", help="Use the project of this path (posix or Windows).")
-]
-KindOpt = Annotated[Kind, typer.Option("--kind", "-k", help="What the memory is.")]
-TagsOpt = Annotated[list[str] | None, typer.Option("--tag", "-t", help="Tag (repeatable).")]
-
-
-@dataclass
-class Ctx:
-    db: str | None = None
-
-
-@app.callback()
-def _root(
-    ctx: typer.Context,
-    db: Annotated[
-        str | None,
-        typer.Option("--db", help="Database file (default: $MEMSAFE_DB, `config set db`, or the user data dir)."),
-    ] = None,
-    version: Annotated[bool, typer.Option("--version", help="Print the version and exit.", is_eager=True)] = False,
-) -> None:
-    """memsafe remembers what matters across sessions, in one SQLite file on this machine.
-
-    Examples:
-
-      memsafe remember "we squash before merging" --kind decision
-
-      memsafe recall "how do we merge?"
-    """
-    if version:
-        typer.echo(f"memsafe {__version__}")
-        raise typer.Exit()
-    ctx.obj = Ctx(db=db)
-
-
-def _fail(message: str, code: int = 1) -> typer.Exit:
-    err.print(f"[bold red]Error:[/] {message}", markup=True, highlight=False)
-    return typer.Exit(code)
-
-
-@contextmanager
-def _session(ctx: typer.Context) -> Iterator[api.Opened]:
-    """Open the store, show its warnings on stderr, map MemsafeError to a one-line error."""
-    opened = None
-    try:
-        opened = api.open_store(ctx.obj.db if ctx.obj else None)
-        for warning in opened.warnings:
-            err.print(f"[yellow]Warning:[/] {warning}", markup=True)
-        yield opened
-    except MemsafeError as exc:
-        if os.environ.get("MEMSAFE_DEBUG"):
-            raise
-        raise _fail(str(exc), exc.exit_code) from None
-    finally:
-        if opened is not None:
-            opened.store.close()
-
-
-def _project(opened: api.Opened, project: str | None, project_path: str | None) -> tuple[str | None, str]:
-    """(project key, the rule that chose it)."""
-    if project_path:
-        return settings.project_key(project_path), "--project-path"
-    if project:
-        return api.clean_project(project), "--project"
-    mode = api.config_get(opened.store, "project_mode")
-    return settings.detect_project(mode=mode), f"{mode} of {os.getcwd()}"
-
-
-def _emit_json(obj) -> None:
-    sys.stdout.write(render.dumps(obj) + "\n")
-
+from memsafe.models import Kind, Source
 
 # -- commands --------------------------------------------------------------------------------------
 
@@ -303,83 +206,3 @@ def status(
         raise typer.Exit(1)
 
 
-# -- config ----------------------------------------------------------------------------------------
-
-
-@config_app.command("list")
-def config_list(ctx: typer.Context, json_: JsonOpt = False) -> None:
-    """List every setting with its value, default and meaning."""
-    with _session(ctx) as opened:
-        items = api.config_list(opened.store)
-        db_path = str(opened.path)
-    items["db"] = {"value": db_path, "default": str(settings.default_db_path()), "help": "database file"}
-    if json_:
-        _emit_json(items)
-        return
-    from rich.table import Table
-
-    table = Table("key", "value", "default", "meaning")
-    for key, item in items.items():
-        table.add_row(key, str(item["value"]), str(item["default"]), item["help"])
-    out().print(table)
-
-
-@config_app.command("get")
-def config_get(ctx: typer.Context, key: Annotated[str, typer.Argument(help="Setting name.")]) -> None:
-    """Print one setting's value."""
-    if key == "db":
-        path, _ = settings.resolve_db_path(ctx.obj.db)
-        typer.echo(str(path))
-        return
-    with _session(ctx) as opened:
-        value = api.config_get(opened.store, key)
-    typer.echo(str(value))
-
-
-@config_app.command("set")
-def config_set(
-    ctx: typer.Context,
-    key: Annotated[str, typer.Argument(help="Setting name (see `config list`).")],
-    value: Annotated[str, typer.Argument(help="New value.")],
-) -> None:
-    """Change a setting. `config set db PATH` chooses the database file for later runs."""
-    if key == "db":
-        try:
-            path = api.set_db_path(value)
-        except MemsafeError as exc:
-            raise _fail(str(exc)) from None
-        typer.echo(f"db = {path}")
-        return
-    with _session(ctx) as opened:
-        parsed = api.config_set(opened.store, key, value)
-    typer.echo(f"{key} = {parsed}")
-
-
-@config_app.command("reset")
-def config_reset(ctx: typer.Context, key: Annotated[str, typer.Argument(help="Setting name.")]) -> None:
-    """Return a setting to its default."""
-    with _session(ctx) as opened:
-        value = api.config_reset(opened.store, key)
-    typer.echo(f"{key} = {value}")
-
-
-# -- entry point -----------------------------------------------------------------------------------
-
-
-def _safe_streams() -> None:
-    """Never die on a legacy console encoding: unencodable characters are replaced (FIELD-CASES F02)."""
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.reconfigure(errors="replace")
-        except (AttributeError, ValueError):
-            pass
-
-
-def main() -> None:
-    """Console-script entry point."""
-    _safe_streams()
-    try:
-        app()
-    except KeyboardInterrupt:
-        err.print("interrupted")
-        sys.exit(130)

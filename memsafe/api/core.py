@@ -1,8 +1,5 @@
-"""Responsibility: the handlers. The CLI and the MCP server call these and nothing below them.
-
-Each handler takes an open `Store` first and keyword-only options after it, returns a
-dataclass from `memsafe.models`, raises only `MemsafeError` subclasses, and never prints.
-"""
+"""Responsibility: the core handlers: opening the store, input hygiene, remember, get, forget,
+restore, purge, recall, status and config."""
 
 from __future__ import annotations
 
@@ -29,6 +26,13 @@ from memsafe.models import (
     StatusReport,
 )
 from memsafe.store import Store, file_sizes
+
+__all__ = [
+    "Opened", "open_store", "clean_text", "clean_tags", "clean_project", "content_hash", "backfill",
+    "remember", "get", "forget", "restore", "purge", "make_scope", "recall", "status",
+    "config_list", "config_get", "config_set", "config_reset", "set_db_path", "config_value",
+    "MAX_CONTENT_CHARS", "MAX_QUERY_CHARS",
+]
 
 MAX_CONTENT_CHARS = 1_000_000
 MAX_QUERY_CHARS = 100_000
@@ -348,7 +352,8 @@ def purge(store: Store, memory_ids: Sequence[int]) -> PurgeReport:
 # Recall
 
 
-def _config_value(store: Store, key: str):
+def config_value(store: Store, key: str):
+    """The effective value of a config key (stored, else default)."""
     spec = settings.CONFIG_KEYS[key]
     raw = store.config_get(key)
     return spec.default if raw is None else spec.parse(raw)
@@ -404,15 +409,15 @@ def recall(
     text = clean_text(query, "query", MAX_QUERY_CHARS)
     if mode not in ("hybrid", "lexical", "vector"):
         raise InvalidInput(f"unknown mode {mode!r}; use hybrid, lexical or vector")
-    budget_v = _config_value(store, "token_budget") if budget is None else budget
+    budget_v = config_value(store, "token_budget") if budget is None else budget
     if not isinstance(budget_v, int) or budget_v < 1:
         raise InvalidInput(f"budget must be a positive number of tokens, got {budget_v}")
-    limit_v = _config_value(store, "recall_limit") if limit is None else limit
+    limit_v = config_value(store, "recall_limit") if limit is None else limit
     if not isinstance(limit_v, int) or limit_v < 1:
         raise InvalidInput(f"limit must be at least 1, got {limit_v}")
     scope = make_scope(project=project, all_projects=all_projects, kinds=kinds, tags=tags, since=since)
-    effective = max(1, int(budget_v * _config_value(store, "safety_multiplier")))
-    depth = max(_config_value(store, "candidate_depth"), limit_v)
+    effective = max(1, int(budget_v * config_value(store, "safety_multiplier")))
+    depth = max(config_value(store, "candidate_depth"), limit_v)
     notes: list[str] = []
 
     lexical: list[int] = []
@@ -442,8 +447,8 @@ def recall(
             if pending:
                 notes.append(f"{pending} memories still wait for embedding; found lexically only")
 
-    weights = (_config_value(store, "weight_lexical"), _config_value(store, "weight_vector"))
-    fused = retrieve.rrf([lexical, vector], weights, _config_value(store, "rrf_k"))
+    weights = (config_value(store, "weight_lexical"), config_value(store, "weight_vector"))
+    fused = retrieve.rrf([lexical, vector], weights, config_value(store, "rrf_k"))
     if not fused:
         return RecallResult(text, budget_v, effective, 0, [], used_mode, _scope_list(scope), notes)
 
@@ -451,12 +456,12 @@ def recall(
     degrees = store.entity_degrees(list(fused))
     top = max(fused.values())
     w = retrieve.Weights(
-        recency=_config_value(store, "weight_recency"),
-        access=_config_value(store, "weight_access"),
-        graph=_config_value(store, "weight_graph"),
-        confidence=_config_value(store, "weight_confidence"),
-        decay=_config_value(store, "weight_decay"),
-        recency_half_life_days=_config_value(store, "recency_half_life_days"),
+        recency=config_value(store, "weight_recency"),
+        access=config_value(store, "weight_access"),
+        graph=config_value(store, "weight_graph"),
+        confidence=config_value(store, "weight_confidence"),
+        decay=config_value(store, "weight_decay"),
+        recency_half_life_days=config_value(store, "recency_half_life_days"),
     )
     now = clock.now()
     lex_rank = {d: r for r, d in enumerate(lexical, start=1)}
@@ -571,7 +576,7 @@ def config_list(store: Store) -> dict[str, dict]:
 def config_get(store: Store, key: str):
     """One config value. Raises InvalidInput for an unknown key (naming the known ones)."""
     _config_spec(key)
-    return _config_value(store, key)
+    return config_value(store, key)
 
 
 def config_set(store: Store, key: str, value: str):

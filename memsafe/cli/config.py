@@ -1,0 +1,83 @@
+"""Responsibility: `memsafe config list|get|set|reset`."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from memsafe import api, settings
+from memsafe.cli._common import (
+    JsonOpt,
+    _emit_json,
+    _fail,
+    _session,
+    app,
+    out,
+)
+from memsafe.errors import MemsafeError
+
+config_app = typer.Typer(help="Show and change settings (validated).", no_args_is_help=True)
+app.add_typer(config_app, name="config")
+
+
+# -- config ----------------------------------------------------------------------------------------
+
+
+@config_app.command("list")
+def config_list(ctx: typer.Context, json_: JsonOpt = False) -> None:
+    """List every setting with its value, default and meaning."""
+    with _session(ctx) as opened:
+        items = api.config_list(opened.store)
+        db_path = str(opened.path)
+    items["db"] = {"value": db_path, "default": str(settings.default_db_path()), "help": "database file"}
+    if json_:
+        _emit_json(items)
+        return
+    from rich.table import Table
+
+    table = Table("key", "value", "default", "meaning")
+    for key, item in items.items():
+        table.add_row(key, str(item["value"]), str(item["default"]), item["help"])
+    out().print(table)
+
+
+@config_app.command("get")
+def config_get(ctx: typer.Context, key: Annotated[str, typer.Argument(help="Setting name.")]) -> None:
+    """Print one setting's value."""
+    if key == "db":
+        path, _ = settings.resolve_db_path(ctx.obj.db)
+        typer.echo(str(path))
+        return
+    with _session(ctx) as opened:
+        value = api.config_get(opened.store, key)
+    typer.echo(str(value))
+
+
+@config_app.command("set")
+def config_set(
+    ctx: typer.Context,
+    key: Annotated[str, typer.Argument(help="Setting name (see `config list`).")],
+    value: Annotated[str, typer.Argument(help="New value.")],
+) -> None:
+    """Change a setting. `config set db PATH` chooses the database file for later runs."""
+    if key == "db":
+        try:
+            path = api.set_db_path(value)
+        except MemsafeError as exc:
+            raise _fail(str(exc)) from None
+        typer.echo(f"db = {path}")
+        return
+    with _session(ctx) as opened:
+        parsed = api.config_set(opened.store, key, value)
+    typer.echo(f"{key} = {parsed}")
+
+
+@config_app.command("reset")
+def config_reset(ctx: typer.Context, key: Annotated[str, typer.Argument(help="Setting name.")]) -> None:
+    """Return a setting to its default."""
+    with _session(ctx) as opened:
+        value = api.config_reset(opened.store, key)
+    typer.echo(f"{key} = {value}")
+
+
