@@ -1,0 +1,208 @@
+"""The command line: output contracts, exit codes, one-line errors for bad input, encodings
+(FIELD-CASES F02), offline token counting (F05), project scoping (F20)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from memsafe import api, settings
+
+
+def one_line_error(result) -> str:
+    """Assert the failure is one line on stderr, no traceback, non-zero exit; return the line."""
+    assert result.exit_code != 0
+    assert "Traceback" not in result.stderr and "Traceback" not in result.stdout
+    lines = [ln for ln in result.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, result.stderr
+    return lines[0]
+
+
+def test_remember_recall_json_contract(cli):
+    r = cli("remember", "The build cache lives in ~/.cache/buildkit", "--kind", "fact", "--tag", "ops", "--json")
+    assert r.exit_code == 0, r.stderr
+    memory = json.loads(r.stdout)
+    assert memory["kind"] == "fact" and memory["tags"] == ["ops"] and memory["source"] == "user"
+    r = cli("recall", "where is the buildkit cache", "--json")
+    doc = json.loads(r.stdout)
+    assert set(doc) >= {"query", "budget", "tokens_used", "results"}
+    assert doc["results"][0]["id"] == memory["id"] and doc["results"][0]["source"] == "user"
+    assert doc["tokens_used"] <= doc["budget"]
+
+
+def test_remember_reads_stdin_and_prints_the_id(cli):
+    r = cli("remember", "-", input="Rotate the signing key yearly\n")
+    assert r.exit_code == 0 and "Remembered memory 1" in r.stdout
+    assert json.loads(cli("get", "1", "--json").stdout)["content"] == "Rotate the signing key yearly"
+
+
+def test_duplicate_names_the_existing_id(cli):
+    cli("remember", "Use ruff for linting")
+    line = one_line_error(cli("remember", "Use ruff for linting"))
+    assert "already remembered as memory 1" in line
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["remember", ""],
+        ["remember", "   "],
+        ["get", "424242"],
+        ["forget", "424242"],
+        ["restore", "424242"],
+        ["recall", "   "],
+        ["config", "set", "token_budget", "0"],
+        ["config", "set", "safety_multiplier", "abc"],
+        ["config", "get", "no_such_key"],
+    ],
+)
+def test_user_errors_are_one_line_and_exit_1(cli, args):
+    cli("remember", "seed memory")
+    result = cli(*args)
+    one_line_error(result)
+    assert result.exit_code == 1
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["get", "abc"], ["forget", "1.5"], ["recall", "x", "--budget", "0"], ["recall", "x", "--budget", "-3"],
+     ["recall", "x", "--limit", "0"], ["remember", "x", "--kind", "nonsense"], ["purge"]],
+)
+def test_usage_errors_exit_2_without_traceback(cli, args):
+    result = cli(*args)
+    assert result.exit_code == 2
+    assert "Traceback" not in result.stderr + result.stdout
+
+
+def test_purge_without_terminal_needs_yes(cli):
+    cli("remember", "to be destroyed")
+    line = one_line_error(cli("purge", "1"))
+    assert "--yes" in line
+    assert json.loads(cli("get", "1", "--json").stdout)["status"] == "active"
+    r = cli("purge", "1", "--yes", "--json")
+    assert r.exit_code == 0 and json.loads(r.stdout)["purged_ids"] == [1]
+
+
+def test_forget_restore_through_cli(cli):
+    cli("remember", "The staging DB password rotates every Friday", "--tag", "secrets")
+    assert cli("forget", "1", "--reason", "stale").exit_code == 0
+    for query in ("staging password rotation", "Friday", "when do credentials change"):
+        doc = json.loads(cli("recall", query, "--json").stdout)
+        assert all(r["id"] != 1 for r in doc["results"])
+    assert cli("restore", "1").exit_code == 0
+    assert json.loads(cli("recall", "Friday", "--json").stdout)["results"][0]["id"] == 1
+
+
+def test_config_set_is_validated_and_used(cli):
+    assert cli("config", "set", "token_budget", "50").exit_code == 0
+    assert cli("config", "get", "token_budget").stdout.strip() == "50"
+    cli("remember", "word " * 400)
+    doc = json.loads(cli("recall", "word", "--json").stdout)
+    assert doc["budget"] == 50 and doc["tokens_used"] <= 42
+    listed = json.loads(cli("config", "list", "--json").stdout)
+    assert listed["token_budget"]["value"] == 50 and listed["token_budget"]["default"] == 2000
+
+
+def test_status_reports_paths_and_state(cli, db_path):
+    cli("remember", "status probe")
+    r = cli("status", "--json")
+    assert r.exit_code == 0, r.stdout
+    doc = json.loads(r.stdout)
+    assert doc["db_path"] == str(db_path)
+    assert doc["counts"]["active"] == 1 and doc["vector_search"]["available"]
+    assert doc["model"]["dim"] == 384 and doc["schema_version"] >= 1
+
+
+def test_status_without_vectors_explains_and_exits_nonzero(db_path, memsafe_proc):
+    r = memsafe_proc("--db", str(db_path), "remember", "works without vectors", env={"MEMSAFE_NO_VEC": "1"})
+    assert r.returncode == 0, r.stderr
+    r = memsafe_proc("--db", str(db_path), "status", env={"MEMSAFE_NO_VEC": "1"})
+    assert r.returncode == 1 and "vector search unavailable" in r.stdout and "fix:" in r.stdout
+    assert "1 active" in r.stdout and "Traceback" not in r.stderr
+
+
+def test_unopenable_db_path_is_one_line(tmp_path, memsafe_proc):
+    blocker = tmp_path / "plainfile"
+    blocker.write_text("x")
+    r = memsafe_proc("--db", str(blocker / "x" / "memory.db"), "remember", "hello")
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert len([ln for ln in r.stderr.splitlines() if ln.strip()]) == 1
+
+
+def test_lone_surrogate_bytes_in_argv(db_path):
+    """Invalid UTF-8 in argv arrives as lone surrogates; it is stored as U+FFFD, not a crash."""
+    cmd = [sys.executable.encode(), b"-m", b"memsafe", b"--db", str(db_path).encode(), b"remember", b"bad \xff byte"]
+    r = subprocess.run(cmd, capture_output=True, env=dict(os.environ))
+    assert r.returncode == 0, r.stderr
+    with api.open_store(str(db_path)).store as store:
+        assert api.get(store, 1).content == "bad \ufffd byte"
+
+
+@pytest.mark.parametrize("encoding", ["cp1252", "ascii"])
+def test_legacy_console_encoding_never_crashes(db_path, memsafe_proc, encoding):
+    env = {"PYTHONIOENCODING": encoding}
+    r = memsafe_proc("--db", str(db_path), "remember", "Müller → 日本語 🚀 naïve", env=env)
+    assert r.returncode == 0, r.stderr
+    r = memsafe_proc("--db", str(db_path), "recall", "日本語", env=env)
+    assert r.returncode == 0 and "Traceback" not in r.stderr
+    r = memsafe_proc("--db", str(db_path), "recall", "日本語", "--json", env=env)
+    assert json.loads(r.stdout)["results"][0]["content"] == "Müller → 日本語 🚀 naïve"
+
+
+def test_token_counting_works_offline(db_path, memsafe_proc, tmp_path):
+    env = {"HTTPS_PROXY": "http://127.0.0.1:9", "HTTP_PROXY": "http://127.0.0.1:9",
+           "TIKTOKEN_CACHE_DIR": str(tmp_path / "empty-cache"), "HOME": str(tmp_path / "fresh-home")}
+    assert memsafe_proc("--db", str(db_path), "remember", "alpha beta gamma", env=env).returncode == 0
+    r = memsafe_proc("--db", str(db_path), "recall", "alpha", "--budget", "50", "--json", env=env)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["results"][0]["tokens"] == 3  # real cl100k count, not the estimate
+
+
+# -- projects (F20) --------------------------------------------------------------------------------
+
+
+def test_project_keys_are_stable_across_spellings():
+    assert settings.project_key("/home/someone/My Projects/web/") == "/home/someone/My Projects/web"
+    win = settings.project_key(r"C:\Users\First Last\src\web")
+    assert win == settings.project_key("c:/Users/First Last/src/web") == "c:/Users/First Last/src/web"
+    assert win != settings.project_key("/home/someone/My Projects/web")
+    assert settings.project_key("/a/b/../web") == "/a/web"
+
+
+def test_projects_never_leak_into_each_other(cli):
+    web, web2 = "/home/someone/My Projects/web", "/home/someone/My Projects/web2"
+    cli("remember", "Use Redux for state management", "--project-path", web)
+    cli("remember", "Use Pinia for state management", "--project-path", web2)
+    cli("remember", "Prefer small pure functions", "--global")
+
+    def ids(*args):
+        return [r["content"] for r in json.loads(cli("recall", "state management", "--json", *args).stdout)["results"]]
+
+    got = ids("--project-path", web + "/")
+    assert "Use Redux for state management" in got and "Use Pinia for state management" not in got
+    assert "Prefer small pure functions" in got  # global memories are always included
+    both = ids("--all-projects")
+    assert {"Use Redux for state management", "Use Pinia for state management"} <= set(both)
+    only_global = ids()  # cwd is not a repository: global memories only
+    assert only_global == ["Prefer small pure functions"]
+
+
+def test_project_defaults_to_the_git_root(tmp_path, monkeypatch, cli):
+    repo = tmp_path / "repo"
+    (repo / "pkg-a").mkdir(parents=True)
+    (repo / "pkg-b").mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    monkeypatch.chdir(repo / "pkg-a")
+    r = cli("remember", "pkg-a uses the shared eslint config", "--json")
+    assert json.loads(r.stdout)["project"] == str(repo)
+    monkeypatch.chdir(repo / "pkg-b")
+    doc = json.loads(cli("recall", "eslint config", "--json").stdout)
+    assert doc["results"][0]["content"].startswith("pkg-a uses")
+    status = json.loads(cli("status", "--json").stdout)
+    assert status["project"] == str(repo) and status["project_rule"].startswith("git-root")
+    monkeypatch.chdir(tmp_path)
+    assert json.loads(cli("recall", "eslint config", "--json").stdout)["results"] == []

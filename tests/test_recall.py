@@ -1,0 +1,207 @@
+"""Remember and recall through the handlers: semantic and keyword recall, duplicates, forget,
+restore, purge, token budgets, over-long input, FTS syntax, Unicode (FIELD-CASES F06–F08, F10)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from memsafe import api, tokens
+from memsafe.errors import Duplicate, InvalidInput, NotFound
+
+CORPUS = [
+    "We squash commits before merging a pull request into main.",
+    "The CI pipeline fails with ERR_SSL_PROTOCOL when HTTPS_PROXY is set on the runner.",
+    "Alice prefers tabs over spaces in Go code reviews.",
+    "Production database backups run nightly at 02:00 UTC to the cold-storage bucket.",
+    "Use the --frozen-lockfile flag with pnpm install in CI so dependency versions never drift.",
+    "The payments service reads its settings from config/payments.toml at start-up.",
+    "Our on-call rotation changes every Monday morning; the schedule lives in PagerDuty.",
+]
+
+
+@pytest.fixture
+def filled(store):
+    ids = [api.remember(store, text).id for text in CORPUS]
+    return store, ids
+
+
+def top_id(store, query, **kw) -> int | None:
+    result = api.recall(store, query, **kw)
+    return result.hits[0].memory.id if result.hits else None
+
+
+@pytest.mark.parametrize(
+    "query, index",
+    [
+        ("how do we combine branches?", 0),  # no content word shared with memory 0
+        ("which person likes indentation characters", 2),
+        ("when is the data saved every evening", 3),
+        ("who must answer pages this week", 6),
+    ],
+)
+def test_semantic_recall_by_paraphrase(filled, query, index):
+    store, ids = filled
+    assert top_id(store, query) == ids[index]
+
+
+@pytest.mark.parametrize(
+    "query, index",
+    [("ERR_SSL_PROTOCOL", 1), ("--frozen-lockfile", 4), ("config/payments.toml", 5), ("HTTPS_PROXY", 1)],
+)
+def test_keyword_recall_by_exact_identifier(filled, query, index):
+    store, ids = filled
+    assert top_id(store, query) == ids[index]
+    assert top_id(store, query, mode="lexical") == ids[index]
+
+
+def test_duplicate_is_refused_with_the_existing_id(filled):
+    store, ids = filled
+    with pytest.raises(Duplicate) as info:
+        api.remember(store, "  " + CORPUS[3] + "  ")
+    assert info.value.existing_id == ids[3]
+    assert str(ids[3]) in str(info.value)
+    # the same text in another project is a different memory
+    other = api.remember(store, CORPUS[3], project="elsewhere")
+    assert other.id not in ids
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "lexical", "vector"])
+def test_forget_hides_from_every_path_and_restore_brings_back(filled, mode):
+    store, ids = filled
+    target = ids[1]
+    queries = ["ERR_SSL_PROTOCOL proxy", "certificate handshake failure in the build", "runner"]
+    api.forget(store, target, reason="outdated")
+    for q in queries:
+        for budget in (None, 30):
+            found = [h.memory.id for h in api.recall(store, q, mode=mode, budget=budget).hits]
+            assert target not in found
+    assert api.get(store, target).status == "forgotten"
+    api.restore(store, target)
+    assert target in [h.memory.id for h in api.recall(store, queries[0], mode=mode).hits]
+
+
+def test_forget_twice_and_unknown_ids_are_errors(filled):
+    store, ids = filled
+    api.forget(store, ids[0])
+    with pytest.raises(InvalidInput):
+        api.forget(store, ids[0])
+    with pytest.raises(NotFound):
+        api.forget(store, 999_999)
+    with pytest.raises(InvalidInput):
+        api.get(store, -3)
+
+
+def test_purge_leaves_no_trace_in_the_file_or_wal(store, db_path):
+    marker = "Zanzibar-quokka-7731 staging password rotation"
+    keep = api.remember(store, "The staging cluster runs in eu-west-1.")
+    victim = api.remember(store, marker, tags=["secret-ish"])
+    api.recall(store, "Zanzibar quokka")  # touch it, so it was read and indexed
+    report = api.purge(store, [victim.id])
+    assert report.purged_ids == [victim.id]
+    with pytest.raises(NotFound):
+        api.get(store, victim.id)
+    assert api.get(store, keep.id).content.startswith("The staging")
+    store.close()
+    blob = db_path.read_bytes()
+    wal = db_path.with_name(db_path.name + "-wal")
+    if wal.exists():
+        blob += wal.read_bytes()
+    for needle in ("Zanzibar", "quokka", "zanzibar", "secret-ish"):
+        assert needle.encode() not in blob, needle
+    reopened = api.open_store(str(db_path)).store
+    assert reopened.integrity_check() == "ok"
+    events = list(reopened.conn.execute("SELECT action, memory_id, detail FROM events WHERE action = 'purge'"))
+    assert events == [("purge", victim.id, None)]
+    reopened.close()
+
+
+def test_purge_of_unknown_id_changes_nothing(filled):
+    store, ids = filled
+    with pytest.raises(NotFound):
+        api.purge(store, [ids[0], 424242])
+    assert api.get(store, ids[0]).status == "active"
+
+
+@pytest.mark.parametrize("budget", [1, 5, 20, 60, 200, 2000])
+def test_every_recall_stays_within_its_budget(filled, budget):
+    store, _ = filled
+    api.remember(store, "A very long note about deployment. " * 200)
+    for query in ("deployment", "database", "how do we merge", "pnpm"):
+        result = api.recall(store, query, budget=budget)
+        assert result.hits, "at least one memory is always returned"
+        returned = sum(tokens.count(h.text) for h in result.hits)
+        assert returned == result.tokens_used <= result.effective_budget <= budget
+
+
+def test_over_long_memory_is_embedded_by_its_prefix_and_found_by_its_tail(store, embedder):
+    long_text = "deploy " * 5000 + "UNIQUE_TAIL_TOKEN"
+    memory = api.remember(store, long_text)
+    assert api.get(store, memory.id).content == long_text
+    stored = np.frombuffer(store.get_vector(memory.id), dtype=np.float32)
+    encoding = embedder.tokenizer.encode(long_text)
+    assert len(encoding.ids) == 256
+    prefix = embedder.tokenizer.decode(encoding.ids[1:-1])
+    assert float(stored @ embedder.embed_one(prefix)) > 0.9999
+    assert top_id(store, "UNIQUE_TAIL_TOKEN") == memory.id
+    assert api.recall(store, "deploy " * 3000).hits  # over-long query: no error
+
+
+FTS_MEMORY = (
+    "Fixed multi-agent retry in svc-auth. TODO: bump to v2.0.1 (don't forget) — C++ port, O'Reilly book, "
+    "50% faster, see docs/setup.md, ticket OC-41252, NEAR term, AND gate"
+)
+
+
+@pytest.mark.parametrize(
+    "query",
+    ["multi-agent", "TODO:", "don't", "v2.0.1", "C++", "O'Reilly", "docs/setup.md", "OC-41252", '"unterminated',
+     "retry OR", "NEAR(", "(python", "title:x", "AND", "50%", "*", "^retry", "-", ":", "NEAR", "OR"],
+)
+def test_fts_syntax_in_queries_never_errors(store, query):
+    memory = api.remember(store, FTS_MEMORY)
+    api.remember(store, "Unrelated note about lunch menus.")
+    result = api.recall(store, query)
+    literal_words = {"multi-agent", "TODO:", "don't", "v2.0.1", "C++", "O'Reilly", "docs/setup.md", "OC-41252",
+                     "retry OR", "NEAR(", "AND", "50%", "^retry"}
+    if query in literal_words:
+        assert memory.id in [h.memory.id for h in result.hits]
+        lexical = api.recall(store, query, mode="lexical")
+        assert lexical.hits and lexical.hits[0].memory.id == memory.id
+
+
+def test_emoji_round_trip_and_lone_surrogates_replaced(store):
+    emoji = "🚀 shipped 👍🏽 by 👩‍💻 🇯🇵 — Müller → 日本語"
+    m = api.remember(store, emoji)
+    assert api.get(store, m.id).content == emoji
+    assert top_id(store, "Müller 日本語") == m.id
+    broken = api.remember(store, "deploy ok \ud83d truncated")
+    assert api.get(store, broken.id).content == "deploy ok \ufffd truncated"
+    assert api.recall(store, "\udc81 deploy").hits
+
+
+@pytest.mark.parametrize("bad", ["", "   ", "\n\t", "\x00\x00"])
+def test_empty_content_and_query_are_refused(store, bad):
+    with pytest.raises(InvalidInput):
+        api.remember(store, bad)
+    with pytest.raises(InvalidInput):
+        api.recall(store, bad)
+
+
+def test_limits_and_options_are_validated(store):
+    api.remember(store, "something to find")
+    for kwargs in ({"budget": 0}, {"budget": -5}, {"limit": 0}, {"mode": "psychic"}, {"kinds": ["nope"]}):
+        with pytest.raises(InvalidInput):
+            api.recall(store, "something", **kwargs)
+    for kwargs in ({"kind": "nope"}, {"importance": 2.0}, {"importance": float("nan")}, {"tags": [" "]}):
+        with pytest.raises(InvalidInput):
+            api.remember(store, "another thing", **kwargs)
+
+
+def test_only_returned_memories_count_as_accessed(filled):
+    store, ids = filled
+    result = api.recall(store, "ERR_SSL_PROTOCOL", limit=1)
+    returned = result.hits[0].memory.id
+    for memory_id in ids:
+        m = api.get(store, memory_id)
+        assert m.access_count == (1 if memory_id == returned else 0)

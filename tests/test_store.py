@@ -1,0 +1,186 @@
+"""The SQLite file: schema versions and migrations, refusal of newer files, permissions, paths
+(FIELD-CASES F18), and running without sqlite-vec or the model (F13)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+
+import pytest
+
+from memsafe import api, embed, migrations
+from memsafe.errors import SchemaTooNew, StoreUnavailable
+from memsafe.store import Store
+
+
+def sha(path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def make_store(path, *texts):
+    with Store(path) as store:
+        for text in texts:
+            api.remember(store, text, embed_now=False)
+
+
+def test_new_store_is_private_and_current(db_path):
+    make_store(db_path, "hello")
+    assert stat.S_IMODE(db_path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(db_path.parent.stat().st_mode) == 0o700
+    with Store(db_path) as store:
+        assert store.schema_version() == migrations.latest()
+        assert store.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert store.integrity_check() == "ok"
+
+
+def test_newer_schema_is_refused_and_left_byte_identical(db_path):
+    make_store(db_path, "a memory from the future")
+    with Store(db_path) as store:
+        store.conn.execute("PRAGMA user_version = 99")
+        store.checkpoint()
+    before = sha(db_path)
+    with pytest.raises(SchemaTooNew, match="upgrade memsafe"):
+        Store(db_path)
+    assert sha(db_path) == before
+
+
+def test_migration_writes_a_backup_first_and_keeps_every_row(db_path, monkeypatch):
+    make_store(db_path, "first", "second")
+
+    def m999_add_column(conn):
+        conn.execute("ALTER TABLE memories ADD COLUMN extra TEXT")
+
+    monkeypatch.setattr(migrations, "MIGRATIONS", [*migrations.MIGRATIONS, ("m999_add_column", m999_add_column)])
+    old_version = len(migrations.MIGRATIONS) - 1
+    with Store(db_path) as store:
+        assert store.schema_version() == old_version + 1
+        assert store.backup_path is not None and store.backup_path.exists()
+        assert [r[0] for r in store.conn.execute("SELECT content FROM memories ORDER BY id")] == ["first", "second"]
+    import apsw
+
+    backup = apsw.Connection(str(store.backup_path))  # the backup is the old file, unmigrated
+    assert backup.execute("PRAGMA user_version").fetchone()[0] == old_version
+    assert backup.execute("SELECT count(*) FROM memories").fetchone()[0] == 2
+    backup.close()
+    assert store.backup_path.name == f"memory.db.bak-v{old_version}"
+
+
+def test_failing_migration_rolls_back_and_reports(db_path, monkeypatch):
+    make_store(db_path, "keep me")
+
+    def m999_broken(conn):
+        conn.execute("CREATE TABLE half_done (x)")
+        conn.execute("THIS IS NOT SQL")
+
+    monkeypatch.setattr(migrations, "MIGRATIONS", [*migrations.MIGRATIONS, ("m999_broken", m999_broken)])
+    with pytest.raises(StoreUnavailable, match="cannot migrate"):
+        Store(db_path)
+    monkeypatch.setattr(migrations, "MIGRATIONS", migrations.MIGRATIONS[:-1])
+    with Store(db_path) as store:
+        assert store.schema_version() == len(migrations.MIGRATIONS)
+        assert not store.conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'half_done'").fetchone()
+        assert store.conn.execute("SELECT content FROM memories").fetchone()[0] == "keep me"
+
+
+def test_read_only_file_needing_migration_is_a_clear_error(db_path, monkeypatch):
+    if os.geteuid() == 0:
+        pytest.skip("root ignores file permissions")
+    make_store(db_path, "x")
+    monkeypatch.setattr(
+        migrations, "MIGRATIONS", [*migrations.MIGRATIONS, ("m999_noop", lambda c: c.execute("CREATE TABLE t(x)"))]
+    )
+    db_path.chmod(0o400)
+    with pytest.raises(StoreUnavailable):
+        Store(db_path)
+
+
+@pytest.mark.parametrize("content", [b"this is not sqlite at all" * 100, b"\x00" * 4096])
+def test_a_file_that_is_not_a_memsafe_db_is_refused(tmp_path, content):
+    path = tmp_path / "other.db"
+    path.write_bytes(content)
+    before = sha(path)
+    with pytest.raises(StoreUnavailable):
+        Store(path)
+    assert sha(path) == before
+
+
+def test_a_foreign_sqlite_db_is_refused(tmp_path):
+    import apsw
+
+    path = tmp_path / "foreign.db"
+    conn = apsw.Connection(str(path))
+    conn.execute("CREATE TABLE people(name)")
+    conn.close()
+    with pytest.raises(StoreUnavailable, match="not a memsafe database"):
+        Store(path)
+
+
+def test_tilde_and_spaces_in_the_path_are_expanded_once(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path / "user home"))
+    monkeypatch.setenv("MEMSAFE_DB", "~/mem safe/dir/test.db")
+    opened = api.open_store()
+    opened.store.close()
+    expected = tmp_path / "user home" / "mem safe" / "dir" / "test.db"
+    assert opened.path == expected and expected.exists()
+
+
+def test_relative_db_in_config_is_saved_absolute(tmp_path, monkeypatch):
+    first = tmp_path / "first"
+    first.mkdir()
+    monkeypatch.chdir(first)
+    saved = api.set_db_path("./rel.db")
+    assert saved == first / "rel.db"
+    with api.open_store().store as store:
+        api.remember(store, "written from the first directory", embed_now=False)
+    monkeypatch.chdir("/")
+    opened = api.open_store()
+    with opened.store as store:
+        assert opened.path == first / "rel.db"
+        assert store.counts()["active"] == 1
+
+
+def test_new_store_elsewhere_warns_when_default_store_exists(tmp_path, monkeypatch):
+    with api.open_store().store as store:  # the default location, under MEMSAFE_HOME
+        api.remember(store, "lives at the default place", embed_now=False)
+    opened = api.open_store(str(tmp_path / "typo" / "memroy.db"))
+    opened.store.close()
+    assert any("existing store was found" in w for w in opened.warnings)
+
+
+def test_unopenable_path_is_an_error_not_a_store_elsewhere(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(StoreUnavailable):
+        api.open_store(str(blocker / "sub" / "memory.db"))
+    with pytest.raises(StoreUnavailable):
+        api.open_store(str(tmp_path))  # a directory
+    assert not (tmp_path / "home").exists() or not any((tmp_path / "home").rglob("*.db"))
+
+
+def test_without_sqlite_vec_everything_works_lexically(db_path, monkeypatch):
+    monkeypatch.setenv("MEMSAFE_NO_VEC", "1")
+    with Store(db_path) as store:
+        assert not store.vector_available
+        m = api.remember(store, "The release train leaves every second Tuesday")
+        assert not api.get(store, m.id).embedded
+        result = api.recall(store, "release train")
+        assert [h.memory.id for h in result.hits] == [m.id]
+        assert result.mode == "lexical" and any("vector search unavailable" in n for n in result.notes)
+    monkeypatch.delenv("MEMSAFE_NO_VEC")
+    with Store(db_path) as store:  # the next process with the model fills the pending vector
+        result = api.recall(store, "when does the train depart")
+        assert api.get(store, m.id).embedded and result.hits[0].memory.id == m.id
+
+
+def test_without_the_model_recall_is_lexical(db_path, monkeypatch):
+    monkeypatch.setenv("MEMSAFE_MODEL_DIR", str(db_path.parent / "nowhere"))
+    embed.reset()
+    try:
+        with Store(db_path) as store:
+            m = api.remember(store, "Kafka topics are compacted weekly")
+            result = api.recall(store, "Kafka")
+            assert result.hits[0].memory.id == m.id and result.mode == "lexical"
+            assert "model.onnx not found" in result.notes[0]
+    finally:
+        embed.reset()
