@@ -20,8 +20,10 @@ import importlib.metadata
 import os
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 MAX_TOKENS = 256
 BATCH_SIZE = 32
@@ -97,6 +99,8 @@ class Embedder:
 
     def embed(self, texts: list[str], batch_size: int = BATCH_SIZE) -> np.ndarray:
         """Embed texts. Returns (n, dim) float32, L2-normalised. Empty input gives (0, dim)."""
+        import numpy as np
+
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         out = [self._embed_batch(texts[i : i + batch_size]) for i in range(0, len(texts), batch_size)]
@@ -107,6 +111,8 @@ class Embedder:
         return self._embed_batch([text])[0]
 
     def _embed_batch(self, texts: list[str]) -> np.ndarray:
+        import numpy as np
+
         encodings = self.tokenizer.encode_batch([t if t.strip() else "[UNK]" for t in texts])
         width = max(len(e.ids) for e in encodings)
         ids = np.zeros((len(texts), width), dtype=np.int64)
