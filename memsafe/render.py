@@ -138,3 +138,25 @@ def compact_recall(result: RecallResult) -> str:
             meta += " tags=" + ",".join(m.tags)
         blocks.append(f"[{meta}] {h.text}" + (" …" if h.truncated else ""))
     return "\n".join(blocks)
+
+
+# -- compact text for MCP clients (issue 5) -------------------------------------------------------
+
+
+def compact_memory(memory: Memory, *, full: bool = True) -> str:
+    """One memory for a model: a bracketed header (id, kind, age, source, project, tags, status
+    when not active), then the content on the next line (omitted with full=False)."""
+    m = memory
+    meta = f"#{m.id} {m.kind} {clock.age(m.created_at)} src={m.source} " + (
+        f"project={m.project}" if m.project else "global"
+    )
+    if m.tags:
+        meta += " tags=" + ",".join(m.tags)
+    if m.status != "active":
+        meta += f" status={m.status}"
+    return f"[{meta}]" + (f"\n{m.content}" if full else "")
+
+
+def compact_value(obj) -> str:
+    """Fallback for result types without their own compact form: one compact JSON document."""
+    return json.dumps(to_jsonable(obj), ensure_ascii=False, separators=(",", ":"), default=str)

@@ -1,0 +1,393 @@
+"""The MCP server (`memsafe serve`): tools through a real stdio client and a real subprocess,
+stdout hygiene at the descriptor level (FIELD-CASES F01), non-UTF-8 locales (F02), large replies
+to a slow reader (F03), lone surrogates (F08), several servers and the CLI on one file, project
+scope (F20); plus in-process checks of the tool list (annotations, token cost, optional tools)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+from mcp import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from typer.testing import CliRunner
+
+from memsafe import api, server
+from memsafe.bench_mcp import RawClient, tools_list_tokens
+from memsafe.cli import app
+
+CORE_TOOLS = {
+    "remember", "recall", "get_memory", "forget", "restore_memory", "purge_memory", "status", "configure",
+    "healthcheck",
+}
+UNICODE = "Müller → 日本語 🚀 naïve"
+
+
+def text_of(result) -> str:
+    """The text of a CallToolResult (SDK object or raw dict)."""
+    content = result["content"] if isinstance(result, dict) else result.content
+    return "\n".join(c["text"] if isinstance(c, dict) else c.text for c in content)
+
+
+def is_error(result) -> bool:
+    return bool(result["isError"] if isinstance(result, dict) else result.is_error)
+
+
+def server_env(home: Path, **extra: str) -> dict[str, str]:
+    env = {"MEMSAFE_HOME": str(home)}
+    env.update(extra)
+    return env
+
+
+async def with_session(db: Path, cwd: Path, home: Path, errlog: Path, body, env: dict | None = None,
+                       args: tuple[str, ...] = ()):
+    """Spawn `python -m memsafe --db DB serve` through the SDK's stdio client and run body(session)."""
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "memsafe", "--db", str(db), "serve", *args],
+        env={**server_env(home), **(env or {})}, cwd=str(cwd),
+    )
+    with open(errlog, "a", encoding="utf-8") as err:
+        async with stdio_client(params, errlog=err) as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                return await body(session)
+
+
+def cli(db: Path, *args: str):
+    return CliRunner().invoke(app, ["--db", str(db), *args])
+
+
+@pytest.fixture
+def paths(tmp_path):
+    work = tmp_path / "srv"
+    work.mkdir()
+    return {"db": tmp_path / "db" / "memory.db", "cwd": work, "home": tmp_path / "home",
+            "err": tmp_path / "server.err"}
+
+
+# ---------------------------------------------------------------------------------------------
+# Real stdio client: every tool, errors as tool errors
+
+
+def test_every_tool_through_a_real_stdio_client(paths, embedder):
+    async def body(s: ClientSession):
+        listed = await s.list_tools()
+        names = {t.name for t in listed.tools}
+        out: dict = {"names": names, "tools": {t.name: t for t in listed.tools}}
+        call = s.call_tool
+        out["remember"] = await call("remember", {"content": "We deploy with blue-green switches", "kind": "decision",
+                                                  "tags": ["ops"]})
+        out["duplicate"] = await call("remember", {"content": "We deploy with  blue-green switches"})
+        out["bad_kind"] = await call("remember", {"content": "x", "kind": "rumour"})
+        out["empty"] = await call("remember", {"content": "   "})
+        out["missing_arg"] = await call("remember", {})
+        out["global"] = await call("remember", {"content": "The user prefers tabs", "kind": "preference",
+                                                "is_global": True})
+        out["recall"] = await call("recall", {"query": "how do we deploy?", "budget": 500, "limit": 5,
+                                              "kind": "decision", "tags": ["ops"]})
+        out["recall_as_of"] = await call("recall", {"query": "deploy", "as_of": "2026-01-01T00:00:00Z"})
+        out["get"] = await call("get_memory", {"id": 1})
+        out["get_missing"] = await call("get_memory", {"id": 999})
+        out["forget"] = await call("forget", {"id": 1, "reason": "superseded"})
+        out["forget_again"] = await call("forget", {"id": 1})
+        out["recall_after_forget"] = await call("recall", {"query": "blue-green deploy"})
+        out["restore"] = await call("restore_memory", {"id": 1})
+        out["recall_after_restore"] = await call("recall", {"query": "blue-green deploy"})
+        out["purge_unconfirmed"] = await call("purge_memory", {"ids": [2]})
+        out["purge"] = await call("purge_memory", {"ids": [2], "confirm": True})
+        out["get_purged"] = await call("get_memory", {"id": 2})
+        out["status"] = await call("status", {})
+        out["config_list"] = await call("configure", {})
+        out["config_set"] = await call("configure", {"key": "recall_limit", "value": "7"})
+        out["config_get"] = await call("configure", {"key": "recall_limit"})
+        out["config_bad"] = await call("configure", {"key": "recall_limit", "value": "-3"})
+        out["config_unknown"] = await call("configure", {"key": "nope"})
+        out["health"] = await call("healthcheck", {})
+        out["unknown_tool"] = await call("no_such_tool", {})
+        out["ping"] = await s.send_ping()
+        return out
+
+    r = anyio.run(with_session, paths["db"], paths["cwd"], paths["home"], paths["err"], body)
+
+    assert CORE_TOOLS <= r["names"]
+    assert all(r["tools"][n].description for n in r["names"])
+    assert not is_error(r["remember"]) and "#1" in text_of(r["remember"])
+    # errors are tool errors with actionable text, never success-looking strings
+    assert is_error(r["duplicate"]) and "memory 1" in text_of(r["duplicate"])
+    assert is_error(r["bad_kind"]) and "decision" in text_of(r["bad_kind"])
+    assert is_error(r["empty"]) and "empty" in text_of(r["empty"])
+    assert is_error(r["missing_arg"]) and "content" in text_of(r["missing_arg"])
+    assert not is_error(r["global"]) and "global" in text_of(r["global"])
+    recalled = text_of(r["recall"])
+    assert not is_error(r["recall"])
+    assert "#1 decision" in recalled and "src=agent" in recalled and "tokens" in recalled
+    assert "blue-green" in recalled and "tabs" not in recalled  # kind filter applied
+    assert is_error(r["recall_as_of"]) and "as_of" in text_of(r["recall_as_of"])
+    assert "We deploy with blue-green switches" in text_of(r["get"]) and "project=" not in text_of(r["get"])
+    assert is_error(r["get_missing"]) and "999" in text_of(r["get_missing"])
+    assert not is_error(r["forget"]) and is_error(r["forget_again"]) and "restore" in text_of(r["forget_again"])
+    assert "#1 " not in text_of(r["recall_after_forget"])
+    assert not is_error(r["restore"]) and "#1 " in text_of(r["recall_after_restore"])
+    assert is_error(r["purge_unconfirmed"]) and "confirm" in text_of(r["purge_unconfirmed"])
+    assert not is_error(r["purge"]) and "#2" in text_of(r["purge"])
+    assert is_error(r["get_purged"])
+    assert str(paths["db"]) in text_of(r["status"]) and "memories" in text_of(r["status"])
+    assert "token_budget" in text_of(r["config_list"]) and str(paths["db"]) in text_of(r["config_list"])
+    assert text_of(r["config_set"]) == "recall_limit = 7" and text_of(r["config_get"]) == "recall_limit = 7"
+    assert is_error(r["config_bad"]) and "between" in text_of(r["config_bad"])
+    assert is_error(r["config_unknown"]) and "known keys" in text_of(r["config_unknown"])
+    assert text_of(r["health"]).startswith("ok")
+    assert is_error(r["unknown_tool"])
+    # the same file, read by the CLI, holds what the server wrote
+    opened = api.open_store(str(paths["db"]))
+    try:
+        assert api.get(opened.store, 1).source == "agent"
+        assert api.config_get(opened.store, "recall_limit") == 7
+    finally:
+        opened.store.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# F01 + F08: raw stdout holds only JSON-RPC; a lone surrogate is stored as U+FFFD
+
+
+def test_stdout_is_only_jsonrpc_and_lone_surrogates_become_fffd(paths, embedder):
+    env = server_env(paths["home"], PYTHONWARNINGS="always", MEMSAFE_LOG_LEVEL="DEBUG")
+    with RawClient(paths["db"], env=env, cwd=paths["cwd"]) as c:
+        init = c.initialize()
+        listed = c.request("tools/list")["result"]
+        # the escape is written literally into the JSON text, as a careless client would
+        c.write_raw('{"jsonrpc":"2.0","id":900,"method":"tools/call","params":{"name":"remember",'
+                    '"arguments":{"content":"deploy ok \\ud83d truncated \\ud83d\\ude80"}}}')
+        stored = c.receive(900)["result"]
+        recalled = c.call("recall", {"query": "deploy ok truncated"})  # loads the model
+        status = c.call("status", {})
+        pong = c.request("ping")
+        code = c.close()
+    assert "instructions" in init and listed["tools"]
+    assert not is_error(stored), text_of(stored)
+    assert "deploy ok \ufffd truncated 🚀" in text_of(recalled)
+    assert "model" in text_of(status) and pong["result"] == {}
+    assert code == 0
+    assert c.lines, "no output at all"
+    for line in c.lines:
+        message = json.loads(line.decode("utf-8"))  # every stdout line is JSON …
+        assert message.get("jsonrpc") == "2.0", line  # … and JSON-RPC 2.0
+    assert b"DEBUG" in bytes(c.stderr)  # the logs exist, on stderr
+
+
+def test_claimed_stdio_sends_native_writes_and_prints_to_stderr(tmp_path):
+    """fd 1 itself is redirected, so a native library writing to it cannot reach the wire."""
+    script = (
+        "import os, sys\n"
+        "from memsafe.server import _claim_stdio\n"
+        "wire_in, wire_out = _claim_stdio()\n"
+        "os.write(1, b'native noise on fd 1\\n')\n"
+        "print('stray print', flush=True)\n"
+        "print('caf\\u00e9 \\u65e5\\u672c', flush=True)\n"
+        "os.write(wire_out, b'{\"jsonrpc\":\"2.0\",\"method\":\"ok\"}\\n')\n"
+        "print(repr(sys.stdin.read()), flush=True)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], input=b"protocol bytes\n", capture_output=True,
+                          timeout=60, env={**os.environ, "PYTHONIOENCODING": "ascii"})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == b'{"jsonrpc":"2.0","method":"ok"}\n'
+    assert b"native noise" in proc.stderr and b"stray print" in proc.stderr
+    assert b"''" in proc.stderr  # fd 0 reads /dev/null, not the protocol
+
+
+# ---------------------------------------------------------------------------------------------
+# F02: legacy locales
+
+
+@pytest.mark.parametrize("encoding", ["cp1252", "ascii"])
+def test_non_utf8_locale_round_trips_code_points(paths, embedder, encoding):
+    env = {"PYTHONIOENCODING": encoding, "LANG": "C", "LC_ALL": "C", "PYTHONUTF8": "0"}
+
+    async def body(s: ClientSession):
+        stored = await s.call_tool("remember", {"content": UNICODE})
+        recalled = await s.call_tool("recall", {"query": "Müller"})
+        got = await s.call_tool("get_memory", {"id": 1})
+        return stored, recalled, got
+
+    stored, recalled, got = anyio.run(with_session, paths["db"], paths["cwd"], paths["home"], paths["err"], body,
+                                      env)
+    assert not is_error(stored), text_of(stored)
+    assert UNICODE in text_of(recalled)
+    assert text_of(got).splitlines()[-1] == UNICODE
+    opened = api.open_store(str(paths["db"]))
+    try:
+        assert api.get(opened.store, 1).content == UNICODE
+    finally:
+        opened.store.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# F03: a reply over 250 KB to a reader that waits, with stderr never read
+
+
+def test_large_reply_reaches_a_slow_reader_and_the_server_stays_up(paths):
+    opened = api.open_store(str(paths["db"]))
+    try:
+        for i in range(400):
+            api.remember(opened.store, f"note {i} " + ("lorem ipsum dolor " * 36)[:630], embed_now=False)
+    finally:
+        opened.store.close()
+    env = server_env(paths["home"], MEMSAFE_NO_MODEL="1")
+    with RawClient(paths["db"], env=env, cwd=paths["cwd"], drain_stderr=False) as c:
+        c.initialize()
+        request_id = c.send("tools/call", {"name": "recall",
+                                           "arguments": {"query": "note", "budget": 200000, "limit": 400}})
+        time.sleep(3)  # the client is busy; the server must not hang or drop the reply
+        reply = c.receive(request_id, timeout=60)
+        big = c.call("remember", {"content": "x" * 200_000 + " end"})
+        pong = c.request("ping", timeout=30)
+        code = c.close()
+    size = max(len(line) for line in c.lines)
+    assert size > 250_000
+    text = text_of(reply["result"])
+    assert not is_error(reply["result"]) and text.startswith("400 memories")
+    assert not is_error(big), text_of(big)
+    assert pong["result"] == {} and code == 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Many servers and the CLI on one file: no stale per-process state
+
+
+def test_two_servers_and_the_cli_share_one_file(paths, embedder):
+    db = paths["db"]
+
+    async def both():
+        params = [
+            StdioServerParameters(command=sys.executable, args=["-m", "memsafe", "--db", str(db), "serve"],
+                                  env=server_env(paths["home"]), cwd=str(paths["cwd"]))
+            for _ in range(2)
+        ]
+        with open(paths["err"], "a", encoding="utf-8") as err:
+            async with stdio_client(params[0], errlog=err) as (ra, wa), stdio_client(params[1], errlog=err) as (rb, wb):
+                async with ClientSession(ra, wa) as a, ClientSession(rb, wb) as b:
+                    await a.initialize()
+                    await b.initialize()
+                    out = {}
+                    out["a_remember"] = await a.call_tool("remember", {"content": "The staging DB rotates Fridays"})
+                    out["b_recall"] = await b.call_tool("recall", {"query": "staging database rotation"})
+                    out["cli_recall"] = cli(db, "recall", "staging database rotation", "--json")
+                    out["b_forget"] = await b.call_tool("forget", {"id": 1})
+                    out["a_recall_after"] = await a.call_tool("recall", {"query": "staging database rotation"})
+                    out["a_lexical_after"] = await a.call_tool("recall", {"query": "Fridays"})
+                    out["cli_recall_after"] = cli(db, "recall", "staging database rotation", "--json")
+                    out["cli_remember"] = cli(db, "remember", "Releases are cut on Tuesdays", "--global")
+                    out["b_sees_cli"] = await b.call_tool("recall", {"query": "when are releases cut"})
+                    out["a_purge"] = await a.call_tool("purge_memory", {"ids": [1], "confirm": True})
+                    out["b_get_purged"] = await b.call_tool("get_memory", {"id": 1})
+                    return out
+
+    r = anyio.run(both)
+    assert "#1 " in text_of(r["b_recall"])
+    assert [m["id"] for m in json.loads(r["cli_recall"].stdout)["results"]] == [1]
+    assert not is_error(r["b_forget"])
+    assert "#1 " not in text_of(r["a_recall_after"]) and "#1 " not in text_of(r["a_lexical_after"])
+    assert json.loads(r["cli_recall_after"].stdout)["results"] == []
+    assert r["cli_remember"].exit_code == 0
+    assert "Tuesdays" in text_of(r["b_sees_cli"])
+    assert not is_error(r["a_purge"]) and is_error(r["b_get_purged"])
+
+
+# ---------------------------------------------------------------------------------------------
+# In-process (SDK in-memory client): tool list shape, scope, optional tools
+
+
+def inproc(db: Path, **kw):
+    """An in-process server without the background warm-up (the test session shares one model)."""
+    srv = server.build_server(str(db), **kw)
+    srv.memsafe.start_warmup = lambda: None
+    return srv
+
+
+def call(srv, name: str, arguments: dict | None = None):
+    from mcp import Client
+
+    async def go():
+        async with Client(srv) as client:
+            return await client.call_tool(name, arguments or {})
+
+    return anyio.run(go)
+
+
+def list_tools(srv) -> dict:
+    async def go():
+        return [t.model_dump(by_alias=True, exclude_none=True, mode="json") for t in await srv.list_tools()]
+
+    return {"tools": anyio.run(go)}
+
+
+def test_tool_list_annotations_instructions_and_token_cost(db_path):
+    srv = inproc(db_path)
+    listing = list_tools(srv)
+    tools = {t["name"]: t for t in listing["tools"]}
+    assert set(tools) == CORE_TOOLS  # no optional handler exists on this branch yet
+    for name in ("recall", "status", "get_memory", "healthcheck"):
+        assert tools[name]["annotations"].get("readOnlyHint") is True, name
+    assert tools["purge_memory"]["annotations"]["destructiveHint"] is True
+    for name in ("remember", "forget", "restore_memory", "configure"):
+        assert tools[name]["annotations"]["destructiveHint"] is False, name
+    recall_args = tools["recall"]["inputSchema"]["properties"]
+    assert {"query", "as_of", "project", "kind", "tags", "budget", "limit", "all_projects"} <= set(recall_args)
+    assert "title" not in json.dumps(listing)
+    cost = tools_list_tokens(listing)
+    assert cost["whole"] <= 1000 and cost["core"] < cost["whole"]
+    assert "recall" in srv.instructions and "not instructions" in srv.instructions
+    assert not db_path.exists()  # building the server opened nothing
+
+
+def test_optional_tools_appear_with_their_handlers(db_path, monkeypatch):
+    seen = {}
+
+    def update(store, memory_id, *, content=None, tags=None):
+        seen["update"] = (memory_id, content, tags)
+        return api.get(store, memory_id)
+
+    monkeypatch.setattr(api, "update", update, raising=False)
+    monkeypatch.setattr(api, "history", lambda store, memory_id: [api.get(store, memory_id)], raising=False)
+    srv = inproc(db_path, project="alpha")
+    names = {t["name"] for t in list_tools(srv)["tools"]}
+    assert {"update_memory", "memory_history"} <= names and "relate_entities" not in names
+    call(srv, "remember", {"content": "Optional tools light up after merge"})
+    result = call(srv, "update_memory", {"id": 1, "content": "changed"})
+    assert not result.is_error and seen["update"] == (1, "changed", None)
+    refused = call(srv, "update_memory", {"id": 1, "importance": 0.9})  # the handler takes no importance
+    assert refused.is_error and "importance is not supported" in text_of(refused)
+    assert "Optional tools light up" in text_of(call(srv, "memory_history", {"id": 1}))
+
+
+def test_project_scope_is_the_servers_plus_global(db_path, tmp_path, embedder):
+    alpha = inproc(db_path, project="alpha")
+    beta = inproc(db_path, project="beta")
+    assert "project alpha" in text_of(call(alpha, "remember", {"content": "Use Redux for state management"}))
+    call(beta, "remember", {"content": "Use Pinia for state management"})
+    call(alpha, "remember", {"content": "State management libraries are chosen per repo", "is_global": True})
+    in_beta = text_of(call(beta, "recall", {"query": "state management"}))
+    assert "Pinia" in in_beta and "per repo" in in_beta and "Redux" not in in_beta
+    widened = text_of(call(beta, "recall", {"query": "state management", "all_projects": True}))
+    assert "Pinia" in widened and "Redux" in widened
+    named = text_of(call(beta, "recall", {"query": "state management", "project": "alpha"}))
+    assert "Redux" in named and "Pinia" not in named
+    # without --project, the project comes from the server's working directory (git root by default)
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    (repo / "pkg").mkdir()
+    detected = inproc(db_path, cwd=str(repo / "pkg"))
+    assert f"project {repo}" in text_of(call(detected, "remember", {"content": "Detected from the cwd"}))
+    assert f"project       {repo}" in text_of(call(detected, "status"))
+
+
+def test_serve_rejects_an_empty_project_with_one_line(db_path):
+    result = cli(db_path, "serve", "--project", "  ")
+    assert result.exit_code == 1 and "empty project" in result.stderr and "Traceback" not in result.stderr
