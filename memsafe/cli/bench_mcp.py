@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from memsafe.cli._common import JsonOpt, _emit_json, _fail, app, err, out
+from memsafe.cli._common import JsonOpt, _emit_json, _fail, app, err
 from memsafe.errors import MemsafeError
 
 SEED_MEMORIES = 50
@@ -55,10 +55,7 @@ def bench_mcp(
         _emit_json(report)
         return
     listing = report["tools_list"]
-    console = out()
-    console.print(f"tools/list        {listing['whole']} tokens for {listing['tools']} tools "
-                  f"(name+description+inputSchema only: {listing['core']})", markup=False)
-    console.print(f"spawn→initialize  {report['spawn_to_initialize_s']:.3f} s (median of {report['runs']})",
-                  markup=False)
-    console.print(f"spawn→1st recall  {report['spawn_to_first_recall_s']:.3f} s (median of {report['runs']})",
-                  markup=False)
+    typer.echo(f"tools/list        {listing['whole']} tokens for {listing['tools']} tools "
+               f"(name+description+inputSchema only: {listing['core']})")
+    typer.echo(f"spawn→initialize  {report['spawn_to_initialize_s']:.3f} s (median of {report['runs']})")
+    typer.echo(f"spawn→1st recall  {report['spawn_to_first_recall_s']:.3f} s (median of {report['runs']})")
