@@ -173,10 +173,14 @@ def _call(handler: Callable, *args, **options):
     params = inspect.signature(handler).parameters
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
         return handler(*args, **options)
-    unsupported = [k for k, v in options.items() if k not in params and v not in (None, False, (), [])]
+    unsupported = [k for k, v in options.items() if k not in params and not _unset(v)]
     if unsupported:
         raise InvalidInput(f"{', '.join(unsupported)} is not supported by this memsafe version; leave it out")
     return handler(*args, **{k: v for k, v in options.items() if k in params})
+
+
+def _unset(value) -> bool:
+    return value is None or value is False or (isinstance(value, (list, tuple)) and not value)
 
 
 def _first(*names: str) -> Callable:
@@ -534,13 +538,14 @@ def _claim_stdio() -> tuple[int, int]:
     `sys.stdout`/`sys.stderr` never fail on an unencodable character (backslash escapes).
     """
     wire_in, wire_out = os.dup(0), os.dup(1)  # inheritable=False, numbered above 2
-    sys.stdout.flush()
+    if sys.stdout is not None:
+        sys.stdout.flush()
     os.dup2(2, 1)
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.close(devnull)
     for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(AttributeError, ValueError):
+        with contextlib.suppress(AttributeError, ValueError):  # None, or not a TextIOWrapper
             stream.reconfigure(errors="backslashreplace")
     return wire_in, wire_out
 
