@@ -203,6 +203,45 @@ def test_claimed_stdio_sends_native_writes_and_prints_to_stderr(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------
+# F04: nothing heavy before the handshake; pending embeddings are filled in the background
+
+
+def test_initialize_touches_nothing_and_backfill_runs_after_the_handshake(paths, tmp_path):
+    fresh = tmp_path / "fresh" / "memory.db"
+    with RawClient(fresh, env=server_env(paths["home"]), cwd=paths["cwd"]) as c:
+        c.initialize()
+        c.request("tools/list")
+        assert not fresh.exists()  # no open, no migration before a tool needs the store
+        assert not is_error(c.call("healthcheck", {}))
+        assert fresh.exists()
+
+    opened = api.open_store(str(paths["db"]))
+    try:
+        for i in range(60):
+            api.remember(opened.store, f"pending memory {i} about subsystem {i % 7}", embed_now=False)
+    finally:
+        opened.store.close()
+
+    def pending() -> int:
+        store = api.open_store(str(paths["db"])).store
+        try:
+            return store.pending_count()
+        finally:
+            store.close()
+
+    with RawClient(paths["db"], env=server_env(paths["home"]), cwd=paths["cwd"]) as c:
+        c.request("initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
+                                 "clientInfo": {"name": "t", "version": "1"}})
+        assert pending() == 60  # answered without embedding anything
+        c.send("notifications/initialized", notify=True)
+        deadline = time.monotonic() + 90
+        while pending() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert pending() == 0  # the warm-up thread filled them, no tool call needed
+        assert c.request("ping")["result"] == {}
+
+
+# ---------------------------------------------------------------------------------------------
 # F02: legacy locales
 
 
@@ -386,6 +425,22 @@ def test_project_scope_is_the_servers_plus_global(db_path, tmp_path, embedder):
     detected = inproc(db_path, cwd=str(repo / "pkg"))
     assert f"project {repo}" in text_of(call(detected, "remember", {"content": "Detected from the cwd"}))
     assert f"project       {repo}" in text_of(call(detected, "status"))
+
+
+def test_bench_measures_tokens_and_cold_start(db_path, embedder):
+    from memsafe.bench_mcp import measure
+
+    opened = api.open_store(str(db_path))
+    try:
+        api.remember(opened.store, "We deploy on Tuesdays after the release review")
+    finally:
+        opened.store.close()
+    report = measure(db_path, runs=1)
+    listing = report["tools_list"]
+    assert listing["tools"] == len(CORE_TOOLS) and 0 < listing["core"] < listing["whole"] <= 1000
+    assert set(listing["per_tool"]) == CORE_TOOLS
+    assert 0 < report["spawn_to_initialize_s"] < report["spawn_to_first_recall_s"]
+    assert report["runs"] == 1
 
 
 def test_serve_rejects_an_empty_project_with_one_line(db_path):
