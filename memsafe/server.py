@@ -142,7 +142,7 @@ class ServerState:
                 return
             while not self.stopping.is_set():
                 with self.store() as opened:
-                    done = api.backfill(opened.store, limit=64)
+                    done = api.backfill(opened.store, limit=embed.BATCH_SIZE)
                 if not done:
                     break
                 log.debug("background backfill: %d vectors", done)

@@ -427,6 +427,15 @@ def test_project_scope_is_the_servers_plus_global(db_path, tmp_path, embedder):
     assert f"project       {repo}" in text_of(call(detected, "status"))
 
 
+def test_store_problems_are_tool_errors_and_degraded_health(tmp_path, db_path, monkeypatch):
+    broken = inproc(tmp_path)  # a directory, not a database file
+    result = call(broken, "status")
+    assert result.is_error and "directory" in text_of(result)
+    monkeypatch.setenv("MEMSAFE_NO_VEC", "1")
+    health = text_of(call(inproc(db_path), "healthcheck"))
+    assert health.startswith("degraded") and "vector search unavailable" in health
+
+
 def test_bench_measures_tokens_and_cold_start(db_path, embedder):
     from memsafe.bench_mcp import measure
 
