@@ -152,7 +152,7 @@ class ServerState:
         except Exception:  # never let the background thread take the server down
             log.exception("warm-up failed")
 
-    def stop(self, timeout: float = 2.0) -> None:
+    def stop(self, timeout: float = 1.0) -> None:
         """Ask the warm-up thread to stop and wait for it a little."""
         self.stopping.set()
         if self._warm_thread is not None:
@@ -425,8 +425,10 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
     @tool(idempotent=True)
     def decay_now(dry_run: bool = False) -> str:
         """Archive stale memories now (never deletes); dry_run only reports."""
+        params = inspect.signature(api.decay).parameters
+        mode = {"dry_run": dry_run} if "dry_run" in params else {"apply": not dry_run} if "apply" in params else {}
         with state.store() as opened:
-            return _describe(_call(api.decay, opened.store, dry_run=dry_run))
+            return _describe(_call(api.decay, opened.store, **mode))
 
     # -- graph (handlers from the graph branch) --------------------------------------------------
 
