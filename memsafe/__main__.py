@@ -1,3 +1,55 @@
-from memsafe.cli import main
+"""Entry point of `python -m memsafe` and of the `memsafe` console script.
 
-main()
+`memsafe [--db PATH] serve [--project NAME]` goes straight to the MCP server without loading the
+Typer app (about 0.1 s of imports, which counts against the client's handshake: FIELD-CASES F04);
+every other command line, including `serve --help`, goes through the CLI as usual.
+"""
+
+import sys
+
+
+def _serve_args(argv: list[str]) -> tuple[str | None, str | None] | None:
+    """(db, project) when argv is exactly `[--db PATH]... serve [--project|-p NAME]...`, else None."""
+    db = project = None
+    seen_serve = False
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        name, eq, inline = arg.partition("=") if arg.startswith("--") else (arg, "", "")
+        wanted = ("--project", "-p") if seen_serve else ("--db",)
+        if not seen_serve and arg == "serve":
+            seen_serve = True
+        elif name in wanted and (eq or i + 1 < len(argv)):
+            value = inline if eq else argv[i + 1]
+            i += 0 if eq else 1
+            if seen_serve:
+                project = value
+            else:
+                db = value
+        else:
+            return None
+        i += 1
+    return (db, project) if seen_serve else None
+
+
+def main() -> None:
+    fast = _serve_args(sys.argv[1:])
+    if fast is not None:
+        from memsafe.errors import MemsafeError
+        from memsafe.server import serve
+
+        try:
+            serve(*fast)
+        except MemsafeError as exc:
+            sys.stderr.write(f"Error: {exc}\n")
+            sys.exit(exc.exit_code)
+        except KeyboardInterrupt:
+            sys.exit(130)
+        return
+    from memsafe.cli import main as cli_main
+
+    cli_main()
+
+
+if __name__ == "__main__":
+    main()

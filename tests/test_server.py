@@ -452,6 +452,28 @@ def test_bench_measures_tokens_and_cold_start(db_path, embedder):
     assert report["runs"] == 1
 
 
-def test_serve_rejects_an_empty_project_with_one_line(db_path):
-    result = cli(db_path, "serve", "--project", "  ")
+def test_serve_rejects_an_empty_project_with_one_line(db_path, memsafe_proc):
+    result = cli(db_path, "serve", "--project", "  ")  # through the Typer app
     assert result.exit_code == 1 and "empty project" in result.stderr and "Traceback" not in result.stderr
+    fast = memsafe_proc("--db", str(db_path), "serve", "--project", "  ")  # the direct path of __main__
+    assert fast.returncode == 1 and fast.stdout == "" and fast.stderr.strip() == "Error: empty project"
+    helped = memsafe_proc("serve", "--help")
+    assert helped.returncode == 0 and "--project" in helped.stdout
+
+
+@pytest.mark.parametrize(
+    "argv, expected",
+    [
+        (["serve"], (None, None)),
+        (["--db", "a.db", "serve", "--project", "web"], ("a.db", "web")),
+        (["--db=a.db", "serve", "-p", "web"], ("a.db", "web")),
+        (["serve", "--help"], None),
+        (["--version"], None),
+        (["recall", "serve"], None),
+        (["serve", "--project"], None),
+    ],
+)
+def test_main_sends_only_plain_serve_lines_past_typer(argv, expected):
+    from memsafe.__main__ import _serve_args
+
+    assert _serve_args(argv) == expected
