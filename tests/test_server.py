@@ -406,6 +406,57 @@ def test_optional_tools_appear_with_their_handlers(db_path, monkeypatch):
     assert "Optional tools light up" in text_of(call(srv, "memory_history", {"id": 1}))
 
 
+def test_every_optional_tool_adapts_to_style_guide_signatures(db_path, tmp_path, monkeypatch):
+    """Fakes with the signatures of shared/STYLE.md section 4 stand in for the parallel branches."""
+    seen: dict = {}
+
+    def relate_many(store, triples):
+        seen["relate"] = triples
+        return {"relations": len(triples)}
+
+    def graph_show(store, *, entity=None, depth=1, project=None):
+        seen["graph"] = (entity, depth, project)
+        return {"entities": [entity], "relations": []}
+
+    def decay(store, *, dry_run=False, now=None):
+        seen["decay"] = dry_run
+        return {"archived": [], "dry_run": dry_run}
+
+    def export_(store, out, *, project=None, include_forgotten=False):
+        out.write('{"id": 1}\n')
+        return {"exported": 1, "project": project}
+
+    def import_(store, src, *, on_conflict="skip"):
+        seen["import"] = (src.read(), on_conflict)
+        return {"imported": 1}
+
+    for name, fn in [("relate_many", relate_many), ("graph_show", graph_show), ("decay", decay),
+                     ("export_", export_), ("import_", import_)]:
+        monkeypatch.setattr(api, name, fn, raising=False)
+    srv = inproc(db_path, project="alpha", cwd=str(tmp_path))
+    names = {t["name"] for t in list_tools(srv)["tools"]}
+    assert {"relate_entities", "query_graph", "decay_now", "export_memories", "import_memories"} <= names
+
+    assert not call(srv, "relate_entities", {"relations": [["api", "uses", "postgres"]]}).is_error
+    assert seen["relate"] == [("api", "uses", "postgres")]
+    bad = call(srv, "relate_entities", {"relations": [["api", "uses"]]})
+    assert bad.is_error and "[source, relation, target]" in text_of(bad)
+    assert "postgres" in text_of(call(srv, "query_graph", {"entity": "postgres", "depth": 2}))
+    assert seen["graph"] == ("postgres", 2, "alpha")
+    call(srv, "decay_now", {"dry_run": True})
+    assert seen["decay"] is True
+    exported = call(srv, "export_memories", {"path": "out.jsonl"})
+    assert not exported.is_error and (tmp_path / "out.jsonl").read_text() == '{"id": 1}\n'
+    unconfirmed = call(srv, "import_memories", {"path": "out.jsonl", "replace": True})
+    assert unconfirmed.is_error and "confirm" in text_of(unconfirmed)
+    assert not call(srv, "import_memories", {"path": "out.jsonl", "replace": True, "confirm": True}).is_error
+    assert seen["import"] == ('{"id": 1}\n', "replace")
+    missing = call(srv, "import_memories", {"path": "nope.jsonl"})
+    assert missing.is_error and "cannot read" in text_of(missing)
+    cost = tools_list_tokens(list_tools(srv))
+    assert cost["tools"] == 14 and cost["whole"] <= 1000
+
+
 def test_project_scope_is_the_servers_plus_global(db_path, tmp_path, embedder):
     alpha = inproc(db_path, project="alpha")
     beta = inproc(db_path, project="beta")
