@@ -168,16 +168,23 @@ def measure(db: str | os.PathLike, runs: int = 5, *, query: str = "how do we dep
 
     Returns:
         {"tools_list": tools_list_tokens(...), "spawn_to_initialize_s": median,
-         "spawn_to_first_recall_s": median, "runs": runs, "samples": {...: [seconds]}}
-        Times are wall-clock seconds (time.perf_counter), medians over `runs`.
+         "spawn_to_first_recall_s": median, "baseline_sdk_import_s": median, "runs": runs,
+         "samples": {...: [seconds]}}
+        Times are wall-clock seconds (time.perf_counter), medians over `runs`. The baseline is a
+        bare `python -c "import mcp.server.mcpserver"` taken in the same runs: the floor any
+        server built on the SDK pays, which makes figures from a loaded machine comparable.
 
     Raises:
         RuntimeError: a server failed to answer, or recall returned a tool error.
     """
     init_times: list[float] = []
     recall_times: list[float] = []
+    sdk_times: list[float] = []
     listing: dict | None = None
     for _ in range(max(1, runs)):
+        started = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "import mcp.server.mcpserver"], check=True)
+        sdk_times.append(time.perf_counter() - started)
         with RawClient(db, cwd=cwd) as client:
             try:
                 client.initialize()
@@ -194,6 +201,7 @@ def measure(db: str | os.PathLike, runs: int = 5, *, query: str = "how do we dep
         "tools_list": tools_list_tokens(listing or {}),
         "spawn_to_initialize_s": round(statistics.median(init_times), 3),
         "spawn_to_first_recall_s": round(statistics.median(recall_times), 3),
+        "baseline_sdk_import_s": round(statistics.median(sdk_times), 3),
         "runs": len(init_times),
         "samples": {"initialize": [round(t, 3) for t in init_times],
                     "first_recall": [round(t, 3) for t in recall_times]},

@@ -59,3 +59,4 @@ def bench_mcp(
                f"(name+description+inputSchema only: {listing['core']})")
     typer.echo(f"spawn→initialize  {report['spawn_to_initialize_s']:.3f} s (median of {report['runs']})")
     typer.echo(f"spawn→1st recall  {report['spawn_to_first_recall_s']:.3f} s (median of {report['runs']})")
+    typer.echo(f"SDK import alone  {report['baseline_sdk_import_s']:.3f} s (python -c 'import mcp.server.mcpserver')")
