@@ -655,6 +655,10 @@ class Store:
         row = self.conn.execute("SELECT id FROM entities WHERE key = ?", (key,)).fetchone()
         return row[0] if row else None
 
+    def entity_name(self, entity_id: int) -> str | None:
+        row = self.conn.execute("SELECT name FROM entities WHERE id = ?", (entity_id,)).fetchone()
+        return row[0] if row else None
+
     def insert_entity(self, name: str, key: str, etype: str, created_at: str) -> int:
         self.conn.execute(
             "INSERT INTO entities(name, key, type, created_at) VALUES (?, ?, ?, ?)", (name, key, etype, created_at)

@@ -387,6 +387,7 @@ class Notice:
     reason: str
     record: int | None = None
     fatal: bool = False  # True: refuses the whole import unless --skip-invalid
+    skip: bool = False  # True: the record (or part) was left out by policy; not fatal
 
     def __str__(self) -> str:
         where = []
@@ -461,5 +462,5 @@ def check_server_memory(value: object, line: int, notices: list[Notice]) -> SMEn
                 return None
             parts[field] = v.strip()
         return SMRelation(line, parts["from"], parts["to"], parts["relationType"])
-    notices.append(Notice(line, f"unknown type {json.dumps(kind)}; skipped"))
+    notices.append(Notice(line, f"unknown type {json.dumps(kind)}; skipped", skip=True))
     return None

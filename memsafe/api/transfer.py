@@ -239,12 +239,15 @@ def import_file(
             fatal = [p for p in problems if p.fatal]
             if fatal and not skip_invalid:
                 raise _Rollback
-            report.skipped = [str(p) for p in problems if p.fatal or p.reason.endswith("skipped")]
-            report.notes = [str(p) for p in problems if not (p.fatal or p.reason.endswith("skipped"))]
-            store.add_event(
-                clock.now_iso(), "import", None,
-                f"format={fmt} added={report.memories_added} updated={report.memories_updated}",
-            )
+            report.skipped = [str(p) for p in problems if p.fatal or p.skip]
+            report.notes = [str(p) for p in problems if not (p.fatal or p.skip)]
+            changed = (report.memories_added + report.memories_updated + report.entities_added
+                       + report.relations_added + report.links_added + report.config_applied)
+            if changed:  # a re-import that changes nothing leaves no trace either
+                store.add_event(
+                    clock.now_iso(), "import", None,
+                    f"format={fmt} added={report.memories_added} updated={report.memories_updated}",
+                )
             if dry_run:
                 raise _Rollback
     except _Rollback:
@@ -383,7 +386,7 @@ def _apply_memory(store: Store, rec: dict, report: ImportReport, problems: list[
             if duplicate is not None:
                 report.duplicates += 1
                 problems.append(Notice(line, f"uid {rec['uid']} duplicates memory {duplicate}; skipped",
-                                       record=record))
+                                       record=record, skip=True))
                 return
         row["uid"] = rec["uid"]
         if rec["id"] is not None and not store.memory_id_taken(rec["id"]):
@@ -433,6 +436,8 @@ def _import_server_memory(store: Store, path: Path, report: ImportReport, proble
         if entity_id is None:
             entity_id = store.insert_entity(name, key, entity.type, now)
             report.entities_added += 1
+        else:
+            name = store.entity_name(entity_id) or name  # the stored spelling, so re-imports match
         ids[key] = entity_id
         for observation in entity.observations:
             try:
@@ -449,7 +454,7 @@ def _import_server_memory(store: Store, path: Path, report: ImportReport, proble
         if None in ends:
             missing = rel.source if ends[0] is None else rel.target
             problems.append(Notice(rel.line, f"relation {rel.source} -{rel.relation}-> {rel.target}: entity "
-                                   f"{json.dumps(missing)} is in neither the file nor the store; skipped"))
+                                   f"{json.dumps(missing)} is in neither the file nor the store; skipped", skip=True))
             continue
         if store.add_relation(ends[0], clean_text(rel.relation, "relationType"), ends[1], 1.0, now, now):
             report.relations_added += 1
