@@ -74,7 +74,9 @@ def export(
 @app.command("import")
 def import_(
     ctx: typer.Context,
-    file: Annotated[Path, typer.Argument(help="A memsafe export, or an MCP memory-server file (JSONL or JSON array).")],
+    file: Annotated[
+        Path, typer.Argument(help="A memsafe export, or an MCP memory-server file (JSONL or JSON array).")
+    ],
     format_: Annotated[ImportFormat, typer.Option("--format", "-f", help="File format.")] = ImportFormat.auto,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Check and count; write nothing.")] = False,
     skip_invalid: Annotated[
