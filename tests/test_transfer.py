@@ -7,8 +7,10 @@ import io
 import json
 
 import pytest
+from typer.testing import CliRunner
 
 from memsafe import api, clock, transfer
+from memsafe.cli import app
 from memsafe.errors import InvalidInput
 
 # -- fixtures ----------------------------------------------------------------------------------
@@ -42,12 +44,14 @@ def rich_store(store, monkeypatch):
             snap = store.raw_row(ids[i])
             store.add_version(snap, ["old-tag"], clock.now_iso(), "update")
             store.update_memory(ids[i], {"content": snap["content"] + " (revised)", "updated_at": clock.now_iso()})
-        eids = [store.insert_entity(f"Ent {n}", f"ent {n}", "thing", clock.now_iso()) for n in range(5)]
+        eids = [store.insert_entity(f"Ent {n}", f"ent {n}", "thing", clock.now_iso()) for n in range(20)]
         store.add_entity_aliases(eids[0], ["E-zero", "zero"])
         for n, eid in enumerate(eids):
             store.link_memory_entity(ids[n], eid)
-        for n in range(4):
-            store.add_relation(eids[n], "depends_on", eids[n + 1], 0.5 + n, clock.now_iso(), clock.now_iso())
+            store.link_memory_entity(ids[(n + 7) % len(ids)], eid)
+        for n in range(30):
+            store.add_relation(eids[n % 20], ["depends_on", "owns"][n // 20], eids[(n * 3 + 1) % 20], 0.5 + n,
+                               clock.now_iso(), clock.now_iso())
         store.config_set("token_budget", "1234")
     monkeypatch.delenv("MEMSAFE_NOW")
     return store
@@ -71,15 +75,20 @@ def _fresh(tmp_path, name="other.db"):
 
 
 def test_round_trip_is_identical(rich_store, tmp_path):
-    a = _export(rich_store)
-    path = tmp_path / "a.jsonl"
-    api.export_to_path(rich_store, path, include_forgotten=True)
-    other = _fresh(tmp_path)
-    report = api.import_file(other, path)
-    assert report.memories_added == 31 and not report.skipped
-    b = _export(other)
+    """F17: memsafe export a; memsafe --db new import a; memsafe --db new export b; a == b but exported_at."""
+    rich_store.close()
+    db, new = tmp_path / "db" / "memory.db", tmp_path / "new.db"
+    runner = CliRunner()
+    for args in (["--db", str(db), "export", "--include-forgotten", "-o", str(tmp_path / "a.jsonl")],
+                 ["--db", str(new), "import", str(tmp_path / "a.jsonl"), "--no-embed"],
+                 ["--db", str(new), "export", "--include-forgotten", "-o", str(tmp_path / "b.jsonl")]):
+        result = runner.invoke(app, args)
+        assert result.exit_code == 0, result.stderr
+    a = [json.loads(x) for x in (tmp_path / "a.jsonl").read_text(encoding="utf-8").splitlines()]
+    b = [json.loads(x) for x in (tmp_path / "b.jsonl").read_text(encoding="utf-8").splitlines()]
     a[0].pop("exported_at"), b[0].pop("exported_at")
     assert a == b
+    other = api.open_store(str(new)).store
     memories = [r for r in b if r.get("type") == "memory"]
     assert [m["id"] for m in memories] == sorted(m["id"] for m in memories)
     assert sum(m["status"] == "forgotten" for m in memories) == 3
@@ -87,7 +96,9 @@ def test_round_trip_is_identical(rich_store, tmp_path):
     assert sum(len(m["versions"]) for m in memories) == 4
     assert any("🚀" in m["content"] for m in memories)
     assert all(m["created_at"].endswith("+00:00") for m in memories)
-    assert [r for r in b if r.get("type") == "relation"][0]["weight"] == 0.5
+    assert len([r for r in b if r.get("type") == "relation"]) == 30
+    assert len([r for r in b if r.get("type") == "entity"]) == 20
+    assert sum(len(m["entities"]) for m in memories) == 40
     assert api.config_get(other, "token_budget") == 1234
     assert other.pending_count() == 28  # vectors are recomputed, never imported (forgotten ones excluded)
     other.close()
