@@ -403,7 +403,7 @@ def _import_server_memory(store: Store, path: Path, report: ImportReport, proble
     items: list[tuple[int, object]] = []
     if transfer.first_char(path) == "[":
         try:
-            values = json.loads(path.read_text(encoding="utf-8", errors="replace"))
+            values = json.loads(path.read_text(encoding="utf-8-sig", errors="replace"))
         except ValueError as exc:
             raise InvalidInput(f"{path.name}: not a valid JSON array (line {exc.lineno}: {exc.msg})") from None
         items = list(enumerate(values, start=1))
