@@ -147,7 +147,7 @@ def parse_json(text: str, line: int, record: int | None = None) -> object:
     try:
         return json.loads(text)
     except ValueError as exc:
-        raise RecordError(f"is truncated or not valid JSON ({exc.msg} at column {exc.colno})",
+        raise RecordError(f"is truncated or not valid JSON ({exc.msg}; column {exc.colno})",
                           line=line, record=record) from None
 
 
@@ -450,8 +450,8 @@ def check_server_memory(value: object, line: int, notices: list[Notice]) -> SMEn
             if isinstance(obs, str) and obs.strip():
                 kept.append(obs)
             else:
-                notices.append(Notice(line, f"observations[{i}] {json.dumps(obs)} is not a non-empty string; "
-                                      "dropped", fatal=True))
+                notices.append(Notice(line, f"observations[{i}] {json.dumps(obs)} is not a non-empty string",
+                                      fatal=True))
         return SMEntity(line, name.strip(), entity_key(name), etype.strip(), kept)
     if kind == "relation":
         parts = {}

@@ -236,6 +236,7 @@ def import_file(
             else:
                 _import_server_memory(store, path, report, problems, clean_project(project) if project else None,
                                       progress)
+            problems.sort(key=lambda p: (p.line is None, p.line or 0))  # file order (stable)
             fatal = [p for p in problems if p.fatal]
             if fatal and not skip_invalid:
                 raise _Rollback
