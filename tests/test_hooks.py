@@ -104,7 +104,7 @@ def test_core_hooks_path_and_worktree(repo, cli, db_path, tmp_path):
     by_subject = {m.content.split(": ", 1)[1].split("\n")[0]: m for m in memories}
     assert " on feature: " in by_subject["from the worktree"].content
     assert {m.project for m in memories} == {settings.project_key(str(repo.resolve()))}
-    assert cli("hook", "uninstall", "--repo", str(repo)).exit_code == 0
+    assert cli("hook", "install", "--uninstall", "--repo", str(repo)).exit_code == 0
     assert not (shared / "post-commit").exists()
 
 

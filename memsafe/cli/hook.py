@@ -51,7 +51,12 @@ def _call(fn, *args, **kwargs):
 
 
 @hook_app.command()
-def install(ctx: typer.Context, repo: RepoOpt = None, json_: JsonOpt = False) -> None:
+def install(
+    ctx: typer.Context,
+    repo: RepoOpt = None,
+    uninstall_: Annotated[bool, typer.Option("--uninstall", help="Same as `memsafe hook uninstall`.")] = False,
+    json_: JsonOpt = False,
+) -> None:
     """Install the post-commit hook: each commit (subject, body, hash, branch, files) becomes a memory.
 
     Honours core.hooksPath and worktrees; an existing hook is kept and still runs first.
@@ -63,6 +68,9 @@ def install(ctx: typer.Context, repo: RepoOpt = None, json_: JsonOpt = False) ->
 
       memsafe --db ~/notes.db hook install --repo ~/src/web
     """
+    if uninstall_:
+        _show(_call(api.hook_uninstall, repo), json_)
+        return
     db = ctx.obj.db if ctx.obj else None
     _show(_call(api.hook_install, repo, db=db), json_)
 
