@@ -151,3 +151,12 @@ def test_hook_script_is_valid_sh(tmp_path):
     subprocess.run(["sh", "-n", str(path)], check=True)
     assert "'/opt/py thon/bin/python' -m memsafe --db '/data/my db.db' hook run" in script
     assert os.access(path, os.R_OK)
+
+
+def test_a_broken_memsafe_never_fails_the_commit(repo, tmp_path):
+    hook = repo / ".git" / "hooks" / "post-commit"
+    hook.write_text(hooks.hook_script("/nonexistent/python3", None, tmp_path / "hook.log", tmp_path))
+    hook.chmod(0o755)
+    done = commit(repo, b"still commits")
+    assert done.returncode == 0 and done.stderr == b""
+    assert git(repo, "log", "-1", "--format=%s").stdout.decode().strip() == "still commits"

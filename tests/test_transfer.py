@@ -298,3 +298,9 @@ def test_deferred_memory_found_lexically_then_by_meaning_after_embed(cli, store)
     assert json.loads(done.stdout) == {"embedded": 1, "pending": 0, "error": None}
     after = json.loads(cli("recall", "when do credentials change", "--mode", "vector", "--json").stdout)
     assert after["results"][0]["content"].startswith("The staging database password")
+
+
+def test_export_to_an_unwritable_place_is_one_line_error(cli, tmp_path):
+    result = cli("export", "-o", str(tmp_path / "missing" / "a.jsonl"))
+    assert result.exit_code == 1 and "cannot write" in result.stderr and "Traceback" not in result.stderr
+    assert not (tmp_path / "missing").exists()
