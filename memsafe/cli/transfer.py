@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -13,7 +14,7 @@ import typer
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
 
 from memsafe import api
-from memsafe.cli._common import JsonOpt, _emit_json, _session, app, err
+from memsafe.cli._common import JsonOpt, _emit_json, _fail, _session, app, err
 
 PARTIAL_EXIT = 3  # import finished but skipped something
 
@@ -61,8 +62,14 @@ def export(
     with _session(ctx) as opened:
         options = {"project": project, "include_forgotten": include_forgotten}
         if output == "-":
-            report = api.export(opened.store, sys.stdout, **options)
-            sys.stdout.flush()
+            try:
+                report = api.export(opened.store, sys.stdout, **options)
+                sys.stdout.flush()
+            except BrokenPipeError:  # the reader stopped early (`| head`): stop quietly, like other tools
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+                raise typer.Exit(1) from None
+            except OSError as exc:
+                raise _fail(f"cannot write the export to stdout: {exc.strerror or exc}") from None
         else:
             with _progress("exporting") as progress:
                 report = api.export_to_path(opened.store, Path(output), progress=progress, **options)
