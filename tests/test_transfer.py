@@ -304,3 +304,17 @@ def test_export_to_an_unwritable_place_is_one_line_error(cli, tmp_path):
     result = cli("export", "-o", str(tmp_path / "missing" / "a.jsonl"))
     assert result.exit_code == 1 and "cannot write" in result.stderr and "Traceback" not in result.stderr
     assert not (tmp_path / "missing").exists()
+
+
+def test_field_hygiene_errors_name_the_record(store, tmp_path):
+    records = _bulk_records(3)
+    records[2]["content"] = "\x00"
+    records[3]["tags"] = ["ok", 5]
+    path = tmp_path / "h.jsonl"
+    _write(path, records)
+    with pytest.raises(InvalidInput) as info:
+        api.import_file(store, path)
+    assert "record 2, line 3: content is empty" in str(info.value)
+    assert "record 3, line 4: tags" in str(info.value)
+    report = api.import_file(store, path, skip_invalid=True)
+    assert report.memories_added == 1 and len(report.skipped) == 2

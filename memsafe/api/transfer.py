@@ -334,6 +334,8 @@ def _import_memsafe(store: Store, path: Path, report: ImportReport, problems: li
         except RecordError as exc:
             problems.append(Notice(exc.line, f"{exc.field + ' ' if exc.field else ''}{exc.reason}",
                                    record=exc.record, fatal=True))
+        except MemsafeError as exc:  # input hygiene (clean_text...) on a field
+            problems.append(Notice(number, str(exc), record=record_no, fatal=True))
     if not header_seen:
         raise InvalidInput(f"{path.name} is empty")
     if not end_seen:
@@ -432,7 +434,11 @@ def _import_server_memory(store: Store, path: Path, report: ImportReport, proble
     now = clock.now_iso()
     ids: dict[str, int] = {}
     for key, entity in entities.items():
-        name = clean_text(entity.name, "entity name")
+        try:
+            name = clean_text(entity.name, "entity name")
+        except MemsafeError as exc:
+            problems.append(Notice(entity.line, str(exc), fatal=True))
+            continue
         entity_id = store.entity_id_by_key(key)
         if entity_id is None:
             entity_id = store.insert_entity(name, key, entity.type, now)
@@ -457,7 +463,12 @@ def _import_server_memory(store: Store, path: Path, report: ImportReport, proble
             problems.append(Notice(rel.line, f"relation {rel.source} -{rel.relation}-> {rel.target}: entity "
                                    f"{json.dumps(missing)} is in neither the file nor the store; skipped", skip=True))
             continue
-        if store.add_relation(ends[0], clean_text(rel.relation, "relationType"), ends[1], 1.0, now, now):
+        try:
+            relation = clean_text(rel.relation, "relationType")
+        except MemsafeError as exc:
+            problems.append(Notice(rel.line, str(exc), fatal=True))
+            continue
+        if store.add_relation(ends[0], relation, ends[1], 1.0, now, now):
             report.relations_added += 1
 
 
