@@ -19,6 +19,13 @@ def git(repo: Path, *args: str, input: bytes | None = None) -> subprocess.Comple
     return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, input=input, check=True, timeout=60)
 
 
+@pytest.fixture(autouse=True)
+def no_user_git_config(tmp_path, monkeypatch):
+    """The user's global git config (a global core.hooksPath, signing...) must not leak in."""
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(tmp_path / "gitconfig"))
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+
+
 @pytest.fixture
 def repo(tmp_path) -> Path:
     root = tmp_path / "repo"
