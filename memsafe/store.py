@@ -530,6 +530,181 @@ class Store:
                 return [(r[0], r[1]) for r in self.conn.execute(sql, [query_bytes, *params, k])]
             fetch = min(KNN_MAX_K, fetch * 4)
 
+    # -- transfer (export/import, issue 6) -----------------------------------------------------
+
+    def export_memory_rows(self, after_id: int, limit: int, statuses: Sequence[str], project: str | None) -> list[dict]:
+        """Full memory rows (every column) with id > after_id, in id order; optionally one project only."""
+        marks = ",".join("?" * len(statuses))
+        sql = f"SELECT * FROM memories WHERE id > ? AND status IN ({marks})"
+        params: list = [after_id, *statuses]
+        if project is not None:
+            sql += " AND project = ?"
+            params.append(project)
+        cur = self.conn.execute(sql + " ORDER BY id LIMIT ?", [*params, limit])
+        names = None
+        rows = []
+        for r in cur:
+            names = names or [d[0] for d in cur.getdescription()]
+            rows.append(dict(zip(names, r)))
+        return rows
+
+    def tags_of(self, ids: Sequence[int]) -> dict[int, list[str]]:
+        """Tags per memory id, each list sorted."""
+        out: dict[int, list[str]] = {i: [] for i in ids}
+        if ids:
+            marks = ",".join("?" * len(ids))
+            for memory_id, tag in self.conn.execute(
+                f"SELECT memory_id, tag FROM memory_tags WHERE memory_id IN ({marks}) ORDER BY memory_id, tag",
+                list(ids),
+            ):
+                out[memory_id].append(tag)
+        return out
+
+    def entity_keys_of(self, ids: Sequence[int]) -> dict[int, list[str]]:
+        """Keys of the entities each memory is linked to, sorted."""
+        out: dict[int, list[str]] = {i: [] for i in ids}
+        if ids:
+            marks = ",".join("?" * len(ids))
+            for memory_id, key in self.conn.execute(
+                "SELECT me.memory_id, e.key FROM memory_entities me JOIN entities e ON e.id = me.entity_id "
+                f"WHERE me.memory_id IN ({marks}) ORDER BY me.memory_id, e.key",
+                list(ids),
+            ):
+                out[memory_id].append(key)
+        return out
+
+    def versions_of(self, ids: Sequence[int]) -> dict[int, list[dict]]:
+        """History versions per memory id (every column but id and memory_id), oldest first."""
+        out: dict[int, list[dict]] = {i: [] for i in ids}
+        if ids:
+            marks = ",".join("?" * len(ids))
+            cur = self.conn.execute(
+                f"SELECT * FROM memory_versions WHERE memory_id IN ({marks}) ORDER BY memory_id, valid_from, id",
+                list(ids),
+            )
+            names = None
+            for r in cur:
+                names = names or [d[0] for d in cur.getdescription()]
+                row = dict(zip(names, r))
+                memory_id = row.pop("memory_id")
+                row.pop("id")
+                out[memory_id].append(row)
+        return out
+
+    def iter_entities(self, project: str | None = None) -> Iterator[dict]:
+        """Entities (id, name, key, type, created_at, aliases) by key; with `project`, only those
+        linked to a memory of that project."""
+        if project is None:
+            sql, params = "SELECT id, name, key, type, created_at FROM entities ORDER BY key", []
+        else:
+            sql = (
+                "SELECT id, name, key, type, created_at FROM entities WHERE id IN (SELECT me.entity_id FROM "
+                "memory_entities me JOIN memories m ON m.id = me.memory_id WHERE m.project = ?) ORDER BY key"
+            )
+            params = [project]
+        for entity_id, name, key, etype, created in list(self.conn.execute(sql, params)):
+            aliases = [a for (a,) in self.conn.execute(
+                "SELECT alias FROM entity_aliases WHERE entity_id = ? ORDER BY alias", (entity_id,))]
+            yield {"id": entity_id, "name": name, "key": key, "type": etype, "created_at": created,
+                   "aliases": aliases}
+
+    def iter_relations(self, project: str | None = None) -> Iterator[dict]:
+        """Relations as entity keys, ordered by (source, relation, target); with `project`, only
+        those whose two ends are both linked to memories of that project."""
+        sql = (
+            "SELECT s.key, r.relation, t.key, r.weight, r.created_at, r.updated_at FROM relations r "
+            "JOIN entities s ON s.id = r.source_id JOIN entities t ON t.id = r.target_id"
+        )
+        params: list = []
+        if project is not None:
+            linked = (
+                "(SELECT me.entity_id FROM memory_entities me JOIN memories m ON m.id = me.memory_id "
+                "WHERE m.project = ?)"
+            )
+            sql += f" WHERE r.source_id IN {linked} AND r.target_id IN {linked}"
+            params = [project, project]
+        for s, rel, t, weight, created, updated in self.conn.execute(sql + " ORDER BY s.key, r.relation, t.key",
+                                                                     params):
+            yield {"source": s, "relation": rel, "target": t, "weight": weight, "created_at": created,
+                   "updated_at": updated}
+
+    def memory_by_uid(self, uid: str) -> dict | None:
+        """The full row of the memory with this uid, or None."""
+        row = self.conn.execute("SELECT id FROM memories WHERE uid = ?", (uid,)).fetchone()
+        return self.raw_row(row[0]) if row else None
+
+    def memory_id_taken(self, memory_id: int) -> bool:
+        return self.conn.execute("SELECT 1 FROM memories WHERE id = ?", (memory_id,)).fetchone() is not None
+
+    def replace_versions(self, memory_id: int, versions: Sequence[dict]) -> None:
+        """Set a memory's history to exactly `versions` (dicts with the memory_versions columns;
+        `tags` a list)."""
+        self.conn.execute("DELETE FROM memory_versions WHERE memory_id = ?", (memory_id,))
+        self.conn.executemany(
+            "INSERT INTO memory_versions(memory_id, content, kind, project, tags, importance, confidence, "
+            "decay_level, status, valid_from, valid_to, cause) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            [
+                (memory_id, v["content"], v["kind"], v["project"], json.dumps(list(v["tags"]), ensure_ascii=False),
+                 v["importance"], v["confidence"], v["decay_level"], v["status"], v["valid_from"], v["valid_to"],
+                 v["cause"])
+                for v in versions
+            ],
+        )
+
+    def entity_id_by_key(self, key: str) -> int | None:
+        row = self.conn.execute("SELECT id FROM entities WHERE key = ?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def entity_name(self, entity_id: int) -> str | None:
+        row = self.conn.execute("SELECT name FROM entities WHERE id = ?", (entity_id,)).fetchone()
+        return row[0] if row else None
+
+    def insert_entity(self, name: str, key: str, etype: str, created_at: str) -> int:
+        self.conn.execute(
+            "INSERT INTO entities(name, key, type, created_at) VALUES (?, ?, ?, ?)", (name, key, etype, created_at)
+        )
+        return self.conn.last_insert_rowid()
+
+    def add_entity_aliases(self, entity_id: int, aliases: Iterable[str]) -> None:
+        self.conn.executemany(
+            "INSERT OR IGNORE INTO entity_aliases(entity_id, alias) VALUES (?, ?)", [(entity_id, a) for a in aliases]
+        )
+
+    def link_memory_entity(self, memory_id: int, entity_id: int) -> bool:
+        """Link a memory to an entity; False if the link existed."""
+        self.conn.execute(
+            "INSERT OR IGNORE INTO memory_entities(memory_id, entity_id) VALUES (?, ?)", (memory_id, entity_id)
+        )
+        return self.conn.changes() > 0
+
+    def add_relation(self, source_id: int, relation: str, target_id: int, weight: float, created_at: str,
+                     updated_at: str) -> bool:
+        """Insert a relation unless the (source, relation, target) triple exists; True if inserted."""
+        self.conn.execute(
+            "INSERT OR IGNORE INTO relations(source_id, relation, target_id, weight, created_at, updated_at) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            (source_id, relation, target_id, weight, created_at, updated_at),
+        )
+        return self.conn.changes() > 0
+
+    @contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """A read transaction: every read inside sees one consistent state (WAL snapshot)."""
+        if self.conn.in_transaction:
+            yield
+            return
+        self.conn.execute("BEGIN")
+        try:
+            yield
+        finally:
+            self.conn.execute("COMMIT")
+
+    def memory_columns(self) -> list[str]:
+        return [r[1] for r in self.conn.execute("PRAGMA table_info(memories)")]
+
+    def version_columns(self) -> list[str]:
+        return [r[1] for r in self.conn.execute("PRAGMA table_info(memory_versions)")]
+
 
 def file_sizes(path: Path) -> tuple[int, int]:
     """(main file bytes, WAL bytes); 0 for a missing file."""

@@ -7,5 +7,11 @@ Handlers are grouped by module (core: memories and recall); this package re-expo
 
 from memsafe.api.core import *  # noqa: F401,F403
 from memsafe.api.core import __all__ as _core_all
+from memsafe.api.doctor import *  # noqa: F401,F403
+from memsafe.api.doctor import __all__ as _doctor_all
+from memsafe.api.hooks import *  # noqa: F401,F403
+from memsafe.api.hooks import __all__ as _hooks_all
+from memsafe.api.transfer import *  # noqa: F401,F403
+from memsafe.api.transfer import __all__ as _transfer_all
 
-__all__ = [*_core_all]
+__all__ = [*_core_all, *_transfer_all, *_hooks_all, *_doctor_all]
