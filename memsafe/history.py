@@ -38,13 +38,10 @@ def parse_when(text: str, now: datetime, *, what: str = "time") -> datetime:
     raw = (text or "").strip()
     if not raw:
         raise InvalidInput(f"empty {what}")
-    local_now = now.astimezone()  # the machine's local zone
-    settings = {
-        "RETURN_AS_TIMEZONE_AWARE": True,
-        "TO_TIMEZONE": "UTC",
-        "PREFER_DATES_FROM": "past",
-        "RELATIVE_BASE": local_now.replace(tzinfo=None),
-    }
+    # dateparser returns an aware datetime when the text has an offset and a naive one otherwise;
+    # naive results (and the relative base) are local wall-clock time, converted with the OS
+    # zone rules for that date (DST-correct), never with a cached zone.
+    settings = {"PREFER_DATES_FROM": "past", "RELATIVE_BASE": now.astimezone().replace(tzinfo=None)}
     try:
         parsed = dateparser.parse(raw, settings=settings)
     except Exception:  # dateparser raises assorted errors on odd input
@@ -54,9 +51,7 @@ def parse_when(text: str, now: datetime, *, what: str = "time") -> datetime:
             f"cannot read {what} {raw!r}; use ISO-8601 (2026-03-01T10:00:00+02:00), a date (2026-03-01) "
             "or a relative time (3 days ago)"
         )
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=local_now.tzinfo)
-    parsed = parsed.astimezone(timezone.utc)
+    parsed = parsed.astimezone(timezone.utc)  # naive = local time
     if parsed > now + FUTURE_TOLERANCE:
         raise InvalidInput(f"{what} {raw!r} is in the future ({parsed.isoformat()}); memsafe cannot look ahead")
     return parsed
