@@ -494,10 +494,10 @@ def decay_run(store: Store, *, dry_run: bool = False, now: datetime | None = Non
         report.banked = sum(1 for p in plans if p.write_bank and not p.protected)
         return report
 
-    embedder = _embedder(store)
     changed_texts = [(p.id, text) for p, row, _, text, _ in work if text != row["content"]]
+    embedder = _embedder(store) if changed_texts else None  # no model load when nothing is rewritten
     vectors = {}
-    if embedder is not None and changed_texts:
+    if embedder is not None:
         vectors = dict(zip([i for i, _ in changed_texts], embedder.embed([t for _, t in changed_texts])))
     applied = set()
     for p, row, original, _, names in work:
