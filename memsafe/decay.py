@@ -239,7 +239,11 @@ def policy_view(policy: dict[str, PolicyRow]) -> PolicyView:
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=\S)|\n+")
 _WORD = re.compile(r"\w+", re.UNICODE)
 _ENTITY = re.compile(
-    r"(?<![\w/.-])(?:[A-Z][\w+#.-]*[\w+#]|[A-Za-z_][\w-]*\d[\w.-]*|[\w.-]*/[\w./-]+|\w+\.\w{1,5})(?![\w/-])"
+    r"(?<![\w/.:-])(?:[A-Za-z][\w+.-]*://[^\s,;)]+"  # URLs
+    r"|[\w.-]*/[\w./-]+"  # paths
+    r"|[A-Z][\w+#.-]*[\w+#]"  # capitalised names
+    r"|[A-Za-z_][\w-]*\d[\w.-]*"  # identifiers with digits (versions, hosts)
+    r"|\w+\.\w{1,5})(?![\w/-])"  # file names
 )
 _STOP = frozenset(
     "a an and are as at be by for from has have in is it its of on or that the this to was were will with we "

@@ -327,8 +327,10 @@ class Store:
         versions = 0
         for memory_id in ids:
             versions += self.conn.execute(
-                "SELECT count(*) FROM memory_versions WHERE memory_id = ?", (memory_id,)
+                "SELECT count(*) FROM memory_versions WHERE memory_id = ? OR origin_id = ?", (memory_id, memory_id)
             ).fetchone()[0]
+            # copies merged into another memory's history (consolidate) go too
+            self.conn.execute("DELETE FROM memory_versions WHERE origin_id = ?", (memory_id,))
             self.delete_vector(memory_id)
             self.conn.execute("DELETE FROM memories WHERE id = ?", (memory_id,))
         return versions

@@ -245,3 +245,14 @@ def test_consolidate_merges_and_keeps_both_histories(store, monkeypatch):
     assert old[a.id] == "Deploys go through the staging cluster first"
     assert old[b.id] == "Deploys go through the staging cluster first!"
     assert api.consolidate(store).pairs == []  # nothing left to merge
+
+
+def test_purging_a_merged_memory_removes_its_copies_from_the_survivor(store):
+    a = api.remember(store, "The cache TTL is 300 seconds")
+    b = api.remember(store, "The cache TTL is 300 seconds.")
+    api.consolidate(store, threshold=0.9)
+    assert any(v.origin_id == b.id for v in api.history(store, a.id).versions)
+    report = api.purge(store, [b.id])
+    assert report.versions_removed >= 1
+    assert not any(v.origin_id == b.id for v in api.history(store, a.id).versions)
+    assert api.get(store, a.id).status == "active"

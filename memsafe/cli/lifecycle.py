@@ -192,11 +192,11 @@ def _print_policy(view: decay.PolicyView) -> None:
                       f"{deepest} {decay.LEVEL_NAMES[deepest]}")
     console = out()
     console.print(table)
-    console.print(f"never decayed: memories tagged {', '.join(view.protected_tags)}", markup=False)
+    console.print(f"never decayed: memories tagged {', '.join(view.protected_tags)}", markup=False, soft_wrap=True)
     console.print("levels: " + ", ".join(f"strength < {t:.2f} → {name}" for name, t in view.thresholds.items()),
-                  markup=False)
+                  markup=False, soft_wrap=True)
     for line in view.formula:
-        console.print(line, markup=False)
+        console.print(line, markup=False, soft_wrap=True)
 
 
 def _print_decay(report) -> None:
@@ -206,18 +206,19 @@ def _print_decay(report) -> None:
             f"{report.examined} active examined, {report.protected} protected, {len(report.changes)} {verb}")
     if report.skipped:
         head += f", {report.skipped} skipped (changed by another process; next run)"
-    console.print(head, markup=False)
+    console.print(head, markup=False, soft_wrap=True)
     if not report.changes:
         return
-    from rich.table import Table
-
-    table = Table(show_header=True)
-    for name in ("id", "kind", "level", "action", "strength", "idle d", "why", "new text"):
-        table.add_column(name, overflow="fold" if name in ("why", "new text") else "ellipsis")
     for c in report.changes:
-        table.add_row(str(c.id), c.kind, f"{c.from_level}→{c.to_level}", c.action, f"{c.strength:.3f}",
-                      f"{c.idle_days:.0f}", c.reason, _preview(c.preview, 60))
-    console.print(table)
+        console.print(
+            f"  #{c.id:<5} {c.kind:<12} level {c.from_level}→{c.to_level} {c.action:<8}  strength {c.strength:.3f}  "
+            f"idle {c.idle_days:.0f} d  half-life {c.half_life_days:.0f} d",
+            markup=False, highlight=False, soft_wrap=True,
+        )
+        if c.action != "archived":
+            console.print(f"         now: {_preview(c.preview, 100)}", markup=False, highlight=False, soft_wrap=True)
+    console.print("levels: strength < 0.35 → summary, < 0.20 → brief, < 0.10 → archived; "
+                  "`memsafe restore ID` brings the original back", markup=False, highlight=False, soft_wrap=True)
 
 
 @app.command()
