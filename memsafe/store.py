@@ -701,6 +701,10 @@ class Store:
             params.append(limit)
         return [r[0] for r in self.conn.execute(sql, params)]
 
+    def no_checkpoint_on_close(self) -> None:
+        """Do not checkpoint the WAL into the main file when this connection closes (read-only runs)."""
+        self.conn.config(apsw.SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1)
+
     def nearest(self, vector_bytes: bytes, project: str | None, k: int) -> list[tuple[int, float]]:
         """The k nearest active memories in exactly this project (None = global only).
         Returns [(id, cosine distance)] nearest first."""

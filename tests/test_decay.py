@@ -130,7 +130,7 @@ def test_pinned_core_identity_untouched_after_13_idle_months(store, monkeypatch)
         for tag in ("pinned", "core", "identity")
     ]
     plain = _remember(store, monkeypatch, "A throwaway note about lunch.", kind="ephemeral")
-    report = api.decay_run(store, now=T0 + timedelta(days=395))
+    report = api.decay(store, now=T0 + timedelta(days=395))
     assert [c.id for c in report.changes] == [plain.id]
     assert report.protected == 3
     for m in protected:
@@ -144,7 +144,7 @@ def test_levels_in_order_and_restore_after_level_2_gives_exact_bytes(store, monk
     m = _remember(store, monkeypatch, ORIGINAL)
     seen = []
     for day in (30, 65, 115, 400):
-        report = api.decay_run(store, now=T0 + timedelta(days=day))
+        report = api.decay(store, now=T0 + timedelta(days=day))
         seen.append(api.get(store, m.id).decay_level)
         if day == 65:
             assert api.get(store, m.id).content == decay.summarize(ORIGINAL)
@@ -171,7 +171,7 @@ def test_levels_in_order_and_restore_after_level_2_gives_exact_bytes(store, monk
 
 def test_one_long_jump_passes_every_level_in_order_and_archive_restores_fully(store, monkeypatch):
     m = _remember(store, monkeypatch, ORIGINAL, kind="task")
-    report = api.decay_run(store, now=T0 + timedelta(days=365))
+    report = api.decay(store, now=T0 + timedelta(days=365))
     assert [(c.from_level, c.to_level, c.action) for c in report.changes] == [(0, 3, "archived")]
     versions = api.history(store, m.id).versions
     assert [v.decay_level for v in versions] == [0, 1, 2, 3]
@@ -183,7 +183,7 @@ def test_one_long_jump_passes_every_level_in_order_and_archive_restores_fully(st
     restored = api.restore(store, m.id)
     assert restored.content == ORIGINAL and restored.status == "active"
     # restored memories start afresh: the same instant's decay run changes nothing
-    assert api.decay_run(store, now=T0 + timedelta(days=365)).changes == []
+    assert api.decay(store, now=T0 + timedelta(days=365)).changes == []
 
 
 def _state(store) -> list:
@@ -199,10 +199,10 @@ def test_decay_twice_equals_once(store, monkeypatch):
     for i, kind in enumerate(["ephemeral", "task", "general", "fact", "preference"]):
         _remember(store, monkeypatch, f"Memory number {i}. It has two sentences about topic {i}.", kind=kind)
     when = T0 + timedelta(days=100)
-    first = api.decay_run(store, now=when)
+    first = api.decay(store, now=when)
     assert first.changes
     state = _state(store)
-    second = api.decay_run(store, now=when)
+    second = api.decay(store, now=when)
     assert second.changes == [] and second.banked == 0 and second.skipped == 0
     assert _state(store) == state
 
@@ -214,12 +214,12 @@ def test_dry_run_changes_no_byte_and_matches_apply(db_path, embedder, monkeypatc
     opened.store.close()  # last connection: WAL checkpointed into the file
     digest = hashlib.sha256(db_path.read_bytes()).hexdigest()
     opened = api.open_store(str(db_path))
-    dry = api.decay_run(opened.store, dry_run=True, now=T0 + timedelta(days=90))
+    dry = api.decay(opened.store, dry_run=True, now=T0 + timedelta(days=90))
     opened.store.close()
     assert hashlib.sha256(db_path.read_bytes()).hexdigest() == digest
     assert len(dry.changes) == 6 and all(c.to_level == 3 for c in dry.changes)
     opened = api.open_store(str(db_path))
-    applied = api.decay_run(opened.store, now=T0 + timedelta(days=90))
+    applied = api.decay(opened.store, now=T0 + timedelta(days=90))
     opened.store.close()
     assert [(c.id, c.to_level) for c in applied.changes] == [(c.id, c.to_level) for c in dry.changes]
 
@@ -227,7 +227,7 @@ def test_dry_run_changes_no_byte_and_matches_apply(db_path, embedder, monkeypatc
 def test_remainder_is_banked_and_not_forgiven_by_unrelated_reads(store, monkeypatch):
     m = _remember(store, monkeypatch, "The staging database is called stg-pg-01.")
     other = _remember(store, monkeypatch, "Lunch is at noon on Fridays.")
-    api.decay_run(store, now=T0 + timedelta(days=40))  # banks 40/60 of a half-life, no level yet
+    api.decay(store, now=T0 + timedelta(days=40))  # banks 40/60 of a half-life, no level yet
     assert api.get(store, m.id).decay_level == 0
     _at(monkeypatch, T0 + timedelta(days=50))
     api.get(store, m.id)
@@ -236,8 +236,8 @@ def test_remainder_is_banked_and_not_forgiven_by_unrelated_reads(store, monkeypa
     api.set_confidence(store, m.id, value=0.8)  # metadata edit, same value
     hits = api.recall(store, "lunch fridays noon", limit=1)  # returns the other memory only
     assert [h.memory.id for h in hits.hits] == [other.id]
-    api.recall_as_of(store, "staging database", "2026-01-20")
-    report = api.decay_run(store, now=T0 + timedelta(days=61))
+    api.recall_as_of(store, "staging database", as_of="2026-01-20")
+    report = api.decay(store, now=T0 + timedelta(days=61))
     assert m.id in [c.id for c in report.changes]  # 61 idle days: nothing was forgiven
     assert other.id not in [c.id for c in report.changes]  # its recall was a real access
 
@@ -249,7 +249,7 @@ def test_daily_recalled_memory_keeps_high_strength(store, monkeypatch):
         _at(monkeypatch, T0 + timedelta(days=day))
         hits = api.recall(store, "make lint before push", limit=1)
         assert hits.hits[0].memory.id == daily.id
-    report = api.decay_run(store, now=T0 + timedelta(days=396))
+    report = api.decay(store, now=T0 + timedelta(days=396))
     changed = {c.id for c in report.changes}
     assert daily.id not in changed and idle.id in changed
     rows = {r["id"]: r for r in store.decay_rows()}
@@ -269,7 +269,7 @@ def test_confirm_strengthens_stability_and_slows_decay(store, monkeypatch):
     assert result.half_life_days > decay.DEFAULT_POLICY["decision"].half_life_days
     events = list(store.conn.execute("SELECT detail FROM events WHERE action = 'confirm'"))
     assert len(events) == 3 and "checked in review" in events[0][0]
-    report = api.decay_run(store, now=T0 + timedelta(days=200))
+    report = api.decay(store, now=T0 + timedelta(days=200))
     assert b.id in {c.id for c in report.changes} and a.id not in {c.id for c in report.changes}
 
 
@@ -292,3 +292,20 @@ def test_confidence_set_boost_weaken_bounds_and_audit(store, monkeypatch):
     api.set_confidence(store, m.id, value=0.01)
     weak = decay.plan_memory(store.decay_rows()[0], decay.DEFAULT_POLICY, T0 + timedelta(days=60), clock.parse_iso)
     assert weak.strength < decay.initial_strength(0.5, 0.8) / 2
+
+
+def test_dry_run_never_checkpoints_other_writers_wal_into_the_file(db_path, embedder, monkeypatch):
+    writer = api.open_store(str(db_path)).store
+    _remember(writer, monkeypatch, "Old note about the VPN.", kind="ephemeral")
+    writer.checkpoint()
+    writer.conn.execute("PRAGMA wal_autocheckpoint = 0")
+    writer.no_checkpoint_on_close()
+    _remember(writer, monkeypatch, "A newer note, still only in the WAL.", kind="ephemeral")
+    writer.close()
+    digest = hashlib.sha256(db_path.read_bytes()).hexdigest()
+    reader = api.open_store(str(db_path)).store
+    report = api.decay(reader, dry_run=True, now=T0 + timedelta(days=60))
+    reader.close()  # the last connection: would normally copy the WAL into the file
+    assert len(report.changes) == 2
+    assert hashlib.sha256(db_path.read_bytes()).hexdigest() == digest
+

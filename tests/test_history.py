@@ -124,59 +124,59 @@ def timeline(store, monkeypatch):
 
 
 def test_as_of_before_creation_is_empty(store, timeline):
-    assert api.recall_as_of(store, "JavaScript runtime", "2025-12-31T23:59:59Z").hits == []
+    assert api.recall_as_of(store, "JavaScript runtime", as_of="2025-12-31T23:59:59Z").hits == []
 
 
 def test_as_of_between_edits_sees_old_text_despite_confidence_change(store, timeline):
     a, b, c = timeline
-    before_conf = _texts(api.recall_as_of(store, "JavaScript runtime", "2026-01-15T00:00:00Z"))
-    after_conf = _texts(api.recall_as_of(store, "JavaScript runtime", "2026-01-25T00:00:00Z"))
+    before_conf = _texts(api.recall_as_of(store, "JavaScript runtime", as_of="2026-01-15T00:00:00Z"))
+    after_conf = _texts(api.recall_as_of(store, "JavaScript runtime", as_of="2026-01-25T00:00:00Z"))
     assert before_conf[a] == after_conf[a] == "This repo uses Node 18 as its JavaScript runtime"
     assert set(after_conf) == {a, b}
-    now = _texts(api.recall_as_of(store, "JavaScript runtime", "2026-02-15T00:00:00Z"))
+    now = _texts(api.recall_as_of(store, "JavaScript runtime", as_of="2026-02-15T00:00:00Z"))
     assert now[a] == "This repo uses Bun 1.3 as its JavaScript runtime"
     # the past is ranked on its own text: Node 18 found by "Node" back then, not today
-    assert api.recall_as_of(store, "Node 18", "2026-01-15", mode="lexical").hits[0].memory.id == a
+    assert api.recall_as_of(store, "Node 18", as_of="2026-01-15", mode="lexical").hits[0].memory.id == a
     assert a not in _ids(api.recall(store, "Node 18", mode="lexical", touch=False))
 
 
 def test_as_of_after_forget_and_after_restore(store, timeline):
     a, b, c = timeline
-    assert b not in _ids(api.recall_as_of(store, "test runner Jest", "2026-03-10T00:00:00Z"))
-    assert b in _ids(api.recall_as_of(store, "test runner Jest", "2026-02-20T00:00:00Z"))
-    assert b in _ids(api.recall_as_of(store, "test runner Jest", "2026-04-02T00:00:00Z"))
-    assert c in _ids(api.recall_as_of(store, "test runner Jest", "2026-03-16T00:00:00Z"))
-    assert c not in _ids(api.recall_as_of(store, "test runner Jest", "2026-03-14T00:00:00Z"))
+    assert b not in _ids(api.recall_as_of(store, "test runner Jest", as_of="2026-03-10T00:00:00Z"))
+    assert b in _ids(api.recall_as_of(store, "test runner Jest", as_of="2026-02-20T00:00:00Z"))
+    assert b in _ids(api.recall_as_of(store, "test runner Jest", as_of="2026-04-02T00:00:00Z"))
+    assert c in _ids(api.recall_as_of(store, "test runner Jest", as_of="2026-03-16T00:00:00Z"))
+    assert c not in _ids(api.recall_as_of(store, "test runner Jest", as_of="2026-03-14T00:00:00Z"))
 
 
 def test_as_of_same_instant_with_different_offsets_and_local_naive_time(store, timeline, local_tz):
     a = timeline[0]  # edited at 2026-02-01T00:00Z = 2026-01-31 19:00 in New York
     forms = ["2026-01-31T23:59:00Z", "2026-02-01T00:59:00+01:00", "2026-01-31T18:59:00-05:00",
              "2026-01-31 18:59"]  # the last one is naive: local time, New York in this test
-    answers = [_texts(api.recall_as_of(store, "JavaScript runtime", f)) for f in forms]
+    answers = [_texts(api.recall_as_of(store, "JavaScript runtime", as_of=f)) for f in forms]
     assert all(ans == answers[0] for ans in answers)
     assert "Node 18" in answers[0][a]
     # two minutes later, local time: already Bun (were naive read as UTC, it would still be Node)
-    assert "Bun 1.3" in _texts(api.recall_as_of(store, "JavaScript runtime", "2026-01-31 19:01"))[a]
+    assert "Bun 1.3" in _texts(api.recall_as_of(store, "JavaScript runtime", as_of="2026-01-31 19:01"))[a]
     assert api.parse_when("2026-01-31 18:59") == "2026-01-31T23:59:00.000000+00:00"
 
 
 def test_as_of_relative_and_errors(store, timeline):
     a = timeline[0]
     # now = May 1; 100 days ago = Jan 21: Node 18 era
-    assert "Node 18" in _texts(api.recall_as_of(store, "JavaScript runtime", "100 days ago"))[a]
+    assert "Node 18" in _texts(api.recall_as_of(store, "JavaScript runtime", as_of="100 days ago"))[a]
     for bad in ("not a date at all", "", "2026-13-45"):
         with pytest.raises(InvalidInput):
-            api.recall_as_of(store, "runtime", bad)
+            api.recall_as_of(store, "runtime", as_of=bad)
     with pytest.raises(InvalidInput, match="future"):
-        api.recall_as_of(store, "runtime", "2026-06-01")
+        api.recall_as_of(store, "runtime", as_of="2026-06-01")
     with pytest.raises(InvalidInput, match="future"):
-        api.recall_as_of(store, "runtime", "in 3 days")
+        api.recall_as_of(store, "runtime", as_of="in 3 days")
 
 
 def test_as_of_writes_nothing(store, timeline):
     before = list(store.conn.execute("SELECT id, access_count, last_accessed_at FROM memories"))
-    api.recall_as_of(store, "JavaScript runtime", "2026-02-15")
+    api.recall_as_of(store, "JavaScript runtime", as_of="2026-02-15")
     assert list(store.conn.execute("SELECT id, access_count, last_accessed_at FROM memories")) == before
 
 
@@ -191,10 +191,10 @@ def test_as_of_reaches_compressed_originals(store, monkeypatch):
             "Incidents after Friday deploys cost us three weekends in 2025.")
     _at(monkeypatch, T0)
     m = api.remember(store, text, kind="task")
-    api.decay_run(store, now=T0 + timedelta(days=80))
+    api.decay(store, now=T0 + timedelta(days=80))
     assert api.get(store, m.id).decay_level >= 2
     _at(monkeypatch, T0 + timedelta(days=81))
-    old = api.recall_as_of(store, "Friday deploys incidents", "2026-01-15")
+    old = api.recall_as_of(store, "Friday deploys incidents", as_of="2026-01-15")
     assert _texts(old)[m.id] == text
 
 
@@ -241,7 +241,7 @@ def test_consolidate_merges_and_keeps_both_histories(store, monkeypatch):
     assert all(v.cause == "merge" for v in versions if v.origin_id)
     assert len(api.history(store, b.id).versions) == 2  # the merged one keeps its own history too
     # time travel before the merge still sees both as they were
-    old = _texts(api.recall_as_of(store, "staging cluster deploys", "2026-01-02T12:00:00Z", project="web"))
+    old = _texts(api.recall_as_of(store, "staging cluster deploys", as_of="2026-01-02T12:00:00Z", project="web"))
     assert old[a.id] == "Deploys go through the staging cluster first"
     assert old[b.id] == "Deploys go through the staging cluster first!"
     assert api.consolidate(store).pairs == []  # nothing left to merge

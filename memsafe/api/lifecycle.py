@@ -15,7 +15,8 @@ from datetime import datetime
 
 import numpy as np
 
-from memsafe import clock, decay, retrieve, tokens
+from memsafe import clock, retrieve, tokens
+from memsafe import decay as decay_rules
 from memsafe import history as past
 from memsafe.api.core import (
     _check_id,
@@ -38,7 +39,7 @@ from memsafe.store import Store
 
 __all__ = [
     "Version", "HistoryReport", "DecayChange", "DecayReport", "ConfidenceChange", "ReviewResult",
-    "MergePair", "ConsolidateReport", "parse_when", "update", "history", "recall_as_of", "decay_run",
+    "MergePair", "ConsolidateReport", "parse_when", "update", "history", "recall_as_of", "decay",
     "decay_policy", "confirm", "set_confidence", "consolidate", "list_memories",
     "CONFIDENCE_MIN", "CONFIDENCE_MAX",
 ]
@@ -281,8 +282,8 @@ def history(store: Store, memory_id: int) -> HistoryReport:
 def recall_as_of(
     store: Store,
     query: str,
-    as_of: str | datetime,
     *,
+    as_of: str | datetime,
     project: str | None = None,
     all_projects: bool = False,
     kinds: Sequence[str] = (),
@@ -431,13 +432,13 @@ def _memory_from_state(s: past.PastState, at: str) -> Memory:
 # Decay
 
 
-def _policy(store: Store) -> dict[str, decay.PolicyRow]:
-    return decay.parse_policy(config_value(store, "decay_policy"))
+def _policy(store: Store) -> dict[str, decay_rules.PolicyRow]:
+    return decay_rules.parse_policy(config_value(store, "decay_policy"))
 
 
-def decay_policy(store: Store) -> decay.PolicyView:
+def decay_policy(store: Store) -> decay_rules.PolicyView:
     """The effective decay policy (defaults + config `decay_policy`), as users see it."""
-    return decay.policy_view(_policy(store))
+    return decay_rules.policy_view(_policy(store))
 
 
 def _original_text(store: Store, memory_id: int, row: dict) -> str:
@@ -455,7 +456,7 @@ _WATCHED = ("content", "decay_level", "status", "last_accessed_at", "content_upd
             "decay_checked_at")
 
 
-def decay_run(store: Store, *, dry_run: bool = False, now: datetime | None = None) -> DecayReport:
+def decay(store: Store, *, dry_run: bool = False, now: datetime | None = None) -> DecayReport:
     """Run the decay policy (see `memsafe.decay`) over every active memory at instant `now`
     (default: the memsafe clock).
 
@@ -469,9 +470,11 @@ def decay_run(store: Store, *, dry_run: bool = False, now: datetime | None = Non
     """
     now_dt = now or clock.now()
     now_iso = clock.to_iso(now_dt)
+    if dry_run:
+        store.no_checkpoint_on_close()  # not even WAL frames of other writers reach the main file
     policy = _policy(store)
     rows = store.decay_rows()
-    plans = [decay.plan_memory(r, policy, now_dt, clock.parse_iso) for r in rows]
+    plans = [decay_rules.plan_memory(r, policy, now_dt, clock.parse_iso) for r in rows]
     by_id = {r["id"]: r for r in rows}
     report = DecayReport(now_iso, dry_run, len(rows), sum(p.protected for p in plans), 0, 0)
 
@@ -484,7 +487,7 @@ def decay_run(store: Store, *, dry_run: bool = False, now: datetime | None = Non
         names = store.entity_names(p.id)
         text = row["content"]
         for level in range(p.from_level + 1, min(p.to_level, 2) + 1):
-            text = decay.compress(original, level, names)
+            text = decay_rules.compress(original, level, names)
         work.append((p, row, original, text, names))
         report.changes.append(DecayChange(
             p.id, p.kind, p.from_level, p.to_level, _ACTION[p.to_level], round(p.strength, 4),
@@ -510,7 +513,7 @@ def decay_run(store: Store, *, dry_run: bool = False, now: datetime | None = Non
                 store.add_version(current, tags, now_iso, "decay")
                 change = {"decay_level": level, "updated_at": now_iso}
                 if level <= 2:
-                    new_text = decay.compress(original, level, names)
+                    new_text = decay_rules.compress(original, level, names)
                     if new_text != current["content"]:
                         change.update(content=new_text, content_updated_at=now_iso)
                 else:
@@ -607,9 +610,9 @@ def confirm(store: Store, memory_id: int, *, reason: str | None = None) -> Revie
         after = float(card.stability)
         store.update_memory(memory_id, {"stability": after, "last_accessed_at": now, "updated_at": now})
         store.add_event(now, "confirm", memory_id, _detail(f"stability {before or 0:.2f} -> {after:.2f} d", reason))
-        pol = _policy(store).get(row["kind"]) or decay.DEFAULT_POLICY["general"]
+        pol = _policy(store).get(row["kind"]) or decay_rules.DEFAULT_POLICY["general"]
         degree = store.entity_degrees([memory_id]).get(memory_id, 0)
-        h_eff = decay.effective_half_life(pol.half_life_days, row["access_count"], degree, after)
+        h_eff = decay_rules.effective_half_life(pol.half_life_days, row["access_count"], degree, after)
     return ReviewResult(get(store, memory_id), before, after, round(h_eff, 1), clock.to_iso(card.due))
 
 

@@ -165,7 +165,7 @@ def decay_(
         if policy:
             view = api.decay_policy(opened.store)
         else:
-            report = api.decay_run(opened.store, dry_run=dry_run)
+            report = api.decay(opened.store, dry_run=dry_run)
     if policy:
         if json_:
             _emit_json(view)

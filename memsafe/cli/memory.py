@@ -114,7 +114,7 @@ def recall(
         options = dict(project=key, all_projects=all_projects, kinds=[k.value for k in kind or []], tags=tag or [],
                        budget=budget, limit=limit, mode=mode, since=since_at)
         if as_of:
-            result = api.recall_as_of(opened.store, query, as_of, **options)
+            result = api.recall_as_of(opened.store, query, as_of=as_of, **options)
         else:
             result = api.recall(opened.store, query, **options)
     if json_:
