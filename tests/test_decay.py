@@ -8,6 +8,8 @@ from datetime import datetime, timedelta, timezone
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from memsafe import api, clock, decay
 from memsafe.errors import InvalidInput
@@ -155,8 +157,12 @@ def test_levels_in_order_and_restore_after_level_2_gives_exact_bytes(store, monk
     assert seen == [0, 1, 2]
     causes = [(v.decay_level, v.cause) for v in api.history(store, m.id).versions]
     assert causes == [(0, "decay"), (1, "decay"), (2, "current")]
-    # the compressed text is what FTS and the vector index now hold
-    assert store.get_vector(m.id) is not None
+    # the compressed text is what FTS and the vector index now hold (F11: rewrite = DELETE + INSERT)
+    vec = np.frombuffer(store.get_vector(m.id), dtype=np.float32)
+    assert float(vec @ embedder.embed_one(decay.brief(ORIGINAL))) > 0.9999
+    assert store.vector_count() == 1
+    lexical = api.recall(store, "Production approval on-call", mode="lexical", touch=False)
+    assert lexical.hits == []  # those words were only in the dropped sentences
 
     _at(monkeypatch, T0 + timedelta(days=116))
     restored = api.restore(store, m.id)
@@ -308,4 +314,30 @@ def test_dry_run_never_checkpoints_other_writers_wal_into_the_file(db_path, embe
     reader.close()  # the last connection: would normally copy the WAL into the file
     assert len(report.changes) == 2
     assert hashlib.sha256(db_path.read_bytes()).hexdigest() == digest
+
+
+@settings(max_examples=60, deadline=None)
+@given(cuts=st.lists(st.floats(min_value=0.0, max_value=400.0), max_size=6), end=st.floats(0.0, 400.0),
+       kind=st.sampled_from(list(decay.DEFAULT_POLICY)), access=st.integers(0, 50))
+def test_bank_does_not_depend_on_how_often_decay_runs(cuts, end, kind, access):
+    """Running decay at any set of earlier instants banks exactly what one run at `end` computes."""
+    row = _row(kind, access=access)
+    for day in sorted(c for c in cuts if c <= end):
+        plan = _plan(row, day)
+        row = {**row, "decay_bank": plan.bank, "decay_checked_at": clock.to_iso(T0 + timedelta(days=day))}
+    assert _plan(row, end).bank == pytest.approx(_plan(_row(kind, access=access), end).bank, rel=1e-9, abs=1e-12)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.text(alphabet="abcdefgh XYZ019/.", min_size=1, max_size=40), min_size=1, max_size=8))
+def test_summary_keeps_whole_sentences_in_order(words):
+    text = ". ".join(w.strip() or "x" for w in words) + "."
+    parts = decay.sentences(text)
+    summary = decay.summarize(text)
+    if len(parts) > 1:
+        kept = decay.sentences(summary)
+        rest = iter(parts)
+        assert all(any(k == p for p in rest) for k in kept)  # a subsequence: whole sentences, in order
+        assert kept[0] == parts[0] and len(kept) < len(parts)
+    assert decay.brief(text).startswith(decay.sentences(text)[0].split()[0])
 
