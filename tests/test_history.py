@@ -256,3 +256,19 @@ def test_purging_a_merged_memory_removes_its_copies_from_the_survivor(store):
     assert report.versions_removed >= 1
     assert not any(v.origin_id == b.id for v in api.history(store, a.id).versions)
     assert api.get(store, a.id).status == "active"
+
+
+def test_as_of_with_many_changed_texts_embeds_only_likely_candidates(store, monkeypatch):
+    from memsafe.api import lifecycle
+
+    _at(monkeypatch, T0)
+    ids = [api.remember(store, f"Service {n} listens on port {8000 + n}").id for n in range(6)]
+    target = api.remember(store, "The billing service stores invoices in PostgreSQL").id
+    _at(monkeypatch, T0 + timedelta(days=5))
+    for i in [*ids, target]:
+        api.update(store, i, content=f"{api.get(store, i).content} (moved in February)")
+    monkeypatch.setattr(lifecycle, "AS_OF_EMBED_MAX", 2)
+    result = api.recall_as_of(store, "where are invoices kept?", as_of="2026-01-03", mode="vector")
+    assert result.hits[0].memory.id == target
+    assert result.hits[0].text == "The billing service stores invoices in PostgreSQL"
+    assert any("likeliest" in n for n in result.notes)

@@ -46,6 +46,8 @@ __all__ = [
 
 CONFIDENCE_MIN, CONFIDENCE_MAX = 0.01, 0.99
 BANK_BATCH = 200  # bookkeeping rows written per decay transaction
+CHANGE_BATCH = 32  # compressed/archived memories written per decay transaction
+AS_OF_EMBED_MAX = 256  # past texts embedded exactly per time-travel query before narrowing to candidates
 
 
 # ---------------------------------------------------------------------------------------------
@@ -346,7 +348,7 @@ def recall_as_of(
             notes.append("vector search unavailable; lexical results only")
             used_mode = "lexical"
         else:
-            vector = _vector_ranking(store, embedder, text, visible, depth)
+            vector = _vector_ranking(store, embedder, text, visible, depth, lexical, notes)
 
     weights = (config_value(store, "weight_lexical"), config_value(store, "weight_vector"))
     fused = retrieve.rrf([lexical, vector], weights, config_value(store, "rrf_k"))
@@ -400,22 +402,37 @@ def _in_scope(s: past.PastState, scope) -> bool:
     return not (scope.since and s.created_at < scope.since)
 
 
-def _vector_ranking(store: Store, embedder, text: str, visible: dict, depth: int) -> list[int]:
-    """Ids by cosine similarity to `text`: stored vectors for unchanged texts, fresh ones otherwise."""
-    ids = list(visible)
-    stored = store.get_vectors([i for i in ids if visible[i].same_as_now and visible[i].embedded]) \
-        if store.vectors_ready(embedder.model_id) else {}
-    missing = [i for i in ids if i not in stored]
+def _vector_ranking(store: Store, embedder, text: str, visible: dict, depth: int, lexical: list[int],
+                    notes: list[str]) -> list[int]:
+    """Ids by cosine similarity to `text`, for the texts as they were then.
+
+    Unchanged texts use their stored vectors; changed (past) texts are embedded on the fly. When
+    more than AS_OF_EMBED_MAX texts changed, only the likely ones are embedded: the BM25
+    candidates plus the `depth` nearest by their current vector (a proxy: summaries and edits
+    usually stay close to the original meaning); the others are left out of the vector ranking
+    (they can still come from BM25), and a note says so.
+    """
+    ready = store.vectors_ready(embedder.model_id)
+    stored = store.get_vectors([i for i in visible if visible[i].same_as_now and visible[i].embedded]) if ready else {}
+    missing = [i for i in visible if i not in stored]
+    query = embedder.embed_one(text).astype(np.float32)
+    if len(missing) > AS_OF_EMBED_MAX:
+        proxies = store.get_vectors(missing) if ready else {}
+        near = sorted(proxies, key=lambda i: -float(np.frombuffer(proxies[i], dtype=np.float32) @ query))[:depth]
+        keep = set(near) | set(lexical)
+        notes.append(f"{len(missing)} texts changed since then; embedded the {len(keep & set(missing))} likeliest")
+        missing = [i for i in missing if i in keep]
+    ids = [*stored, *missing]
+    if not ids:
+        return []
     matrix = np.zeros((len(ids), embedder.dim), dtype=np.float32)
-    index = {i: n for n, i in enumerate(ids)}
-    for i, blob in stored.items():
-        matrix[index[i]] = np.frombuffer(blob, dtype=np.float32)
+    for n, i in enumerate(ids):
+        if i in stored:
+            matrix[n] = np.frombuffer(stored[i], dtype=np.float32)
     if missing:
         fresh = embedder.embed([visible[i].content for i in missing])
-        for i, vec in zip(missing, fresh):
-            matrix[index[i]] = vec
-    sims = matrix @ embedder.embed_one(text).astype(np.float32)
-    order = np.argsort(-sims, kind="stable")[:depth]
+        matrix[len(stored):] = fresh
+    order = np.argsort(-(matrix @ query), kind="stable")[:depth]
     return [ids[n] for n in order]
 
 
@@ -464,9 +481,9 @@ def decay(store: Store, *, dry_run: bool = False, now: datetime | None = None) -
     keeping every previous text as a version (cause `decay`); never deletes. Idempotent: a
     second run at the same instant changes nothing. With `dry_run`, nothing at all is written.
 
-    Safe beside other writers: each memory changed is written in its own short transaction that
-    re-reads the row and skips it if anything moved since planning (`skipped`); bookkeeping is
-    written in small batches with the same check.
+    Safe beside other writers: changes are written in short transactions of at most 32 memories
+    that re-read each row and skip it if anything moved since planning (`skipped`); bookkeeping
+    is written in batches of 200 with the same check.
     """
     now_dt = now or clock.now()
     now_iso = clock.to_iso(now_dt)
@@ -497,40 +514,22 @@ def decay(store: Store, *, dry_run: bool = False, now: datetime | None = None) -
         report.banked = sum(1 for p in plans if p.write_bank and not p.protected)
         return report
 
-    changed_texts = [(p.id, text) for p, row, _, text, _ in work if text != row["content"]]
-    embedder = _embedder(store) if changed_texts else None  # no model load when nothing is rewritten
-    vectors = {}
-    if embedder is not None:
-        vectors = dict(zip([i for i, _ in changed_texts], embedder.embed([t for _, t in changed_texts])))
-    applied = set()
-    for p, row, original, _, names in work:
-        with store.write():
-            current, tags = _snapshot(store, p.id)
-            if current is None or any(current[k] != row[k] for k in _WATCHED):
-                report.skipped += 1
-                continue
-            for level in range(p.from_level + 1, p.to_level + 1):
-                store.add_version(current, tags, now_iso, "decay")
-                change = {"decay_level": level, "updated_at": now_iso}
-                if level <= 2:
-                    new_text = decay_rules.compress(original, level, names)
-                    if new_text != current["content"]:
-                        change.update(content=new_text, content_updated_at=now_iso)
+    applied: set[int] = set()
+    embedder = None
+    for start in range(0, len(work), CHANGE_BATCH):
+        batch = work[start : start + CHANGE_BATCH]
+        changed_texts = [(p.id, text) for p, row, _, text, _ in batch if text != row["content"]]
+        if changed_texts and embedder is None:
+            embedder = _embedder(store)  # no model load when nothing is rewritten
+        vectors = {}
+        if embedder is not None and changed_texts:
+            vectors = dict(zip([i for i, _ in changed_texts], embedder.embed([t for _, t in changed_texts])))
+        with store.write():  # one short transaction per small batch; each row re-checked inside
+            for p, row, original, _, names in batch:
+                if _apply_change(store, p, row, original, names, vectors, embedder, now_iso):
+                    applied.add(p.id)
                 else:
-                    change.update(status=Status.ARCHIVED.value, status_changed_at=now_iso,
-                                  status_reason=f"decay: strength {p.strength:.3f}")
-                    store.add_event(now_iso, "archive", p.id, f"decay strength {p.strength:.3f}")
-                store.update_memory(p.id, change)
-                current = {**current, **change}
-            store.update_memory(p.id, {"decay_bank": p.bank, "decay_checked_at": now_iso})
-            if current["content"] != row["content"]:
-                if p.id in vectors:
-                    store.ensure_vector_table(embedder.model_id, embedder.dim)
-                    store.put_vector(p.id, _vector_bytes(vectors[p.id]))
-                elif store.vector_available and store.vector_table_exists():
-                    store.delete_vector(p.id)
-            store.add_event(now_iso, "decay", p.id, f"level {p.from_level}->{p.to_level}")
-            applied.add(p.id)
+                    report.skipped += 1
     report.changes = [c for c in report.changes if c.id in applied]
 
     pending = [p for p in plans if p.write_bank and not p.protected and p.id not in applied and not p.changes_level]
@@ -544,6 +543,37 @@ def decay(store: Store, *, dry_run: bool = False, now: datetime | None = None) -
                     report.skipped += 1
     report.banked += len(applied)
     return report
+
+
+def _apply_change(store: Store, p, row: dict, original: str, names: list[str], vectors: dict, embedder,
+                  now_iso: str) -> bool:
+    """Inside a write transaction: take one memory through its owed levels, each previous state a
+    version (cause `decay`). Returns False (nothing written) if the row moved since planning."""
+    current, tags = _snapshot(store, p.id)
+    if current is None or any(current[k] != row[k] for k in _WATCHED):
+        return False
+    for level in range(p.from_level + 1, p.to_level + 1):
+        store.add_version(current, tags, now_iso, "decay")
+        change = {"decay_level": level, "updated_at": now_iso}
+        if level <= 2:
+            new_text = decay_rules.compress(original, level, names)
+            if new_text != current["content"]:
+                change.update(content=new_text, content_updated_at=now_iso)
+        else:
+            change.update(status=Status.ARCHIVED.value, status_changed_at=now_iso,
+                          status_reason=f"decay: strength {p.strength:.3f}")
+            store.add_event(now_iso, "archive", p.id, f"decay strength {p.strength:.3f}")
+        store.update_memory(p.id, change)
+        current = {**current, **change}
+    store.update_memory(p.id, {"decay_bank": p.bank, "decay_checked_at": now_iso})
+    if current["content"] != row["content"]:
+        if p.id in vectors:
+            store.ensure_vector_table(embedder.model_id, embedder.dim)
+            store.put_vector(p.id, _vector_bytes(vectors[p.id]))
+        elif store.vector_available and store.vector_table_exists():
+            store.delete_vector(p.id)  # stale vector out; backfill embeds the new text
+    store.add_event(now_iso, "decay", p.id, f"level {p.from_level}->{p.to_level}")
+    return True
 
 
 def uncompress_prepare(store: Store, memory_id: int) -> tuple[str, bytes | None] | None:

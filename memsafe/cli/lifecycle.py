@@ -42,7 +42,7 @@ def update(
     no_tags: Annotated[bool, typer.Option("--no-tags", help="Remove every tag.")] = False,
     kind: Annotated[Kind | None, typer.Option("--kind", "-k", help="New kind.")] = None,
     importance: Annotated[float | None, typer.Option("--importance", min=0.0, max=1.0, help="0–1.")] = None,
-    project: ProjectOpt = None,
+    project: Annotated[str | None, typer.Option("--project", "-p", help="Move it to this project.")] = None,
     global_: Annotated[bool, typer.Option("--global", help="Make it a global memory (no project).")] = False,
     json_: JsonOpt = False,
 ) -> None:
