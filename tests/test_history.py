@@ -272,3 +272,19 @@ def test_as_of_with_many_changed_texts_embeds_only_likely_candidates(store, monk
     assert result.hits[0].memory.id == target
     assert result.hits[0].text == "The billing service stores invoices in PostgreSQL"
     assert any("likeliest" in n for n in result.notes)
+
+
+def test_update_without_vectors_leaves_memory_pending_then_backfill_fixes_it(db_path, embedder, monkeypatch):
+    opened = api.open_store(str(db_path))
+    m = api.remember(opened.store, "This repo uses Node 18")
+    opened.store.close()
+    monkeypatch.setenv("MEMSAFE_NO_VEC", "1")
+    opened = api.open_store(str(db_path))
+    assert api.update(opened.store, m.id, content="This repo uses Bun 1.3").embedded is False
+    opened.store.close()
+    monkeypatch.delenv("MEMSAFE_NO_VEC")
+    opened = api.open_store(str(db_path))
+    assert api.recall(opened.store, "Bun runtime", touch=False).hits[0].memory.id == m.id  # backfills first
+    vec = np.frombuffer(opened.store.get_vector(m.id), dtype=np.float32)
+    assert float(vec @ embedder.embed_one("This repo uses Bun 1.3")) > 0.9999
+    opened.store.close()

@@ -253,10 +253,18 @@ def update(
             if vector is not None:
                 store.ensure_vector_table(embedder.model_id, embedder.dim)
                 store.put_vector(memory_id, _vector_bytes(vector))
-            elif store.vector_table_exists() and store.vector_available:
-                store.delete_vector(memory_id)  # stale vector out; backfill embeds the new text
+            else:
+                _drop_stale_vector(store, memory_id)
         store.add_event(now, "update", memory_id, ",".join(changed))
     return get(store, memory_id)
+
+
+def _drop_stale_vector(store: Store, memory_id: int) -> None:
+    """The text changed but no model is at hand: remove the old vector if sqlite-vec is loaded,
+    and in any case mark the memory pending so a later backfill embeds the new text."""
+    if store.vector_available and store.vector_table_exists():
+        store.delete_vector(memory_id)
+    store.update_memory(memory_id, {"embedded": 0})
 
 
 def history(store: Store, memory_id: int) -> HistoryReport:
@@ -570,8 +578,8 @@ def _apply_change(store: Store, p, row: dict, original: str, names: list[str], v
         if p.id in vectors:
             store.ensure_vector_table(embedder.model_id, embedder.dim)
             store.put_vector(p.id, _vector_bytes(vectors[p.id]))
-        elif store.vector_available and store.vector_table_exists():
-            store.delete_vector(p.id)  # stale vector out; backfill embeds the new text
+        else:
+            _drop_stale_vector(store, p.id)
     store.add_event(now_iso, "decay", p.id, f"level {p.from_level}->{p.to_level}")
     return True
 
@@ -603,8 +611,8 @@ def uncompress_apply(store: Store, memory_id: int, prepared: tuple[str, bytes | 
             embedder = _embedder(store)
             store.ensure_vector_table(embedder.model_id, embedder.dim)
             store.put_vector(memory_id, vec)
-        elif store.vector_available and store.vector_table_exists():
-            store.delete_vector(memory_id)
+        else:
+            _drop_stale_vector(store, memory_id)
 
 
 # ---------------------------------------------------------------------------------------------
