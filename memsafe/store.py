@@ -327,8 +327,10 @@ class Store:
         versions = 0
         for memory_id in ids:
             versions += self.conn.execute(
-                "SELECT count(*) FROM memory_versions WHERE memory_id = ?", (memory_id,)
+                "SELECT count(*) FROM memory_versions WHERE memory_id = ? OR origin_id = ?", (memory_id, memory_id)
             ).fetchone()[0]
+            # copies merged into another memory's history (consolidate) go too
+            self.conn.execute("DELETE FROM memory_versions WHERE origin_id = ?", (memory_id,))
             self.delete_vector(memory_id)
             self.conn.execute("DELETE FROM memories WHERE id = ?", (memory_id,))
         return versions
@@ -549,13 +551,14 @@ class Store:
         return rows
 
     def tags_of(self, ids: Sequence[int]) -> dict[int, list[str]]:
-        """Tags per memory id, each list sorted."""
+        """Tags per memory id, each list sorted; every requested id is a key (possibly with [])."""
         out: dict[int, list[str]] = {i: [] for i in ids}
-        if ids:
-            marks = ",".join("?" * len(ids))
+        unique = list(out)
+        for start in range(0, len(unique), 500):
+            chunk = unique[start : start + 500]
+            marks = ",".join("?" * len(chunk))
             for memory_id, tag in self.conn.execute(
-                f"SELECT memory_id, tag FROM memory_tags WHERE memory_id IN ({marks}) ORDER BY memory_id, tag",
-                list(ids),
+                f"SELECT memory_id, tag FROM memory_tags WHERE memory_id IN ({marks}) ORDER BY tag", chunk
             ):
                 out[memory_id].append(tag)
         return out
@@ -642,11 +645,11 @@ class Store:
         self.conn.execute("DELETE FROM memory_versions WHERE memory_id = ?", (memory_id,))
         self.conn.executemany(
             "INSERT INTO memory_versions(memory_id, content, kind, project, tags, importance, confidence, "
-            "decay_level, status, valid_from, valid_to, cause) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            "decay_level, status, valid_from, valid_to, cause, origin_id) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
             [
                 (memory_id, v["content"], v["kind"], v["project"], json.dumps(list(v["tags"]), ensure_ascii=False),
                  v["importance"], v["confidence"], v["decay_level"], v["status"], v["valid_from"], v["valid_to"],
-                 v["cause"])
+                 v["cause"], v.get("origin_id"))
                 for v in versions
             ],
         )
@@ -704,6 +707,172 @@ class Store:
 
     def version_columns(self) -> list[str]:
         return [r[1] for r in self.conn.execute("PRAGMA table_info(memory_versions)")]
+
+    # -- lifecycle: history, time travel, decay, listing (issue 4) ------------------------------
+
+    def _dict_rows(self, sql: str, params: Sequence = ()) -> list[dict]:
+        """Rows as dicts keyed by column name (also when there are no rows)."""
+        cur = self.conn.cursor()
+        names: list[str] = []
+
+        def tracer(cursor, row):
+            if not names:
+                names.extend(d[0] for d in cursor.getdescription())
+            return dict(zip(names, row))
+
+        cur.row_trace = tracer
+        return list(cur.execute(sql, params))
+
+    def versions(self, memory_id: int) -> list[dict]:
+        """Every stored version of one memory (its own and those merged in), oldest end first.
+        Each dict has the memory_versions columns; `tags` is decoded to a list."""
+        out = self._dict_rows("SELECT * FROM memory_versions WHERE memory_id = ? ORDER BY valid_to, id", (memory_id,))
+        for item in out:
+            item["tags"] = json.loads(item["tags"])
+        return out
+
+    def add_foreign_version(self, memory_id: int, version: dict, cause: str, origin_id: int) -> None:
+        """Copy one version (a `versions()` dict or a `raw_row` with `tags`, `valid_from`,
+        `valid_to`) of memory `origin_id` into the history of `memory_id`."""
+        self.conn.execute(
+            "INSERT INTO memory_versions(memory_id, content, kind, project, tags, importance, confidence, "
+            "decay_level, status, valid_from, valid_to, cause, origin_id) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (
+                memory_id, version["content"], version["kind"], version["project"],
+                json.dumps(list(version["tags"]), ensure_ascii=False), version["importance"],
+                version["confidence"], version["decay_level"], version["status"], version["valid_from"],
+                version["valid_to"], cause, origin_id,
+            ),
+        )
+
+    def rows_created_until(self, at: str) -> list[dict]:
+        """Every memory row (any status) created at or before `at` (UTC ISO-8601)."""
+        return self._dict_rows("SELECT * FROM memories WHERE created_at <= ? ORDER BY id", (at,))
+
+    def own_versions_ending_after(self, at: str) -> list[dict]:
+        """A memory's own versions (not merged-in copies) still valid after `at`, ordered per
+        memory by end time: the first one per memory is its state at `at`."""
+        out = self._dict_rows(
+            "SELECT * FROM memory_versions WHERE origin_id IS NULL AND valid_to > ? ORDER BY memory_id, valid_to, id",
+            (at,),
+        )
+        for item in out:
+            item["tags"] = json.loads(item["tags"])
+        return out
+
+    def status_events_until(self, at: str) -> list[tuple[int, str, str]]:
+        """(memory id, action, at) of every status change (forget, restore, archive) at or before
+        `at`, in the order they happened."""
+        return list(
+            self.conn.execute(
+                "SELECT memory_id, action, at FROM events WHERE action IN ('forget', 'restore', 'archive') "
+                "AND at <= ? AND memory_id IS NOT NULL ORDER BY at, id",
+                (at,),
+            )
+        )
+
+    def last_event_at(self, memory_id: int, action: str) -> str | None:
+        row = self.conn.execute(
+            "SELECT max(at) FROM events WHERE memory_id = ? AND action = ?", (memory_id, action)
+        ).fetchone()
+        return row[0] if row else None
+
+    def get_vectors(self, ids: Sequence[int]) -> dict[int, bytes]:
+        """Stored vectors by memory id (absent when pending or when vectors are unavailable)."""
+        if not (self.vector_available and self.vector_table_exists()):
+            return {}
+        out: dict[int, bytes] = {}
+        unique = list(dict.fromkeys(ids))
+        for start in range(0, len(unique), 500):
+            chunk = unique[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            out.update(
+                self.conn.execute(
+                    f"SELECT memory_id, embedding FROM vec_memories WHERE memory_id IN ({marks})", chunk
+                )
+            )
+        return out
+
+    @staticmethod
+    def scratch_bm25(docs: dict[int, str], match: str, limit: int) -> list[int]:
+        """BM25 ranking of `docs` ({id: text}) for a safe FTS5 `match`, in a private in-memory
+        FTS5 table with the same tokenizer as `memories_fts` (time travel ranks past texts this
+        way). Touches no file. Returns ids best first."""
+        if not docs:
+            return []
+        scratch = apsw.Connection(":memory:")
+        try:
+            scratch.execute(
+                "CREATE VIRTUAL TABLE d USING fts5(content, tokenize='porter unicode61 remove_diacritics 2')"
+            )
+            scratch.executemany("INSERT INTO d(rowid, content) VALUES (?, ?)", list(docs.items()))
+            return [
+                r[0]
+                for r in scratch.execute(
+                    "SELECT rowid FROM d WHERE d MATCH ? ORDER BY bm25(d) LIMIT ?", (match, limit)
+                )
+            ]
+        finally:
+            scratch.close()
+
+    def decay_rows(self) -> list[dict]:
+        """Every active memory with the columns the decay planner needs, plus `tags` and `degree`
+        (number of graph entities it mentions)."""
+        rows = self._dict_rows(
+            "SELECT id, content, kind, importance, confidence, access_count, created_at, updated_at, "
+            "content_updated_at, last_accessed_at, decay_level, decay_bank, decay_checked_at, stability, status "
+            "FROM memories WHERE status = 'active' ORDER BY id"
+        )
+        ids = [r["id"] for r in rows]
+        tags = self.tags_of(ids)
+        degrees: dict[int, int] = {}
+        for start in range(0, len(ids), 500):
+            degrees.update(self.entity_degrees(ids[start : start + 500]))
+        for r in rows:
+            r["tags"] = tags.get(r["id"], [])
+            r["degree"] = degrees.get(r["id"], 0)
+        return rows
+
+    def entity_names(self, memory_id: int) -> list[str]:
+        """Names of the graph entities a memory mentions, alphabetically."""
+        return [
+            r[0]
+            for r in self.conn.execute(
+                "SELECT e.name FROM memory_entities me JOIN entities e ON e.id = me.entity_id "
+                "WHERE me.memory_id = ? ORDER BY e.name",
+                (memory_id,),
+            )
+        ]
+
+    def bank_decay(self, memory_id: int, bank: float, checked_at: str, expect_checked: str | None,
+                   expect_accessed: str | None) -> bool:
+        """Store a memory's decay bank if nobody touched its decay state since it was read
+        (optimistic check on decay_checked_at and last_accessed_at). Returns True if written."""
+        self.conn.execute(
+            "UPDATE memories SET decay_bank = ?, decay_checked_at = ? WHERE id = ? AND status = 'active' "
+            "AND decay_checked_at IS ? AND last_accessed_at IS ?",
+            (bank, checked_at, memory_id, expect_checked, expect_accessed),
+        )
+        return self.conn.changes() > 0
+
+    def list_ids(self, scope: Scope, limit: int | None) -> list[int]:
+        """Ids of the memories in `scope` (any of `scope.statuses`), newest first."""
+        where, params = self._scope_sql(scope)
+        sql = f"SELECT m.id FROM memories m WHERE {where} ORDER BY m.id DESC"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
+        return [r[0] for r in self.conn.execute(sql, params)]
+
+    def no_checkpoint_on_close(self) -> None:
+        """Do not checkpoint the WAL into the main file when this connection closes (read-only runs)."""
+        self.conn.config(apsw.SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1)
+
+    def nearest(self, vector_bytes: bytes, project: str | None, k: int) -> list[tuple[int, float]]:
+        """The k nearest active memories in exactly this project (None = global only).
+        Returns [(id, cosine distance)] nearest first."""
+        scope = Scope(projects=[project] if project is not None else [], include_global=project is None)
+        return self.vector_search(vector_bytes, scope, k)
 
 
 def file_sizes(path: Path) -> tuple[int, int]:

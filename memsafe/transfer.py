@@ -43,7 +43,7 @@ DERIVED_MEMORY_COLUMNS = ("content_hash", "embedded")
 #: Columns of `memory_versions` in an export (`id`, `memory_id` are store-local).
 VERSION_FIELDS = (
     "content", "kind", "project", "tags", "importance", "confidence", "decay_level", "status",
-    "valid_from", "valid_to", "cause",
+    "valid_from", "valid_to", "cause", "origin_id",
 )
 _REQUIRED_TIMES = ("created_at", "updated_at")
 _OPTIONAL_TIMES = ("content_updated_at", "last_accessed_at", "decay_checked_at", "status_changed_at")
@@ -304,6 +304,7 @@ def check_version(obj: object, c: _Checker, index: int) -> dict:
             "valid_from": sub.time("valid_from"),
             "valid_to": sub.time("valid_to"),
             "cause": sub.text("cause"),
+            "origin_id": sub.integer("origin_id", 1, None) if obj.get("origin_id") is not None else None,
         }
     except RecordError as exc:
         exc.field = f"{prefix}.{exc.field}" if exc.field else prefix

@@ -12,7 +12,7 @@ import sys
 
 # import order = the order of commands in --help
 # isort: off
-from memsafe.cli import memory, transfer, doctor, config, hook  # noqa: F401  (registers commands)
+from memsafe.cli import memory, lifecycle, transfer, doctor, config, hook  # noqa: F401  (registers commands)
 # isort: on
 
 from memsafe.cli._common import app, err
