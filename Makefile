@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: demo test lint clean
+.PHONY: demo test lint clean docs completions man
 
 $(BIN)/memsafe: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,6 +22,18 @@ test: $(BIN)/memsafe
 ## lint: ruff
 lint: $(BIN)/memsafe
 	$(BIN)/ruff check memsafe tests scripts
+
+## docs: regenerate completions/ and man/ from the CLI (run after changing any command or option)
+docs: $(BIN)/memsafe
+	$(BIN)/python scripts/gen_docs.py all
+
+## completions: regenerate completions/ (bash, zsh, fish)
+completions: $(BIN)/memsafe
+	$(BIN)/python scripts/gen_docs.py completions
+
+## man: regenerate the man pages in man/ (view with: man ./man/memsafe.1)
+man: $(BIN)/memsafe
+	$(BIN)/python scripts/gen_docs.py man
 
 clean:
 	rm -rf $(VENV) .demo .pytest_cache

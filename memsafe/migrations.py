@@ -150,6 +150,13 @@ def m001_initial(conn: apsw.Connection) -> None:
     )
 
 
+@migration
+def m002_issue4_version_origin(conn: apsw.Connection) -> None:
+    """History rows copied from another memory by `consolidate` name it in `origin_id`
+    (NULL = the memory's own past). Time travel follows a memory's own past only."""
+    conn.execute("ALTER TABLE memory_versions ADD COLUMN origin_id INTEGER")
+
+
 def latest() -> int:
     """The schema version this code writes: the number of registered migrations."""
     return len(MIGRATIONS)

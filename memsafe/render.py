@@ -160,3 +160,36 @@ def compact_memory(memory: Memory, *, full: bool = True) -> str:
 def compact_value(obj) -> str:
     """Fallback for result types without their own compact form: one compact JSON document."""
     return json.dumps(to_jsonable(obj), ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def compact_history(report) -> str:
+    """A memory's versions (`api.history`), one line each: number, validity, what ended it,
+    decay level, status, then the text."""
+    lines = [f"memory #{report.memory_id}: {len(report.versions)} versions, oldest first"]
+    for v in report.versions:
+        cause = v.cause + (f" from #{v.origin_id}" if v.origin_id else "")
+        lines.append(f"v{v.number} {v.valid_from[:19]}→{(v.valid_to or 'now')[:19]} {cause} "
+                     f"level={v.decay_level} {v.status}: {v.content}")
+    return "\n".join(lines)
+
+
+def compact_decay(report) -> str:
+    """A decay run (`api.decay`): totals, then one line per changed memory."""
+    verb = "would change" if report.dry_run else "changed"
+    lines = [f"decay{' (dry run, nothing written)' if report.dry_run else ''}: {report.examined} examined, "
+             f"{report.protected} protected, {len(report.changes)} {verb}, {report.skipped} skipped"]
+    lines += [f"#{c.id} {c.kind} level {c.from_level}→{c.to_level} {c.action}" for c in report.changes]
+    return "\n".join(lines)
+
+
+def compact_import(report, max_listed: int = 10) -> str:
+    """An import (`api.import_file`): counts, then at most `max_listed` skipped records and notes."""
+    verb = "would import" if report.dry_run else "imported"
+    lines = [f"{verb} {report.format} file {report.path}: {report.memories_added} added, "
+             f"{report.memories_updated} updated, {report.memories_unchanged} unchanged, "
+             f"{report.entities_added} entities, {report.relations_added} relations; {len(report.skipped)} skipped"]
+    for label, items in (("skipped", report.skipped), ("note", report.notes)):
+        lines += [f"{label}: {item}" for item in items[:max_listed]]
+        if len(items) > max_listed:
+            lines.append(f"… {len(items) - max_listed} more {label} lines")
+    return "\n".join(lines)

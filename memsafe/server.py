@@ -20,9 +20,8 @@ Start-up and stdout hygiene (FIELD-CASES F01-F04, F08):
   `LOG_CAP` characters, so a huge argument never floods an undrained stderr pipe (F03). Replies
   are written from a worker thread, so a slow reader blocks only its own reply.
 
-Tools for features built in other branches are registered only when their handler exists in
-`memsafe.api` (see `OPTIONAL_TOOLS`); an option a handler does not accept is refused with a
-clear tool error instead of being dropped silently.
+The graph tools are registered only when their handlers exist in `memsafe.api` (see
+`OPTIONAL_TOOLS`), so this module works before and after the graph branch is merged.
 """
 
 import contextlib
@@ -41,7 +40,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from memsafe import __version__, api, embed, render, settings, tokens
-from memsafe.errors import InvalidInput, MemsafeError
+from memsafe.errors import MemsafeError
 
 __all__ = ["INSTRUCTIONS", "OPTIONAL_TOOLS", "ServerState", "build_server", "serve"]
 
@@ -58,15 +57,10 @@ INSTRUCTIONS = (
     "- Memories belong to this project plus global ones; all_projects widens a recall."
 )
 
-# Tools whose handlers are built in parallel branches: tool name -> api names it needs (any of).
+# Tools whose handlers come from a branch not merged yet: tool name -> api names it needs (all).
 OPTIONAL_TOOLS: dict[str, tuple[str, ...]] = {
-    "update_memory": ("update",),
-    "memory_history": ("history",),
-    "decay_now": ("decay",),
-    "relate_entities": ("relate_many", "relate"),
-    "query_graph": ("graph_show", "graph"),
-    "export_memories": ("export_",),
-    "import_memories": ("import_",),
+    "relate_entities": ("relate_many",),
+    "query_graph": ("graph_show",),
 }
 
 KindName = Literal["fact", "preference", "decision", "task", "conversation", "ephemeral", "general"]
@@ -123,13 +117,15 @@ class ServerState:
 
     # -- background warm-up -----------------------------------------------------------------------
 
-    def start_warmup(self) -> None:
+    def start_warmup(self, *, again: bool = False) -> None:
         """Load the model and token encoder and fill pending embeddings, in a daemon thread.
-        Called once the handshake is done; later calls do nothing."""
+        Called once the handshake is done (later calls do nothing), and with `again` after an
+        import (starts a new pass unless one is running)."""
         if os.environ.get("MEMSAFE_SERVE_WARM", "1") == "0":
             return
         with self._warm_lock:
-            if self._warm_thread is not None:
+            thread = self._warm_thread
+            if thread is not None and (thread.is_alive() or not again):
                 return
             self._warm_thread = threading.Thread(target=self._warm, name="memsafe-warmup", daemon=True)
             self._warm_thread.start()
@@ -165,29 +161,6 @@ class ServerState:
 
 def _cap(text: str, limit: int = LOG_CAP) -> str:
     return text if len(text) <= limit else f"{text[:limit]}… [{len(text):,} chars]"
-
-
-def _call(handler: Callable, *args, **options):
-    """Call an api handler with the options it accepts. An option it does not know is refused
-    with a tool-visible error when it carries a value, and dropped when it is left unset."""
-    params = inspect.signature(handler).parameters
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-        return handler(*args, **options)
-    unsupported = [k for k, v in options.items() if k not in params and not _unset(v)]
-    if unsupported:
-        raise InvalidInput(f"{', '.join(unsupported)} is not supported by this memsafe version; leave it out")
-    return handler(*args, **{k: v for k, v in options.items() if k in params})
-
-
-def _unset(value) -> bool:
-    return value is None or value is False or (isinstance(value, (list, tuple)) and not value)
-
-
-def _first(*names: str) -> Callable:
-    for name in names:
-        if hasattr(api, name):
-            return getattr(api, name)
-    raise InvalidInput(f"this memsafe version has no {names[0]} handler")
 
 
 def _describe(obj) -> str:
@@ -264,7 +237,7 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
 
         def register(fn: Callable) -> Callable:
             needs = OPTIONAL_TOOLS.get(fn.__name__)
-            if needs and not any(hasattr(api, name) for name in needs):
+            if needs and not all(hasattr(api, name) for name in needs):
                 return fn
 
             @functools.wraps(fn)
@@ -317,15 +290,17 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
         tags: list[str] | None = None,
         project: str | None = None,
         all_projects: bool = False,
-        as_of: Annotated[str | None, Field(description="ISO time: as things were then")] = None,
+        as_of: Annotated[str | None, Field(description="ISO time or '3 days ago': as known then")] = None,
     ) -> str:
         """Search memories by meaning and keywords, within a token budget. Call at task start."""
         with state.store() as opened:
             key = None if all_projects else (api.clean_project(project) if project else state.project(opened)[0])
-            result = _call(
-                api.recall, opened.store, query, project=key, all_projects=all_projects, kinds=[kind] if kind else [],
-                tags=tags or [], budget=budget, limit=limit, as_of=as_of,
-            )
+            options = dict(project=key, all_projects=all_projects, kinds=[kind] if kind else [], tags=tags or [],
+                           budget=budget, limit=limit)
+            if as_of:
+                result = api.recall_as_of(opened.store, query, as_of=as_of, **options)
+            else:
+                result = api.recall(opened.store, query, **options)
         return render.compact_recall(result)
 
     @tool(read_only=True)
@@ -350,7 +325,7 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
 
     @tool(destructive=True)
     def purge_memory(ids: list[int], confirm: bool = False) -> str:
-        """Destroy memories and their history for good. Needs confirm=true; prefer forget."""
+        """Delete memories and their history for good (needs confirm=true; prefer forget)."""
         if not confirm:
             raise ToolError("purge destroys memories for good; call again with confirm=true, or use forget")
         with state.store() as opened:
@@ -386,22 +361,17 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
 
     @tool(read_only=True)
     def healthcheck() -> str:
-        """Quick health check."""
+        """Health check: lists problems and fixes."""
         with state.store() as opened:
-            report = api.status(opened, project=None, project_rule="", load_model=False)
-        vec = report.vector_search
-        problems = []
-        if not vec["available"]:
-            problems.append(f"vector search unavailable ({vec['error']}); recall is keyword-only")
-        if embed.load_error():
-            problems.append(f"model unavailable ({embed.load_error()})")
-        summary = (
-            f"schema v{report.schema_version}, {report.counts['active']} active memories, "
-            f"{report.pending_embeddings} awaiting embedding, model {'loaded' if embed.loaded() else 'not loaded yet'}"
-        )
-        return ("degraded: " + "; ".join(problems) if problems else "ok") + f" · {summary}"
+            report = api.doctor(opened, repo=state.cwd, load_model=True)
+        c = report.counts
+        head = (f"{'ok' if report.ok else 'problems found'}: schema v{report.schema_version}, {c['active']} active "
+                f"memories, {report.pending_embeddings} awaiting embedding")
+        problems = [f"{check.level} {check.name}: {check.detail}" + (f" (fix: {check.fix})" if check.fix else "")
+                    for check in report.checks if check.level != "ok"]
+        return "\n".join([head, *problems])
 
-    # -- lifecycle (handlers from the lifecycle branch) ------------------------------------------
+    # -- lifecycle -------------------------------------------------------------------------------
 
     @tool()
     def update_memory(
@@ -413,74 +383,59 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
     ) -> str:
         """Edit a memory; its history keeps the old version."""
         with state.store() as opened:
-            memory = _call(api.update, opened.store, id, content=content, kind=kind, tags=tags, importance=importance)
-        return _describe(memory)
+            memory = api.update(opened.store, id, content=content, kind=kind, tags=tags, importance=importance)
+        return render.compact_memory(memory)
 
     @tool(read_only=True)
     def memory_history(id: int) -> str:
         """Past versions of a memory, oldest first."""
         with state.store() as opened:
-            return _describe(api.history(opened.store, id))
-
-    @tool(idempotent=True)
-    def decay_now(dry_run: bool = False) -> str:
-        """Archive stale memories now (never deletes); dry_run only reports."""
-        params = inspect.signature(api.decay).parameters
-        mode = {"dry_run": dry_run} if "dry_run" in params else {"apply": not dry_run} if "apply" in params else {}
-        with state.store() as opened:
-            return _describe(_call(api.decay, opened.store, **mode))
-
-    # -- graph (handlers from the graph branch) --------------------------------------------------
-
-    @tool(idempotent=True)
-    def relate_entities(
-        relations: list[list[str]],
-    ) -> str:
-        """Record relations between entities as [source, relation, target] triples."""
-        triples = []
-        for item in relations:
-            if len(item) != 3 or not all(isinstance(p, str) and p.strip() for p in item):
-                raise ToolError(f"each relation is [source, relation, target]; got {item!r}")
-            triples.append(tuple(item))
-        with state.store() as opened:
-            if hasattr(api, "relate_many"):
-                return _describe(api.relate_many(opened.store, triples))
-            return _describe([api.relate(opened.store, s, t, relation=r) for s, r, t in triples])
-
-    @tool(read_only=True)
-    def query_graph(entity: str | None = None, depth: int = 1) -> str:
-        """Show the knowledge graph around an entity (or all of it)."""
-        with state.store() as opened:
-            key = state.project(opened)[0]
-            view = _call(_first("graph_show", "graph"), opened.store, entity=entity, depth=depth, project=key)
-        return _describe(view)
-
-    # -- transfer (handlers from the transfer branch) --------------------------------------------
+            return render.compact_history(api.history(opened.store, id))
 
     @tool()
-    def export_memories(path: str, all_projects: bool = False, include_forgotten: bool = False) -> str:
+    def decay_now(dry_run: bool = False) -> str:
+        """Decay now: compress or archive stale memories (never deletes)."""
+        with state.store() as opened:
+            return render.compact_decay(api.decay(opened.store, dry_run=dry_run))
+
+    # -- graph (handlers of the graph branch; registered when they exist) ------------------------
+
+    @tool()
+    def relate_entities(relations: list[list[str]], create: bool = False) -> str:
+        """Relate entities by [source, relation, target] triples; create adds missing entities."""
+        with state.store() as opened:
+            stored = api.relate_many(opened.store, [tuple(r) for r in relations], create=create)
+        return "Related: " + "; ".join(f"{r.source} {r.relation} {r.target}" for r in stored)
+
+    @tool(read_only=True)
+    def query_graph(entity: str, depth: int = 2) -> str:
+        """The graph around an entity: relations and memories."""
+        with state.store() as opened:
+            key = state.project(opened)[0]
+            view = api.graph_show(opened.store, entity, depth=depth, project=key, all_projects=key is None)
+        return _describe(view)
+
+    # -- transfer --------------------------------------------------------------------------------
+
+    @tool()
+    def export_memories(path: str, all_projects: bool = False) -> str:
         """Export memories to a JSONL file."""
         target = settings.expand_path(os.path.join(state.cwd, os.path.expanduser(path)))
         with state.store() as opened:
             key = None if all_projects else state.project(opened)[0]
-            with open(target, "w", encoding="utf-8", newline="\n") as out:
-                report = _call(api.export_, opened.store, out, project=key, include_forgotten=include_forgotten)
-        return f"Exported to {target}: {_describe(report)}"
+            report = api.export_to_path(opened.store, target, project=key)
+        counts = ", ".join(f"{n} {what}" for what, n in report.counts.items())
+        return f"Exported to {report.path}: {counts}"
 
-    @tool(destructive=True)
-    def import_memories(path: str, replace: bool = False, confirm: bool = False) -> str:
-        """Import a memsafe or server-memory JSONL file. replace=true overwrites; needs confirm=true."""
-        if replace and not confirm:
-            raise ToolError("replace overwrites existing memories; call again with confirm=true")
+    @tool()
+    def import_memories(path: str, skip_invalid: bool = False) -> str:
+        """Import a memsafe or memory-server JSONL file (merges, idempotent)."""
         source = settings.expand_path(os.path.join(state.cwd, os.path.expanduser(path)))
         with state.store() as opened:
-            try:
-                src = open(source, encoding="utf-8", errors="replace")
-            except OSError as exc:
-                raise ToolError(f"cannot read {source}: {exc.strerror or exc}") from None
-            with src:
-                report = _call(api.import_, opened.store, src, on_conflict="replace" if replace else "skip")
-        return _describe(report)
+            report = api.import_file(opened.store, source, skip_invalid=skip_invalid)
+        if report.memories_added + report.memories_updated:
+            state.start_warmup(again=True)  # vectors are filled in the background
+        return render.compact_import(report)
 
     async def warm_after_handshake(ctx, call_next):
         result = await call_next(ctx)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath, PureWindowsPath
 
@@ -98,6 +99,7 @@ class ConfigKey:
     low: float | None = None
     high: float | None = None
     choices: tuple[str, ...] | None = None
+    check: Callable[[object], object] | None = None  # extra validation; raises InvalidInput
 
     def parse(self, raw: str | int | float | bool) -> object:
         """Validate and convert a raw value. Raises InvalidInput with the allowed range."""
@@ -117,6 +119,8 @@ class ConfigKey:
             raise InvalidInput(f"{self.name} must be between {self.low:g} and {self.high:g}, got {raw}")
         if self.choices and value not in self.choices:
             raise InvalidInput(f"{self.name} must be one of {', '.join(self.choices)}, got {raw!r}")
+        if self.check is not None:
+            value = self.check(value)
         return value
 
 
@@ -140,6 +144,16 @@ CONFIG_KEYS: dict[str, ConfigKey] = {
         ConfigKey("weight_decay", float, 0.05, "penalty per decay level in the final score", 0.0, 10.0),
         ConfigKey("recency_half_life_days", float, 30.0, "half-life of the recency signal (days)", 0.1, 36500.0),
         ConfigKey(
+            "near_duplicate_threshold", float, 0.92,
+            "cosine similarity at which remember reports a near-duplicate and consolidate merges", 0.5, 1.0,
+        ),
+        ConfigKey(
+            "decay_policy", str, "",
+            "overrides of the decay policy table, e.g. 'fact.half_life=150, task.floor=0.1' "
+            "(see `memsafe decay --policy`)",
+            check=lambda v: _check_decay_policy(v),
+        ),
+        ConfigKey(
             "project_mode",
             str,
             "git-root",
@@ -148,6 +162,12 @@ CONFIG_KEYS: dict[str, ConfigKey] = {
         ),
     ]
 }
+
+
+def _check_decay_policy(value):
+    from memsafe import decay
+
+    return decay.check_policy(value)
 
 
 # ---------------------------------------------------------------------------------------------

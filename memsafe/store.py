@@ -327,8 +327,10 @@ class Store:
         versions = 0
         for memory_id in ids:
             versions += self.conn.execute(
-                "SELECT count(*) FROM memory_versions WHERE memory_id = ?", (memory_id,)
+                "SELECT count(*) FROM memory_versions WHERE memory_id = ? OR origin_id = ?", (memory_id, memory_id)
             ).fetchone()[0]
+            # copies merged into another memory's history (consolidate) go too
+            self.conn.execute("DELETE FROM memory_versions WHERE origin_id = ?", (memory_id,))
             self.delete_vector(memory_id)
             self.conn.execute("DELETE FROM memories WHERE id = ?", (memory_id,))
         return versions
@@ -529,6 +531,348 @@ class Store:
                 )
                 return [(r[0], r[1]) for r in self.conn.execute(sql, [query_bytes, *params, k])]
             fetch = min(KNN_MAX_K, fetch * 4)
+
+    # -- transfer (export/import, issue 6) -----------------------------------------------------
+
+    def export_memory_rows(self, after_id: int, limit: int, statuses: Sequence[str], project: str | None) -> list[dict]:
+        """Full memory rows (every column) with id > after_id, in id order; optionally one project only."""
+        marks = ",".join("?" * len(statuses))
+        sql = f"SELECT * FROM memories WHERE id > ? AND status IN ({marks})"
+        params: list = [after_id, *statuses]
+        if project is not None:
+            sql += " AND project = ?"
+            params.append(project)
+        cur = self.conn.execute(sql + " ORDER BY id LIMIT ?", [*params, limit])
+        names = None
+        rows = []
+        for r in cur:
+            names = names or [d[0] for d in cur.getdescription()]
+            rows.append(dict(zip(names, r)))
+        return rows
+
+    def tags_of(self, ids: Sequence[int]) -> dict[int, list[str]]:
+        """Tags per memory id, each list sorted; every requested id is a key (possibly with [])."""
+        out: dict[int, list[str]] = {i: [] for i in ids}
+        unique = list(out)
+        for start in range(0, len(unique), 500):
+            chunk = unique[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            for memory_id, tag in self.conn.execute(
+                f"SELECT memory_id, tag FROM memory_tags WHERE memory_id IN ({marks}) ORDER BY tag", chunk
+            ):
+                out[memory_id].append(tag)
+        return out
+
+    def entity_keys_of(self, ids: Sequence[int]) -> dict[int, list[str]]:
+        """Keys of the entities each memory is linked to, sorted."""
+        out: dict[int, list[str]] = {i: [] for i in ids}
+        if ids:
+            marks = ",".join("?" * len(ids))
+            for memory_id, key in self.conn.execute(
+                "SELECT me.memory_id, e.key FROM memory_entities me JOIN entities e ON e.id = me.entity_id "
+                f"WHERE me.memory_id IN ({marks}) ORDER BY me.memory_id, e.key",
+                list(ids),
+            ):
+                out[memory_id].append(key)
+        return out
+
+    def versions_of(self, ids: Sequence[int]) -> dict[int, list[dict]]:
+        """History versions per memory id (every column but id and memory_id), oldest first."""
+        out: dict[int, list[dict]] = {i: [] for i in ids}
+        if ids:
+            marks = ",".join("?" * len(ids))
+            cur = self.conn.execute(
+                f"SELECT * FROM memory_versions WHERE memory_id IN ({marks}) ORDER BY memory_id, valid_from, id",
+                list(ids),
+            )
+            names = None
+            for r in cur:
+                names = names or [d[0] for d in cur.getdescription()]
+                row = dict(zip(names, r))
+                memory_id = row.pop("memory_id")
+                row.pop("id")
+                out[memory_id].append(row)
+        return out
+
+    def iter_entities(self, project: str | None = None) -> Iterator[dict]:
+        """Entities (id, name, key, type, created_at, aliases) by key; with `project`, only those
+        linked to a memory of that project."""
+        if project is None:
+            sql, params = "SELECT id, name, key, type, created_at FROM entities ORDER BY key", []
+        else:
+            sql = (
+                "SELECT id, name, key, type, created_at FROM entities WHERE id IN (SELECT me.entity_id FROM "
+                "memory_entities me JOIN memories m ON m.id = me.memory_id WHERE m.project = ?) ORDER BY key"
+            )
+            params = [project]
+        for entity_id, name, key, etype, created in list(self.conn.execute(sql, params)):
+            aliases = [a for (a,) in self.conn.execute(
+                "SELECT alias FROM entity_aliases WHERE entity_id = ? ORDER BY alias", (entity_id,))]
+            yield {"id": entity_id, "name": name, "key": key, "type": etype, "created_at": created,
+                   "aliases": aliases}
+
+    def iter_relations(self, project: str | None = None) -> Iterator[dict]:
+        """Relations as entity keys, ordered by (source, relation, target); with `project`, only
+        those whose two ends are both linked to memories of that project."""
+        sql = (
+            "SELECT s.key, r.relation, t.key, r.weight, r.created_at, r.updated_at FROM relations r "
+            "JOIN entities s ON s.id = r.source_id JOIN entities t ON t.id = r.target_id"
+        )
+        params: list = []
+        if project is not None:
+            linked = (
+                "(SELECT me.entity_id FROM memory_entities me JOIN memories m ON m.id = me.memory_id "
+                "WHERE m.project = ?)"
+            )
+            sql += f" WHERE r.source_id IN {linked} AND r.target_id IN {linked}"
+            params = [project, project]
+        for s, rel, t, weight, created, updated in self.conn.execute(sql + " ORDER BY s.key, r.relation, t.key",
+                                                                     params):
+            yield {"source": s, "relation": rel, "target": t, "weight": weight, "created_at": created,
+                   "updated_at": updated}
+
+    def memory_by_uid(self, uid: str) -> dict | None:
+        """The full row of the memory with this uid, or None."""
+        row = self.conn.execute("SELECT id FROM memories WHERE uid = ?", (uid,)).fetchone()
+        return self.raw_row(row[0]) if row else None
+
+    def memory_id_taken(self, memory_id: int) -> bool:
+        return self.conn.execute("SELECT 1 FROM memories WHERE id = ?", (memory_id,)).fetchone() is not None
+
+    def replace_versions(self, memory_id: int, versions: Sequence[dict]) -> None:
+        """Set a memory's history to exactly `versions` (dicts with the memory_versions columns;
+        `tags` a list)."""
+        self.conn.execute("DELETE FROM memory_versions WHERE memory_id = ?", (memory_id,))
+        self.conn.executemany(
+            "INSERT INTO memory_versions(memory_id, content, kind, project, tags, importance, confidence, "
+            "decay_level, status, valid_from, valid_to, cause, origin_id) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            [
+                (memory_id, v["content"], v["kind"], v["project"], json.dumps(list(v["tags"]), ensure_ascii=False),
+                 v["importance"], v["confidence"], v["decay_level"], v["status"], v["valid_from"], v["valid_to"],
+                 v["cause"], v.get("origin_id"))
+                for v in versions
+            ],
+        )
+
+    def entity_id_by_key(self, key: str) -> int | None:
+        row = self.conn.execute("SELECT id FROM entities WHERE key = ?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def entity_name(self, entity_id: int) -> str | None:
+        row = self.conn.execute("SELECT name FROM entities WHERE id = ?", (entity_id,)).fetchone()
+        return row[0] if row else None
+
+    def insert_entity(self, name: str, key: str, etype: str, created_at: str) -> int:
+        self.conn.execute(
+            "INSERT INTO entities(name, key, type, created_at) VALUES (?, ?, ?, ?)", (name, key, etype, created_at)
+        )
+        return self.conn.last_insert_rowid()
+
+    def add_entity_aliases(self, entity_id: int, aliases: Iterable[str]) -> None:
+        self.conn.executemany(
+            "INSERT OR IGNORE INTO entity_aliases(entity_id, alias) VALUES (?, ?)", [(entity_id, a) for a in aliases]
+        )
+
+    def link_memory_entity(self, memory_id: int, entity_id: int) -> bool:
+        """Link a memory to an entity; False if the link existed."""
+        self.conn.execute(
+            "INSERT OR IGNORE INTO memory_entities(memory_id, entity_id) VALUES (?, ?)", (memory_id, entity_id)
+        )
+        return self.conn.changes() > 0
+
+    def add_relation(self, source_id: int, relation: str, target_id: int, weight: float, created_at: str,
+                     updated_at: str) -> bool:
+        """Insert a relation unless the (source, relation, target) triple exists; True if inserted."""
+        self.conn.execute(
+            "INSERT OR IGNORE INTO relations(source_id, relation, target_id, weight, created_at, updated_at) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            (source_id, relation, target_id, weight, created_at, updated_at),
+        )
+        return self.conn.changes() > 0
+
+    @contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """A read transaction: every read inside sees one consistent state (WAL snapshot)."""
+        if self.conn.in_transaction:
+            yield
+            return
+        self.conn.execute("BEGIN")
+        try:
+            yield
+        finally:
+            self.conn.execute("COMMIT")
+
+    def memory_columns(self) -> list[str]:
+        return [r[1] for r in self.conn.execute("PRAGMA table_info(memories)")]
+
+    def version_columns(self) -> list[str]:
+        return [r[1] for r in self.conn.execute("PRAGMA table_info(memory_versions)")]
+
+    # -- lifecycle: history, time travel, decay, listing (issue 4) ------------------------------
+
+    def _dict_rows(self, sql: str, params: Sequence = ()) -> list[dict]:
+        """Rows as dicts keyed by column name (also when there are no rows)."""
+        cur = self.conn.cursor()
+        names: list[str] = []
+
+        def tracer(cursor, row):
+            if not names:
+                names.extend(d[0] for d in cursor.getdescription())
+            return dict(zip(names, row))
+
+        cur.row_trace = tracer
+        return list(cur.execute(sql, params))
+
+    def versions(self, memory_id: int) -> list[dict]:
+        """Every stored version of one memory (its own and those merged in), oldest end first.
+        Each dict has the memory_versions columns; `tags` is decoded to a list."""
+        out = self._dict_rows("SELECT * FROM memory_versions WHERE memory_id = ? ORDER BY valid_to, id", (memory_id,))
+        for item in out:
+            item["tags"] = json.loads(item["tags"])
+        return out
+
+    def add_foreign_version(self, memory_id: int, version: dict, cause: str, origin_id: int) -> None:
+        """Copy one version (a `versions()` dict or a `raw_row` with `tags`, `valid_from`,
+        `valid_to`) of memory `origin_id` into the history of `memory_id`."""
+        self.conn.execute(
+            "INSERT INTO memory_versions(memory_id, content, kind, project, tags, importance, confidence, "
+            "decay_level, status, valid_from, valid_to, cause, origin_id) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (
+                memory_id, version["content"], version["kind"], version["project"],
+                json.dumps(list(version["tags"]), ensure_ascii=False), version["importance"],
+                version["confidence"], version["decay_level"], version["status"], version["valid_from"],
+                version["valid_to"], cause, origin_id,
+            ),
+        )
+
+    def rows_created_until(self, at: str) -> list[dict]:
+        """Every memory row (any status) created at or before `at` (UTC ISO-8601)."""
+        return self._dict_rows("SELECT * FROM memories WHERE created_at <= ? ORDER BY id", (at,))
+
+    def own_versions_ending_after(self, at: str) -> list[dict]:
+        """A memory's own versions (not merged-in copies) still valid after `at`, ordered per
+        memory by end time: the first one per memory is its state at `at`."""
+        out = self._dict_rows(
+            "SELECT * FROM memory_versions WHERE origin_id IS NULL AND valid_to > ? ORDER BY memory_id, valid_to, id",
+            (at,),
+        )
+        for item in out:
+            item["tags"] = json.loads(item["tags"])
+        return out
+
+    def status_events_until(self, at: str) -> list[tuple[int, str, str]]:
+        """(memory id, action, at) of every status change (forget, restore, archive) at or before
+        `at`, in the order they happened."""
+        return list(
+            self.conn.execute(
+                "SELECT memory_id, action, at FROM events WHERE action IN ('forget', 'restore', 'archive') "
+                "AND at <= ? AND memory_id IS NOT NULL ORDER BY at, id",
+                (at,),
+            )
+        )
+
+    def last_event_at(self, memory_id: int, action: str) -> str | None:
+        row = self.conn.execute(
+            "SELECT max(at) FROM events WHERE memory_id = ? AND action = ?", (memory_id, action)
+        ).fetchone()
+        return row[0] if row else None
+
+    def get_vectors(self, ids: Sequence[int]) -> dict[int, bytes]:
+        """Stored vectors by memory id (absent when pending or when vectors are unavailable)."""
+        if not (self.vector_available and self.vector_table_exists()):
+            return {}
+        out: dict[int, bytes] = {}
+        unique = list(dict.fromkeys(ids))
+        for start in range(0, len(unique), 500):
+            chunk = unique[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            out.update(
+                self.conn.execute(
+                    f"SELECT memory_id, embedding FROM vec_memories WHERE memory_id IN ({marks})", chunk
+                )
+            )
+        return out
+
+    @staticmethod
+    def scratch_bm25(docs: dict[int, str], match: str, limit: int) -> list[int]:
+        """BM25 ranking of `docs` ({id: text}) for a safe FTS5 `match`, in a private in-memory
+        FTS5 table with the same tokenizer as `memories_fts` (time travel ranks past texts this
+        way). Touches no file. Returns ids best first."""
+        if not docs:
+            return []
+        scratch = apsw.Connection(":memory:")
+        try:
+            scratch.execute(
+                "CREATE VIRTUAL TABLE d USING fts5(content, tokenize='porter unicode61 remove_diacritics 2')"
+            )
+            scratch.executemany("INSERT INTO d(rowid, content) VALUES (?, ?)", list(docs.items()))
+            return [
+                r[0]
+                for r in scratch.execute(
+                    "SELECT rowid FROM d WHERE d MATCH ? ORDER BY bm25(d) LIMIT ?", (match, limit)
+                )
+            ]
+        finally:
+            scratch.close()
+
+    def decay_rows(self) -> list[dict]:
+        """Every active memory with the columns the decay planner needs, plus `tags` and `degree`
+        (number of graph entities it mentions)."""
+        rows = self._dict_rows(
+            "SELECT id, content, kind, importance, confidence, access_count, created_at, updated_at, "
+            "content_updated_at, last_accessed_at, decay_level, decay_bank, decay_checked_at, stability, status "
+            "FROM memories WHERE status = 'active' ORDER BY id"
+        )
+        ids = [r["id"] for r in rows]
+        tags = self.tags_of(ids)
+        degrees: dict[int, int] = {}
+        for start in range(0, len(ids), 500):
+            degrees.update(self.entity_degrees(ids[start : start + 500]))
+        for r in rows:
+            r["tags"] = tags.get(r["id"], [])
+            r["degree"] = degrees.get(r["id"], 0)
+        return rows
+
+    def entity_names(self, memory_id: int) -> list[str]:
+        """Names of the graph entities a memory mentions, alphabetically."""
+        return [
+            r[0]
+            for r in self.conn.execute(
+                "SELECT e.name FROM memory_entities me JOIN entities e ON e.id = me.entity_id "
+                "WHERE me.memory_id = ? ORDER BY e.name",
+                (memory_id,),
+            )
+        ]
+
+    def bank_decay(self, memory_id: int, bank: float, checked_at: str, expect_checked: str | None,
+                   expect_accessed: str | None) -> bool:
+        """Store a memory's decay bank if nobody touched its decay state since it was read
+        (optimistic check on decay_checked_at and last_accessed_at). Returns True if written."""
+        self.conn.execute(
+            "UPDATE memories SET decay_bank = ?, decay_checked_at = ? WHERE id = ? AND status = 'active' "
+            "AND decay_checked_at IS ? AND last_accessed_at IS ?",
+            (bank, checked_at, memory_id, expect_checked, expect_accessed),
+        )
+        return self.conn.changes() > 0
+
+    def list_ids(self, scope: Scope, limit: int | None) -> list[int]:
+        """Ids of the memories in `scope` (any of `scope.statuses`), newest first."""
+        where, params = self._scope_sql(scope)
+        sql = f"SELECT m.id FROM memories m WHERE {where} ORDER BY m.id DESC"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
+        return [r[0] for r in self.conn.execute(sql, params)]
+
+    def no_checkpoint_on_close(self) -> None:
+        """Do not checkpoint the WAL into the main file when this connection closes (read-only runs)."""
+        self.conn.config(apsw.SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1)
+
+    def nearest(self, vector_bytes: bytes, project: str | None, k: int) -> list[tuple[int, float]]:
+        """The k nearest active memories in exactly this project (None = global only).
+        Returns [(id, cosine distance)] nearest first."""
+        scope = Scope(projects=[project] if project is not None else [], include_global=project is None)
+        return self.vector_search(vector_bytes, scope, k)
 
 
 def file_sizes(path: Path) -> tuple[int, int]:

@@ -24,8 +24,9 @@ from memsafe.cli import app
 
 CORE_TOOLS = {
     "remember", "recall", "get_memory", "forget", "restore_memory", "purge_memory", "status", "configure",
-    "healthcheck",
+    "healthcheck", "update_memory", "memory_history", "decay_now", "export_memories", "import_memories",
 }
+GRAPH_TOOLS = {"relate_entities", "query_graph"}
 UNICODE = "Müller → 日本語 🚀 naïve"
 
 
@@ -92,6 +93,13 @@ def test_every_tool_through_a_real_stdio_client(paths, embedder):
         out["recall"] = await call("recall", {"query": "how do we deploy?", "budget": 500, "limit": 5,
                                               "kind": "decision", "tags": ["ops"]})
         out["recall_as_of"] = await call("recall", {"query": "deploy", "as_of": "2026-01-01T00:00:00Z"})
+        out["recall_bad_as_of"] = await call("recall", {"query": "deploy", "as_of": "the day after never"})
+        out["update"] = await call("update_memory", {"id": 1, "content": "We deploy with blue-green switches on k8s"})
+        out["history"] = await call("memory_history", {"id": 1})
+        out["decay"] = await call("decay_now", {"dry_run": True})
+        out["export"] = await call("export_memories", {"path": "backup.jsonl", "all_projects": True})
+        out["import"] = await call("import_memories", {"path": "backup.jsonl"})
+        out["import_missing"] = await call("import_memories", {"path": "nope.jsonl"})
         out["get"] = await call("get_memory", {"id": 1})
         out["get_missing"] = await call("get_memory", {"id": 999})
         out["forget"] = await call("forget", {"id": 1, "reason": "superseded"})
@@ -128,8 +136,16 @@ def test_every_tool_through_a_real_stdio_client(paths, embedder):
     assert not is_error(r["recall"])
     assert "#1 decision" in recalled and "src=agent" in recalled and "tokens" in recalled
     assert "blue-green" in recalled and "tabs" not in recalled  # kind filter applied
-    assert is_error(r["recall_as_of"]) and "as_of" in text_of(r["recall_as_of"])
-    assert "We deploy with blue-green switches" in text_of(r["get"]) and "project=" not in text_of(r["get"])
+    assert not is_error(r["recall_as_of"]) and text_of(r["recall_as_of"]).startswith("0 memories")  # before it
+    assert is_error(r["recall_bad_as_of"])
+    assert not is_error(r["update"]) and "on k8s" in text_of(r["update"])
+    history = text_of(r["history"])
+    assert "2 versions" in history and "update" in history and "switches on k8s" in history
+    assert not is_error(r["decay"]) and "dry run" in text_of(r["decay"])
+    assert not is_error(r["export"]) and (paths["cwd"] / "backup.jsonl").exists()
+    assert not is_error(r["import"]) and "0 added" in text_of(r["import"])  # merging by uid: nothing new
+    assert is_error(r["import_missing"])
+    assert "on k8s" in text_of(r["get"]) and "project=" not in text_of(r["get"])
     assert is_error(r["get_missing"]) and "999" in text_of(r["get_missing"])
     assert not is_error(r["forget"]) and is_error(r["forget_again"]) and "restore" in text_of(r["forget_again"])
     assert "#1 " not in text_of(r["recall_after_forget"])
@@ -371,8 +387,8 @@ def test_tool_list_annotations_instructions_and_token_cost(db_path):
     srv = inproc(db_path)
     listing = list_tools(srv)
     tools = {t["name"]: t for t in listing["tools"]}
-    assert set(tools) == CORE_TOOLS  # no optional handler exists on this branch yet
-    for name in ("recall", "status", "get_memory", "healthcheck"):
+    assert set(tools) == CORE_TOOLS  # the graph handlers are not merged on this branch yet
+    for name in ("recall", "status", "get_memory", "healthcheck", "memory_history"):
         assert tools[name]["annotations"].get("readOnlyHint") is True, name
     assert tools["purge_memory"]["annotations"]["destructiveHint"] is True
     for name in ("remember", "forget", "restore_memory", "configure"):
@@ -386,75 +402,40 @@ def test_tool_list_annotations_instructions_and_token_cost(db_path):
     assert not db_path.exists()  # building the server opened nothing
 
 
-def test_optional_tools_appear_with_their_handlers(db_path, monkeypatch):
-    seen = {}
+def test_graph_tools_appear_with_the_graph_handlers(db_path, tmp_path, monkeypatch):
+    """Fakes with the signatures of the graph branch's api (relate_many, graph_show) stand in for it."""
+    from dataclasses import dataclass
 
-    def update(store, memory_id, *, content=None, tags=None):
-        seen["update"] = (memory_id, content, tags)
-        return api.get(store, memory_id)
+    assert GRAPH_TOOLS.isdisjoint(t["name"] for t in list_tools(inproc(db_path))["tools"])
 
-    monkeypatch.setattr(api, "update", update, raising=False)
-    monkeypatch.setattr(api, "history", lambda store, memory_id: [api.get(store, memory_id)], raising=False)
-    srv = inproc(db_path, project="alpha")
-    names = {t["name"] for t in list_tools(srv)["tools"]}
-    assert {"update_memory", "memory_history"} <= names and "relate_entities" not in names
-    call(srv, "remember", {"content": "Optional tools light up after merge"})
-    result = call(srv, "update_memory", {"id": 1, "content": "changed"})
-    assert not result.is_error and seen["update"] == (1, "changed", None)
-    refused = call(srv, "update_memory", {"id": 1, "importance": 0.9})  # the handler takes no importance
-    assert refused.is_error and "importance is not supported" in text_of(refused)
-    assert "Optional tools light up" in text_of(call(srv, "memory_history", {"id": 1}))
+    @dataclass
+    class RelationInfo:
+        source: str
+        relation: str
+        target: str
+        weight: float = 1.0
 
-
-def test_every_optional_tool_adapts_to_style_guide_signatures(db_path, tmp_path, monkeypatch):
-    """Fakes with the signatures of shared/STYLE.md section 4 stand in for the parallel branches."""
     seen: dict = {}
 
-    def relate_many(store, triples):
-        seen["relate"] = triples
-        return {"relations": len(triples)}
+    def relate_many(store, relations, *, create=False):
+        seen["relate"] = (list(relations), create)
+        return [RelationInfo(*r) for r in relations]
 
-    def graph_show(store, *, entity=None, depth=1, project=None):
-        seen["graph"] = (entity, depth, project)
-        return {"entities": [entity], "relations": []}
+    def graph_show(store, name, *, depth=2, limit=30, project=None, all_projects=True):
+        seen["graph"] = (name, depth, project, all_projects)
+        return {"root": name, "relations": [["api", "uses", "postgres"]]}
 
-    def decay(store, *, dry_run=False, now=None):
-        seen["decay"] = dry_run
-        return {"archived": [], "dry_run": dry_run}
-
-    def export_(store, out, *, project=None, include_forgotten=False):
-        out.write('{"id": 1}\n')
-        return {"exported": 1, "project": project}
-
-    def import_(store, src, *, on_conflict="skip"):
-        seen["import"] = (src.read(), on_conflict)
-        return {"imported": 1}
-
-    for name, fn in [("relate_many", relate_many), ("graph_show", graph_show), ("decay", decay),
-                     ("export_", export_), ("import_", import_)]:
-        monkeypatch.setattr(api, name, fn, raising=False)
+    monkeypatch.setattr(api, "relate_many", relate_many, raising=False)
+    monkeypatch.setattr(api, "graph_show", graph_show, raising=False)
     srv = inproc(db_path, project="alpha", cwd=str(tmp_path))
-    names = {t["name"] for t in list_tools(srv)["tools"]}
-    assert {"relate_entities", "query_graph", "decay_now", "export_memories", "import_memories"} <= names
-
-    assert not call(srv, "relate_entities", {"relations": [["api", "uses", "postgres"]]}).is_error
-    assert seen["relate"] == [("api", "uses", "postgres")]
-    bad = call(srv, "relate_entities", {"relations": [["api", "uses"]]})
-    assert bad.is_error and "[source, relation, target]" in text_of(bad)
-    assert "postgres" in text_of(call(srv, "query_graph", {"entity": "postgres", "depth": 2}))
-    assert seen["graph"] == ("postgres", 2, "alpha")
-    call(srv, "decay_now", {"dry_run": True})
-    assert seen["decay"] is True
-    exported = call(srv, "export_memories", {"path": "out.jsonl"})
-    assert not exported.is_error and (tmp_path / "out.jsonl").read_text() == '{"id": 1}\n'
-    unconfirmed = call(srv, "import_memories", {"path": "out.jsonl", "replace": True})
-    assert unconfirmed.is_error and "confirm" in text_of(unconfirmed)
-    assert not call(srv, "import_memories", {"path": "out.jsonl", "replace": True, "confirm": True}).is_error
-    assert seen["import"] == ('{"id": 1}\n', "replace")
-    missing = call(srv, "import_memories", {"path": "nope.jsonl"})
-    assert missing.is_error and "cannot read" in text_of(missing)
-    cost = tools_list_tokens(list_tools(srv))
-    assert cost["tools"] == 14 and cost["whole"] <= 1000
+    listing = list_tools(srv)
+    assert {t["name"] for t in listing["tools"]} == CORE_TOOLS | GRAPH_TOOLS
+    related = call(srv, "relate_entities", {"relations": [["api", "uses", "postgres"]], "create": True})
+    assert text_of(related) == "Related: api uses postgres" and seen["relate"] == ([("api", "uses", "postgres")], True)
+    assert "postgres" in text_of(call(srv, "query_graph", {"entity": "api", "depth": 1}))
+    assert seen["graph"] == ("api", 1, "alpha", False)
+    cost = tools_list_tokens(listing)
+    assert cost["tools"] == 16 and cost["whole"] <= 1000  # the whole tool set after the graph merge
 
 
 def test_project_scope_is_the_servers_plus_global(db_path, tmp_path, embedder):
@@ -484,7 +465,7 @@ def test_store_problems_are_tool_errors_and_degraded_health(tmp_path, db_path, m
     assert result.is_error and "directory" in text_of(result)
     monkeypatch.setenv("MEMSAFE_NO_VEC", "1")
     health = text_of(call(inproc(db_path), "healthcheck"))
-    assert health.startswith("degraded") and "vector search unavailable" in health
+    assert health.startswith("problems found") and "error sqlite-vec: disabled by MEMSAFE_NO_VEC" in health
 
 
 def test_bench_measures_tokens_and_cold_start(db_path, embedder):

@@ -2,10 +2,19 @@
 
 Each handler takes an open `Store` first and keyword-only options after it, returns a
 dataclass from `memsafe.models`, raises only `MemsafeError` subclasses, and never prints.
-Handlers are grouped by module (core: memories and recall); this package re-exports them all.
+Handlers are grouped by module (core: memories and recall; lifecycle: update, history, time
+travel, decay; transfer: export/import; hooks; doctor); this package re-exports them all.
 """
 
 from memsafe.api.core import *  # noqa: F401,F403
 from memsafe.api.core import __all__ as _core_all
+from memsafe.api.doctor import *  # noqa: F401,F403
+from memsafe.api.doctor import __all__ as _doctor_all
+from memsafe.api.hooks import *  # noqa: F401,F403
+from memsafe.api.hooks import __all__ as _hooks_all
+from memsafe.api.lifecycle import *  # noqa: F401,F403
+from memsafe.api.lifecycle import __all__ as _lifecycle_all
+from memsafe.api.transfer import *  # noqa: F401,F403
+from memsafe.api.transfer import __all__ as _transfer_all
 
-__all__ = [*_core_all]
+__all__ = [*_core_all, *_lifecycle_all, *_transfer_all, *_hooks_all, *_doctor_all]

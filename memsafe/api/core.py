@@ -218,7 +218,9 @@ def remember(
     confidence: float | None = None,
     embed_now: bool = True,
 ) -> Memory:
-    """Store a memory. Returns it with its new id.
+    """Store a memory. Returns it with its new id; `near_duplicate` names the closest memory in
+    the same project when it is nearly the same (cosine ≥ `near_duplicate_threshold`); it is
+    reported, not refused.
 
     Args:
         content: the text; lone surrogates become U+FFFD, NUL is dropped, at most 1,000,000 chars.
@@ -245,6 +247,7 @@ def remember(
 
     embedder = _embedder(store) if embed_now else None
     vector = embedder.embed_one(text) if embedder else None
+    near = _near_duplicate(store, embedder, vector, project_v)
 
     now = clock.now_iso()
     with store.write():
@@ -271,7 +274,24 @@ def remember(
             store.ensure_vector_table(embedder.model_id, embedder.dim)
             store.put_vector(memory_id, _vector_bytes(vector))
         store.add_event(now, "remember", memory_id, f"source={source_v}")
-    return store.get_memory(memory_id)
+    memory = store.get_memory(memory_id)
+    memory.near_duplicate = near
+    return memory
+
+
+def _near_duplicate(store: Store, embedder, vector, project: str | None) -> dict | None:
+    """{'id', 'similarity'} of the closest active memory in exactly this project when its cosine
+    similarity is at least config `near_duplicate_threshold`, else None."""
+    if vector is None or not store.vectors_ready(embedder.model_id):
+        return None
+    nearest = store.nearest(_vector_bytes(vector), project, 1)
+    if not nearest:
+        return None
+    other, distance = nearest[0]
+    similarity = 1.0 - distance
+    if similarity < config_value(store, "near_duplicate_threshold"):
+        return None
+    return {"id": other, "similarity": round(similarity, 4)}
 
 
 def get(store: Store, memory_id: int) -> Memory:
@@ -300,26 +320,36 @@ def forget(store: Store, memory_id: int, *, reason: str | None = None) -> Memory
 
 
 def restore(store: Store, memory_id: int) -> Memory:
-    """Bring a forgotten or archived memory back to active.
+    """Bring a forgotten or archived memory back to active; a compressed memory (decay level
+    1–3) also gets its full original text back from history (exact bytes; the compressed state
+    becomes a version, cause `restore`).
 
     Raises:
-        NotFound; InvalidInput if it is already active; Duplicate if an active memory with the
-        same content now exists in its project.
+        NotFound; InvalidInput if it is already active and uncompressed; Duplicate if an active
+        memory with the same content now exists in its project.
     """
+    from memsafe.api import lifecycle  # lifecycle builds on this module
+
+    _check_id(memory_id)
+    prepared = lifecycle.uncompress_prepare(store, memory_id)  # embeds outside the transaction
     now = clock.now_iso()
     with store.write():
         memory = get(store, memory_id)
-        if memory.status == Status.ACTIVE.value:
+        if memory.status == Status.ACTIVE.value and memory.decay_level == 0:
             raise InvalidInput(f"memory {memory_id} is already active")
         row = store.raw_row(memory_id)
         other = store.find_duplicate(row["content_hash"], row["project"])
         if other is not None and other != memory_id:
             raise Duplicate(f"memory {other} holds the same content; forget it first", other)
-        store.update_memory(
-            memory_id,
-            {"status": Status.ACTIVE.value, "status_reason": None, "status_changed_at": now, "updated_at": now},
-        )
-        store.add_event(now, "restore", memory_id, f"from {memory.status}")
+        if memory.status != Status.ACTIVE.value:
+            store.update_memory(
+                memory_id,
+                {"status": Status.ACTIVE.value, "status_reason": None, "status_changed_at": now, "updated_at": now},
+            )
+            store.add_event(now, "restore", memory_id, f"from {memory.status}")
+        if memory.decay_level and prepared is not None:
+            lifecycle.uncompress_apply(store, memory_id, prepared, now)
+            store.add_event(now, "uncompress", memory_id, f"from level {memory.decay_level}")
     return get(store, memory_id)
 
 

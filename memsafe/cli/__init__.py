@@ -10,7 +10,11 @@ from __future__ import annotations
 
 import sys
 
-from memsafe.cli import bench_mcp, config, memory, serve  # noqa: F401  (registers commands)
+# import order = the order of commands in --help
+# isort: off
+from memsafe.cli import memory, lifecycle, transfer, doctor, config, hook, serve, bench_mcp  # noqa: F401  (registers commands)
+# isort: on
+
 from memsafe.cli._common import app, err
 
 __all__ = ["app", "main"]

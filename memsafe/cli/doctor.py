@@ -1,0 +1,48 @@
+"""Responsibility: `memsafe doctor`."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Annotated
+
+import typer
+
+from memsafe import api
+from memsafe.cli._common import JsonOpt, _emit_json, _session, app, out
+
+_MARK = {"ok": "ok  ", "warning": "WARN", "error": "FAIL"}
+
+
+@app.command()
+def doctor(
+    ctx: typer.Context,
+    repo: Annotated[str | None, typer.Option("--repo", help="Repository whose git hook to check (default: cwd).")]
+    = None,
+    no_model: Annotated[bool, typer.Option("--no-model", help="Do not load the embedding model (faster).")] = False,
+    json_: JsonOpt = False,
+) -> None:
+    """Check the installation and the store: versions, paths, schema, integrity, model, hook.
+
+    Exits 1 if any check fails; each problem comes with what to do.
+    """
+    with _session(ctx) as opened:
+        report = api.doctor(opened, repo=repo, load_model=not no_model)
+    if json_:
+        _emit_json({**asdict(report), "ok": report.ok})
+    else:
+        console = out()
+        line = lambda text: console.print(text, markup=False, highlight=False, soft_wrap=True)  # noqa: E731
+        line("versions   " + ", ".join(f"{k} {v}" for k, v in report.versions.items() if v))
+        for key, value in report.paths.items():
+            line(f"{key:<17}{value}")
+        c = report.counts
+        line(f"memories         {c['active']} active, {c['archived']} archived, {c['forgotten']} forgotten; "
+             f"{c['versions']} versions, {c['entities']} entities, {c['relations']} relations")
+        line(f"size             {report.db_bytes:,} bytes + {report.wal_bytes:,} WAL")
+        for check in report.checks:
+            line(f"[{_MARK[check.level]}] {check.name:<12} {check.detail}")
+            if check.fix and check.level != "ok":
+                line(f"       fix: {check.fix}")
+        line("All good." if report.ok else "Problems found (see FAIL lines).")
+    if not report.ok:
+        raise typer.Exit(1)

@@ -1,0 +1,283 @@
+"""Responsibility: the lifecycle commands: update, history, list, decay, confirm, confidence,
+consolidate. Each parses, calls one handler in `memsafe.api`, and renders."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from memsafe import api, clock, decay
+from memsafe.cli._common import (
+    JsonOpt,
+    ProjectOpt,
+    ProjectPathOpt,
+    _emit_json,
+    _fail,
+    _project,
+    _session,
+    app,
+    err,
+    out,
+)
+from memsafe.models import Kind
+
+IdArg = Annotated[int, typer.Argument(metavar="ID", help="Memory id.")]
+ReasonOpt = Annotated[str | None, typer.Option("--reason", help="Why (kept in the audit log).")]
+
+
+def _preview(text: str, n: int = 70) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= n else flat[: n - 1] + "…"
+
+
+@app.command()
+def update(
+    ctx: typer.Context,
+    memory_id: IdArg,
+    content: Annotated[str | None, typer.Option("--content", "-c", help="New text (re-embedded).")] = None,
+    tag: Annotated[
+        list[str] | None, typer.Option("--tag", "-t", help="Replace the tags with these (repeatable).")
+    ] = None,
+    no_tags: Annotated[bool, typer.Option("--no-tags", help="Remove every tag.")] = False,
+    kind: Annotated[Kind | None, typer.Option("--kind", "-k", help="New kind.")] = None,
+    importance: Annotated[float | None, typer.Option("--importance", min=0.0, max=1.0, help="0–1.")] = None,
+    project: Annotated[str | None, typer.Option("--project", "-p", help="Move it to this project.")] = None,
+    global_: Annotated[bool, typer.Option("--global", help="Make it a global memory (no project).")] = False,
+    json_: JsonOpt = False,
+) -> None:
+    """Change a memory; the previous version is kept (see `memsafe history ID`).
+
+    Examples:
+
+      memsafe update 12 --content "This repo uses Bun 1.3"
+
+      memsafe update 12 --tag ops --tag deploy --importance 0.9
+    """
+    if tag and no_tags:
+        raise _fail("use either --tag or --no-tags", 2)
+    with _session(ctx) as opened:
+        memory = api.update(
+            opened.store, memory_id, content=content, tags=[] if no_tags else tag, kind=kind.value if kind else None,
+            importance=importance, project=project, clear_project=global_,
+        )
+    if json_:
+        _emit_json(memory)
+    else:
+        out().print(f"Updated memory {memory.id}")
+
+
+@app.command()
+def history(ctx: typer.Context, memory_id: IdArg, json_: JsonOpt = False) -> None:
+    """List every version of a memory: when it held, what ended it (update, decay, restore,
+    merge), its level and status. The last row is the current state."""
+    with _session(ctx) as opened:
+        report = api.history(opened.store, memory_id)
+    if json_:
+        _emit_json(report)
+        return
+    from rich.table import Table
+
+    table = Table(title=f"memory {report.memory_id}: {len(report.versions)} versions", title_justify="left")
+    for name in ("#", "from", "until", "ended by", "level", "status", "content"):
+        table.add_column(name, overflow="fold" if name == "content" else "ellipsis")
+    for v in report.versions:
+        cause = v.cause + (f" (from #{v.origin_id})" if v.origin_id else "")
+        table.add_row(str(v.number), v.valid_from[:19], (v.valid_to or "now")[:19], cause,
+                      str(v.decay_level), v.status, _preview(v.content))
+    out().print(table)
+
+
+@app.command("list")
+def list_(
+    ctx: typer.Context,
+    archived: Annotated[bool, typer.Option("--archived", help="Only archived memories (decayed).")] = False,
+    forgotten: Annotated[bool, typer.Option("--forgotten", help="Only forgotten memories.")] = False,
+    all_: Annotated[bool, typer.Option("--all", help="Every status.")] = False,
+    project: ProjectOpt = None,
+    project_path: ProjectPathOpt = None,
+    all_projects: Annotated[bool, typer.Option("--all-projects", help="Every project.")] = False,
+    limit: Annotated[int | None, typer.Option("--limit", "-n", min=1, help="At most this many.")] = None,
+    json_: JsonOpt = False,
+) -> None:
+    """List memories, newest first: active ones by default (current project plus global).
+
+    Examples:
+
+      memsafe list --archived --all-projects
+
+      memsafe list --forgotten --json
+    """
+    if sum([archived, forgotten, all_]) > 1:
+        raise _fail("use only one of --archived, --forgotten, --all", 2)
+    status = "archived" if archived else "forgotten" if forgotten else "all" if all_ else "active"
+    with _session(ctx) as opened:
+        key = None if all_projects else _project(opened, project, project_path)[0]
+        memories = api.list_memories(opened.store, status=status, project=key, all_projects=all_projects,
+                                     limit=limit)
+    if json_:
+        _emit_json(memories)
+        return
+    if not memories:
+        err.print(f"No {status if status != 'all' else ''} memories.".replace("  ", " "))
+        return
+    from rich.table import Table
+
+    table = Table(title=f"{len(memories)} memories ({status})", title_justify="left")
+    for name in ("id", "kind", "status", "level", "age", "content"):
+        table.add_column(name, overflow="fold" if name == "content" else "ellipsis")
+    now = clock.now()
+    for m in memories:
+        table.add_row(str(m.id), m.kind, m.status, str(m.decay_level), clock.age(m.created_at, now),
+                      _preview(m.content, 90))
+    out().print(table)
+
+
+@app.command("decay")
+def decay_(
+    ctx: typer.Context,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Only report; write nothing at all.")] = False,
+    apply: Annotated[bool, typer.Option("--apply", help="Apply the changes (the default).")] = False,
+    policy: Annotated[bool, typer.Option("--policy", help="Show the decay policy table and exit.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No output on success (for cron).")] = False,
+    json_: JsonOpt = False,
+) -> None:
+    """Compress and archive what nobody uses, per the decay policy; nothing is ever deleted.
+
+    Levels: 0 full text, 1 summary, 2 first sentence + entity names, 3 archived. Every earlier
+    text stays in history; `memsafe restore ID` brings the original back. Memories tagged
+    pinned, core or identity never decay. Idempotent, and safe to run while other memsafe
+    processes write.
+
+    Exit codes: 0 done (or nothing to do); 1 error (message on stderr); 2 usage error.
+
+    Examples:
+
+      memsafe decay --dry-run
+
+      memsafe decay --policy
+
+      crontab: 17 3 * * *  memsafe decay --quiet
+    """
+    if dry_run and apply:
+        raise _fail("use either --dry-run or --apply", 2)
+    with _session(ctx) as opened:
+        if policy:
+            view = api.decay_policy(opened.store)
+        else:
+            report = api.decay(opened.store, dry_run=dry_run)
+    if policy:
+        if json_:
+            _emit_json(view)
+        elif not quiet:
+            _print_policy(view)
+        return
+    if json_:
+        _emit_json(report)
+        return
+    if quiet:
+        return
+    _print_decay(report)
+
+
+def _print_policy(view: decay.PolicyView) -> None:
+    from rich.table import Table
+
+    table = Table(title="decay policy (config key decay_policy overrides it)", title_justify="left")
+    for name in ("kind", "half-life (days)", "floor", "deepest level"):
+        table.add_column(name, justify="left" if name == "kind" else "right")
+    for row in view.rows:
+        deepest = decay.level_for(row.floor) if row.floor > 0 else 3
+        table.add_row(row.kind, f"{row.half_life_days:g}", f"{row.floor:.2f}",
+                      f"{deepest} {decay.LEVEL_NAMES[deepest]}")
+    console = out()
+    console.print(table)
+    console.print(f"never decayed: memories tagged {', '.join(view.protected_tags)}", markup=False, soft_wrap=True)
+    console.print("levels: " + ", ".join(f"strength < {t:.2f} → {name}" for name, t in view.thresholds.items()),
+                  markup=False, soft_wrap=True)
+    for line in view.formula:
+        console.print(line, markup=False, soft_wrap=True)
+
+
+def _print_decay(report) -> None:
+    console = out()
+    verb = "would change" if report.dry_run else "changed"
+    head = (f"decay at {report.now}{' (dry run: nothing written)' if report.dry_run else ''}: "
+            f"{report.examined} active examined, {report.protected} protected, {len(report.changes)} {verb}")
+    if report.skipped:
+        head += f", {report.skipped} skipped (changed by another process; next run)"
+    console.print(head, markup=False, soft_wrap=True)
+    if not report.changes:
+        return
+    for c in report.changes:
+        console.print(
+            f"  #{c.id:<5} {c.kind:<12} level {c.from_level}→{c.to_level} {c.action:<8}  strength {c.strength:.3f}  "
+            f"idle {c.idle_days:.0f} d  half-life {c.half_life_days:.0f} d",
+            markup=False, highlight=False, soft_wrap=True,
+        )
+        if c.action != "archived":
+            console.print(f"         now: {_preview(c.preview, 100)}", markup=False, highlight=False, soft_wrap=True)
+    console.print("levels: strength < 0.35 → summary, < 0.20 → brief, < 0.10 → archived; "
+                  "`memsafe restore ID` brings the original back", markup=False, highlight=False, soft_wrap=True)
+
+
+@app.command()
+def confirm(ctx: typer.Context, memory_id: IdArg, reason: ReasonOpt = None, json_: JsonOpt = False) -> None:
+    """Review a memory: it is still right. It decays slower from now on (FSRS stability)."""
+    with _session(ctx) as opened:
+        result = api.confirm(opened.store, memory_id, reason=reason)
+    if json_:
+        _emit_json(result)
+    else:
+        out().print(f"Confirmed memory {memory_id}: stability {result.stability_after:.1f} d, "
+                    f"decay half-life now {result.half_life_days:.0f} d")
+
+
+@app.command()
+def confidence(
+    ctx: typer.Context,
+    memory_id: IdArg,
+    value: Annotated[float | None, typer.Argument(help="New confidence, 0.01–0.99.")] = None,
+    boost: Annotated[bool, typer.Option("--boost", help="Raise it (odds × 2).")] = False,
+    weaken: Annotated[bool, typer.Option("--weaken", help="Lower it (odds ÷ 2).")] = False,
+    reason: ReasonOpt = None,
+    json_: JsonOpt = False,
+) -> None:
+    """Set how sure memsafe is that a memory is right. Feeds ranking and decay.
+
+    Examples:
+
+      memsafe confidence 12 0.95 --reason "checked the docs"
+
+      memsafe confidence 12 --weaken
+    """
+    if sum([value is not None, boost, weaken]) != 1:
+        raise _fail("give exactly one of VALUE, --boost or --weaken", 2)
+    with _session(ctx) as opened:
+        change = api.set_confidence(opened.store, memory_id, value=value, boost=boost, weaken=weaken, reason=reason)
+    if json_:
+        _emit_json(change)
+    else:
+        out().print(f"Memory {memory_id}: confidence {change.before:.2f} → {change.after:.2f}")
+
+
+@app.command()
+def consolidate(
+    ctx: typer.Context,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Only list the pairs.")] = False,
+    json_: JsonOpt = False,
+) -> None:
+    """Merge near-duplicate memories (same project, cosine ≥ near_duplicate_threshold).
+
+    The survivor keeps both histories; the other is forgotten with reason `merged into N`.
+    """
+    with _session(ctx) as opened:
+        report = api.consolidate(opened.store, dry_run=dry_run)
+    if json_:
+        _emit_json(report)
+        return
+    verb = "would merge" if dry_run else "merged"
+    console = out()
+    console.print(f"{len(report.pairs)} near-duplicate pairs {verb} (threshold {report.threshold})", markup=False)
+    for p in report.pairs:
+        console.print(f"  {p.merged_id} → {p.survivor_id}  (cosine {p.similarity:.3f})", markup=False)

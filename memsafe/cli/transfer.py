@@ -1,0 +1,160 @@
+"""Responsibility: the export, import and embed commands."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from enum import Enum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
+
+from memsafe import api
+from memsafe.cli._common import JsonOpt, _emit_json, _fail, _session, app, err
+
+PARTIAL_EXIT = 3  # import finished but skipped something
+
+
+class ImportFormat(str, Enum):
+    auto = "auto"
+    memsafe = "memsafe"
+    server_memory = "server-memory"
+
+
+@contextmanager
+def _progress(label: str, enabled: bool = True) -> Iterator:
+    """A rich progress bar on stderr (only on a terminal); yields a (done, total) callback."""
+    if not (enabled and err.is_terminal):
+        yield None
+        return
+    bar = Progress(TextColumn(label), BarColumn(), TaskProgressColumn(), TimeRemainingColumn(), console=err,
+                   transient=True)
+    with bar:
+        task = bar.add_task(label, total=None)
+
+        def update(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        yield update
+
+
+@app.command()
+def export(
+    ctx: typer.Context,
+    output: Annotated[str, typer.Option("--output", "-o", help="File to write, or - for stdout.")] = "-",
+    project: Annotated[str | None, typer.Option("--project", "-p", help="Only this project's memories.")] = None,
+    include_forgotten: Annotated[
+        bool, typer.Option("--include-forgotten", help="Also export forgotten memories.")
+    ] = False,
+) -> None:
+    """Export memories, history, graph and config as memsafe JSON Lines (docs/export-format.md).
+
+    Examples:
+
+      memsafe export -o backup.jsonl --include-forgotten
+
+      memsafe export --project ~/src/web | gzip > web.jsonl.gz
+    """
+    with _session(ctx) as opened:
+        options = {"project": project, "include_forgotten": include_forgotten}
+        if output == "-":
+            try:
+                report = api.export(opened.store, sys.stdout, **options)
+                sys.stdout.flush()
+            except BrokenPipeError:  # the reader stopped early (`| head`): stop quietly, like other tools
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+                raise typer.Exit(1) from None
+            except OSError as exc:
+                raise _fail(f"cannot write the export to stdout: {exc.strerror or exc}") from None
+        else:
+            with _progress("exporting") as progress:
+                report = api.export_to_path(opened.store, Path(output), progress=progress, **options)
+    c = report.counts
+    err.print(f"Exported {c['memory']} memories, {c['entity']} entities, {c['relation']} relations, "
+              f"{c['config']} config keys" + (f" to {report.path}" if report.path else ""))
+
+
+@app.command("import")
+def import_(
+    ctx: typer.Context,
+    file: Annotated[
+        Path, typer.Argument(help="A memsafe export, or an MCP memory-server file (JSONL or JSON array).")
+    ],
+    format_: Annotated[ImportFormat, typer.Option("--format", "-f", help="File format.")] = ImportFormat.auto,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Check and count; write nothing.")] = False,
+    skip_invalid: Annotated[
+        bool, typer.Option("--skip-invalid", help="Import the valid records, list the rest (exit 3).")
+    ] = False,
+    project: Annotated[
+        str | None, typer.Option("--project", "-p", help="server-memory: project of the observations.")
+    ] = None,
+    no_embed: Annotated[bool, typer.Option("--no-embed", help="Leave vectors pending (see `memsafe embed`).")] = False,
+    json_: JsonOpt = False,
+) -> None:
+    """Import FILE in one transaction: all of it, or nothing (unless --skip-invalid).
+
+    Memories merge by uid, so importing the same file twice changes nothing the second time.
+    Exit codes: 0 imported, 1 refused (nothing written), 3 imported with records skipped.
+
+    Examples:
+
+      memsafe import backup.jsonl --dry-run
+
+      memsafe import ~/.mcp/memory.json --format server-memory --skip-invalid
+    """
+    with _session(ctx) as opened:
+        with _progress("importing") as progress:
+            report = api.import_file(
+                opened.store, file, fmt=format_.value, dry_run=dry_run, skip_invalid=skip_invalid,
+                project=project, progress=progress,
+            )
+        if not (dry_run or no_embed) and report.memories_added + report.memories_updated:
+            with _progress("embedding") as progress:
+                result = api.embed_pending(opened.store, progress=progress)
+            report.embedded, report.pending = result.embedded, result.pending
+    if json_:
+        _emit_json({**api_dict(report), "partial": report.partial})
+    else:
+        for line in report.notes:
+            err.print(f"note: {line}", markup=False)
+        for line in report.skipped:
+            err.print(f"skipped: {line}", markup=False)
+        verb = "Would import" if dry_run else "Imported"
+        err.print(
+            f"{verb} {report.format} file {file}: {report.memories_added} memories added, "
+            f"{report.memories_updated} updated, {report.memories_unchanged} unchanged, "
+            f"{report.entities_added} entities, {report.relations_added} relations added; "
+            f"{len(report.skipped)} skipped"
+            + (f"; {report.pending} vectors pending (run `memsafe embed`)" if report.pending else ""),
+            markup=False,
+        )
+    if report.partial:
+        raise typer.Exit(PARTIAL_EXIT)
+
+
+def api_dict(report) -> dict:
+    from dataclasses import asdict
+
+    return asdict(report)
+
+
+@app.command()
+def embed(ctx: typer.Context, json_: JsonOpt = False) -> None:
+    """Compute every pending vector (memories stored with --no-embed, imports, git hooks).
+
+    Until then those memories are found by keywords only. Exits 1 if vectors cannot be computed here.
+    """
+    with _session(ctx) as opened:
+        with _progress("embedding") as progress:
+            report = api.embed_pending(opened.store, progress=progress)
+    if json_:
+        _emit_json(report)
+    elif report.error is None:
+        err.print(f"Embedded {report.embedded} memories; {report.pending} pending")
+    if report.error:
+        err.print(f"[bold red]Error:[/] {report.error}; {report.pending} memories stay pending", markup=True)
+        raise typer.Exit(1)

@@ -1,0 +1,120 @@
+"""Responsibility: the pure parts of history and time travel: reading times typed by people, and
+reconstructing what a memory was at a past instant from its stored versions and status events.
+
+How a past state is found (no reliance on `valid_from`, so a metadata-only change such as a
+confidence edit can never hide an older text):
+  * `memory_versions` holds every earlier state of a memory, each ending at `valid_to`; the
+    state at instant T is the first of the memory's own versions (origin_id NULL) that ends
+    after T, or the current row if none does.
+  * status at T comes from the audit events `forget`, `restore`, `archive` at or before T
+    (the last one wins); with none the memory was active. Purged memories are gone entirely.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+
+from memsafe.errors import InvalidInput
+
+STATUS_AFTER = {"forget": "forgotten", "restore": "active", "archive": "archived"}
+FUTURE_TOLERANCE = timedelta(seconds=1)
+
+
+def parse_when(text: str, now: datetime, *, what: str = "time") -> datetime:
+    """Parse a time typed by a person into an aware UTC datetime, using `dateparser`.
+
+    Accepts ISO-8601 with or without an offset (`2026-03-01T10:00:00+02:00`, `...Z`), dates
+    (`2026-03-01` = local midnight), and relative forms (`3 days ago`, `24h`, `yesterday`),
+    relative to `now` (the memsafe clock, so MEMSAFE_NOW applies). A time without an offset is
+    local time (the TZ of this machine). The same instant written with different offsets gives
+    the same result.
+
+    Raises:
+        InvalidInput: empty, not understood, or later than `now` (one line, fit to show).
+    """
+    import dateparser  # heavy import: only when a time is actually given
+
+    raw = (text or "").strip()
+    if not raw:
+        raise InvalidInput(f"empty {what}")
+    # dateparser returns an aware datetime when the text has an offset and a naive one otherwise;
+    # naive results (and the relative base) are local wall-clock time, converted with the OS
+    # zone rules for that date (DST-correct), never with a cached zone.
+    settings = {"PREFER_DATES_FROM": "past", "RELATIVE_BASE": now.astimezone().replace(tzinfo=None)}
+    try:
+        parsed = dateparser.parse(raw, settings=settings)
+    except Exception:  # dateparser raises assorted errors on odd input
+        parsed = None
+    if parsed is None:
+        raise InvalidInput(
+            f"cannot read {what} {raw!r}; use ISO-8601 (2026-03-01T10:00:00+02:00), a date (2026-03-01) "
+            "or a relative time (3 days ago)"
+        )
+    parsed = parsed.astimezone(timezone.utc)  # naive = local time
+    if parsed > now + FUTURE_TOLERANCE:
+        raise InvalidInput(f"{what} {raw!r} is in the future ({parsed.isoformat()}); memsafe cannot look ahead")
+    return parsed
+
+
+@dataclass
+class PastState:
+    """A memory as it was at one instant (content and metadata then; usage counters now)."""
+
+    id: int
+    uid: str
+    content: str
+    kind: str
+    project: str | None
+    source: str
+    tags: list[str]
+    importance: float
+    confidence: float
+    decay_level: int
+    status: str
+    created_at: str
+    last_accessed_at: str | None
+    access_count: int
+    current_content: str
+    embedded: bool
+
+    @property
+    def same_as_now(self) -> bool:
+        """True when the text then is the text now (its stored vector can be reused)."""
+        return self.content == self.current_content
+
+
+def states_at(at: str, rows: list[dict], versions: list[dict], status_events: list[tuple],
+              current_tags: dict[int, list[str]]) -> list[PastState]:
+    """Reconstruct every memory at instant `at` (UTC ISO-8601).
+
+    Args:
+        rows: current memory rows created at or before `at` (`Store.rows_created_until`).
+        versions: own versions ending after `at`, ordered per memory by end
+            (`Store.own_versions_ending_after`).
+        status_events: (memory id, action, at) up to `at`, in order (`Store.status_events_until`).
+        current_tags: current tags per memory id.
+
+    Returns: one PastState per memory that existed then (any status then).
+    """
+    first: dict[int, dict] = {}
+    for v in versions:
+        first.setdefault(v["memory_id"], v)
+    status: dict[int, str] = {}
+    for memory_id, action, _ in status_events:
+        status[memory_id] = STATUS_AFTER[action]
+    out = []
+    for r in rows:
+        v = first.get(r["id"])
+        src = v if v is not None else r
+        last = r["last_accessed_at"] if r["last_accessed_at"] and r["last_accessed_at"] <= at else None
+        out.append(
+            PastState(
+                id=r["id"], uid=r["uid"], content=src["content"], kind=src["kind"], project=src["project"],
+                source=r["source"], tags=list(v["tags"]) if v is not None else current_tags.get(r["id"], []),
+                importance=src["importance"], confidence=src["confidence"], decay_level=src["decay_level"],
+                status=status.get(r["id"], "active"), created_at=r["created_at"], last_accessed_at=last,
+                access_count=r["access_count"], current_content=r["content"], embedded=bool(r["embedded"]),
+            )
+        )
+    return out

@@ -1,0 +1,467 @@
+"""Responsibility: the export/import file formats, read and checked without a database.
+
+Two formats (documented in docs/export-format.md):
+
+- **memsafe** (version 1): JSON Lines. Line 1 is a header
+  `{"format": "memsafe", "version": 1, "exported_at": ..., ...}`; every further line is one
+  record whose `type` is `config`, `entity`, `memory` or `relation`; the last line is
+  `{"type": "end", "counts": {...}}`, so a cut-off file is detected. One record per line lets
+  export and import stream: neither holds more than one record (plus a batch) in memory.
+- **server-memory**: the JSONL file of the official MCP memory server
+  (`{"type": "entity", "name", "entityType", "observations": [...]}` and
+  `{"type": "relation", "from", "to", "relationType"}`), or a JSON array of those objects.
+
+Everything here is pure: functions take decoded JSON values and return normalised dicts, or
+raise `RecordError` naming the line, the record number and the field.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import unicodedata
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from memsafe import clock
+from memsafe.models import Kind, Source, Status
+
+FORMAT_NAME = "memsafe"
+FORMAT_VERSION = 1
+
+#: Columns of `memories` written to and read from a memsafe export, in output order.
+#: `id` is advisory (kept when free in the target); `content_hash` and `embedded` are derived.
+MEMORY_FIELDS = (
+    "id", "uid", "content", "kind", "project", "source", "importance", "confidence",
+    "created_at", "updated_at", "content_updated_at", "last_accessed_at", "access_count",
+    "decay_level", "decay_bank", "decay_checked_at", "stability",
+    "status", "status_reason", "status_changed_at",
+)
+DERIVED_MEMORY_COLUMNS = ("content_hash", "embedded")
+#: Columns of `memory_versions` in an export (`id`, `memory_id` are store-local).
+VERSION_FIELDS = (
+    "content", "kind", "project", "tags", "importance", "confidence", "decay_level", "status",
+    "valid_from", "valid_to", "cause", "origin_id",
+)
+_REQUIRED_TIMES = ("created_at", "updated_at")
+_OPTIONAL_TIMES = ("content_updated_at", "last_accessed_at", "decay_checked_at", "status_changed_at")
+MAX_DECAY_LEVEL = 3
+SERVER_MEMORY_DEFAULT_TYPE = "entity"
+
+
+class RecordError(Exception):
+    """A record that cannot be imported.
+
+    Attributes:
+        line: 1-based line number in the file (array item number for a JSON array file).
+        record: 1-based record number (the header is not counted), or None.
+        field: the offending field, or None when the whole record is at fault.
+        reason: what is wrong, fit to show a user.
+    """
+
+    def __init__(self, reason: str, *, line: int | None = None, record: int | None = None, field: str | None = None):
+        super().__init__(reason)
+        self.line, self.record, self.field, self.reason = line, record, field, reason
+
+    def where(self) -> str:
+        parts = []
+        if self.record is not None:
+            parts.append(f"record {self.record}")
+        if self.line is not None:
+            parts.append(f"line {self.line}")
+        return ", ".join(parts) or "file"
+
+    def __str__(self) -> str:
+        field = f" {self.field}" if self.field else ""
+        return f"{self.where()}:{field} {self.reason}"
+
+
+def entity_key(name: str) -> str:
+    """Identity key of an entity name: NFKC, casefolded, whitespace runs collapsed and trimmed.
+
+    Local stand-in for the graph module's normaliser (the lead unifies them at merge)."""
+    return " ".join(unicodedata.normalize("NFKC", name).casefold().split())
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading files
+
+
+@dataclass
+class Line:
+    """One non-blank physical line (or array item) of an input file."""
+
+    number: int
+    text: str | None  # raw text (JSONL) or None when `value` came from a JSON array
+    value: object = None
+
+
+def iter_lines(stream: IO[bytes]) -> Iterator[tuple[int, str]]:
+    """(1-based line number, text) for every non-blank line. Bytes that are not UTF-8 become U+FFFD;
+    a missing final newline is fine."""
+    for number, raw in enumerate(stream, start=1):
+        text = raw.decode("utf-8", errors="replace").strip()
+        if text.startswith("\ufeff"):
+            text = text[1:].strip()
+        if text:
+            yield number, text
+
+
+def first_char(path: Path) -> str:
+    """The first non-whitespace character of the file ('' if empty)."""
+    with open(path, "rb") as f:
+        while True:
+            chunk = f.read(4096)
+            if not chunk:
+                return ""
+            text = chunk.decode("utf-8", errors="replace").lstrip("\ufeff \t\r\n")
+            if text:
+                return text[0]
+
+
+def detect_format(path: Path) -> str:
+    """'memsafe' or 'server-memory', from the first record of the file (not its name: files
+    named .json often hold JSONL). Raises RecordError when neither fits."""
+    if first_char(path) == "[":
+        return "server-memory"
+    with open(path, "rb") as f:
+        for number, text in iter_lines(f):
+            try:
+                value = json.loads(text)
+            except ValueError:
+                raise RecordError("is not valid JSON, so the format cannot be detected; pass --format",
+                                  line=number) from None
+            if isinstance(value, dict) and value.get("format") == FORMAT_NAME:
+                return "memsafe"
+            if isinstance(value, dict) and value.get("type") in ("entity", "relation"):
+                return "server-memory"
+            raise RecordError("is neither a memsafe header nor a server-memory entity or relation; pass --format",
+                              line=number)
+    raise RecordError("the file is empty")
+
+
+def parse_json(text: str, line: int, record: int | None = None) -> object:
+    """Decode one JSON line. Raises RecordError (a cut-off line reads 'truncated or not JSON')."""
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise RecordError(f"is truncated or not valid JSON ({exc.msg}; column {exc.colno})",
+                          line=line, record=record) from None
+
+
+# ---------------------------------------------------------------------------------------------
+# memsafe format: validation
+
+
+def check_header(value: object, line: int) -> dict:
+    """Validate the header line. Raises RecordError for another format or a newer version."""
+    if not isinstance(value, dict) or value.get("format") != FORMAT_NAME:
+        raise RecordError(f'is not a memsafe export header (expected {{"format": "{FORMAT_NAME}", ...}})', line=line)
+    version = value.get("version")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise RecordError(f"has no valid version (got {version!r})", line=line, field="version")
+    if version > FORMAT_VERSION:
+        raise RecordError(
+            f"is format version {version}; this memsafe reads up to {FORMAT_VERSION}, upgrade memsafe",
+            line=line, field="version",
+        )
+    return value
+
+
+class _Checker:
+    """Field checks for one record; every failure names the field and the bad value."""
+
+    def __init__(self, obj: dict, line: int, record: int):
+        self.obj, self.line, self.record = obj, line, record
+
+    def fail(self, field: str, reason: str) -> RecordError:
+        return RecordError(reason, line=self.line, record=self.record, field=field)
+
+    def _shown(self, value) -> str:
+        text = json.dumps(value, ensure_ascii=False)
+        return text if len(text) <= 60 else text[:57] + "..."
+
+    def text(self, field: str, *, optional: bool = False, src: dict | None = None) -> str | None:
+        value = (src if src is not None else self.obj).get(field)
+        if value is None and optional:
+            return None
+        if not isinstance(value, str) or not value.strip():
+            raise self.fail(field, f"{self._shown(value)} must be a non-empty string")
+        return value
+
+    def time(self, field: str, *, optional: bool = False, src: dict | None = None) -> str | None:
+        value = (src if src is not None else self.obj).get(field)
+        if value is None and optional:
+            return None
+        if not isinstance(value, str):
+            raise self.fail(field, f"{self._shown(value)} is not an ISO-8601 time")
+        try:
+            return clock.to_iso(clock.parse_iso(value))
+        except ValueError:
+            raise self.fail(field, f"{self._shown(value)} is not an ISO-8601 time") from None
+
+    def number(self, field: str, low: float | None, high: float | None, *, optional=False, default=None,
+               src: dict | None = None) -> float | None:
+        value = (src if src is not None else self.obj).get(field, default)
+        if value is None and optional:
+            return None
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or math.isnan(value) or math.isinf(value):
+            raise self.fail(field, f"{self._shown(value)} must be a number")
+        if (low is not None and value < low) or (high is not None and value > high):
+            raise self.fail(field, f"{self._shown(value)} must be between {low:g} and {high:g}")
+        return float(value)
+
+    def integer(self, field: str, low: int, high: int | None, *, default=None, src: dict | None = None) -> int:
+        value = (src if src is not None else self.obj).get(field, default)
+        if not isinstance(value, int) or isinstance(value, bool) or value < low or (high is not None and value > high):
+            bound = f"between {low} and {high}" if high is not None else f"at least {low}"
+            raise self.fail(field, f"{self._shown(value)} must be an integer {bound}")
+        return value
+
+    def choice(self, field: str, enum: type, *, default=None, src: dict | None = None) -> str:
+        value = (src if src is not None else self.obj).get(field, default)
+        allowed = [e.value for e in enum]
+        if value not in allowed:
+            raise self.fail(field, f"{self._shown(value)} must be one of {', '.join(allowed)}")
+        return value
+
+    def strings(self, field: str, *, src: dict | None = None) -> list[str]:
+        value = (src if src is not None else self.obj).get(field, [])
+        if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+            raise self.fail(field, f"{self._shown(value)} must be a list of non-empty strings")
+        return list(value)
+
+
+def check_memory(obj: dict, line: int, record: int) -> dict:
+    """Normalise a memsafe `memory` record: every field of MEMORY_FIELDS (times to stored UTC form),
+    plus `tags`, `entities` (entity keys) and `versions` (list of dicts with VERSION_FIELDS).
+
+    Raises:
+        RecordError: naming the field and the bad value, e.g. `created_at "not-a-date" is not an ISO-8601 time`.
+    """
+    c = _Checker(obj, line, record)
+    out: dict = {}
+    memory_id = obj.get("id")
+    if memory_id is not None:
+        out["id"] = c.integer("id", 1, 2**63 - 1)
+    else:
+        out["id"] = None
+    out["uid"] = c.text("uid")
+    out["content"] = c.text("content")
+    out["kind"] = c.choice("kind", Kind, default=Kind.GENERAL.value)
+    project = obj.get("project")
+    if project is not None:
+        project = c.text("project")
+    out["project"] = project
+    out["source"] = c.choice("source", Source, default=Source.IMPORT.value)
+    out["importance"] = c.number("importance", 0.0, 1.0, default=0.5)
+    out["confidence"] = c.number("confidence", 0.0, 1.0, default=0.8)
+    for field in _REQUIRED_TIMES:
+        out[field] = c.time(field)
+    for field in _OPTIONAL_TIMES:
+        out[field] = c.time(field, optional=True)
+    if out["content_updated_at"] is None:
+        out["content_updated_at"] = out["updated_at"]
+    out["access_count"] = c.integer("access_count", 0, None, default=0)
+    out["decay_level"] = c.integer("decay_level", 0, MAX_DECAY_LEVEL, default=0)
+    out["decay_bank"] = c.number("decay_bank", None, None, default=0.0)
+    out["stability"] = c.number("stability", None, None, optional=True)
+    out["status"] = c.choice("status", Status, default=Status.ACTIVE.value)
+    reason = obj.get("status_reason")
+    out["status_reason"] = c.text("status_reason") if reason is not None else None
+    out["tags"] = c.strings("tags")
+    out["entities"] = c.strings("entities")
+    versions = obj.get("versions", [])
+    if not isinstance(versions, list):
+        raise c.fail("versions", "must be a list")
+    out["versions"] = [check_version(v, c, i) for i, v in enumerate(versions)]
+    return out
+
+
+def check_version(obj: object, c: _Checker, index: int) -> dict:
+    """One history version inside a memory record (field names are reported as versions[i].field)."""
+    prefix = f"versions[{index}]"
+    if not isinstance(obj, dict):
+        raise c.fail(prefix, "must be an object")
+    sub = _Checker(obj, c.line, c.record)
+    try:
+        tags = obj.get("tags", [])
+        if isinstance(tags, str):  # tolerate the stored JSON-text form
+            tags = json.loads(tags)
+        sub.obj = {**obj, "tags": tags}
+        project = obj.get("project")
+        return {
+            "content": sub.text("content"),
+            "kind": sub.choice("kind", Kind),
+            "project": sub.text("project") if project is not None else None,
+            "tags": sub.strings("tags"),
+            "importance": sub.number("importance", 0.0, 1.0),
+            "confidence": sub.number("confidence", 0.0, 1.0),
+            "decay_level": sub.integer("decay_level", 0, MAX_DECAY_LEVEL, default=0),
+            "status": sub.choice("status", Status, default=Status.ACTIVE.value),
+            "valid_from": sub.time("valid_from"),
+            "valid_to": sub.time("valid_to"),
+            "cause": sub.text("cause"),
+            "origin_id": sub.integer("origin_id", 1, None) if obj.get("origin_id") is not None else None,
+        }
+    except RecordError as exc:
+        exc.field = f"{prefix}.{exc.field}" if exc.field else prefix
+        raise
+    except ValueError:
+        raise c.fail(f"{prefix}.tags", "is not a list of strings") from None
+
+
+def check_entity(obj: dict, line: int, record: int) -> dict:
+    """A memsafe `entity` record: name, key (default: `entity_key(name)`), entity_type, aliases, created_at."""
+    c = _Checker(obj, line, record)
+    name = c.text("name")
+    key = obj.get("key")
+    key = c.text("key") if key is not None else entity_key(name)
+    return {
+        "name": name,
+        "key": key,
+        "type": c.text("entity_type") if obj.get("entity_type") is not None else SERVER_MEMORY_DEFAULT_TYPE,
+        "aliases": c.strings("aliases"),
+        "created_at": c.time("created_at"),
+    }
+
+
+def check_relation(obj: dict, line: int, record: int) -> dict:
+    """A memsafe `relation` record: source and target entity keys, relation, weight, created/updated."""
+    c = _Checker(obj, line, record)
+    return {
+        "source": c.text("source"),
+        "relation": c.text("relation"),
+        "target": c.text("target"),
+        "weight": c.number("weight", None, None, default=1.0),
+        "created_at": c.time("created_at"),
+        "updated_at": c.time("updated_at"),
+    }
+
+
+def check_config(obj: dict, line: int, record: int, known: dict) -> tuple[str, str]:
+    """A memsafe `config` record: (key, value as text). `known` maps key -> parser raising on a bad value."""
+    c = _Checker(obj, line, record)
+    key = c.text("key")
+    if key not in known:
+        raise c.fail("key", f"{json.dumps(key)} is not a memsafe config key")
+    value = obj.get("value")
+    try:
+        return key, str(known[key](value))
+    except Exception as exc:  # the config parser's own message (InvalidInput)
+        raise c.fail("value", str(exc)) from None
+
+
+# ---------------------------------------------------------------------------------------------
+# memsafe format: writing
+
+
+def header(*, exported_at: str, memsafe_version: str, schema_version: int, project: str | None,
+           include_forgotten: bool) -> dict:
+    """The first line of an export."""
+    return {
+        "format": FORMAT_NAME,
+        "version": FORMAT_VERSION,
+        "exported_at": exported_at,
+        "memsafe_version": memsafe_version,
+        "schema_version": schema_version,
+        "filter": {"project": project, "include_forgotten": include_forgotten},
+    }
+
+
+def dump_line(record: dict) -> str:
+    """One record as one line of UTF-8 JSON (non-ASCII kept; lone surrogates cannot occur in stored text)."""
+    return json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n"
+
+
+# ---------------------------------------------------------------------------------------------
+# server-memory format
+
+
+@dataclass
+class Notice:
+    """Something reported about an input line: skipped (with --skip-invalid or by policy) or defaulted."""
+
+    line: int | None
+    reason: str
+    record: int | None = None
+    fatal: bool = False  # True: refuses the whole import unless --skip-invalid
+    skip: bool = False  # True: the record (or part) was left out by policy; not fatal
+
+    def __str__(self) -> str:
+        where = []
+        if self.record is not None:
+            where.append(f"record {self.record}")
+        if self.line is not None:
+            where.append(f"line {self.line}")
+        return f"{', '.join(where) or 'file'}: {self.reason}"
+
+
+@dataclass
+class SMEntity:
+    line: int
+    name: str
+    key: str
+    type: str
+    observations: list[str]
+
+
+@dataclass
+class SMRelation:
+    line: int
+    source: str
+    target: str
+    relation: str
+
+
+def check_server_memory(value: object, line: int, notices: list[Notice]) -> SMEntity | SMRelation | None:
+    """One server-memory object. Appends notices for what it defaulted or dropped; returns None when
+    the whole object is unusable (a fatal notice says why, or a non-fatal one for unknown types).
+
+    Policy: `entityName` is accepted as a legacy spelling of `name`; a missing `entityType` becomes
+    "entity"; a non-string or empty observation is dropped with a fatal notice (refuses the import
+    unless --skip-invalid); an unknown `type` is skipped with a notice (not fatal)."""
+    if not isinstance(value, dict):
+        notices.append(Notice(line, "is not a JSON object", fatal=True))
+        return None
+    kind = value.get("type")
+    if kind == "entity":
+        name = value.get("name")
+        if name is None and "entityName" in value:
+            name = value["entityName"]
+            notices.append(Notice(line, "uses the legacy key entityName; read as name"))
+        if not isinstance(name, str) or not name.strip():
+            notices.append(Notice(line, f"entity name {json.dumps(name)} must be a non-empty string", fatal=True))
+            return None
+        etype = value.get("entityType")
+        if etype is None:
+            etype = SERVER_MEMORY_DEFAULT_TYPE
+            notices.append(Notice(line, f'entity {json.dumps(name)} has no entityType; set to "entity"'))
+        elif not isinstance(etype, str) or not etype.strip():
+            notices.append(Notice(line, f"entityType {json.dumps(etype)} must be a string", fatal=True))
+            return None
+        observations = value.get("observations", [])
+        if not isinstance(observations, list):
+            notices.append(Notice(line, "observations must be a list of strings", fatal=True))
+            return None
+        kept = []
+        for i, obs in enumerate(observations):
+            if isinstance(obs, str) and obs.strip():
+                kept.append(obs)
+            else:
+                notices.append(Notice(line, f"observations[{i}] {json.dumps(obs)} is not a non-empty string",
+                                      fatal=True))
+        return SMEntity(line, name.strip(), entity_key(name), etype.strip(), kept)
+    if kind == "relation":
+        parts = {}
+        for field in ("from", "to", "relationType"):
+            v = value.get(field)
+            if not isinstance(v, str) or not v.strip():
+                notices.append(Notice(line, f"relation {field} {json.dumps(v)} must be a non-empty string", fatal=True))
+                return None
+            parts[field] = v.strip()
+        return SMRelation(line, parts["from"], parts["to"], parts["relationType"])
+    notices.append(Notice(line, f"unknown type {json.dumps(kind)}; skipped", skip=True))
+    return None

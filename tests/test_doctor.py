@@ -1,0 +1,34 @@
+"""`memsafe doctor`: a healthy store passes; a broken hook fails with what to do."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+from memsafe import hooks
+
+
+def test_doctor_healthy_store(cli, tmp_path):
+    assert cli("remember", "deferred one", "--no-embed", "--global").exit_code == 0
+    result = cli("doctor", "--json", "--repo", str(tmp_path))
+    assert result.exit_code == 0, result.stdout + result.stderr
+    report = json.loads(result.stdout)
+    assert report["ok"] is True and report["schema_version"] >= 1
+    levels = {c["name"]: c["level"] for c in report["checks"]}
+    assert levels["integrity"] == "ok" and levels["model"] == "ok" and levels["sqlite-vec"] == "ok"
+    assert levels["embeddings"] == "warning" and report["pending_embeddings"] == 1
+    assert report["counts"]["active"] == 1 and report["hook"] is None
+    assert report["versions"]["memsafe"] and report["paths"]["database"].endswith("memory.db")
+    text = cli("doctor", "--repo", str(tmp_path))
+    assert "fix: memsafe embed" in text.stdout and "All good." in text.stdout
+
+
+def test_doctor_fails_on_a_hook_whose_python_is_gone(cli, tmp_path):
+    repo = tmp_path / "repo"
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    hook = repo / ".git" / "hooks" / "post-commit"
+    hook.write_text(hooks.hook_script("/nonexistent/python3", None, tmp_path / "log", tmp_path))
+    hook.chmod(0o755)
+    result = cli("doctor", "--repo", str(repo), "--no-model")
+    assert result.exit_code == 1
+    assert "[FAIL] hook" in result.stdout and f"fix: memsafe hook install --repo '{repo}'" in result.stdout

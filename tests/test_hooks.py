@@ -1,0 +1,169 @@
+"""The git post-commit hook, in real temporary repositories with real commits."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from memsafe import api, hooks, settings
+
+WAIT_S = 60  # the hook works in the background; a loaded machine may take a while
+
+
+def git(repo: Path, *args: str, input: bytes | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, input=input, check=True, timeout=60)
+
+
+@pytest.fixture(autouse=True)
+def no_user_git_config(tmp_path, monkeypatch):
+    """The user's global git config (a global core.hooksPath, signing...) must not leak in."""
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(tmp_path / "gitconfig"))
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+
+
+@pytest.fixture
+def repo(tmp_path) -> Path:
+    root = tmp_path / "repo"
+    root.mkdir()
+    git(root, "init", "-q", "-b", "main")
+    git(root, "config", "user.name", "Test User")
+    git(root, "config", "user.email", "test@example.com")
+    git(root, "config", "commit.gpgsign", "false")
+    return root
+
+
+def commit(repo: Path, message: bytes | None, files: dict[str, str] | None = None, *extra: str):
+    for name, text in (files or {"f.txt": str(time.time_ns())}).items():
+        path = repo / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        git(repo, "add", name)
+    if message is None:
+        return git(repo, "commit", "-q", "--allow-empty-message", "-m", "", *extra)
+    return git(repo, "commit", "-q", "-F", "-", *extra, input=message)
+
+
+def wait_for_memories(db: Path, n: int) -> list:
+    deadline = time.monotonic() + WAIT_S
+    while time.monotonic() < deadline:
+        if db.exists():
+            opened = api.open_store(str(db))
+            try:
+                rows = opened.store.export_memory_rows(0, 100, ["active"], None)
+                if len(rows) >= n:
+                    return [opened.store.get_memory(r["id"]) for r in rows]
+            finally:
+                opened.store.close()
+        time.sleep(0.2)
+    log = hooks.log_file()
+    raise AssertionError(f"hook did not remember {n} commits; log: {log.read_text() if log.exists() else '-'}")
+
+
+def test_install_chains_existing_hook_and_remembers_commits(repo, cli, db_path, tmp_path):
+    existing = repo / ".git" / "hooks" / "post-commit"
+    marker = tmp_path / "existing-ran"
+    existing.write_text(f"#!/bin/sh\necho ran >> '{marker}'\nexit 0\n")
+    existing.chmod(0o755)
+    original = existing.read_text()
+
+    result = cli("hook", "install", "--repo", str(repo), "--json")
+    assert result.exit_code == 0, result.stderr
+    status = json.loads(result.stdout)
+    assert status["installed"] and status["chained"].endswith("post-commit.pre-memsafe")
+    again = cli("hook", "install", "--repo", str(repo))  # refresh keeps the chain intact
+    assert again.exit_code == 0 and (repo / ".git/hooks/post-commit.pre-memsafe").read_text() == original
+
+    commit(repo, b"Add parser\n\nHandles nested lists.\n", {"src/parser.py": "x = 1\n", "README.md": "hi\n"})
+    [memory] = wait_for_memories(db_path, 1)
+    assert marker.read_text() == "ran\n"
+    assert memory.source == "git" and memory.tags == ["commit"] and not memory.embedded
+    assert memory.project == settings.project_key(str(repo.resolve()))
+    short = git(repo, "rev-parse", "--short", "HEAD").stdout.decode().strip()
+    assert memory.content.startswith(f"git commit {short} on main: Add parser")
+    assert "Handles nested lists." in memory.content and "files (2): README.md, src/parser.py" in memory.content
+
+    result = cli("hook", "uninstall", "--repo", str(repo))
+    assert result.exit_code == 0, result.stderr
+    assert existing.read_text() == original and not (repo / ".git/hooks/post-commit.pre-memsafe").exists()
+    assert cli("hook", "uninstall", "--repo", str(repo)).exit_code == 1  # a foreign hook is never touched
+    assert existing.read_text() == original
+
+
+def test_core_hooks_path_and_worktree(repo, cli, db_path, tmp_path):
+    shared = tmp_path / "shared-hooks"
+    git(repo, "config", "core.hooksPath", str(shared))
+    result = cli("hook", "install", "--repo", str(repo), "--json")
+    assert result.exit_code == 0, result.stderr
+    status = json.loads(result.stdout)
+    assert status["hooks_dir"] == str(shared) and (shared / "post-commit").exists()
+    assert not (repo / ".git/hooks/post-commit").exists()
+    commit(repo, b"first")
+    worktree = tmp_path / "wt"
+    git(repo, "worktree", "add", "-q", "-b", "feature", str(worktree))
+    assert json.loads(cli("hook", "status", "--repo", str(worktree), "--json").stdout)["installed"]
+    commit(worktree, b"from the worktree")
+    memories = wait_for_memories(db_path, 2)
+    by_subject = {m.content.split(": ", 1)[1].split("\n")[0]: m for m in memories}
+    assert " on feature: " in by_subject["from the worktree"].content
+    assert {m.project for m in memories} == {settings.project_key(str(repo.resolve()))}
+    assert cli("hook", "install", "--uninstall", "--repo", str(repo)).exit_code == 0
+    assert not (shared / "post-commit").exists()
+
+
+def test_latin1_and_empty_messages_never_fail_the_commit(repo, cli, db_path):
+    assert cli("hook", "install", "--repo", str(repo)).exit_code == 0
+    git(repo, "config", "i18n.commitEncoding", "latin1")
+    done = commit(repo, "Café déjà vu: naïve fix".encode("latin-1"))
+    assert done.returncode == 0
+    git(repo, "config", "--unset", "i18n.commitEncoding")
+    done = commit(repo, None)
+    assert done.returncode == 0
+    memories = wait_for_memories(db_path, 2)
+    contents = sorted(m.content for m in memories)
+    assert any(": Café déjà vu: naïve fix" in c for c in contents), contents
+    assert any(": (no message)" in c for c in contents), contents
+    assert all("\ufffd" not in c for c in contents)
+
+
+def test_hook_run_errors_go_to_the_log_and_exit_zero(tmp_path, memsafe_proc):
+    not_a_repo = tmp_path / "plain"
+    not_a_repo.mkdir()
+    result = memsafe_proc("hook", "run", "--repo", str(not_a_repo), "--commit", "HEAD")
+    assert result.returncode == 0
+    assert "not inside a git repository" in result.stderr
+
+
+def test_install_outside_a_repository_is_one_line_error(cli, tmp_path):
+    result = cli("hook", "install", "--repo", str(tmp_path))
+    assert result.exit_code == 1 and "not inside a git repository" in result.stderr
+
+
+def test_commit_note_truncates_file_list():
+    info = hooks.CommitInfo("f" * 40, "fffffff", "Big change", "", None, [f"file{i}.py" for i in range(25)])
+    note = hooks.commit_note(info, max_files=3)
+    assert note == (
+        "git commit fffffff (detached HEAD): Big change\n\nfiles (25): file0.py, file1.py, file2.py, … and 22 more"
+    )
+
+
+def test_hook_script_is_valid_sh(tmp_path):
+    script = hooks.hook_script("/opt/py thon/bin/python", "/data/my db.db", tmp_path / "log file", tmp_path)
+    path = tmp_path / "hook"
+    path.write_text(script)
+    subprocess.run(["sh", "-n", str(path)], check=True)
+    assert "'/opt/py thon/bin/python' -m memsafe --db '/data/my db.db' hook run" in script
+    assert os.access(path, os.R_OK)
+
+
+def test_a_broken_memsafe_never_fails_the_commit(repo, tmp_path):
+    hook = repo / ".git" / "hooks" / "post-commit"
+    hook.write_text(hooks.hook_script("/nonexistent/python3", None, tmp_path / "hook.log", tmp_path))
+    hook.chmod(0o755)
+    done = commit(repo, b"still commits")
+    assert done.returncode == 0 and done.stderr == b""
+    assert git(repo, "log", "-1", "--format=%s").stdout.decode().strip() == "still commits"

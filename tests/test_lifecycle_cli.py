@@ -1,0 +1,206 @@
+"""The lifecycle commands end to end: update/history, list, decay (dry run, quiet, policy,
+idempotence), confidence/confirm, consolidate, recall --as-of/--since; F19; and decay running
+in a real process while another real process writes."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from datetime import datetime, timedelta, timezone
+
+from conftest import run_memsafe
+
+from memsafe import api, clock
+
+T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+
+def _sha(path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _now(monkeypatch, when) -> None:
+    monkeypatch.setenv("MEMSAFE_NOW", when if isinstance(when, str) else clock.to_iso(when))
+
+
+def test_update_history_and_list_commands(cli, monkeypatch):
+    _now(monkeypatch, T0)
+    assert cli("remember", "This repo uses Node 18", "--global").exit_code == 0
+    _now(monkeypatch, T0 + timedelta(days=3))
+    r = cli("update", "1", "--content", "This repo uses Bun 1.3", "--json")
+    assert r.exit_code == 0 and json.loads(r.stdout)["content"] == "This repo uses Bun 1.3"
+    r = cli("history", "1", "--json")
+    versions = json.loads(r.stdout)["versions"]
+    assert [(v["cause"], v["content"]) for v in versions] == [
+        ("update", "This repo uses Node 18"), ("current", "This repo uses Bun 1.3")]
+    assert "update" in cli("history", "1").stdout
+    r = cli("update", "1")
+    assert r.exit_code == 1 and "nothing to update" in r.stderr and r.stdout == ""
+    assert cli("update", "99", "--content", "x").exit_code == 1
+    cli("forget", "1")
+    assert json.loads(cli("list", "--json").stdout) == []
+    assert [m["id"] for m in json.loads(cli("list", "--forgotten", "--json").stdout)] == [1]
+    assert [m["id"] for m in json.loads(cli("list", "--all", "--json").stdout)] == [1]
+    assert cli("list", "--archived", "--forgotten").exit_code == 2
+
+
+def test_recall_as_of_and_since_flags(cli, monkeypatch):
+    _now(monkeypatch, T0)
+    cli("remember", "The JavaScript runtime is Node 18", "--global")
+    _now(monkeypatch, "2026-02-01T00:00:00Z")
+    cli("update", "1", "--content", "The JavaScript runtime is Bun 1.3")
+    cli("remember", "The JavaScript linter is Biome", "--global")
+    _now(monkeypatch, "2026-03-01T00:00:00Z")
+    old = json.loads(cli("recall", "JavaScript runtime", "--as-of", "2026-01-15T12:00:00+02:00", "--json").stdout)
+    assert [(h["id"], h["content"]) for h in old["results"]] == [(1, "The JavaScript runtime is Node 18")]
+    new = json.loads(cli("recall", "JavaScript", "--since", "2026-01-20", "--json").stdout)
+    assert [h["id"] for h in new["results"]] == [2]
+    for bad, why in (("tomorrow", "future"), ("when pigs fly", "cannot read")):
+        r = cli("recall", "runtime", "--as-of", bad)
+        assert r.exit_code == 1 and why in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    r = cli("recall", "runtime", "--since", "next week")
+    assert r.exit_code == 1 and "future" in r.stderr
+
+
+def test_confidence_confirm_and_near_duplicate_warning(cli, monkeypatch):
+    cli("remember", "The staging server runs Ubuntu 22.04", "--global")
+    r = cli("remember", "The staging server is running Ubuntu 22.04", "--global")
+    assert r.exit_code == 0 and "nearly the same as memory 1" in r.stderr and "Remembered memory 2" in r.stdout
+    r = cli("confidence", "1", "0.9", "--reason", "checked", "--json")
+    assert r.exit_code == 0 and json.loads(r.stdout)["after"] == 0.9
+    assert cli("confidence", "1", "--boost").exit_code == 0
+    for args in (["1", "1.5"], ["1", "0"]):
+        r = cli("confidence", *args)
+        assert r.exit_code == 1 and "between 0.01 and 0.99" in r.stderr
+    assert cli("confidence", "1").exit_code == 2
+    assert cli("confidence", "1", "0.5", "--weaken").exit_code == 2
+    r = cli("confirm", "1", "--reason", "still true", "--json")
+    assert r.exit_code == 0 and json.loads(r.stdout)["stability_after"] > 0
+    r = cli("consolidate", "--dry-run", "--json")
+    assert [(p["survivor_id"], p["merged_id"]) for p in json.loads(r.stdout)["pairs"]] == [(1, 2)]
+    assert cli("consolidate").exit_code == 0
+    assert json.loads(cli("get", "2", "--json").stdout)["status_reason"] == "merged into 1"
+
+
+def test_decay_policy_quiet_and_flags(cli):
+    r = cli("decay", "--policy")
+    assert r.exit_code == 0
+    for kind, days in (("ephemeral", "10"), ("task", "30"), ("conversation", "45"), ("general", "60"),
+                       ("preference", "90"), ("decision", "105"), ("fact", "120")):
+        assert any(kind in line and days in line for line in r.stdout.splitlines())
+    assert "pinned" in r.stdout and "identity" in r.stdout
+    policy = json.loads(cli("decay", "--policy", "--json").stdout)
+    assert {row["kind"] for row in policy["rows"]} >= {"fact", "ephemeral"}
+    cli("remember", "A note", "--global")
+    r = cli("decay", "--quiet")
+    assert (r.exit_code, r.stdout, r.stderr) == (0, "", "")
+    assert cli("decay", "--apply", "--json").exit_code == 0
+    assert cli("decay", "--dry-run", "--apply").exit_code == 2
+    assert "Exit codes" in cli("decay", "--help").stdout
+
+
+def test_f19_pinned_untouched_dry_run_dry_apply_idempotent(cli, db_path, monkeypatch):
+    _now(monkeypatch, T0)
+    assert cli("remember", "Never force-push to main", "--pin", "--global").exit_code == 0  # id 1
+    opened = api.open_store(str(db_path))
+    store = opened.store
+    for i in range(50):
+        api.remember(store, f"Ordinary note {i}: the build step {i} takes {i + 3} minutes. It is cached.",
+                     kind="task" if i % 2 else "general")
+    daily = api.remember(store, "The release checklist lives in docs/release.md").id
+    for day in range(1, 397, 7):  # F19's daily recall, sampled weekly to keep the test fast
+        _now(monkeypatch, T0 + timedelta(days=day))
+        hits = api.recall(store, "release checklist", limit=1)
+        assert hits.hits[0].memory.id == daily
+    store.close()
+
+    _now(monkeypatch, "2027-02-01T00:00:00Z")
+    before = _sha(db_path)
+    r = cli("decay", "--dry-run", "--json")
+    assert r.exit_code == 0
+    assert _sha(db_path) == before  # the dry run changed no byte
+    plan = json.loads(r.stdout)
+    planned = {c["id"] for c in plan["changes"]}
+    assert len(planned) == 50 and 1 not in planned and daily not in planned and plan["dry_run"]
+    assert plan["protected"] == 1
+
+    applied = json.loads(cli("decay", "--apply", "--json").stdout)
+    assert {c["id"] for c in applied["changes"]} == planned
+    again = json.loads(cli("decay", "--apply", "--json").stdout)
+    assert again["changes"] == [] and again["banked"] == 0
+
+    pinned = json.loads(cli("get", "1", "--json").stdout)
+    assert (pinned["content"], pinned["decay_level"], pinned["status"]) == ("Never force-push to main", 0, "active")
+    daily_now = json.loads(cli("get", str(daily), "--json").stdout)
+    assert daily_now["decay_level"] == 0 and daily_now["status"] == "active"
+    r = cli("recall", "force push", "--json")
+    assert json.loads(r.stdout)["results"][0]["id"] == 1
+    r = cli("recall", "force push", "--as-of", "2026-06-01T00:00:00Z", "--json")
+    assert json.loads(r.stdout)["results"][0]["id"] == 1
+    # a compressed/archived memory's original text is still reachable by time travel
+    r = cli("recall", "build step 7 minutes cached", "--as-of", "2026-06-01T00:00:00Z", "--all-projects", "--json")
+    texts = {h["id"]: h["content"] for h in json.loads(r.stdout)["results"]}
+    assert any(t.startswith("Ordinary note 7:") and t.endswith("It is cached.") for t in texts.values())
+    archived = json.loads(cli("list", "--archived", "--json").stdout)
+    assert len(archived) == 50  # nothing hard-deleted
+    total = json.loads(cli("list", "--all", "--json", "--limit", "1000").stdout)
+    assert len(total) == 52
+
+
+_WRITER = textwrap.dedent(
+    """
+    import sys
+    from memsafe import api
+    opened = api.open_store(sys.argv[1])
+    print("ready", flush=True)
+    for i in range(200):
+        api.remember(opened.store, f"writer memory {i}: service {i} listens on port {8000 + i}", kind="task")
+    opened.store.close()
+    """
+)
+
+
+def test_decay_in_a_real_process_while_another_process_writes_loses_nothing(db_path, embedder, tmp_path,
+                                                                             monkeypatch):
+    opened = api.open_store(str(db_path))
+    _now(monkeypatch, T0)
+    for i in range(30):
+        api.remember(opened.store, f"Old note {i}. Nobody has read it for a year.", kind="ephemeral")
+    monkeypatch.delenv("MEMSAFE_NOW")
+    opened.store.close()
+
+    env = {"MEMSAFE_NOW": "2027-01-01T00:00:00Z"}
+    script = tmp_path / "writer.py"
+    script.write_text(_WRITER)
+    full_env = {**os.environ, **env}
+    writer = subprocess.Popen([sys.executable, str(script), str(db_path)], env=full_env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert writer.stdout.readline().strip() == "ready"
+    overlapped = 0
+    runs = []
+    while True:
+        running = writer.poll() is None
+        r = run_memsafe("--db", str(db_path), "decay", "--json", env={"MEMSAFE_NOW": "2027-01-01T00:00:01Z"})
+        assert r.returncode == 0, r.stderr
+        runs.append(json.loads(r.stdout))
+        overlapped += running
+        if not running:
+            break
+    _, err = writer.communicate(timeout=120)
+    assert writer.returncode == 0, err
+    assert overlapped >= 1
+
+    opened = api.open_store(str(db_path))
+    store = opened.store
+    rows = list(store.conn.execute("SELECT content, status FROM memories WHERE content LIKE 'writer memory %'"))
+    assert len(rows) == 200
+    assert {c for c, _ in rows} == {f"writer memory {i}: service {i} listens on port {8000 + i}" for i in range(200)}
+    assert {s for _, s in rows} == {"active"}
+    assert store.counts()["archived"] == 30  # the old notes: archived once, not lost
+    assert sum(len(r["changes"]) for r in runs) == 30
+    assert store.integrity_check() == "ok"
+    opened.store.close()

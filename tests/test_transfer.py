@@ -1,0 +1,320 @@
+"""Export/import: lossless round trip, idempotent re-import, all-or-nothing, the MCP
+memory-server format with its odd cases (FIELD-CASES F16, F17), and deferred embedding."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from memsafe import api, clock, transfer
+from memsafe.cli import app
+from memsafe.errors import InvalidInput
+
+# -- fixtures ----------------------------------------------------------------------------------
+
+
+def _at(monkeypatch, instant: str) -> None:
+    monkeypatch.setenv("MEMSAFE_NOW", instant)
+
+
+@pytest.fixture
+def rich_store(store, monkeypatch):
+    """Several projects, a pinned and an emoji memory, forgotten ones, history versions,
+    entities with aliases and relations; timestamps given with mixed UTC offsets."""
+    offsets = ["+02:00", "-07:00", "Z", "+05:30", "+00:00"]
+    ids = []
+    for i in range(30):
+        _at(monkeypatch, f"2026-0{1 + i % 9}-1{i % 10}T0{i % 10}:15:00{offsets[i % 5]}")
+        m = api.remember(
+            store, f"memory number {i} about {['deploys', 'merging', 'tests'][i % 3]}",
+            project=[None, "web", "api", "/home/a/src/cli"][i % 4], tags=["pinned"] if i in (3, 7) else [f"t{i % 4}"],
+            kind=["fact", "decision", "general"][i % 3], importance=round(0.1 + i / 40, 3), embed_now=False,
+        )
+        ids.append(m.id)
+    _at(monkeypatch, "2026-10-01T12:00:00-04:00")
+    api.remember(store, "ship it 🚀 — café naïve ✓", project="web", embed_now=False)
+    for i in (5, 9, 13):
+        api.forget(store, ids[i], reason="obsolete")
+    _at(monkeypatch, "2026-10-02T08:00:00+09:00")
+    with store.write():
+        for i in (1, 2, 4, 6):
+            snap = store.raw_row(ids[i])
+            store.add_version(snap, ["old-tag"], clock.now_iso(), "update")
+            store.update_memory(ids[i], {"content": snap["content"] + " (revised)", "updated_at": clock.now_iso()})
+        eids = [store.insert_entity(f"Ent {n}", f"ent {n}", "thing", clock.now_iso()) for n in range(20)]
+        store.add_entity_aliases(eids[0], ["E-zero", "zero"])
+        for n, eid in enumerate(eids):
+            store.link_memory_entity(ids[n], eid)
+            store.link_memory_entity(ids[(n + 7) % len(ids)], eid)
+        for n in range(30):
+            store.add_relation(eids[n % 20], ["depends_on", "owns"][n // 20], eids[(n * 3 + 1) % 20], 0.5 + n,
+                               clock.now_iso(), clock.now_iso())
+        store.config_set("token_budget", "1234")
+    monkeypatch.delenv("MEMSAFE_NOW")
+    return store
+
+
+def _export(store, **options) -> list[dict]:
+    buf = io.StringIO()
+    api.export(store, buf, include_forgotten=True, **options)
+    return [json.loads(line) for line in buf.getvalue().splitlines()]
+
+
+def _write(path, records) -> None:
+    path.write_text("".join(transfer.dump_line(r) for r in records), encoding="utf-8")
+
+
+def _fresh(tmp_path, name="other.db"):
+    return api.open_store(str(tmp_path / name)).store
+
+
+# -- memsafe format ----------------------------------------------------------------------------
+
+
+def test_round_trip_is_identical(rich_store, tmp_path):
+    """F17: memsafe export a; memsafe --db new import a; memsafe --db new export b; a == b but exported_at."""
+    rich_store.close()
+    db, new = tmp_path / "db" / "memory.db", tmp_path / "new.db"
+    runner = CliRunner()
+    for args in (["--db", str(db), "export", "--include-forgotten", "-o", str(tmp_path / "a.jsonl")],
+                 ["--db", str(new), "import", str(tmp_path / "a.jsonl"), "--no-embed"],
+                 ["--db", str(new), "export", "--include-forgotten", "-o", str(tmp_path / "b.jsonl")]):
+        result = runner.invoke(app, args)
+        assert result.exit_code == 0, result.stderr
+    a = [json.loads(x) for x in (tmp_path / "a.jsonl").read_text(encoding="utf-8").splitlines()]
+    b = [json.loads(x) for x in (tmp_path / "b.jsonl").read_text(encoding="utf-8").splitlines()]
+    a[0].pop("exported_at"), b[0].pop("exported_at")
+    assert a == b
+    other = api.open_store(str(new)).store
+    memories = [r for r in b if r.get("type") == "memory"]
+    assert [m["id"] for m in memories] == sorted(m["id"] for m in memories)
+    assert sum(m["status"] == "forgotten" for m in memories) == 3
+    assert sum("pinned" in m["tags"] for m in memories) == 2
+    assert sum(len(m["versions"]) for m in memories) == 4
+    assert any("🚀" in m["content"] for m in memories)
+    assert all(m["created_at"].endswith("+00:00") for m in memories)
+    assert len([r for r in b if r.get("type") == "relation"]) == 30
+    assert len([r for r in b if r.get("type") == "entity"]) == 20
+    assert sum(len(m["entities"]) for m in memories) == 40
+    assert api.config_get(other, "token_budget") == 1234
+    assert other.pending_count() == 28  # vectors are recomputed, never imported (forgotten ones excluded)
+    other.close()
+
+
+def test_import_twice_changes_nothing(rich_store, tmp_path):
+    path = tmp_path / "a.jsonl"
+    api.export_to_path(rich_store, path, include_forgotten=True)
+    other = _fresh(tmp_path)
+    api.import_file(other, path)
+    before = (other.counts(), _export(other)[1:], other.conn.execute("SELECT count(*) FROM events").fetchone())
+    again = api.import_file(other, path)
+    assert (again.memories_added, again.memories_updated, again.entities_added, again.relations_added) == (0, 0, 0, 0)
+    assert again.memories_unchanged == 31
+    after = (other.counts(), _export(other)[1:], other.conn.execute("SELECT count(*) FROM events").fetchone())
+    assert before == after
+    # importing into the source store itself is also a no-op
+    assert api.import_file(rich_store, path).memories_added == 0
+    other.close()
+
+
+def test_newer_record_replaces_older_by_uid(rich_store, tmp_path):
+    records = _export(rich_store)
+    path = tmp_path / "a.jsonl"
+    _write(path, records)
+    other = _fresh(tmp_path)
+    api.import_file(other, path)
+    mem = next(r for r in records if r.get("type") == "memory")
+    mem["content"] = "replaced text"
+    mem["updated_at"] = "2027-01-01T00:00:00+00:00"
+    _write(path, records)
+    report = api.import_file(other, path)
+    assert report.memories_updated == 1 and report.memories_added == 0
+    assert other.get_memory(mem["id"]).content == "replaced text"
+    other.close()
+
+
+def _bulk_records(n: int) -> list[dict]:
+    head = transfer.header(exported_at="2026-01-01T00:00:00+00:00", memsafe_version="0", schema_version=1,
+                           project=None, include_forgotten=False)
+    body = [
+        {"type": "memory", "uid": f"bulk{i:05d}", "content": f"bulk memory {i}", "kind": "fact", "project": "bulk",
+         "source": "import", "importance": 0.5, "confidence": 0.8, "created_at": "2026-01-02T03:04:05+01:00",
+         "updated_at": "2026-01-02T03:04:05+01:00", "status": "active", "tags": ["bulk"]}
+        for i in range(1, n + 1)
+    ]
+    return [head, *body, {"type": "end", "counts": {"memory": n}}]
+
+
+def test_corrupt_record_500_of_1000_imports_nothing(store, tmp_path, cli):
+    api.remember(store, "already here", embed_now=False)
+    before = store.counts()
+    records = _bulk_records(1000)
+    records[500]["created_at"] = "not-a-date"  # records[0] is the header: this is record 500
+    path = tmp_path / "bad.jsonl"
+    _write(path, records)
+    with pytest.raises(InvalidInput) as info:
+        api.import_file(store, path)
+    message = str(info.value)
+    assert "record 500" in message and "line 501" in message
+    assert 'created_at "not-a-date" is not an ISO-8601 time' in message
+    assert "nothing imported" in message
+    assert store.counts() == before
+    result = cli("import", str(path), "--no-embed")
+    assert result.exit_code == 1 and "record 500" in result.stderr
+    assert store.counts() == before
+    partial = cli("import", str(path), "--no-embed", "--skip-invalid")
+    assert partial.exit_code == 3, partial.stderr
+    assert "record 500" in partial.stderr and "999 memories added" in partial.stderr
+    assert store.counts()["active"] == before["active"] + 999
+
+
+def test_truncated_or_future_files_are_refused(store, tmp_path):
+    records = _bulk_records(3)
+    path = tmp_path / "cut.jsonl"
+    _write(path, records[:-1])  # cut at a line boundary: no end record
+    with pytest.raises(InvalidInput, match="truncated"):
+        api.import_file(store, path)
+    _write(path, records[:2] + ['{"type":"memory","uid":"x","con'])  # cut mid-line
+    path.write_text(path.read_text().rstrip("\n").replace("\\", ""))
+    with pytest.raises(InvalidInput, match="record 2, line 3"):
+        api.import_file(store, path)
+    records[0]["version"] = transfer.FORMAT_VERSION + 1
+    _write(path, records)
+    with pytest.raises(InvalidInput, match="upgrade memsafe"):
+        api.import_file(store, path)
+    assert store.counts()["total"] == 0
+
+
+def test_dry_run_writes_nothing(store, tmp_path):
+    path = tmp_path / "b.jsonl"
+    _write(path, _bulk_records(20))
+    report = api.import_file(store, path, dry_run=True)
+    assert report.memories_added == 20 and report.dry_run
+    assert store.counts()["total"] == 0
+
+
+def test_export_project_filter_and_stdout(rich_store, cli, tmp_path):
+    result = cli("--db", str(tmp_path / "db" / "memory.db"), "export", "--project", "web")
+    assert result.exit_code == 0, result.stderr
+    lines = [json.loads(x) for x in result.stdout.splitlines()]
+    assert lines[0]["format"] == "memsafe" and lines[0]["filter"]["project"] == "web"
+    assert lines[-1]["type"] == "end"
+    memories = [r for r in lines if r.get("type") == "memory"]
+    assert memories and all(m["project"] == "web" and m["status"] != "forgotten" for m in memories)
+
+
+def test_export_fields_cover_every_column(store):
+    """A migration that adds a column must extend the export format (MEMORY_FIELDS / VERSION_FIELDS)."""
+    assert set(store.memory_columns()) == set(transfer.MEMORY_FIELDS) | set(transfer.DERIVED_MEMORY_COLUMNS)
+    assert set(store.version_columns()) == set(transfer.VERSION_FIELDS) | {"id", "memory_id"}
+
+
+# -- server-memory format (F16) ----------------------------------------------------------------
+
+F16 = (
+    '{"type":"entity","name":"Project_X","entityType":"Project","observations":["Started 2023","Focus on NLP"]}\n'
+    '{"type":"entity","name":"Ops_Team","observations":[null,"owns deploys"]}\n'
+    '{"type":"relation","from":"Ops_Team","to":"Project_X","relationType":"maintains"}\n'
+    "\n"
+    '{"type":"entity","entityName":"Legacy_Name","entityType":"Thing","observations":[]}\n'
+    '{"type":"relation","from":"Project_X","to":"Nowhere","relationType":"blocks"}\n'
+    '{"type":"unknown","foo":1}\n'
+    '{"type":"entity","name":"Trunc'
+)
+
+
+def test_f16_refused_without_skip_invalid(cli, tmp_path, store):
+    path = tmp_path / "memory.json"
+    path.write_text(F16, encoding="utf-8")
+    result = cli("import", str(path), "--format", "auto", "--no-embed")
+    assert result.exit_code == 1
+    assert "nothing imported" in result.stderr
+    assert "line 2: observations[0] null" in result.stderr and "line 8" in result.stderr
+    assert store.counts()["total"] == 0 and store.counts()["entities"] == 0
+
+
+def test_f16_skip_invalid_imports_the_rest_and_reports_each_line(cli, tmp_path, store):
+    path = tmp_path / "memory.json"
+    path.write_text(F16, encoding="utf-8")
+    result = cli("import", str(path), "--format", "auto", "--skip-invalid", "--no-embed")
+    assert result.exit_code == 3, result.stderr
+    err = result.stderr
+    for expected in ("line 2: observations[0] null", 'line 2: entity "Ops_Team" has no entityType',
+                     'line 5: uses the legacy key entityName', 'line 6: relation Project_X -blocks-> Nowhere',
+                     'line 7: unknown type "unknown"', "line 8: is truncated"):
+        assert expected in err, expected
+    counts = store.counts()
+    assert (counts["entities"], counts["active"], counts["relations"]) == (3, 3, 1)
+    names = {r[0]: r[1] for r in store.conn.execute("SELECT name, type FROM entities")}
+    assert names == {"Project_X": "Project", "Ops_Team": "entity", "Legacy_Name": "Thing"}
+    contents = sorted(r[0] for r in store.conn.execute("SELECT content FROM memories"))
+    assert contents == ["Ops_Team: owns deploys", "Project_X: Focus on NLP", "Project_X: Started 2023"]
+    assert {r[0] for r in store.conn.execute("SELECT source FROM memories")} == {"import"}
+    # second run: nothing new
+    again = cli("import", str(path), "--skip-invalid", "--no-embed", "--json")
+    assert again.exit_code == 3
+    report = json.loads(again.stdout)
+    assert (report["memories_added"], report["entities_added"], report["relations_added"]) == (0, 0, 0)
+    assert store.counts() == counts
+
+
+def test_server_memory_json_array_duplicates_and_surrogates(store, tmp_path):
+    objs = [
+        {"type": "entity", "name": "Web  App", "entityType": "Service", "observations": ["runs on \udc81 port 80"]},
+        {"type": "entity", "name": "web app", "entityType": "Service", "observations": ["runs on \udc81 port 80",
+                                                                                         "uses nginx"]},
+        {"type": "relation", "from": "Web App", "to": "web app", "relationType": "self"},
+    ]
+    path = tmp_path / "graph.json"
+    path.write_text(json.dumps(objs), encoding="utf-8")  # a real JSON array; \udc81 stays escaped
+    report = api.import_file(store, path)
+    assert report.format == "server-memory" and not report.skipped
+    assert (report.entities_added, report.memories_added, report.relations_added) == (1, 2, 1)
+    contents = sorted(r[0] for r in store.conn.execute("SELECT content FROM memories"))
+    assert contents == ["Web  App: runs on \ufffd port 80", "Web  App: uses nginx"]  # first spelling kept
+    dup = tmp_path / "dup.jsonl"
+    line = json.dumps(objs[1])
+    dup.write_text(f"{line}\n{line}\n{line}", encoding="utf-8")  # duplicate lines, no trailing newline
+    assert api.import_file(store, dup, fmt="server-memory").memories_added == 0
+
+
+# -- deferred embedding ------------------------------------------------------------------------
+
+
+def test_deferred_memory_found_lexically_then_by_meaning_after_embed(cli, store):
+    store.close()
+    assert cli("remember", "The staging database password rotates every Tuesday", "--no-embed", "--global")\
+        .exit_code == 0
+    status = json.loads(cli("status", "--json").stdout)
+    assert status["pending_embeddings"] == 1
+    lexical = json.loads(cli("recall", "staging password", "--mode", "lexical", "--json").stdout)
+    assert [r["content"] for r in lexical["results"]] == ["The staging database password rotates every Tuesday"]
+    assert json.loads(cli("status", "--json").stdout)["pending_embeddings"] == 1  # lexical recall did not embed
+    done = cli("embed", "--json")
+    assert done.exit_code == 0, done.stderr
+    assert json.loads(done.stdout) == {"embedded": 1, "pending": 0, "error": None}
+    after = json.loads(cli("recall", "when do credentials change", "--mode", "vector", "--json").stdout)
+    assert after["results"][0]["content"].startswith("The staging database password")
+
+
+def test_export_to_an_unwritable_place_is_one_line_error(cli, tmp_path):
+    result = cli("export", "-o", str(tmp_path / "missing" / "a.jsonl"))
+    assert result.exit_code == 1 and "cannot write" in result.stderr and "Traceback" not in result.stderr
+    assert not (tmp_path / "missing").exists()
+
+
+def test_field_hygiene_errors_name_the_record(store, tmp_path):
+    records = _bulk_records(3)
+    records[2]["content"] = "\x00"
+    records[3]["tags"] = ["ok", 5]
+    path = tmp_path / "h.jsonl"
+    _write(path, records)
+    with pytest.raises(InvalidInput) as info:
+        api.import_file(store, path)
+    assert "record 2, line 3: content is empty" in str(info.value)
+    assert "record 3, line 4: tags" in str(info.value)
+    report = api.import_file(store, path, skip_invalid=True)
+    assert report.memories_added == 1 and len(report.skipped) == 2
