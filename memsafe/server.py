@@ -279,7 +279,11 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
                 opened.store, content, kind=kind, project=key, tags=tags or [], source="agent",
                 importance=importance,
             )
-        return f"Remembered #{memory.id} ({f'project {memory.project}' if memory.project else 'global'})"
+        text = f"Remembered #{memory.id} ({f'project {memory.project}' if memory.project else 'global'})"
+        if memory.near_duplicate:
+            near = memory.near_duplicate
+            text += f"; nearly the same as #{near['id']} (similarity {near['similarity']:.2f}): update or forget one"
+        return text
 
     @tool(read_only=True)
     def recall(

@@ -90,6 +90,7 @@ def test_every_tool_through_a_real_stdio_client(paths, embedder):
         out["missing_arg"] = await call("remember", {})
         out["global"] = await call("remember", {"content": "The user prefers tabs", "kind": "preference",
                                                 "is_global": True})
+        out["near"] = await call("remember", {"content": "The user prefers tabs.", "is_global": True})
         out["recall"] = await call("recall", {"query": "how do we deploy?", "budget": 500, "limit": 5,
                                               "kind": "decision", "tags": ["ops"]})
         out["recall_as_of"] = await call("recall", {"query": "deploy", "as_of": "2026-01-01T00:00:00Z"})
@@ -132,6 +133,7 @@ def test_every_tool_through_a_real_stdio_client(paths, embedder):
     assert is_error(r["empty"]) and "empty" in text_of(r["empty"])
     assert is_error(r["missing_arg"]) and "content" in text_of(r["missing_arg"])
     assert not is_error(r["global"]) and "global" in text_of(r["global"])
+    assert not is_error(r["near"]) and "nearly the same as #2" in text_of(r["near"])
     recalled = text_of(r["recall"])
     assert not is_error(r["recall"])
     assert "#1 decision" in recalled and "src=agent" in recalled and "tokens" in recalled
