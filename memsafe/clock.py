@@ -24,17 +24,24 @@ def now() -> datetime:
     if fixed:
         try:
             return parse_iso(fixed)
-        except ValueError:
+        except (ValueError, OverflowError):
             raise InvalidInput(f"MEMSAFE_NOW={fixed!r} is not an ISO-8601 time") from None
     return datetime.now(timezone.utc)
 
 
 def parse_iso(text: str) -> datetime:
-    """Parse an ISO-8601 instant to aware UTC (naive means UTC). Raises ValueError."""
+    """Parse an ISO-8601 instant to aware UTC (naive means UTC).
+
+    Raises:
+        ValueError: not ISO-8601, or outside the years 1–9999 once converted to UTC.
+    """
     dt = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=timezone.utc)
-    return dt.astimezone(timezone.utc)
+    try:
+        return dt.astimezone(timezone.utc)
+    except OverflowError:
+        raise ValueError(f"{text!r} is outside the years 1-9999 in UTC") from None
 
 
 def to_iso(dt: datetime) -> str:

@@ -5,11 +5,33 @@ and compact text for MCP clients. Nothing here reads the database.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from dataclasses import asdict, is_dataclass
 
 from memsafe import clock
 from memsafe.models import Hit, Memory, RecallResult, StatusReport
+
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    """Text safe to show on a terminal: control characters (ESC sequences, C1 codes) and bidi
+    overrides become visible escapes such as `\\x1b`; newlines and tabs stay."""
+    return _UNSAFE.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}",
+                       text)
+
+
+def console(*, stderr: bool = False):
+    """A rich Console that never interprets markup in data and escapes terminal control characters
+    in every string it renders (table cells included)."""
+    from rich.console import Console
+
+    class _SafeConsole(Console):
+        def render_str(self, text, **kwargs):
+            return super().render_str(printable(text), **kwargs)
+
+    return _SafeConsole(stderr=stderr, markup=False, highlight=False, soft_wrap=stderr)
 
 
 def to_jsonable(obj):

@@ -44,36 +44,65 @@ def default_db_path() -> Path:
     return data_dir() / "memory.db"
 
 
+def current_dir() -> Path:
+    """The working directory. Raises InvalidInput if it was deleted under us."""
+    try:
+        return Path(os.getcwd())
+    except OSError:
+        raise InvalidInput(
+            "the current directory no longer exists; cd somewhere else, or pass --project/--global/--db"
+        ) from None
+
+
 def expand_path(raw: str | os.PathLike) -> Path:
-    """Expand `~` and make absolute against the current directory. No symlink resolution."""
+    """Expand `~` and make absolute against the current directory. No symlink resolution.
+
+    Raises:
+        InvalidInput: empty, not valid text (undecodable bytes), or a NUL byte.
+    """
     text = str(raw).strip()
     if not text:
         raise InvalidInput("empty database path")
-    return Path(os.path.abspath(os.path.expanduser(text)))
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInput(f"the path {text.encode('utf-8', 'replace').decode()!r} is not valid UTF-8 text") from None
+    if "\x00" in text:
+        raise InvalidInput("a path cannot contain a NUL byte")
+    expanded = os.path.expanduser(text)
+    if not os.path.isabs(expanded):
+        expanded = os.path.join(current_dir(), expanded)
+    return Path(os.path.normpath(expanded))
 
 
 def read_user_config() -> dict:
     path = config_file()
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        values = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return {}
     except (OSError, ValueError) as exc:
         raise InvalidInput(f"cannot read {path}: {exc}; fix or delete it") from None
+    if not isinstance(values, dict) or not isinstance(values.get("db", ""), str):
+        raise InvalidInput(f"{path} must be a JSON object whose \"db\" is a path string; fix or delete it")
+    return values
 
 
 def write_user_config(values: dict) -> Path:
     path = config_file()
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(values, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        tmp.write_text(json.dumps(values, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise InvalidInput(f"cannot write {path}: {exc.strerror or exc}") from None
     return path
 
 
 def resolve_db_path(cli_db: str | None = None) -> tuple[Path, str]:
     """Return (absolute DB path, where it came from: 'flag' | 'env' | 'config' | 'default')."""
-    if cli_db:
+    if cli_db is not None:
         return expand_path(cli_db), "--db"
     env = os.environ.get("MEMSAFE_DB")
     if env:
@@ -224,7 +253,7 @@ def git_root(start: Path) -> Path | None:
 def detect_project(cwd: Path | None = None, mode: str = "git-root") -> str | None:
     """Project key for the working directory: its git root (mode 'git-root'; None outside a
     repository, meaning global) or the directory itself (mode 'cwd')."""
-    here = Path(cwd or os.getcwd())
+    here = Path(cwd) if cwd else current_dir()
     if mode == "cwd":
         return project_key(str(here.resolve()))
     root = git_root(here)

@@ -30,7 +30,7 @@ from memsafe.store import Store, file_sizes
 __all__ = [
     "Opened", "open_store", "clean_text", "clean_tags", "clean_project", "content_hash", "backfill",
     "remember", "get", "forget", "restore", "purge", "make_scope", "recall", "status",
-    "config_list", "config_get", "config_set", "config_reset", "set_db_path", "config_value",
+    "config_list", "config_get", "config_set", "config_reset", "set_db_path", "reset_db_path", "config_value",
     "MAX_CONTENT_CHARS", "MAX_QUERY_CHARS",
 ]
 
@@ -639,7 +639,17 @@ def set_db_path(path: str) -> Path:
     """Remember a DB path in the user config file (resolved to an absolute path now, so later
     runs from any working directory use the same file). Returns the absolute path."""
     resolved = settings.expand_path(path)
+    if resolved.is_dir():
+        raise InvalidInput(f"{resolved} is a directory; give the path of a database file inside it")
     values = settings.read_user_config()
     values["db"] = str(resolved)
     settings.write_user_config(values)
     return resolved
+
+
+def reset_db_path() -> Path:
+    """Forget the DB path saved by `set_db_path`; returns the path used from now on (by default)."""
+    values = settings.read_user_config()
+    if values.pop("db", None) is not None:
+        settings.write_user_config(values)
+    return settings.resolve_db_path()[0]

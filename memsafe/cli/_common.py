@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Annotated
 
+import apsw
 import typer
 from rich.console import Console
 
@@ -26,11 +27,21 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+err = render.console(stderr=True)
 
 
 def out() -> Console:
-    return Console(highlight=False)
+    """Console for data on stdout: no markup interpretation, control characters escaped."""
+    return render.console()
+
+
+def say(kind: str, message: str) -> None:
+    """One line on stderr: `Error: …`, `Warning: …` or `Note: …` (message shown literally)."""
+    from rich.text import Text
+
+    style = {"Error": "bold red"}.get(kind, "yellow")
+    line = render.printable(" ".join(str(message).splitlines()))
+    err.print(Text.assemble((f"{kind}:", style), " ", line))
 
 
 # -- shared options ------------------------------------------------------------------------------
@@ -80,26 +91,53 @@ def _root(
 
 
 def _fail(message: str, code: int = 1) -> typer.Exit:
-    err.print(f"[bold red]Error:[/] {message}", markup=True, highlight=False)
+    say("Error", message)
     return typer.Exit(code)
 
 
 @contextmanager
-def _session(ctx: typer.Context) -> Iterator[api.Opened]:
-    """Open the store, show its warnings on stderr, map MemsafeError to a one-line error."""
-    opened = None
+def _errors(path=None) -> Iterator[None]:
+    """Map MemsafeError and SQLite errors to one line on stderr and exit 1 (tracebacks only with MEMSAFE_DEBUG)."""
     try:
-        opened = api.open_store(ctx.obj.db if ctx.obj else None)
-        for warning in opened.warnings:
-            err.print(f"[yellow]Warning:[/] {warning}", markup=True)
-        yield opened
+        yield
     except MemsafeError as exc:
         if os.environ.get("MEMSAFE_DEBUG"):
             raise
         raise _fail(str(exc), exc.exit_code) from None
-    finally:
-        if opened is not None:
-            opened.store.close()
+    except apsw.Error as exc:  # a damaged or unreadable file: say so in one line, never a traceback
+        if os.environ.get("MEMSAFE_DEBUG"):
+            raise
+        raise _fail(f"database error in {path or 'the database'}: {exc}; run `memsafe doctor`") from None
+
+
+@contextmanager
+def _session(ctx: typer.Context) -> Iterator[api.Opened]:
+    """Open the store, show its warnings on stderr, map errors to one line (see `_errors`)."""
+    opened = None
+    db = ctx.obj.db if ctx.obj else None
+    with _errors(db):
+        try:
+            opened = api.open_store(db)
+            for warning in opened.warnings:
+                say("Warning", warning)
+            yield opened
+        finally:
+            if opened is not None:
+                opened.store.close()
+
+
+def read_stdin() -> str:
+    """All of standard input as text (invalid UTF-8 becomes U+FFFD). Fails in one line without stdin."""
+    stream = sys.stdin
+    if stream is None or stream.closed:
+        raise _fail("no standard input to read; pass the text as an argument instead of -")
+    data = stream.buffer.read() if hasattr(stream, "buffer") else stream.read()
+    return data.decode("utf-8", "replace") if isinstance(data, bytes) else data
+
+
+def is_terminal() -> bool:
+    """True when standard input is an interactive terminal (confirmation prompts are possible)."""
+    return sys.stdin is not None and not sys.stdin.closed and sys.stdin.isatty()
 
 
 def _project(opened: api.Opened, project: str | None, project_path: str | None) -> tuple[str | None, str]:
@@ -109,7 +147,8 @@ def _project(opened: api.Opened, project: str | None, project_path: str | None) 
     if project:
         return api.clean_project(project), "--project"
     mode = api.config_get(opened.store, "project_mode")
-    return settings.detect_project(mode=mode), f"{mode} of {os.getcwd()}"
+    key = settings.detect_project(mode=mode)
+    return key, f"{mode} of {settings.current_dir()}"
 
 
 def _emit_json(obj) -> None:

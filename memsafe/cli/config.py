@@ -10,12 +10,11 @@ from memsafe import api, settings
 from memsafe.cli._common import (
     JsonOpt,
     _emit_json,
-    _fail,
+    _errors,
     _session,
     app,
     out,
 )
-from memsafe.errors import MemsafeError
 
 config_app = typer.Typer(help="Show and change settings (validated).", no_args_is_help=True)
 app.add_typer(config_app, name="config")
@@ -46,7 +45,8 @@ def config_list(ctx: typer.Context, json_: JsonOpt = False) -> None:
 def config_get(ctx: typer.Context, key: Annotated[str, typer.Argument(help="Setting name.")]) -> None:
     """Print one setting's value."""
     if key == "db":
-        path, _ = settings.resolve_db_path(ctx.obj.db)
+        with _errors():
+            path, _ = settings.resolve_db_path(ctx.obj.db)
         typer.echo(str(path))
         return
     with _session(ctx) as opened:
@@ -62,10 +62,8 @@ def config_set(
 ) -> None:
     """Change a setting. `config set db PATH` chooses the database file for later runs."""
     if key == "db":
-        try:
+        with _errors():
             path = api.set_db_path(value)
-        except MemsafeError as exc:
-            raise _fail(str(exc)) from None
         typer.echo(f"db = {path}")
         return
     with _session(ctx) as opened:
@@ -75,7 +73,12 @@ def config_set(
 
 @config_app.command("reset")
 def config_reset(ctx: typer.Context, key: Annotated[str, typer.Argument(help="Setting name.")]) -> None:
-    """Return a setting to its default."""
+    """Return a setting to its default (`config reset db` forgets the saved database path)."""
+    if key == "db":
+        with _errors():
+            path = api.reset_db_path()
+        typer.echo(f"db = {path} (default)")
+        return
     with _session(ctx) as opened:
         value = api.config_reset(opened.store, key)
     typer.echo(f"{key} = {value}")

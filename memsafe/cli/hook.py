@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from memsafe import api, clock
-from memsafe.cli._common import JsonOpt, _emit_json, _session, app, err, out
+from memsafe.cli._common import JsonOpt, _emit_json, _session, app, err, out, say
 from memsafe.errors import MemsafeError
 
 hook_app = typer.Typer(
@@ -46,7 +46,7 @@ def _call(fn, *args, **kwargs):
     try:
         return fn(*args, **kwargs)
     except MemsafeError as exc:
-        err.print(f"[bold red]Error:[/] {exc}", markup=True)
+        say("Error", str(exc))
         raise typer.Exit(exc.exit_code) from None
 
 

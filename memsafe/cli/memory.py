@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from typing import Annotated
 
 import typer
@@ -20,7 +19,10 @@ from memsafe.cli._common import (
     _session,
     app,
     err,
+    is_terminal,
     out,
+    read_stdin,
+    say,
 )
 from memsafe.models import Kind, Source
 
@@ -54,7 +56,7 @@ def remember(
 
       git log -1 --format=%B | memsafe remember - --source git
     """
-    text = sys.stdin.read() if content == "-" else content
+    text = read_stdin() if content == "-" else content
     with _session(ctx) as opened:
         key = None if global_ else _project(opened, project, project_path)[0]
         memory = api.remember(
@@ -63,8 +65,8 @@ def remember(
         )
     if memory.near_duplicate:
         near = memory.near_duplicate
-        err.print(f"[yellow]Warning:[/] nearly the same as memory {near['id']} (cosine {near['similarity']:.3f}); "
-                  "`memsafe consolidate` merges near-duplicates", markup=True)
+        say("Warning", f"nearly the same as memory {near['id']} (cosine {near['similarity']:.3f}); "
+            "`memsafe consolidate` merges near-duplicates")
     if json_:
         _emit_json(memory)
     else:
@@ -121,7 +123,7 @@ def recall(
         _emit_json(render.recall_dict(result))
         return
     for note in result.notes:
-        err.print(f"[yellow]Note:[/] {note}", markup=True)
+        say("Note", note)
     if not result.hits:
         err.print("No memories found.")
         return
@@ -186,7 +188,7 @@ def purge(
     Without a terminal, --yes is required.
     """
     if not yes:
-        if not sys.stdin.isatty():
+        if not is_terminal():
             raise _fail("purge destroys data; pass --yes to confirm when not running in a terminal")
         if not typer.confirm(f"Permanently destroy memory {', '.join(map(str, memory_ids))}?"):
             raise _fail("nothing purged")

@@ -14,7 +14,7 @@ import typer
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
 
 from memsafe import api
-from memsafe.cli._common import JsonOpt, _emit_json, _fail, _session, app, err
+from memsafe.cli._common import JsonOpt, _emit_json, _fail, _session, app, err, say
 
 PARTIAL_EXIT = 3  # import finished but skipped something
 
@@ -156,5 +156,5 @@ def embed(ctx: typer.Context, json_: JsonOpt = False) -> None:
     elif report.error is None:
         err.print(f"Embedded {report.embedded} memories; {report.pending} pending")
     if report.error:
-        err.print(f"[bold red]Error:[/] {report.error}; {report.pending} memories stay pending", markup=True)
+        say("Error", f"{report.error}; {report.pending} memories stay pending")
         raise typer.Exit(1)
