@@ -7,5 +7,7 @@ Handlers are grouped by module (core: memories and recall); this package re-expo
 
 from memsafe.api.core import *  # noqa: F401,F403
 from memsafe.api.core import __all__ as _core_all
+from memsafe.api.graph import *  # noqa: F401,F403
+from memsafe.api.graph import __all__ as _graph_all
 
-__all__ = [*_core_all]
+__all__ = [*_core_all, *_graph_all]

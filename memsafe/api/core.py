@@ -217,6 +217,7 @@ def remember(
     importance: float | None = None,
     confidence: float | None = None,
     embed_now: bool = True,
+    entities: Sequence[str] = (),
 ) -> Memory:
     """Store a memory. Returns it with its new id.
 
@@ -224,6 +225,7 @@ def remember(
         content: the text; lone surrogates become U+FFFD, NUL is dropped, at most 1,000,000 chars.
         project: project key or name; None stores a global memory.
         embed_now: compute the vector now (else it stays pending for `backfill`).
+        entities: entity names to link besides those extracted from the content (graph).
 
     Raises:
         InvalidInput: bad content, kind, source, tag or number.
@@ -238,6 +240,9 @@ def remember(
     importance_v = _unit_interval(importance, "importance", 0.5)
     confidence_v = _unit_interval(confidence, "confidence", 0.8)
     digest = content_hash(text)
+    from memsafe.api import graph as graph_api  # late: api.graph imports this module
+
+    entity_names = graph_api.clean_entity_names(entities)
 
     existing = store.find_duplicate(digest, project_v)
     if existing is not None:
@@ -270,6 +275,7 @@ def remember(
         if vector is not None:
             store.ensure_vector_table(embedder.model_id, embedder.dim)
             store.put_vector(memory_id, _vector_bytes(vector))
+        graph_api.link_entities(store, memory_id, text, entity_names, now)
         store.add_event(now, "remember", memory_id, f"source={source_v}")
     return store.get_memory(memory_id)
 
@@ -393,10 +399,13 @@ def recall(
 ) -> RecallResult:
     """Find the memories most relevant to `query`, packed into a token budget.
 
-    Pipeline (DESIGN.md): scope → candidates from BM25 (FTS5) and vector KNN → weighted
-    reciprocal rank fusion → multi-signal score → greedy packing into
+    Pipeline (DESIGN.md): scope → candidates from BM25 (FTS5) and vector KNN → score fusion
+    (`retrieve.fuse`, config `fusion`) → memories one relation away from entities the query
+    names (config `weight_hop`) → multi-signal score → greedy packing into
     effective budget = budget × safety_multiplier (tokens, cl100k_base, counted on the exact
-    returned text) → access bookkeeping for the returned memories only.
+    returned text), of which `graph_share` is reserved for graph context (relations among the
+    entities of the packed memories; unused share flows back to memories) → access bookkeeping
+    for the returned memories only. `tokens_used` = memory tokens + `graph_tokens` ≤ effective.
 
     Args:
         mode: 'hybrid' (default), 'lexical' or 'vector'.
@@ -420,14 +429,11 @@ def recall(
     depth = max(config_value(store, "candidate_depth"), limit_v)
     notes: list[str] = []
 
-    lexical: list[int] = []
+    lexical_hits: list[tuple[int, float]] = []
     if mode in ("hybrid", "lexical"):
-        match = retrieve.fts_query(text)
-        if match is not None:
-            lexical = [i for i, _ in store.fts_search(match, scope, depth)]
+        lexical_hits = _lexical(store, text, scope, depth)
 
-    vector: list[int] = []
-    similarity: dict[int, float] = {}
+    vector_hits: list[tuple[int, float]] = []
     used_mode = mode
     if mode in ("hybrid", "vector"):
         embedder = _embedder(store)
@@ -435,26 +441,52 @@ def recall(
             reason = store.vector_error or embed.load_error() or "model unavailable"
             notes.append(f"vector search unavailable ({reason}); lexical results only")
             used_mode = "lexical"
+            if mode == "vector":
+                lexical_hits = _lexical(store, text, scope, depth)
         else:
             if store.pending_count():
                 backfill(store)
             if store.vectors_ready(embedder.model_id):
                 qvec = _vector_bytes(embedder.embed_one(text))
-                for memory_id, distance in store.vector_search(qvec, scope, depth):
-                    vector.append(memory_id)
-                    similarity[memory_id] = 1.0 - distance
+                vector_hits = [(i, 1.0 - d) for i, d in store.vector_search(qvec, scope, depth)]
             pending = store.pending_count()
             if pending:
                 notes.append(f"{pending} memories still wait for embedding; found lexically only")
+    lexical = [i for i, _ in lexical_hits]
+    vector = [i for i, _ in vector_hits]
+    coverage: dict[int, float] = {}
+    if lexical:
+        terms = retrieve.fts_terms(text)
+        n, df, matches = store.fts_term_stats(terms, lexical)
+        coverage = retrieve.term_coverage({t: retrieve.idf(df[t], n) for t in terms}, matches)
 
-    weights = (config_value(store, "weight_lexical"), config_value(store, "weight_vector"))
-    fused = retrieve.rrf([lexical, vector], weights, config_value(store, "rrf_k"))
+    fused = retrieve.fuse(
+        lexical_hits,
+        vector_hits,
+        method=config_value(store, "fusion"),
+        weight_lexical=config_value(store, "weight_lexical"),
+        weight_vector=config_value(store, "weight_vector"),
+        min_similarity=config_value(store, "min_similarity"),
+        rrf_k=config_value(store, "rrf_k"),
+        coverage=coverage,
+        coverage_power=config_value(store, "coverage_power"),
+    )
+    # Graph: memories one relation away from an entity the query names join the candidates,
+    # ranked below the best direct hit (they support it, they never displace it).
+    from memsafe.api import graph as graph_api  # late: api.graph imports this module
+
+    weight_hop = config_value(store, "weight_hop")
+    if weight_hop > 0:
+        hops, _direct = graph_api.one_hop(store, graph_api.query_entities(store, text), scope)
+        ceiling = 0.99 if fused else 1.0
+        for memory_id, strength in hops.items():
+            boosted = min(ceiling, fused.get(memory_id, 0.0) + weight_hop * strength)
+            fused[memory_id] = max(fused.get(memory_id, 0.0), boosted)
     if not fused:
         return RecallResult(text, budget_v, effective, 0, [], used_mode, _scope_list(scope), notes)
 
     memories = store.get_memories(list(fused))
     degrees = store.entity_degrees(list(fused))
-    top = max(fused.values())
     w = retrieve.Weights(
         recency=config_value(store, "weight_recency"),
         access=config_value(store, "weight_access"),
@@ -467,13 +499,13 @@ def recall(
     lex_rank = {d: r for r, d in enumerate(lexical, start=1)}
     vec_rank = {d: r for r, d in enumerate(vector, start=1)}
     scored: list[tuple[float, Memory]] = []
-    for memory_id, fused_score in fused.items():
+    for memory_id, relevance in fused.items():
         m = memories.get(memory_id)
         if m is None or m.status != Status.ACTIVE.value:
             continue
         age_days = (now - clock.parse_iso(m.last_accessed_at or m.created_at)).total_seconds() / 86400
         signals = retrieve.Signals(
-            relevance=fused_score / top,
+            relevance=relevance,
             age_days=age_days,
             access_count=m.access_count,
             graph_degree=degrees.get(memory_id, 0),
@@ -483,9 +515,23 @@ def recall(
         scored.append((retrieve.final_score(signals, w), m))
     scored.sort(key=lambda pair: (-pair[0], pair[1].id))
 
-    packed = retrieve.pack(
-        [m.content for _, m in scored], effective, tokens.count, tokens.truncate, limit=limit_v
+    # Packing: memories first into (effective − graph share); the relations among their
+    # entities into the graph share; what the graph leaves unused flows back to memories.
+    texts = [m.content for _, m in scored]
+    reserve = int(effective * config_value(store, "graph_share"))
+    packed = retrieve.pack(texts, max(1, effective - reserve), tokens.count, tokens.truncate, limit=limit_v)
+    used = sum(p.tokens for p in packed)
+    graph_text, graph_tokens = graph_api.context_text(
+        store, [scored[p.index][1].id for p in packed], min(reserve, effective - used)
     )
+    left = effective - used - graph_tokens
+    if left > 0 and len(packed) < limit_v and not any(p.truncated for p in packed):
+        taken = {p.index for p in packed}
+        rest = [i for i in range(len(texts)) if i not in taken]
+        more = retrieve.pack([texts[i] for i in rest], left, tokens.count, tokens.truncate,
+                             limit=limit_v - len(packed))
+        packed += [retrieve.Packed(rest[p.index], p.text, p.tokens, p.truncated) for p in more if not p.truncated]
+        packed.sort(key=lambda p: p.index)
     hits = [
         Hit(
             memory=scored[p.index][1],
@@ -506,12 +552,19 @@ def recall(
         query=text,
         budget=budget_v,
         effective_budget=effective,
-        tokens_used=sum(h.tokens for h in hits),
+        tokens_used=sum(h.tokens for h in hits) + graph_tokens,
         hits=hits,
         mode=used_mode,
         scope=_scope_list(scope),
         notes=notes,
+        graph_context=graph_text,
+        graph_tokens=graph_tokens,
     )
+
+
+def _lexical(store: Store, text: str, scope: Scope, depth: int) -> list[tuple[int, float]]:
+    match = retrieve.fts_query(text)
+    return store.fts_search(match, scope, depth) if match is not None else []
 
 
 def _scope_list(scope: Scope) -> list[str | None] | None:
