@@ -96,7 +96,8 @@ def evaluate(
     """Run every corpus query in each mode against a store built by `build_store`.
 
     Quality (Recall@1/@3, MRR) is measured at budgets[0]; budget adherence and utilisation over
-    every budget in `budgets` (the smaller budgets only in `sweep_modes`, default every mode). Returns {"modes": {mode: {...}}, "misses": [...]} (see run_quality).
+    every budget in `budgets` (the smaller budgets only in `sweep_modes`, default every mode).
+    Returns {"modes": {mode: {...}}, "misses": [...]} (see run_quality).
     """
     project = corpus.get("project")
     queries = corpus["queries"]
@@ -118,8 +119,9 @@ def evaluate(
                     if n and mode not in sweep:
                         break
                     t0 = time.perf_counter()
-                    result = api.recall(store, q["query"], project=project, budget=budget, limit=limit, mode=mode,
-                                        touch=False)
+                    result = api.recall(
+                        store, q["query"], project=project, budget=budget, limit=limit, mode=mode, touch=False
+                    )
                     elapsed = (time.perf_counter() - t0) * 1000
                     total += 1
                     ok = _returned_tokens(result) <= budget and result.tokens_used <= result.effective_budget

@@ -532,7 +532,9 @@ class Store:
 
     # -- knowledge graph and ranking (issue 3) ---------------------------------------------------
 
-    def fts_term_stats(self, terms: Sequence[str], ids: Sequence[int]) -> tuple[int, dict[str, int], dict[str, set[int]]]:
+    def fts_term_stats(
+        self, terms: Sequence[str], ids: Sequence[int]
+    ) -> tuple[int, dict[str, int], dict[str, set[int]]]:
         """For each safe FTS5 term (see `retrieve.fts_terms`): its document frequency over the whole
         index, and which of `ids` match it. Returns (number of indexed memories, {term: df},
         {term: matching ids})."""

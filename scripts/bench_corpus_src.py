@@ -1,3 +1,4 @@
+# ruff: noqa: E501
 """Source of memsafe/data/bench_corpus.json (run: python scripts/bench_corpus_src.py).
 
 Written for memsafe: a fictional company "Harbor" with services, people, incidents, commands
