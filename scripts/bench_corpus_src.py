@@ -147,7 +147,7 @@ SEMANTIC = [
     ("m01", "how should my branch history be tidied when it gets combined?"),
     ("m02", "how should feedback on a teammate's PR be worded: asking or instructing?"),
     ("m03", "why does the pre-production environment vanish at the end of the week?"),
-    ("m08", "which typed language and compiler strictness for web UI widgets?"),
+    ("m08", "what language with tight type checking should web UI widgets use?"),
     ("m09", "why did we pick a relational store instead of a document database for accounting?"),
     ("m11", "who do I wake up for infra emergencies these days, and using which pager app?"),
     ("m14", "how much time is needed to regenerate the lookup catalogue from scratch?"),

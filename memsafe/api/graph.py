@@ -273,10 +273,6 @@ def graph_show(
                 distance[other] = hop
                 nxt.append(other)
         frontier = nxt
-    if not truncated and frontier and depth > 0:
-        truncated = any(
-            s not in distance or t not in distance for _r, s, _x, t, _w in store.relations_touching(frontier)
-        ) and len(distance) >= limit
     ids = list(distance)
     rows = store.entity_rows(ids)
     scope = Scope(projects=None if all_projects or project is None else [clean_project(project)])
