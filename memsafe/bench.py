@@ -178,7 +178,8 @@ def run_quality(
         {"corpus": {...counts}, "config": {effective ranking config}, "budgets": [...],
          "modes": {mode: {"types": {type: {queries, recall_at_1, recall_at_3, mrr}},
                           budget_adherence, recalls, mean_utilisation, latency_ms_p50, latency_ms_p95}},
-         "floors": {name: {"floor", "value", "ok"}}, "ok": bool, "misses": [...], "seconds": float}
+         "floors": {name: {"floor", "value", "ok"}}, "ok": bool, "misses": [...], "seconds": float,
+         "embed_ms_p50", "embed_ms_p95": time to embed one query alone (ms)}
 
     Raises:
         MemsafeError subclasses from the api (e.g. the model cannot load: vector mode then
@@ -196,6 +197,7 @@ def run_quality(
             ids = build_store(store, corpus)
             report = evaluate(store, corpus, ids, modes=modes, budgets=budgets,
                               sweep_modes=("hybrid",) if quick else None)
+            report.update(_embed_latency([q["query"] for q in corpus["queries"]]))
             effective_config = {
                 k: v["value"] for k, v in api.config_list(store).items()
                 if k.startswith(("weight_", "fusion", "min_similarity", "rrf_k", "candidate_depth", "graph_share"))
@@ -211,6 +213,21 @@ def run_quality(
     report["ok"] = all(f["ok"] for f in report["floors"].values())
     report["seconds"] = round(time.perf_counter() - started, 2)
     return report
+
+
+def _embed_latency(queries: Sequence[str]) -> dict:
+    """p50/p95 of embedding one query (ms), the part of vector and hybrid latency the model takes."""
+    from memsafe import embed
+
+    embedder = embed.get_embedder()
+    if embedder is None:
+        return {}
+    times = []
+    for q in queries:
+        t0 = time.perf_counter()
+        embedder.embed_one(q)
+        times.append((time.perf_counter() - t0) * 1000)
+    return {"embed_ms_p50": round(_percentile(times, 0.5), 2), "embed_ms_p95": round(_percentile(times, 0.95), 2)}
 
 
 def _floors(report: dict) -> dict:
@@ -246,13 +263,19 @@ def quality_table(report: dict):
     q = c["queries"]
     table = Table(
         title=(
-            f"memsafe bench · {c['memories']} memories, {c['relations']} relations · queries: "
-            f"{q['semantic']} semantic, {q['keyword']} keyword, {q['graph']} graph · budgets {report['budgets']}"
+            f"memsafe bench · {c['memories']} memories, {c['relations']} relations · "
+            f"{q['semantic']} semantic, {q['keyword']} keyword, {q['graph']} graph queries"
         ),
+        caption=(
+            f"quality at budget {report['budgets'][0]}; budget adherence over {report['budgets']}; "
+            f"latency in process, model warm (query embedding alone: p50 "
+            f"{report.get('embed_ms_p50', 0):.1f} ms, p95 {report.get('embed_ms_p95', 0):.1f} ms)"
+        ),
+        caption_justify="left",
         title_justify="left",
     )
-    for name in ("mode", "type", "R@1", "R@3", "MRR", "in budget", "utilisation", "p50 ms", "p95 ms"):
-        table.add_column(name, justify="left" if name in ("mode", "type") else "right")
+    for name in ("mode", "type", "R@1", "R@3", "MRR", "in budget", "util", "p50 ms", "p95 ms"):
+        table.add_column(name, justify="left" if name in ("mode", "type") else "right", no_wrap=True)
     for mode, data in report["modes"].items():
         for n, qtype in enumerate(TYPES):
             t = data["types"][qtype]

@@ -18,6 +18,8 @@ from memsafe.retrieve import STOP_WORDS
 
 MAX_ENTITY_CHARS = 120
 MAX_ENTITIES_PER_TEXT = 32
+QUERY_CHARS = 2000  # a query's entities are looked for in its first 2000 characters
+QUERY_WORDS = 64  # ... and word runs in its first 64 words
 
 
 def entity_key(name: str) -> str:
@@ -228,9 +230,11 @@ def extract_entities(text: str, extra: Iterable[str] = ()) -> list[Entity]:
 
 def query_keys(text: str) -> list[str]:
     """Identity keys a query may name: its extracted entities plus each word and each run of
-    2-3 words (so a lower-case `postgres` or `billing service` still finds its entity)."""
+    2-3 words (so a lower-case `postgres` or `billing service` still finds its entity).
+    Only the start of a long query is read (QUERY_CHARS, QUERY_WORDS)."""
+    text = text[:QUERY_CHARS]
     keys = [e.key for e in extract_entities(text)]
-    words = [w for w in re.findall(r"[\w.\-/@]+", text) if w]
+    words = [w for w in re.findall(r"[\w.\-/@]+", text) if w][:QUERY_WORDS]
     for n in (1, 2, 3):
         for i in range(len(words) - n + 1):
             gram = [w.strip(".,;:!?-") for w in words[i : i + n]]
