@@ -663,6 +663,20 @@ class Store:
                 out.setdefault(entity_id, []).append(memory_id)
         return out
 
+    def delete_orphan_entities(self, entity_ids: Iterable[int]) -> int:
+        """Delete those of `entity_ids` no memory mentions and no relation uses (their names came
+        from purged text). Returns how many were deleted. Call inside `write()`."""
+        n = 0
+        for entity_id in set(entity_ids):
+            self.conn.execute(
+                "DELETE FROM entities WHERE id = ? "
+                "AND NOT EXISTS (SELECT 1 FROM memory_entities WHERE entity_id = ?) "
+                "AND NOT EXISTS (SELECT 1 FROM relations WHERE source_id = ? OR target_id = ?)",
+                (entity_id, entity_id, entity_id, entity_id),
+            )
+            n += self.conn.changes()
+        return n
+
     def memory_entity_ids(self, memory_ids: Sequence[int]) -> dict[int, list[int]]:
         """{memory id: [entity ids it mentions]}."""
         out: dict[int, list[int]] = {}
@@ -688,7 +702,11 @@ class Store:
             f"{join} memory_entities me ON me.entity_id = e.id "
             f"{join} memories m ON m.id = me.memory_id AND {where} "
             + ("WHERE m.id IS NOT NULL " if scope is not None else "")
-            + "GROUP BY e.id ORDER BY e.key"
+            + "GROUP BY e.id "
+            # an entity known only from forgotten or archived memories stays hidden
+            + "HAVING count(m.id) > 0 OR count(me.memory_id) = 0 "
+            + "OR EXISTS (SELECT 1 FROM relations r WHERE r.source_id = e.id OR r.target_id = e.id) "
+            + "ORDER BY e.key"
         )
         return [{"id": r[0], "name": r[1], "type": r[2], "memories": r[3]} for r in self.conn.execute(sql, params)]
 

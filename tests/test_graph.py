@@ -222,6 +222,18 @@ def test_forgotten_hidden_from_graph_and_purge_removes_links(store):
     assert len(api.graph_list(store).relations) == 1  # relations between entities survive
 
 
+def test_entity_known_only_from_forgotten_memory_is_hidden_and_purge_removes_its_name(store):
+    m = api.remember(store, "ProjectNightingale launches in May", embed_now=False)
+    api.remember(store, "KeepMe stays", embed_now=False)
+    api.forget(store, m.id)
+    assert [e.name for e in api.graph_entities(store)] == ["KeepMe"]
+    api.restore(store, m.id)
+    assert {e.name for e in api.graph_entities(store)} == {"KeepMe", "ProjectNightingale"}
+    api.purge(store, [m.id])
+    names = [r[0] for r in store.conn.execute("SELECT name FROM entities")]
+    assert names == ["KeepMe"]  # the purged text's names are gone from the file's tables
+
+
 def test_recall_pulls_in_one_hop_memory_and_graph_context(store):
     api.remember(store, "checkout-api is written in Go 1.22", embed_now=False)
     target = api.remember(store, "LedgerDB is backed up nightly to object storage", embed_now=False)

@@ -347,7 +347,9 @@ def purge(store: Store, memory_ids: Sequence[int]) -> PurgeReport:
         missing = [i for i in ids if i not in found]
         if missing:
             raise NotFound(f"no memory with id {', '.join(map(str, missing))}; nothing was purged")
+        linked = [e for ents in store.memory_entity_ids(ids).values() for e in ents]
         versions = store.delete_memories(ids)
+        store.delete_orphan_entities(linked)  # names extracted from the purged text go too
         for i in ids:
             store.add_event(now, "purge", i, None)
     store.checkpoint()
