@@ -63,7 +63,7 @@ _FILE = re.compile(
     r"proto|tf|gradle|dockerfile|mk|err|pem|crt|service|timer|sock)\b"
     r"|\b(?:Dockerfile|Makefile|Procfile|Justfile|Gemfile|Vagrantfile|Containerfile)\b"
 )
-_HANDLE = re.compile(r"(?<![\w.@])@[A-Za-z][\w\-]{1,38}\b")
+_HANDLE = re.compile(r"(?<![\w.@])@[A-Za-z][\w\-]{1,38}\b(?!\.\w)")
 _FLAG = re.compile(r"(?<![\w\-])--[a-z][a-z0-9]*(?:-[a-z0-9]+)*\b")
 _VERSION = re.compile(
     r"\b([A-Za-z][\w\-]*(?:\.[A-Za-z][\w\-]*)*)"  # the name
@@ -84,9 +84,16 @@ _KEBAB_STOP = frozenset(
 _NOT_NAMES = frozenset(
     """monday tuesday wednesday thursday friday saturday sunday january february march april may june
     july august september october november december today tomorrow yesterday also however please
-    note never always every still yes okay todo fixme""".split()
+    note never always every still yes okay todo fixme mondays tuesdays wednesdays thursdays fridays
+    saturdays sundays weekends""".split()
 )
 _ACRONYM_STOP = frozenset("the and not but for you all any can our out new now".split())
+# Compound adjectives (`cursor-based`, `multi-row`) are not names.
+_KEBAB_SUFFIX_STOP = frozenset(
+    "based facing row like friendly aware driven level wide free safe specific related only time side style "
+    "compatible heavy ready proof oriented bound".split()
+)
+_KEBAB_PREFIX_STOP = frozenset("multi non self semi cross well anti".split())
 
 
 def _is_identifier(word: str) -> str | None:
@@ -107,6 +114,8 @@ def _is_identifier(word: str) -> str | None:
             and all(len(p) >= 2 and p.isalpha() for p in parts)
             and core.lower() not in _KEBAB_STOP
             and not any(p.lower() in STOP_WORDS for p in parts)
+            and parts[-1].lower() not in _KEBAB_SUFFIX_STOP
+            and parts[0].lower() not in _KEBAB_PREFIX_STOP
             and len(core) >= 8
         ):
             return "identifier"  # billing-service, pre-commit
@@ -137,7 +146,7 @@ def extract_entities(text: str, extra: Iterable[str] = ()) -> list[Entity]:
 
     def add(name: str, kind: str, pos: int) -> None:
         nonlocal order
-        name = clean_name(name).strip(" .,;:!?\"'()[]{}<>")
+        name = clean_name(name).lstrip(" \"'([{<").rstrip(" .,;:!?\"')]}>")
         if len(name) < 2 or len(name) > MAX_ENTITY_CHARS:
             return
         key = entity_key(name)
@@ -192,7 +201,9 @@ def extract_entities(text: str, extra: Iterable[str] = ()) -> list[Entity]:
         if entity_key(name) in STOP_WORDS or entity_key(name) in _NOT_NAMES or len(name) < 2:
             continue
         add(m.group(0), "version", m.start())
-        add(name, _is_identifier(name) or "name", m.start())
+        plain_start = name[:1].isupper() and name[1:].islower() and _sentence_start(current(), m.start())
+        if not plain_start:  # `Release v2.4.0` names a release, not an entity called Release
+            add(name, _is_identifier(name) or "name", m.start())
         consume(m)
     for m in _DOTTED.finditer(current()):
         value = m.group(0)

@@ -28,6 +28,11 @@ EXTRACTION = [
     ("the `rotate-keys` job runs nightly", {"rotate-keys"}),
     ("ＭｙＳｅｒｖｉｃｅ crashed", {"MyService"}),  # full-width letters read as their plain forms
     ("we deploy on Kubernetes and page via PagerDuty", {"Kubernetes", "PagerDuty"}),
+    ("run ./scripts/backfill.py, see .github/workflows/deploy.yml.", {"./scripts/backfill.py",
+                                                                      ".github/workflows/deploy.yml"}),
+    ("quarantined with @pytest.mark.flaky.", {"pytest.mark.flaky"}),
+    ("Release v2.4.0 dropped Internet Explorer", {"Release v2.4.0", "Internet Explorer"}),
+    ("pagination is cursor-based; multi-row inserts", set()),
 ]
 
 
