@@ -153,3 +153,15 @@ def test_recall_result_fields_and_render(store):
     assert {"query", "budget", "effective_budget", "tokens_used", "mode", "scope", "notes", "results",
             "graph_context", "graph_tokens"} <= set(data)
     assert "AlphaService depends_on BetaService" in render.compact_recall(result)
+
+
+@pytest.mark.parametrize("mode", ["vector", "hybrid"])
+def test_f12_time_filter_returns_the_recent_ones(store, monkeypatch, mode):
+    monkeypatch.setenv("MEMSAFE_NOW", "2026-01-01T00:00:00Z")
+    for i in range(60):
+        api.remember(store, f"deploy pipeline note {i} from last year", embed_now=False)
+    monkeypatch.setenv("MEMSAFE_NOW", "2026-06-01T12:00:00Z")
+    recent = [api.remember(store, f"deploy pipeline change {i} this week", embed_now=False).id for i in range(3)]
+    api.backfill(store, limit=None)
+    result = api.recall(store, "deploy pipeline", since="2026-06-01T00:00:00Z", limit=10, mode=mode, touch=False)
+    assert sorted(h.memory.id for h in result.hits) == recent

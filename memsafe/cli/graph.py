@@ -93,8 +93,9 @@ def show(
     limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="At most this many entities.")] = 30,
     json_: JsonOpt = False,
 ) -> None:
-    """Show an entity's neighbourhood: related entities breadth-first, with the active memories
-    mentioning each.
+    """Show an entity's neighbourhood (breadth-first, both directions) with its memories.
+
+    Each entity reached is listed with the active memories that mention it.
 
     Examples:
 
