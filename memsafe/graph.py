@@ -48,10 +48,12 @@ class Entity:
 
 
 # -- extraction patterns ----------------------------------------------------------------------------
+# Repeated parts are bounded ({0,63}) or anchored by a look-behind so no pattern rescans a long
+# run from every position (linear time on hostile input such as `x-v` repeated 100,000 times).
 
 _BACKTICK = re.compile(r"`([^`\n]{2,80})`")
-_URL = re.compile(r"\b[a-z][a-z0-9+.\-]*://\S+", re.IGNORECASE)
-_EMAIL = re.compile(r"\b[\w.+\-]+@[\w\-]+(?:\.[\w\-]+)+\b")
+_URL = re.compile(r"\b[a-z][a-z0-9+.\-]{0,31}://\S+", re.IGNORECASE)
+_EMAIL = re.compile(r"(?<![\w.+\-])[\w.+\-]{1,64}@[\w\-]{1,63}(?:\.[\w\-]{1,63}){1,8}\b")
 # Absolute, home or dot-relative paths; or relative paths whose last part has an extension.
 _PATH = re.compile(
     r"(?<![\w/])(?:~|\.{1,2})?/(?:[\w.\-]+/)*[\w.\-]*[\w]"
@@ -66,13 +68,13 @@ _FILE = re.compile(
 _HANDLE = re.compile(r"(?<![\w.@])@[A-Za-z][\w\-]{1,38}\b(?!\.\w)")
 _FLAG = re.compile(r"(?<![\w\-])--[a-z][a-z0-9]*(?:-[a-z0-9]+)*\b")
 _VERSION = re.compile(
-    r"\b([A-Za-z][\w\-]*(?:\.[A-Za-z][\w\-]*)*)"  # the name
+    r"(?<![\w.\-])([A-Za-z][\w\-]{0,63}(?:\.[A-Za-z][\w\-]{0,63}){0,4})"  # the name
     r"(?:\s*(?:==|>=|<=|~=|@|\s)\s*v?|\s+v|-v|@v?)"  # how the version is attached
     r"(\d+(?:\.\d+){1,3}(?:[\-+.]?[A-Za-z0-9]+)?)\b"
 )
-_DOTTED = re.compile(r"\b[A-Za-z_]\w+(?:\.[A-Za-z_]\w+)+\b")
-_WORD = re.compile(r"[A-Za-z_][\w\-]*\w|[A-Za-z]\w?")
-_CAPSEQ = re.compile(r"\b[A-Z][a-z][\w\-]*(?:[ \t]+[A-Z][a-z][\w\-]*)+\b")
+_DOTTED = re.compile(r"(?<![\w.])[A-Za-z_]\w{1,63}(?:\.[A-Za-z_]\w{1,63}){1,8}\b")
+_WORD = re.compile(r"(?<![\w\-])[A-Za-z_][\w\-]{0,118}\w|(?<![\w\-])[A-Za-z]\w?")
+_CAPSEQ = re.compile(r"(?<![\w\-])[A-Z][a-z][\w\-]{0,40}(?:[ \t]+[A-Z][a-z][\w\-]{0,40}){1,6}\b")
 _SENTENCE_END = re.compile(r"(?:^|[.!?:;\n\-•*#>|(\[\"'`]\s*)$")
 
 # Hyphenated English words that are not names.

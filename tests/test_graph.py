@@ -247,3 +247,11 @@ def test_recall_pulls_in_one_hop_memory_and_graph_context(store):
     assert target.id in [h.memory.id for h in result.hits]
     assert "checkout-api depends_on LedgerDB" in result.graph_context
     assert result.tokens_used == sum(h.tokens for h in result.hits) + result.graph_tokens
+
+
+@pytest.mark.parametrize("unit", ["x-v", "--a", "a.b", "a@b.", "Ab-", "Ab ", "v1.2.", "`a", "a/"])
+def test_extraction_is_linear_on_hostile_input(unit):
+    """60,000 characters of a repeated fragment: a pattern that rescans runs from every position
+    (quadratic) would take minutes here; the bounded patterns take a fraction of a second."""
+    text = unit * (60_000 // len(unit))
+    assert len(graph.extract_entities(text)) <= graph.MAX_ENTITIES_PER_TEXT
