@@ -144,10 +144,8 @@ def extract_entities(text: str, extra: Iterable[str] = ()) -> list[Entity]:
         entities; a capitalised word inside a sentence is.
     """
     found: dict[str, tuple[int, Entity]] = {}
-    order = 0
 
     def add(name: str, kind: str, pos: int) -> None:
-        nonlocal order
         name = clean_name(name).lstrip(" \"'([{<").rstrip(" .,;:!?\"')]}>")
         if len(name) < 2 or len(name) > MAX_ENTITY_CHARS:
             return
@@ -156,7 +154,6 @@ def extract_entities(text: str, extra: Iterable[str] = ()) -> list[Entity]:
             return
         if key not in found:
             found[key] = (pos, Entity(name, kind))
-            order += 1
 
     explicit: list[Entity] = []
     for raw in extra:
