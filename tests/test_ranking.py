@@ -103,6 +103,17 @@ def test_unused_graph_share_flows_back_to_memories(store):
     assert result.tokens_used > int(result.effective_budget * 0.85)
 
 
+def test_graph_share_not_taken_from_a_memory_that_would_fit_whole(store):
+    text = "The release checklist: " + ", ".join(f"step {i} done" for i in range(40))
+    m = api.remember(store, text, embed_now=False)
+    need = tokens.count(m.content)
+    budget = int(need / 0.85) + 2  # effective budget just holds it, 15% less would not
+    result = api.recall(store, "release checklist", budget=budget, mode="lexical", touch=False)
+    assert result.graph_context == ""
+    assert [(h.memory.id, h.truncated) for h in result.hits] == [(m.id, False)]
+    assert result.tokens_used <= result.effective_budget
+
+
 # -- F12: filters never starve the vector search --------------------------------------------------------
 
 

@@ -536,6 +536,13 @@ def recall(
     graph_text, graph_tokens = graph_api.context_text(
         store, [scored[p.index][1].id for p in packed], min(reserve, effective - used)
     )
+    if reserve and any(p.truncated for p in packed) and graph_tokens < reserve:
+        # The best memory was cut to fit: give it the graph share the relations do not need.
+        packed = retrieve.pack(texts, max(1, effective - graph_tokens), tokens.count, tokens.truncate, limit=limit_v)
+        used = sum(p.tokens for p in packed)
+        graph_text, graph_tokens = graph_api.context_text(
+            store, [scored[p.index][1].id for p in packed], min(reserve, effective - used)
+        )
     left = effective - used - graph_tokens
     if left > 0 and len(packed) < limit_v and not any(p.truncated for p in packed):
         taken = {p.index for p in packed}
