@@ -31,6 +31,7 @@ from memsafe import api, tokens
 from memsafe.store import Store
 
 MODES = ("lexical", "vector", "hybrid")
+RANKING_KEYS = ("weight_", "fusion", "coverage_power", "min_similarity", "rrf_k", "candidate_depth", "graph_share")
 TYPES = ("semantic", "keyword", "graph")
 QUICK_BUDGETS = (2000, 120)  # quality at the first; budget adherence at all (quick: hybrid only)
 FULL_BUDGETS = (2000, 400, 120, 40)
@@ -200,7 +201,7 @@ def run_quality(
             report.update(_embed_latency([q["query"] for q in corpus["queries"]]))
             effective_config = {
                 k: v["value"] for k, v in api.config_list(store).items()
-                if k.startswith(("weight_", "fusion", "min_similarity", "rrf_k", "candidate_depth", "graph_share"))
+                if k.startswith(RANKING_KEYS)
             }
         finally:
             store.close()
