@@ -91,7 +91,7 @@ class RecallResult:
     Attributes:
         budget: the requested budget (tokens, cl100k_base); effective = budget × safety_multiplier.
         effective_budget: the number of tokens the returned texts may use.
-        tokens_used: sum of `Hit.tokens` (tokens, cl100k_base).
+        tokens_used: sum of `Hit.tokens` plus `graph_tokens` (tokens, cl100k_base).
         mode: 'hybrid', 'lexical' or 'vector'; `notes` explains any fallback.
     """
 
@@ -103,6 +103,8 @@ class RecallResult:
     mode: str
     scope: list[str | None] | None
     notes: list[str] = field(default_factory=list)
+    graph_context: str = ""  # compact relations among the entities of the hits ('' when none)
+    graph_tokens: int = 0  # cl100k_base tokens of graph_context; included in tokens_used
 
 
 @dataclass
@@ -149,3 +151,68 @@ class Scope:
     tags: list[str] = field(default_factory=list)
     since: str | None = None
     statuses: list[str] = field(default_factory=lambda: ["active"])
+
+
+# -- knowledge graph (issue 3) -----------------------------------------------------------------
+
+
+@dataclass
+class EntityInfo:
+    """One graph entity. `aliases`: other spellings seen (same identity key); `memories`: how many
+    active memories mention it (in the scope asked for)."""
+
+    id: int
+    name: str
+    type: str
+    aliases: list[str] = field(default_factory=list)
+    memories: int = 0
+    created: bool = False
+
+
+@dataclass
+class RelationInfo:
+    """A typed, weighted, directed relation `source relation target` between two entities."""
+
+    source: str
+    relation: str
+    target: str
+    weight: float = 1.0
+
+
+@dataclass
+class MemoryRef:
+    """A memory mentioning an entity, as graph views show it (content shortened to `preview`)."""
+
+    id: int
+    preview: str
+    kind: str
+    project: str | None
+
+
+@dataclass
+class GraphNode:
+    """An entity reached by `graph show`, `distance` hops from the start, with its active memories."""
+
+    entity: EntityInfo
+    distance: int
+    memories: list[MemoryRef] = field(default_factory=list)
+
+
+@dataclass
+class GraphView:
+    """Breadth-first neighbourhood of one entity (both directions). `truncated`: the node limit cut it."""
+
+    root: str
+    depth: int
+    limit: int
+    nodes: list[GraphNode]
+    relations: list[RelationInfo]
+    truncated: bool = False
+
+
+@dataclass
+class GraphListing:
+    """Every entity and every relation."""
+
+    entities: list[EntityInfo]
+    relations: list[RelationInfo]

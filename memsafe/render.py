@@ -78,6 +78,8 @@ def recall_dict(result: RecallResult) -> dict:
         "scope": result.scope,
         "notes": result.notes,
         "results": [hit_dict(h) for h in result.hits],
+        "graph_context": result.graph_context,
+        "graph_tokens": result.graph_tokens,
     }
 
 
@@ -88,6 +90,8 @@ def recall_table(result: RecallResult):
         title=f"{len(result.hits)} memories · {result.tokens_used}/{result.effective_budget} tokens · {result.mode}",
         title_justify="left",
         show_lines=False,
+        caption=f"graph ({result.graph_tokens} tokens):\n{result.graph_context}" if result.graph_context else None,
+        caption_justify="left",
     )
     for name, kw in (
         ("id", {"justify": "right", "style": "cyan"}),
@@ -159,6 +163,8 @@ def compact_recall(result: RecallResult) -> str:
         if m.tags:
             meta += " tags=" + ",".join(m.tags)
         blocks.append(f"[{meta}] {h.text}" + (" …" if h.truncated else ""))
+    if result.graph_context:
+        blocks.append("[graph] " + result.graph_context.replace("\n", "; "))
     return "\n".join(blocks)
 
 
@@ -215,3 +221,44 @@ def compact_import(report, max_listed: int = 10) -> str:
         if len(items) > max_listed:
             lines.append(f"… {len(items) - max_listed} more {label} lines")
     return "\n".join(lines)
+
+
+# -- knowledge graph (issue 3) -------------------------------------------------------------------
+
+
+def entities_table(entities: list, title: str | None = None):
+    """Rich table of EntityInfo rows: id, name, type, memories, aliases."""
+    from rich.table import Table
+
+    table = Table(title=title or f"{len(entities)} entities", title_justify="left")
+    table.add_column("id", justify="right", style="cyan")
+    table.add_column("name", overflow="fold")
+    table.add_column("type")
+    table.add_column("memories", justify="right")
+    table.add_column("aliases", overflow="fold")
+    for e in entities:
+        table.add_row(str(e.id), e.name, e.type, str(e.memories), ", ".join(e.aliases) or "-")
+    return table
+
+
+def relations_lines(relations: list) -> list[str]:
+    """One `source -relation-> target (weight)` line per RelationInfo."""
+    return [
+        f"{r.source} -{r.relation}-> {r.target}" + (f" (weight {r.weight:g})" if r.weight != 1.0 else "")
+        for r in relations
+    ]
+
+
+def graph_view_lines(view) -> list[str]:
+    """A GraphView as indented text: entities by distance with their memories, then relations."""
+    lines = [f"{view.root} (depth {view.depth}, {len(view.nodes)} entities"
+             + (", truncated by --limit" if view.truncated else "") + ")"]
+    for node in view.nodes:
+        e = node.entity
+        lines.append(f"{'  ' * node.distance}[{node.distance}] {e.name} ({e.type}, {e.memories} memories)")
+        for ref in node.memories:
+            lines.append(f"{'  ' * node.distance}    #{ref.id} {ref.preview}")
+    if view.relations:
+        lines.append("relations:")
+        lines.extend("  " + line for line in relations_lines(view.relations))
+    return lines

@@ -36,18 +36,56 @@ def query_terms(text: str) -> list[str]:
     return list(seen)
 
 
-def fts_query(text: str) -> str | None:
-    """A safe FTS5 MATCH expression for free text: each term double-quoted, joined by OR.
+_COMPOUND = re.compile(r"\w+(?:[.\-/:@+]\w+)*", re.UNICODE)
 
-    Stop-words are dropped unless the query has nothing else. Returns None when the text has no
-    word at all (e.g. `*`, `^`, `"`), in which case lexical search is skipped.
+
+def fts_terms(text: str) -> list[str]:
+    """The quoted FTS5 terms of a free-text query, in order, without duplicates (at most 64).
+
+    Words joined by `. - / : @ +` stay together as one quoted phrase (`v2.4.0`, `checkout-api`,
+    `deploy.yml`), so identifiers match exactly. Stop-words are dropped unless nothing else is
+    left. Every FTS5 operator character is outside the quotes' content or doubled, so no input
+    can form FTS5 syntax.
     """
-    terms = query_terms(text)
+    seen: dict[str, None] = {}
+    for word in _COMPOUND.findall(text.lower()):
+        seen.setdefault(word, None)
+    terms = list(seen)
     content = [t for t in terms if t not in STOP_WORDS]
     chosen = content or terms
-    if not chosen:
-        return None
-    return " OR ".join('"' + t.replace('"', '""') + '"' for t in chosen[:64])
+    return ['"' + t.replace('"', '""') + '"' for t in chosen[:64]]
+
+
+def fts_query(text: str) -> str | None:
+    """A safe FTS5 MATCH expression for free text: the `fts_terms` joined by OR.
+
+    Returns None when the text has no word at all (e.g. `*`, `^`, `"`), in which case lexical
+    search is skipped.
+    """
+    terms = fts_terms(text)
+    return " OR ".join(terms) if terms else None
+
+
+def term_coverage(idf: dict[str, float], matches: dict[str, set[int]]) -> dict[int, float]:
+    """Share of the query's IDF mass each document matches: Σ idf(t)·[d ∋ t] / Σ idf(t), in [0, 1].
+
+    An absolute lexical relevance (unlike BM25, whose scale depends on the query): a memory
+    holding every query term scores 1, one sharing a single common word scores little.
+    idf(t) = ln(1 + (N − df + 0.5) / (df + 0.5)) as in BM25 (Robertson & Zaragoza 2009).
+    """
+    total = sum(idf.values())
+    if total <= 0:
+        return {}
+    out: dict[int, float] = {}
+    for term, docs in matches.items():
+        for d in docs:
+            out[d] = out.get(d, 0.0) + idf.get(term, 0.0) / total
+    return out
+
+
+def idf(df: int, n: int) -> float:
+    """BM25 inverse document frequency of a term found in `df` of `n` documents."""
+    return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
 
 
 def rrf(rankings: Sequence[Sequence[int]], weights: Sequence[float], k: float = 60.0) -> dict[int, float]:
@@ -61,6 +99,69 @@ def rrf(rankings: Sequence[Sequence[int]], weights: Sequence[float], k: float = 
         for rank, doc in enumerate(ranking, start=1):
             scores[doc] = scores.get(doc, 0.0) + weight / (k + rank)
     return scores
+
+
+def fuse(
+    lexical: Sequence[tuple[int, float]],
+    vector: Sequence[tuple[int, float]],
+    *,
+    method: str = "convex",
+    weight_lexical: float = 1.0,
+    weight_vector: float = 1.0,
+    min_similarity: float = 0.0,
+    rrf_k: float = 60.0,
+    coverage: dict[int, float] | None = None,
+    coverage_power: float = 3.0,
+) -> dict[int, float]:
+    """Fuse a BM25 list and a vector list into one relevance per memory, best = 1.0.
+
+    Args:
+        lexical: [(id, bm25)] best first, SQLite's bm25 (negative; lower is better).
+        vector: [(id, cosine similarity)] best first.
+        method: 'convex' (default): w_l·lex + w_v·vec over score-normalised inputs, where
+            lex = coverage^p · (0.75 + 0.25 · bm25 / best bm25) (in [0, 1], 0 = no match; coverage
+            from `term_coverage`, or 1 when not given; p = `coverage_power`, so a memory sharing
+            one common word with a long question adds little while one holding every query
+            term adds fully) and
+            vec = max(0, sim − floor) / (best sim − floor) (in [0, 1]), floor = min_similarity
+            when there is a lexical list (else just below the lowest similarity, so a vector-only
+            search keeps its whole order);
+            Bruch, Gai & Ingber, "An Analysis of Fusion Functions for Hybrid Retrieval",
+            ACM TOIS 2023 (convex combination of normalised scores beats RRF and is
+            sample-efficient to tune). 'rrf': weighted reciprocal rank fusion (see `rrf`).
+        min_similarity: cosine below which a memory found only by the vector search is dropped
+            (an unrelated nearest neighbour is not a hit).
+
+    Returns:
+        {id: relevance in (0, 1]}, the best memory at exactly 1.0; {} when both lists are empty.
+    """
+    scores: dict[int, float] = {}
+    coverage = coverage or {}
+    if method == "rrf":
+        lexical_ids = {i for i, _ in lexical}
+        kept = [i for i, sim in vector if sim >= min_similarity or i in lexical_ids or not lexical]
+        scores = rrf([[i for i, _ in lexical], kept], [weight_lexical, weight_vector], rrf_k)
+    else:
+        if lexical:
+            best = min(s for _, s in lexical)
+            for i, s in lexical:
+                ratio = s / best if best < 0 else 1.0
+                lex = (coverage[i] ** coverage_power) * (0.75 + 0.25 * ratio) if i in coverage else ratio
+                scores[i] = weight_lexical * lex
+        if vector:
+            top = max(sim for _, sim in vector)
+            # With a lexical list, similarity below the floor adds nothing; alone, the vector
+            # list keeps its whole order (lowest similarity maps to just above 0).
+            floor = min_similarity if lexical else min(min_similarity, min(sim for _, sim in vector) - 1e-3)
+            if top > floor:
+                for i, sim in vector:
+                    if sim > floor:
+                        scores[i] = scores.get(i, 0.0) + weight_vector * (sim - floor) / (top - floor)
+    scores = {i: s for i, s in scores.items() if s > 0}
+    if not scores:
+        return {}
+    top_score = max(scores.values())
+    return {i: s / top_score for i, s in scores.items()}
 
 
 @dataclass

@@ -417,7 +417,7 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
         with state.store() as opened:
             key = state.project(opened)[0]
             view = api.graph_show(opened.store, entity, depth=depth, project=key, all_projects=key is None)
-        return _describe(view)
+        return "\n".join(render.graph_view_lines(view))
 
     # -- transfer --------------------------------------------------------------------------------
 

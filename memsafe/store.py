@@ -336,13 +336,30 @@ class Store:
         return versions
 
     def entity_degrees(self, ids: Sequence[int]) -> dict[int, int]:
-        """Number of graph entities each memory mentions (graph connectivity signal)."""
+        """Number of graph entities each memory mentions (the ranking's graph signal, tuned on the bench)."""
         if not ids:
             return {}
         marks = ",".join("?" * len(ids))
         return dict(
             self.conn.execute(
                 f"SELECT memory_id, count(*) FROM memory_entities WHERE memory_id IN ({marks}) GROUP BY memory_id",
+                list(ids),
+            )
+        )
+
+    def connected_entity_counts(self, ids: Sequence[int]) -> dict[int, int]:
+        """Decay's graph signal: how many of each memory's entities are connected to the rest of the graph
+        (in a relation, or mentioned by another memory). A name only this memory mentions does not count,
+        so automatic entity extraction alone does not slow a memory's decay."""
+        if not ids:
+            return {}
+        marks = ",".join("?" * len(ids))
+        return dict(
+            self.conn.execute(
+                f"SELECT me.memory_id, count(*) FROM memory_entities me WHERE me.memory_id IN ({marks}) AND ("
+                "EXISTS (SELECT 1 FROM relations r WHERE r.source_id = me.entity_id OR r.target_id = me.entity_id) "
+                "OR EXISTS (SELECT 1 FROM memory_entities o WHERE o.entity_id = me.entity_id "
+                "AND o.memory_id != me.memory_id)) GROUP BY me.memory_id",
                 list(ids),
             )
         )
@@ -662,12 +679,6 @@ class Store:
         row = self.conn.execute("SELECT name FROM entities WHERE id = ?", (entity_id,)).fetchone()
         return row[0] if row else None
 
-    def insert_entity(self, name: str, key: str, etype: str, created_at: str) -> int:
-        self.conn.execute(
-            "INSERT INTO entities(name, key, type, created_at) VALUES (?, ?, ?, ?)", (name, key, etype, created_at)
-        )
-        return self.conn.last_insert_rowid()
-
     def add_entity_aliases(self, entity_id: int, aliases: Iterable[str]) -> None:
         self.conn.executemany(
             "INSERT OR IGNORE INTO entity_aliases(entity_id, alias) VALUES (?, ?)", [(entity_id, a) for a in aliases]
@@ -817,7 +828,7 @@ class Store:
 
     def decay_rows(self) -> list[dict]:
         """Every active memory with the columns the decay planner needs, plus `tags` and `degree`
-        (number of graph entities it mentions)."""
+        (number of its graph entities connected to the rest of the graph: `connected_entity_counts`)."""
         rows = self._dict_rows(
             "SELECT id, content, kind, importance, confidence, access_count, created_at, updated_at, "
             "content_updated_at, last_accessed_at, decay_level, decay_bank, decay_checked_at, stability, status "
@@ -827,7 +838,7 @@ class Store:
         tags = self.tags_of(ids)
         degrees: dict[int, int] = {}
         for start in range(0, len(ids), 500):
-            degrees.update(self.entity_degrees(ids[start : start + 500]))
+            degrees.update(self.connected_entity_counts(ids[start : start + 500]))
         for r in rows:
             r["tags"] = tags.get(r["id"], [])
             r["degree"] = degrees.get(r["id"], 0)
@@ -873,6 +884,186 @@ class Store:
         Returns [(id, cosine distance)] nearest first."""
         scope = Scope(projects=[project] if project is not None else [], include_global=project is None)
         return self.vector_search(vector_bytes, scope, k)
+
+    # -- knowledge graph and ranking (issue 3) ---------------------------------------------------
+
+    def fts_term_stats(
+        self, terms: Sequence[str], ids: Sequence[int]
+    ) -> tuple[int, dict[str, int], dict[str, set[int]]]:
+        """For each safe FTS5 term (see `retrieve.fts_terms`): its document frequency over the whole
+        index, and which of `ids` match it. Returns (number of indexed memories, {term: df},
+        {term: matching ids})."""
+        n = self.conn.execute("SELECT count(*) FROM memories").fetchone()[0]
+        df: dict[str, int] = {}
+        matches: dict[str, set[int]] = {}
+        marks = ",".join("?" * len(ids))
+        for term in terms:
+            df[term] = self.conn.execute(
+                "SELECT count(*) FROM memories_fts WHERE memories_fts MATCH ?", (term,)
+            ).fetchone()[0]
+            matches[term] = {
+                r[0] for r in self.conn.execute(
+                    f"SELECT rowid FROM memories_fts WHERE memories_fts MATCH ? AND rowid IN ({marks})", [term, *ids]
+                )
+            } if ids else set()
+        return n, df, matches
+
+    def entities_by_keys(self, keys: Sequence[str]) -> dict[str, tuple[int, str, str]]:
+        """{identity key: (entity id, display name, type)} for the keys that exist."""
+        out: dict[str, tuple[int, str, str]] = {}
+        unique = list(dict.fromkeys(keys))
+        for start in range(0, len(unique), 500):
+            chunk = unique[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            for r in self.conn.execute(f"SELECT key, id, name, type FROM entities WHERE key IN ({marks})", chunk):
+                out[r[0]] = (r[1], r[2], r[3])
+        return out
+
+    def insert_entity(self, name: str, key: str, type_: str, at: str) -> int:
+        """Insert an entity (its display name is also its first alias); returns its id. Call inside `write()`."""
+        self.conn.execute(
+            "INSERT INTO entities(name, key, type, created_at) VALUES (?, ?, ?, ?)", (name, key, type_, at)
+        )
+        entity_id = self.conn.last_insert_rowid()
+        self.add_alias(entity_id, name)
+        return entity_id
+
+    def add_alias(self, entity_id: int, alias: str) -> None:
+        self.conn.execute("INSERT OR IGNORE INTO entity_aliases(entity_id, alias) VALUES (?, ?)", (entity_id, alias))
+
+    def set_entity_type(self, entity_id: int, type_: str) -> None:
+        self.conn.execute("UPDATE entities SET type = ? WHERE id = ?", (type_, entity_id))
+
+    def link_memory_entities(self, memory_id: int, entity_ids: Iterable[int]) -> None:
+        self.conn.executemany(
+            "INSERT OR IGNORE INTO memory_entities(memory_id, entity_id) VALUES (?, ?)",
+            [(memory_id, e) for e in entity_ids],
+        )
+
+    def upsert_relation(self, source_id: int, relation: str, target_id: int, weight: float, at: str) -> None:
+        """Add a typed relation, or update the weight of the same (source, relation, target)."""
+        self.conn.execute(
+            "INSERT INTO relations(source_id, relation, target_id, weight, created_at, updated_at) "
+            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(source_id, relation, target_id) "
+            "DO UPDATE SET weight = excluded.weight, updated_at = excluded.updated_at",
+            (source_id, relation, target_id, weight, at, at),
+        )
+
+    def delete_relations(self, source_id: int, relation: str | None, target_id: int) -> int:
+        """Delete the relation (any relation type when `relation` is None); returns how many."""
+        if relation is None:
+            sql, params = "DELETE FROM relations WHERE source_id = ? AND target_id = ?", (source_id, target_id)
+        else:
+            sql = "DELETE FROM relations WHERE source_id = ? AND relation = ? AND target_id = ?"
+            params = (source_id, relation, target_id)
+        self.conn.execute(sql, params)
+        return self.conn.changes()
+
+    def entity_rows(self, ids: Sequence[int]) -> dict[int, dict]:
+        """{id: {id, name, key, type, created_at, aliases}} for existing entity ids."""
+        out: dict[int, dict] = {}
+        unique = list(dict.fromkeys(ids))
+        for start in range(0, len(unique), 500):
+            chunk = unique[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            for r in self.conn.execute(
+                f"SELECT id, name, key, type, created_at FROM entities WHERE id IN ({marks})", chunk
+            ):
+                out[r[0]] = {"id": r[0], "name": r[1], "key": r[2], "type": r[3], "created_at": r[4], "aliases": []}
+            for entity_id, alias in self.conn.execute(
+                f"SELECT entity_id, alias FROM entity_aliases WHERE entity_id IN ({marks}) ORDER BY alias", chunk
+            ):
+                if alias != out[entity_id]["name"]:
+                    out[entity_id]["aliases"].append(alias)
+        return out
+
+    def relations_touching(self, entity_ids: Sequence[int]) -> list[tuple[int, int, str, int, float]]:
+        """Relations with either endpoint in `entity_ids`: [(id, source_id, relation, target_id, weight)]."""
+        if not entity_ids:
+            return []
+        out: dict[int, tuple] = {}
+        unique = list(dict.fromkeys(entity_ids))
+        for start in range(0, len(unique), 400):
+            chunk = unique[start : start + 400]
+            marks = ",".join("?" * len(chunk))
+            for r in self.conn.execute(
+                "SELECT id, source_id, relation, target_id, weight FROM relations "
+                f"WHERE source_id IN ({marks}) OR target_id IN ({marks}) ORDER BY id",
+                [*chunk, *chunk],
+            ):
+                out[r[0]] = tuple(r)
+        return [out[k] for k in sorted(out)]
+
+    def all_relations(self) -> list[tuple[int, int, str, int, float]]:
+        return [
+            tuple(r)
+            for r in self.conn.execute("SELECT id, source_id, relation, target_id, weight FROM relations ORDER BY id")
+        ]
+
+    def entity_memories(self, entity_ids: Sequence[int], scope: Scope) -> dict[int, list[int]]:
+        """{entity id: [memory ids in scope that mention it, newest first]}."""
+        if not entity_ids:
+            return {}
+        where, params = self._scope_sql(scope)
+        out: dict[int, list[int]] = {}
+        unique = list(dict.fromkeys(entity_ids))
+        for start in range(0, len(unique), 500):
+            chunk = unique[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            for entity_id, memory_id in self.conn.execute(
+                "SELECT me.entity_id, m.id FROM memory_entities me JOIN memories m ON m.id = me.memory_id "
+                f"WHERE me.entity_id IN ({marks}) AND {where} ORDER BY m.id DESC",
+                [*chunk, *params],
+            ):
+                out.setdefault(entity_id, []).append(memory_id)
+        return out
+
+    def delete_orphan_entities(self, entity_ids: Iterable[int]) -> int:
+        """Delete those of `entity_ids` no memory mentions and no relation uses (their names came
+        from purged text). Returns how many were deleted. Call inside `write()`."""
+        n = 0
+        for entity_id in set(entity_ids):
+            self.conn.execute(
+                "DELETE FROM entities WHERE id = ? "
+                "AND NOT EXISTS (SELECT 1 FROM memory_entities WHERE entity_id = ?) "
+                "AND NOT EXISTS (SELECT 1 FROM relations WHERE source_id = ? OR target_id = ?)",
+                (entity_id, entity_id, entity_id, entity_id),
+            )
+            n += self.conn.changes()
+        return n
+
+    def memory_entity_ids(self, memory_ids: Sequence[int]) -> dict[int, list[int]]:
+        """{memory id: [entity ids it mentions]}."""
+        out: dict[int, list[int]] = {}
+        unique = list(dict.fromkeys(memory_ids))
+        for start in range(0, len(unique), 500):
+            chunk = unique[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            for memory_id, entity_id in self.conn.execute(
+                f"SELECT memory_id, entity_id FROM memory_entities WHERE memory_id IN ({marks}) ORDER BY entity_id",
+                chunk,
+            ):
+                out.setdefault(memory_id, []).append(entity_id)
+        return out
+
+    def list_entities(self, scope: Scope | None) -> list[dict]:
+        """Entities with the number of in-scope memories mentioning them. With a scope, only
+        entities mentioned by a memory in it; without one, every entity (counts over active)."""
+        active = scope or Scope(projects=None)
+        where, params = self._scope_sql(active)
+        join = "JOIN" if scope is not None else "LEFT JOIN"
+        sql = (
+            "SELECT e.id, e.name, e.type, count(m.id) FROM entities e "
+            f"{join} memory_entities me ON me.entity_id = e.id "
+            f"{join} memories m ON m.id = me.memory_id AND {where} "
+            + ("WHERE m.id IS NOT NULL " if scope is not None else "")
+            + "GROUP BY e.id "
+            # an entity known only from forgotten or archived memories stays hidden
+            + "HAVING count(m.id) > 0 OR count(me.memory_id) = 0 "
+            + "OR EXISTS (SELECT 1 FROM relations r WHERE r.source_id = e.id OR r.target_id = e.id) "
+            + "ORDER BY e.key"
+        )
+        return [{"id": r[0], "name": r[1], "type": r[2], "memories": r[3]} for r in self.conn.execute(sql, params)]
 
 
 def file_sizes(path: Path) -> tuple[int, int]:

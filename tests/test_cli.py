@@ -177,18 +177,18 @@ def test_projects_never_leak_into_each_other(cli):
     web, web2 = "/home/someone/My Projects/web", "/home/someone/My Projects/web2"
     cli("remember", "Use Redux for state management", "--project-path", web)
     cli("remember", "Use Pinia for state management", "--project-path", web2)
-    cli("remember", "Prefer small pure functions", "--global")
+    cli("remember", "Keep state management out of UI components", "--global")
 
     def ids(*args):
         return [r["content"] for r in json.loads(cli("recall", "state management", "--json", *args).stdout)["results"]]
 
     got = ids("--project-path", web + "/")
     assert "Use Redux for state management" in got and "Use Pinia for state management" not in got
-    assert "Prefer small pure functions" in got  # global memories are always included
+    assert "Keep state management out of UI components" in got  # global memories are always included
     both = ids("--all-projects")
     assert {"Use Redux for state management", "Use Pinia for state management"} <= set(both)
     only_global = ids()  # cwd is not a repository: global memories only
-    assert only_global == ["Prefer small pure functions"]
+    assert only_global == ["Keep state management out of UI components"]
 
 
 def test_project_defaults_to_the_git_root(tmp_path, monkeypatch, cli):

@@ -152,14 +152,14 @@ def test_levels_in_order_and_restore_after_level_2_gives_exact_bytes(store, monk
             assert api.get(store, m.id).content == decay.summarize(ORIGINAL)
             assert report.changes[0].action == "summary"
         if day == 115:
-            assert api.get(store, m.id).content == decay.brief(ORIGINAL)
+            assert api.get(store, m.id).content == decay.brief(ORIGINAL, store.entity_names(m.id))
             break
     assert seen == [0, 1, 2]
     causes = [(v.decay_level, v.cause) for v in api.history(store, m.id).versions]
     assert causes == [(0, "decay"), (1, "decay"), (2, "current")]
     # the compressed text is what FTS and the vector index now hold (F11: rewrite = DELETE + INSERT)
     vec = np.frombuffer(store.get_vector(m.id), dtype=np.float32)
-    assert float(vec @ embedder.embed_one(decay.brief(ORIGINAL))) > 0.9999
+    assert float(vec @ embedder.embed_one(decay.brief(ORIGINAL, store.entity_names(m.id)))) > 0.9999
     assert store.vector_count() == 1
     lexical = api.recall(store, "Production approval on-call", mode="lexical", touch=False)
     assert lexical.hits == []  # those words were only in the dropped sentences

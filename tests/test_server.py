@@ -389,7 +389,7 @@ def test_tool_list_annotations_instructions_and_token_cost(db_path):
     srv = inproc(db_path)
     listing = list_tools(srv)
     tools = {t["name"]: t for t in listing["tools"]}
-    assert set(tools) == CORE_TOOLS  # the graph handlers are not merged on this branch yet
+    assert set(tools) == CORE_TOOLS | GRAPH_TOOLS
     for name in ("recall", "status", "get_memory", "healthcheck", "memory_history"):
         assert tools[name]["annotations"].get("readOnlyHint") is True, name
     assert tools["purge_memory"]["annotations"]["destructiveHint"] is True
@@ -404,41 +404,20 @@ def test_tool_list_annotations_instructions_and_token_cost(db_path):
     assert not db_path.exists()  # building the server opened nothing
 
 
-def test_graph_tools_appear_with_the_graph_handlers(db_path, tmp_path, monkeypatch):
-    """Fakes with the signatures of the graph branch's api (relate_many, graph_show) stand in for it."""
-    from dataclasses import dataclass
-
-    assert GRAPH_TOOLS.isdisjoint(t["name"] for t in list_tools(inproc(db_path))["tools"])
-
-    @dataclass
-    class RelationInfo:
-        source: str
-        relation: str
-        target: str
-        weight: float = 1.0
-
-    seen: dict = {}
-
-    def relate_many(store, relations, *, create=False):
-        seen["relate"] = (list(relations), create)
-        return [RelationInfo(*r) for r in relations]
-
-    def graph_show(store, name, *, depth=2, limit=30, project=None, all_projects=True):
-        seen["graph"] = (name, depth, project, all_projects)
-        return {"root": name, "relations": [["api", "uses", "postgres"]]}
-
-    monkeypatch.setattr(api, "relate_many", relate_many, raising=False)
-    monkeypatch.setattr(api, "graph_show", graph_show, raising=False)
+def test_graph_tools_call_the_graph_handlers(db_path, tmp_path, embedder):
     srv = inproc(db_path, project="alpha", cwd=str(tmp_path))
     listing = list_tools(srv)
     assert {t["name"] for t in listing["tools"]} == CORE_TOOLS | GRAPH_TOOLS
+    ghost = call(srv, "relate_entities", {"relations": [["Ghost_A", "knows", "Ghost_B"]]})
+    assert is_error(ghost) and "Ghost_A" in text_of(ghost)  # F15: never a silent dangling edge
     related = call(srv, "relate_entities", {"relations": [["api", "uses", "postgres"]], "create": True})
-    assert text_of(related) == "Related: api uses postgres" and seen["relate"] == ([("api", "uses", "postgres")], True)
-    assert "postgres" in text_of(call(srv, "query_graph", {"entity": "api", "depth": 1}))
-    assert seen["graph"] == ("api", 1, "alpha", False)
+    assert not is_error(related) and text_of(related) == "Related: api uses postgres"
+    shown = text_of(call(srv, "query_graph", {"entity": "API", "depth": 1}))  # names match case-insensitively
+    assert "api -uses-> postgres" in shown
+    missing = call(srv, "query_graph", {"entity": "nowhere"})
+    assert is_error(missing)
     cost = tools_list_tokens(listing)
-    assert cost["tools"] == 16 and cost["whole"] <= 1000  # the whole tool set after the graph merge
-
+    assert cost["tools"] == 16 and cost["whole"] <= 1000  # the whole tool set
 
 def test_project_scope_is_the_servers_plus_global(db_path, tmp_path, embedder):
     alpha = inproc(db_path, project="alpha")
@@ -480,8 +459,8 @@ def test_bench_measures_tokens_and_cold_start(db_path, embedder):
         opened.store.close()
     report = measure(db_path, runs=1)
     listing = report["tools_list"]
-    assert listing["tools"] == len(CORE_TOOLS) and 0 < listing["core"] < listing["whole"] <= 1000
-    assert set(listing["per_tool"]) == CORE_TOOLS
+    assert listing["tools"] == len(CORE_TOOLS | GRAPH_TOOLS) and 0 < listing["core"] < listing["whole"] <= 1000
+    assert set(listing["per_tool"]) == CORE_TOOLS | GRAPH_TOOLS
     assert 0 < report["spawn_to_initialize_s"] < report["spawn_to_first_recall_s"]
     assert report["runs"] == 1
 

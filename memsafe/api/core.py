@@ -217,6 +217,7 @@ def remember(
     importance: float | None = None,
     confidence: float | None = None,
     embed_now: bool = True,
+    entities: Sequence[str] = (),
 ) -> Memory:
     """Store a memory. Returns it with its new id; `near_duplicate` names the closest memory in
     the same project when it is nearly the same (cosine ≥ `near_duplicate_threshold`); it is
@@ -226,6 +227,7 @@ def remember(
         content: the text; lone surrogates become U+FFFD, NUL is dropped, at most 1,000,000 chars.
         project: project key or name; None stores a global memory.
         embed_now: compute the vector now (else it stays pending for `backfill`).
+        entities: entity names to link besides those extracted from the content (graph).
 
     Raises:
         InvalidInput: bad content, kind, source, tag or number.
@@ -240,6 +242,9 @@ def remember(
     importance_v = _unit_interval(importance, "importance", 0.5)
     confidence_v = _unit_interval(confidence, "confidence", 0.8)
     digest = content_hash(text)
+    from memsafe.api import graph as graph_api  # late: api.graph imports this module
+
+    entity_names = graph_api.clean_entity_names(entities)
 
     existing = store.find_duplicate(digest, project_v)
     if existing is not None:
@@ -273,6 +278,7 @@ def remember(
         if vector is not None:
             store.ensure_vector_table(embedder.model_id, embedder.dim)
             store.put_vector(memory_id, _vector_bytes(vector))
+        graph_api.link_entities(store, memory_id, text, entity_names, now)
         store.add_event(now, "remember", memory_id, f"source={source_v}")
     memory = store.get_memory(memory_id)
     memory.near_duplicate = near
@@ -371,7 +377,9 @@ def purge(store: Store, memory_ids: Sequence[int]) -> PurgeReport:
         missing = [i for i in ids if i not in found]
         if missing:
             raise NotFound(f"no memory with id {', '.join(map(str, missing))}; nothing was purged")
+        linked = [e for ents in store.memory_entity_ids(ids).values() for e in ents]
         versions = store.delete_memories(ids)
+        store.delete_orphan_entities(linked)  # names extracted from the purged text go too
         for i in ids:
             store.add_event(now, "purge", i, None)
     store.checkpoint()
@@ -387,6 +395,15 @@ def config_value(store: Store, key: str):
     spec = settings.CONFIG_KEYS[key]
     raw = store.config_get(key)
     return spec.default if raw is None else spec.parse(raw)
+
+
+def _config_snapshot(store: Store) -> dict:
+    """Every config key's effective value, read in one query (recall reads ~18 of them)."""
+    stored = store.config_items()
+    return {
+        name: spec.parse(stored[name]) if name in stored else spec.default
+        for name, spec in settings.CONFIG_KEYS.items()
+    }
 
 
 def make_scope(
@@ -423,10 +440,13 @@ def recall(
 ) -> RecallResult:
     """Find the memories most relevant to `query`, packed into a token budget.
 
-    Pipeline (DESIGN.md): scope → candidates from BM25 (FTS5) and vector KNN → weighted
-    reciprocal rank fusion → multi-signal score → greedy packing into
+    Pipeline (DESIGN.md): scope → candidates from BM25 (FTS5) and vector KNN → score fusion
+    (`retrieve.fuse`, config `fusion`) → memories one relation away from entities the query
+    names (config `weight_hop`) → multi-signal score → greedy packing into
     effective budget = budget × safety_multiplier (tokens, cl100k_base, counted on the exact
-    returned text) → access bookkeeping for the returned memories only.
+    returned text), of which `graph_share` is reserved for graph context (relations among the
+    entities of the packed memories; unused share flows back to memories) → access bookkeeping
+    for the returned memories only. `tokens_used` = memory tokens + `graph_tokens` ≤ effective.
 
     Args:
         mode: 'hybrid' (default), 'lexical' or 'vector'.
@@ -437,27 +457,25 @@ def recall(
         InvalidInput: empty query, budget or limit < 1, unknown kind or mode.
     """
     text = clean_text(query, "query", MAX_QUERY_CHARS)
+    cfg = _config_snapshot(store)
     if mode not in ("hybrid", "lexical", "vector"):
         raise InvalidInput(f"unknown mode {mode!r}; use hybrid, lexical or vector")
-    budget_v = config_value(store, "token_budget") if budget is None else budget
+    budget_v = cfg["token_budget"] if budget is None else budget
     if not isinstance(budget_v, int) or budget_v < 1:
         raise InvalidInput(f"budget must be a positive number of tokens, got {budget_v}")
-    limit_v = config_value(store, "recall_limit") if limit is None else limit
+    limit_v = cfg["recall_limit"] if limit is None else limit
     if not isinstance(limit_v, int) or limit_v < 1:
         raise InvalidInput(f"limit must be at least 1, got {limit_v}")
     scope = make_scope(project=project, all_projects=all_projects, kinds=kinds, tags=tags, since=since)
-    effective = max(1, int(budget_v * config_value(store, "safety_multiplier")))
-    depth = max(config_value(store, "candidate_depth"), limit_v)
+    effective = max(1, int(budget_v * cfg["safety_multiplier"]))
+    depth = max(cfg["candidate_depth"], limit_v)
     notes: list[str] = []
 
-    lexical: list[int] = []
+    lexical_hits: list[tuple[int, float]] = []
     if mode in ("hybrid", "lexical"):
-        match = retrieve.fts_query(text)
-        if match is not None:
-            lexical = [i for i, _ in store.fts_search(match, scope, depth)]
+        lexical_hits = _lexical(store, text, scope, depth)
 
-    vector: list[int] = []
-    similarity: dict[int, float] = {}
+    vector_hits: list[tuple[int, float]] = []
     used_mode = mode
     if mode in ("hybrid", "vector"):
         embedder = _embedder(store)
@@ -465,45 +483,71 @@ def recall(
             reason = store.vector_error or embed.load_error() or "model unavailable"
             notes.append(f"vector search unavailable ({reason}); lexical results only")
             used_mode = "lexical"
+            if mode == "vector":
+                lexical_hits = _lexical(store, text, scope, depth)
         else:
             if store.pending_count():
                 backfill(store)
             if store.vectors_ready(embedder.model_id):
                 qvec = _vector_bytes(embedder.embed_one(text))
-                for memory_id, distance in store.vector_search(qvec, scope, depth):
-                    vector.append(memory_id)
-                    similarity[memory_id] = 1.0 - distance
+                vector_hits = [(i, 1.0 - d) for i, d in store.vector_search(qvec, scope, depth)]
             pending = store.pending_count()
             if pending:
                 notes.append(f"{pending} memories still wait for embedding; found lexically only")
+    lexical = [i for i, _ in lexical_hits]
+    vector = [i for i, _ in vector_hits]
+    coverage: dict[int, float] = {}
+    if lexical:
+        terms = retrieve.fts_terms(text)
+        n, df, matches = store.fts_term_stats(terms, lexical)
+        coverage = retrieve.term_coverage({t: retrieve.idf(df[t], n) for t in terms}, matches)
 
-    weights = (config_value(store, "weight_lexical"), config_value(store, "weight_vector"))
-    fused = retrieve.rrf([lexical, vector], weights, config_value(store, "rrf_k"))
+    fused = retrieve.fuse(
+        lexical_hits,
+        vector_hits,
+        method=cfg["fusion"],
+        weight_lexical=cfg["weight_lexical"],
+        weight_vector=cfg["weight_vector"],
+        min_similarity=cfg["min_similarity"],
+        rrf_k=cfg["rrf_k"],
+        coverage=coverage,
+        coverage_power=cfg["coverage_power"],
+    )
+    # Graph: memories one relation away from an entity the query names join the candidates,
+    # ranked below the best direct hit (they support it, they never displace it).
+    from memsafe.api import graph as graph_api  # late: api.graph imports this module
+
+    weight_hop = cfg["weight_hop"]
+    if weight_hop > 0:
+        hops, _direct = graph_api.one_hop(store, graph_api.query_entities(store, text), scope)
+        ceiling = 0.99 if fused else 1.0
+        for memory_id, strength in hops.items():
+            boosted = min(ceiling, fused.get(memory_id, 0.0) + weight_hop * strength)
+            fused[memory_id] = max(fused.get(memory_id, 0.0), boosted)
     if not fused:
         return RecallResult(text, budget_v, effective, 0, [], used_mode, _scope_list(scope), notes)
 
     memories = store.get_memories(list(fused))
     degrees = store.entity_degrees(list(fused))
-    top = max(fused.values())
     w = retrieve.Weights(
-        recency=config_value(store, "weight_recency"),
-        access=config_value(store, "weight_access"),
-        graph=config_value(store, "weight_graph"),
-        confidence=config_value(store, "weight_confidence"),
-        decay=config_value(store, "weight_decay"),
-        recency_half_life_days=config_value(store, "recency_half_life_days"),
+        recency=cfg["weight_recency"],
+        access=cfg["weight_access"],
+        graph=cfg["weight_graph"],
+        confidence=cfg["weight_confidence"],
+        decay=cfg["weight_decay"],
+        recency_half_life_days=cfg["recency_half_life_days"],
     )
     now = clock.now()
     lex_rank = {d: r for r, d in enumerate(lexical, start=1)}
     vec_rank = {d: r for r, d in enumerate(vector, start=1)}
     scored: list[tuple[float, Memory]] = []
-    for memory_id, fused_score in fused.items():
+    for memory_id, relevance in fused.items():
         m = memories.get(memory_id)
         if m is None or m.status != Status.ACTIVE.value:
             continue
         age_days = (now - clock.parse_iso(m.last_accessed_at or m.created_at)).total_seconds() / 86400
         signals = retrieve.Signals(
-            relevance=fused_score / top,
+            relevance=relevance,
             age_days=age_days,
             access_count=m.access_count,
             graph_degree=degrees.get(memory_id, 0),
@@ -513,9 +557,30 @@ def recall(
         scored.append((retrieve.final_score(signals, w), m))
     scored.sort(key=lambda pair: (-pair[0], pair[1].id))
 
-    packed = retrieve.pack(
-        [m.content for _, m in scored], effective, tokens.count, tokens.truncate, limit=limit_v
+    # Packing: memories first into (effective − graph share); the relations among their
+    # entities into the graph share; what the graph leaves unused flows back to memories.
+    texts = [m.content for _, m in scored]
+    reserve = int(effective * cfg["graph_share"])
+    packed = retrieve.pack(texts, max(1, effective - reserve), tokens.count, tokens.truncate, limit=limit_v)
+    used = sum(p.tokens for p in packed)
+    graph_text, graph_tokens = graph_api.context_text(
+        store, [scored[p.index][1].id for p in packed], min(reserve, effective - used)
     )
+    if reserve and any(p.truncated for p in packed) and graph_tokens < reserve:
+        # The best memory was cut to fit: give it the graph share the relations do not need.
+        packed = retrieve.pack(texts, max(1, effective - graph_tokens), tokens.count, tokens.truncate, limit=limit_v)
+        used = sum(p.tokens for p in packed)
+        graph_text, graph_tokens = graph_api.context_text(
+            store, [scored[p.index][1].id for p in packed], min(reserve, effective - used)
+        )
+    left = effective - used - graph_tokens
+    if left > 0 and len(packed) < limit_v and not any(p.truncated for p in packed):
+        taken = {p.index for p in packed}
+        rest = [i for i in range(len(texts)) if i not in taken]
+        more = retrieve.pack([texts[i] for i in rest], left, tokens.count, tokens.truncate,
+                             limit=limit_v - len(packed))
+        packed += [retrieve.Packed(rest[p.index], p.text, p.tokens, p.truncated) for p in more if not p.truncated]
+        packed.sort(key=lambda p: p.index)
     hits = [
         Hit(
             memory=scored[p.index][1],
@@ -536,12 +601,19 @@ def recall(
         query=text,
         budget=budget_v,
         effective_budget=effective,
-        tokens_used=sum(h.tokens for h in hits),
+        tokens_used=sum(h.tokens for h in hits) + graph_tokens,
         hits=hits,
         mode=used_mode,
         scope=_scope_list(scope),
         notes=notes,
+        graph_context=graph_text,
+        graph_tokens=graph_tokens,
     )
+
+
+def _lexical(store: Store, text: str, scope: Scope, depth: int) -> list[tuple[int, float]]:
+    match = retrieve.fts_query(text)
+    return store.fts_search(match, scope, depth) if match is not None else []
 
 
 def _scope_list(scope: Scope) -> list[str | None] | None:

@@ -649,7 +649,7 @@ def confirm(store: Store, memory_id: int, *, reason: str | None = None) -> Revie
         store.update_memory(memory_id, {"stability": after, "last_accessed_at": now, "updated_at": now})
         store.add_event(now, "confirm", memory_id, _detail(f"stability {before or 0:.2f} -> {after:.2f} d", reason))
         pol = _policy(store).get(row["kind"]) or decay_rules.DEFAULT_POLICY["general"]
-        degree = store.entity_degrees([memory_id]).get(memory_id, 0)
+        degree = store.connected_entity_counts([memory_id]).get(memory_id, 0)
         h_eff = decay_rules.effective_half_life(pol.half_life_days, row["access_count"], degree, after)
     return ReviewResult(get(store, memory_id), before, after, round(h_eff, 1), clock.to_iso(card.due))
 

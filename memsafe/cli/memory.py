@@ -46,6 +46,9 @@ def remember(
         bool, typer.Option("--no-embed", help="Store now, compute the vector later (faster).")
     ] = False,
     pin: Annotated[bool, typer.Option("--pin", help="Tag it `pinned`: it never decays.")] = False,
+    entity: Annotated[
+        list[str] | None, typer.Option("--entity", "-e", help="Link this graph entity too (repeatable).")
+    ] = None,
     json_: JsonOpt = False,
 ) -> None:
     """Remember CONTENT. Prints the new memory's id; warns (stderr) about a near-duplicate.
@@ -61,7 +64,7 @@ def remember(
         key = None if global_ else _project(opened, project, project_path)[0]
         memory = api.remember(
             opened.store, text, kind=kind.value, project=key, tags=[*(tag or []), *(["pinned"] if pin else [])],
-            source=source.value, importance=importance, embed_now=not no_embed,
+            source=source.value, importance=importance, embed_now=not no_embed, entities=entity or [],
         )
     if memory.near_duplicate:
         near = memory.near_duplicate

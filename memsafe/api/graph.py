@@ -1,0 +1,374 @@
+"""Responsibility: the knowledge-graph handlers (entities, relations, traversal) and the graph
+helpers recall uses (entities named by a query, one-hop memories, graph context text).
+
+Entity identity is `graph.entity_key` (NFKC + casefold + collapsed whitespace): differently
+spelled names of one entity share a row; the first spelling seen is the display name and the
+others are kept as aliases (FIELD-CASES F14). Relations never create entities silently: an
+unknown endpoint is an error naming it unless `create=True`, and a batch is atomic (F15).
+Forgotten and archived memories never appear in graph views.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+from memsafe import clock, graph, tokens
+from memsafe.api.core import _fix_surrogates, clean_project, clean_text
+from memsafe.errors import InvalidInput, NotFound
+from memsafe.models import (
+    EntityInfo,
+    GraphListing,
+    GraphNode,
+    GraphView,
+    MemoryRef,
+    RelationInfo,
+    Scope,
+)
+from memsafe.store import Store
+
+__all__ = [
+    "add_entity", "relate", "relate_many", "unrelate", "graph_show", "graph_entities", "graph_list",
+    "link_entities", "clean_entity_names",
+]
+
+MAX_RELATION_CHARS = 64
+MAX_WEIGHT = 1000.0
+MAX_DEPTH = 10
+MAX_LIMIT = 10_000
+MEMORIES_PER_NODE = 5
+PREVIEW_CHARS = 100
+
+
+# ---------------------------------------------------------------------------------------------
+# Input hygiene
+
+
+def _clean_name(name: str) -> str:
+    text = graph.clean_name(clean_text(name, "entity name", graph.MAX_ENTITY_CHARS))
+    if not graph.entity_key(text):
+        raise InvalidInput("entity name is empty")
+    return text
+
+
+def clean_entity_names(names: Sequence[str]) -> list[str]:
+    """Explicit entity names fit to store (trimmed, NFC); raises InvalidInput for an empty or over-long one."""
+    return [_clean_name(n) for n in names]
+
+
+def _clean_relation(relation: str) -> str:
+    text = " ".join(_fix_surrogates(str(relation)).replace("\x00", "").split())
+    if not text:
+        raise InvalidInput("relation type is empty")
+    if len(text) > MAX_RELATION_CHARS:
+        raise InvalidInput(f"relation type is longer than {MAX_RELATION_CHARS} characters")
+    return text
+
+
+def _clean_weight(weight: float) -> float:
+    try:
+        value = float(weight)
+    except (TypeError, ValueError):
+        raise InvalidInput(f"weight must be a number, got {weight!r}") from None
+    if math.isnan(value) or not 0.0 <= value <= MAX_WEIGHT:
+        raise InvalidInput(f"weight must be between 0 and {MAX_WEIGHT:g}, got {weight}")
+    return value
+
+
+# ---------------------------------------------------------------------------------------------
+# Entities
+
+
+def _get_or_create(store: Store, name: str, type_: str, at: str) -> tuple[int, bool]:
+    """Entity id for `name` (creating it), adding the spelling as an alias. Call inside `write()`."""
+    key = graph.entity_key(name)
+    found = store.entities_by_keys([key]).get(key)
+    if found is None:
+        return store.insert_entity(name, key, type_, at), True
+    entity_id, _display, existing_type = found
+    store.add_alias(entity_id, name)
+    if existing_type == "entity" and type_ != "entity":
+        store.set_entity_type(entity_id, type_)
+    return entity_id, False
+
+
+def link_entities(store: Store, memory_id: int, content: str, explicit: Sequence[str], at: str) -> list[int]:
+    """Extract entities from `content` (plus the explicit names) and link them to the memory,
+    creating entities as needed. Call inside the memory's write transaction. Returns entity ids."""
+    ids = []
+    for entity in graph.extract_entities(content, explicit):
+        entity_id, _ = _get_or_create(store, entity.name, entity.type, at)
+        ids.append(entity_id)
+    store.link_memory_entities(memory_id, ids)
+    return ids
+
+
+def _info(store: Store, entity_id: int, created: bool = False) -> EntityInfo:
+    row = store.entity_rows([entity_id])[entity_id]
+    counts = store.entity_memories([entity_id], Scope(projects=None))
+    return EntityInfo(
+        id=row["id"], name=row["name"], type=row["type"], aliases=row["aliases"],
+        memories=len(counts.get(entity_id, [])), created=created,
+    )
+
+
+def add_entity(store: Store, name: str, *, type: str | None = None) -> EntityInfo:  # noqa: A002
+    """Create an entity, or return the existing one with the same identity key (the new
+    spelling is kept as an alias; a given type replaces the default type 'entity').
+
+    Raises:
+        InvalidInput: empty or over-long name or type.
+    """
+    display = _clean_name(name)
+    type_v = _clean_relation(type) if type is not None else "entity"
+    with store.write():
+        entity_id, created = _get_or_create(store, display, type_v, clock.now_iso())
+        if type is not None and not created:
+            store.set_entity_type(entity_id, type_v)
+        store.add_event(clock.now_iso(), "graph.add_entity", None, "created" if created else "exists")
+    return _info(store, entity_id, created)
+
+
+def _resolve(store: Store, names: Sequence[str]) -> dict[str, tuple[int, str, str]]:
+    return store.entities_by_keys([graph.entity_key(n) for n in names])
+
+
+# ---------------------------------------------------------------------------------------------
+# Relations
+
+
+def relate_many(store: Store, relations: Sequence[Mapping | Sequence], *, create: bool = False) -> list[RelationInfo]:
+    """Add typed, weighted relations, all or nothing.
+
+    Args:
+        relations: items `{"source", "relation", "target", "weight"?}` (also accepted: `from`,
+            `to`, `type`) or tuples `(source, relation, target[, weight])`.
+        create: create missing endpoint entities; otherwise any unknown endpoint is an error.
+
+    Returns:
+        The stored relations (display names), in input order. Re-adding a relation updates its weight.
+
+    Raises:
+        InvalidInput: malformed item, empty name or relation, bad weight, empty batch.
+        NotFound: an endpoint does not exist (message names every missing one); nothing is stored.
+    """
+    if not relations:
+        raise InvalidInput("no relations given")
+    parsed: list[tuple[str, str, str, float]] = []
+    for n, item in enumerate(relations, start=1):
+        if isinstance(item, Mapping):
+            source = item.get("source", item.get("from"))
+            relation = item.get("relation", item.get("type", item.get("relationType")))
+            target = item.get("target", item.get("to"))
+            weight = item.get("weight", 1.0)
+        elif isinstance(item, (list, tuple)) and len(item) in (3, 4):
+            source, relation, target = item[0], item[1], item[2]
+            weight = item[3] if len(item) == 4 else 1.0
+        else:
+            raise InvalidInput(f"relation {n}: expected source, relation, target[, weight]")
+        if source is None or relation is None or target is None:
+            raise InvalidInput(f"relation {n}: source, relation and target are all required")
+        parsed.append((_clean_name(str(source)), _clean_relation(relation), _clean_name(str(target)),
+                       _clean_weight(weight)))
+    now = clock.now_iso()
+    with store.write():
+        names = [p[0] for p in parsed] + [p[2] for p in parsed]
+        known = _resolve(store, names)
+        missing = [n for n in dict.fromkeys(names) if graph.entity_key(n) not in known]
+        missing = list({graph.entity_key(n): n for n in reversed(missing)}.values())[::-1]
+        if missing and not create:
+            listed = ", ".join(repr(n) for n in missing)
+            raise NotFound(
+                f"unknown entit{'y' if len(missing) == 1 else 'ies'} {listed}; create "
+                f"{'it' if len(missing) == 1 else 'them'} first (graph add-entity) or pass --create. "
+                "Nothing was stored"
+            )
+        for name in missing:
+            _get_or_create(store, name, "entity", now)
+        known = _resolve(store, names)
+        out = []
+        for source, relation, target, weight in parsed:
+            s_id, s_name, _ = known[graph.entity_key(source)]
+            t_id, t_name, _ = known[graph.entity_key(target)]
+            store.upsert_relation(s_id, relation, t_id, weight, now)
+            out.append(RelationInfo(s_name, relation, t_name, weight))
+        store.add_event(now, "graph.relate", None, f"{len(out)} relations")
+    return out
+
+
+def relate(
+    store: Store, source: str, relation: str, target: str, *, weight: float = 1.0, create: bool = False
+) -> RelationInfo:
+    """Add one relation `source relation target`. See `relate_many` (same errors)."""
+    return relate_many(store, [(source, relation, target, weight)], create=create)[0]
+
+
+def unrelate(store: Store, source: str, relation: str | None, target: str) -> int:
+    """Remove the relation (every relation type from source to target when `relation` is None).
+    Returns how many were removed.
+
+    Raises:
+        NotFound: an endpoint or the relation does not exist.
+    """
+    s_name, t_name = _clean_name(source), _clean_name(target)
+    rel = _clean_relation(relation) if relation is not None else None
+    with store.write():
+        known = _resolve(store, [s_name, t_name])
+        missing = [n for n in (s_name, t_name) if graph.entity_key(n) not in known]
+        if missing:
+            raise NotFound(f"unknown entity {', '.join(repr(n) for n in missing)}")
+        removed = store.delete_relations(known[graph.entity_key(s_name)][0], rel, known[graph.entity_key(t_name)][0])
+        if not removed:
+            raise NotFound(f"no relation {s_name} {rel or '*'} {t_name}")
+        store.add_event(clock.now_iso(), "graph.unrelate", None, f"{removed} relations")
+    return removed
+
+
+# ---------------------------------------------------------------------------------------------
+# Views
+
+
+def _relation_infos(store: Store, rows: Sequence[tuple]) -> list[RelationInfo]:
+    names = store.entity_rows([r[1] for r in rows] + [r[3] for r in rows])
+    return [RelationInfo(names[r[1]]["name"], r[2], names[r[3]]["name"], r[4]) for r in rows]
+
+
+def graph_show(
+    store: Store, name: str, *, depth: int = 2, limit: int = 30, project: str | None = None,
+    all_projects: bool = True,
+) -> GraphView:
+    """Breadth-first neighbourhood of an entity over relations in both directions.
+
+    Args:
+        depth: hops from the entity (0 = the entity alone), at most 10.
+        limit: at most this many entities (the start included); `truncated` says if it cut.
+        project / all_projects: which memories to list per entity (active only, always).
+
+    Raises:
+        NotFound: no such entity. InvalidInput: depth or limit out of range.
+    """
+    display = _clean_name(name)
+    if not isinstance(depth, int) or not 0 <= depth <= MAX_DEPTH:
+        raise InvalidInput(f"depth must be between 0 and {MAX_DEPTH}, got {depth}")
+    if not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
+        raise InvalidInput(f"limit must be between 1 and {MAX_LIMIT}, got {limit}")
+    found = _resolve(store, [display]).get(graph.entity_key(display))
+    if found is None:
+        raise NotFound(f"unknown entity {display!r}")
+    start = found[0]
+    distance = {start: 0}
+    frontier = [start]
+    truncated = False
+    for hop in range(1, depth + 1):
+        if not frontier:
+            break
+        nxt: list[int] = []
+        for _rid, s, _rel, t, _w in store.relations_touching(frontier):
+            for other in (s, t):
+                if other in distance:
+                    continue
+                if len(distance) >= limit:
+                    truncated = True
+                    continue
+                distance[other] = hop
+                nxt.append(other)
+        frontier = nxt
+    ids = list(distance)
+    rows = store.entity_rows(ids)
+    scope = Scope(projects=None if all_projects or project is None else [clean_project(project)])
+    mentions = store.entity_memories(ids, scope)
+    shown = {i for ids_ in mentions.values() for i in ids_[:MEMORIES_PER_NODE]}
+    memories = store.get_memories(list(shown))
+    nodes = []
+    for entity_id in sorted(ids, key=lambda e: (distance[e], rows[e]["key"])):
+        row = rows[entity_id]
+        mem_ids = mentions.get(entity_id, [])
+        refs = [
+            MemoryRef(i, _preview(memories[i].content), memories[i].kind, memories[i].project)
+            for i in mem_ids[:MEMORIES_PER_NODE]
+        ]
+        info = EntityInfo(row["id"], row["name"], row["type"], row["aliases"], len(mem_ids))
+        nodes.append(GraphNode(info, distance[entity_id], refs))
+    inside = set(ids)
+    rels = [r for r in store.relations_touching(ids) if r[1] in inside and r[3] in inside]
+    return GraphView(rows[start]["name"], depth, limit, nodes, _relation_infos(store, rels), truncated)
+
+
+def _preview(text: str) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= PREVIEW_CHARS else flat[: PREVIEW_CHARS - 1] + "…"
+
+
+def graph_entities(store: Store, *, project: str | None = None) -> list[EntityInfo]:
+    """Entities, with how many active memories mention each. With `project`, only entities
+    mentioned by active memories of that project (or global ones), counted there."""
+    scope = None if project is None else Scope(projects=[clean_project(project)], include_global=True)
+    rows = store.list_entities(scope)
+    aliases = store.entity_rows([r["id"] for r in rows])
+    return [
+        EntityInfo(r["id"], r["name"], r["type"], aliases[r["id"]]["aliases"], r["memories"]) for r in rows
+    ]
+
+
+def graph_list(store: Store) -> GraphListing:
+    """Every entity (with active-memory counts and aliases) and every relation."""
+    return GraphListing(graph_entities(store), _relation_infos(store, store.all_relations()))
+
+
+# ---------------------------------------------------------------------------------------------
+# Recall helpers (used by api.core.recall)
+
+
+def query_entities(store: Store, text: str) -> list[int]:
+    """Ids of the stored entities a query names (by identity key of its entities and word runs)."""
+    return [v[0] for v in store.entities_by_keys(graph.query_keys(text)).values()]
+
+
+def one_hop(store: Store, entity_ids: Sequence[int], scope: Scope) -> tuple[dict[int, float], set[int]]:
+    """Memories one relation away from the given entities, and memories naming them directly.
+
+    Returns:
+        ({memory id: hop strength in [0, 1] = max weight (capped at 1) of the relations reaching
+        an entity it mentions}, {ids of memories mentioning a given entity}). Both in scope.
+    """
+    if not entity_ids:
+        return {}, set()
+    given = set(entity_ids)
+    strength: dict[int, float] = {}
+    for _rid, s, _rel, t, w in store.relations_touching(list(given)):
+        for other in (s, t):
+            if other not in given:
+                strength[other] = max(strength.get(other, 0.0), min(1.0, w))
+    direct = {m for ids in store.entity_memories(list(given), scope).values() for m in ids}
+    hops: dict[int, float] = {}
+    for entity_id, memory_ids in store.entity_memories(list(strength), scope).items():
+        for memory_id in memory_ids:
+            if memory_id not in direct:
+                hops[memory_id] = max(hops.get(memory_id, 0.0), strength[entity_id])
+    return hops, direct
+
+
+def context_text(store: Store, memory_ids: Sequence[int], max_tokens: int) -> tuple[str, int]:
+    """Compact graph context for recalled memories: relations among their entities first, then
+    relations with one endpoint among them, heavier first, one `source relation target` line
+    each, as many as fit in `max_tokens` (cl100k_base). Returns (text, tokens); ('', 0) if none fit.
+    """
+    if max_tokens <= 0 or not memory_ids:
+        return "", 0
+    by_memory = store.memory_entity_ids(memory_ids)
+    entity_ids = {e for ids in by_memory.values() for e in ids}
+    rows = store.relations_touching(list(entity_ids))
+    if not rows:
+        return "", 0
+    rows = sorted(rows, key=lambda r: (-(r[1] in entity_ids and r[3] in entity_ids), -r[4], r[0]))
+    lines = graph.format_relations([(r.source, r.relation, r.target, r.weight) for r in _relation_infos(store, rows)])
+    chosen: list[str] = []
+    used = 0
+    for line in lines:
+        candidate = "\n".join([*chosen, line])
+        n = tokens.count(candidate)
+        if n > max_tokens:
+            break
+        chosen.append(line)
+        used = n
+    return "\n".join(chosen), used

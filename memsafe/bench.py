@@ -1,0 +1,299 @@
+"""Responsibility: `memsafe bench`: a retrieval-quality benchmark on a corpus shipped with the
+package (memsafe/data/bench_corpus.json), driven only through `memsafe.api`.
+
+`run_quality` builds a throw-away store from the corpus (memories with their entities, plus
+the corpus relations), then asks every query in three modes (lexical only, vector only, hybrid)
+and reports per query type (semantic, keyword, graph):
+
+- Recall@k: share of queries with at least one relevant memory among the first k returned
+  (success@k; most queries have one relevant memory, where it equals recall@k).
+- MRR: mean of 1 / rank of the first relevant memory (0 when none is returned).
+- Budget adherence: share of recalls whose returned text (memory texts and graph context,
+  joined by newlines, counted with cl100k_base) fits the requested budget, and
+  `tokens_used <= effective_budget`; utilisation = tokens_used / effective_budget.
+- Latency: wall time of in-process `api.recall` calls with the model already loaded (ms).
+
+Other measures (MCP, scale) are meant to live in their own `run_*` functions next to this one
+and be selected by flags of the same command.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import tempfile
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from importlib import resources
+from pathlib import Path
+
+from memsafe import api, tokens
+from memsafe.store import Store
+
+MODES = ("lexical", "vector", "hybrid")
+RANKING_KEYS = ("weight_", "fusion", "coverage_power", "min_similarity", "rrf_k", "candidate_depth", "graph_share")
+TYPES = ("semantic", "keyword", "graph")
+QUICK_BUDGETS = (2000, 120)  # quality at the first; budget adherence at all (quick: hybrid only)
+FULL_BUDGETS = (2000, 400, 120, 40)
+FLOORS = {
+    # The quality gate (tests/test_bench.py asserts these on `--quick`).
+    "hybrid_r1_semantic": 0.95,
+    "hybrid_r1_keyword": 0.95,
+    "hybrid_r3_graph": 0.90,
+    "budget_adherence": 1.0,
+}
+
+
+def load_corpus(path: str | Path | None = None) -> dict:
+    """The benchmark corpus: {name, project, memories[{id, kind, content, tags?, entities?}],
+    relations[{source, relation, target, weight}], queries[{id, type, query, relevant[ids]}]}."""
+    if path is not None:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    return json.loads(resources.files("memsafe").joinpath("data/bench_corpus.json").read_text(encoding="utf-8"))
+
+
+def build_store(store: Store, corpus: Mapping) -> dict[str, int]:
+    """Load the corpus into an empty store through the api (vectors filled in batches).
+    Returns {corpus memory id: store memory id}."""
+    ids: dict[str, int] = {}
+    for item in corpus["memories"]:
+        memory = api.remember(
+            store, item["content"], kind=item.get("kind", "general"), project=corpus.get("project"),
+            tags=item.get("tags", ()), entities=item.get("entities", ()), embed_now=False,
+        )
+        ids[item["id"]] = memory.id
+    api.backfill(store, limit=None)
+    if corpus.get("relations"):
+        api.relate_many(store, corpus["relations"], create=True)
+    return ids
+
+
+def _returned_tokens(result) -> int:
+    parts = [h.text for h in result.hits]
+    if result.graph_context:
+        parts.append(result.graph_context)
+    return tokens.count("\n".join(parts)) if parts else 0
+
+
+def _percentile(values: Sequence[float], q: float) -> float:
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    k = (len(ordered) - 1) * q
+    lo, hi = int(k), min(int(k) + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
+
+
+def evaluate(
+    store: Store,
+    corpus: Mapping,
+    ids: Mapping[str, int],
+    *,
+    modes: Iterable[str] = MODES,
+    budgets: Sequence[int] = QUICK_BUDGETS,
+    limit: int = 10,
+    sweep_modes: Iterable[str] | None = None,
+) -> dict:
+    """Run every corpus query in each mode against a store built by `build_store`.
+
+    Quality (Recall@1/@3, MRR) is measured at budgets[0]; budget adherence and utilisation over
+    every budget in `budgets` (the smaller budgets only in `sweep_modes`, default every mode).
+    Returns {"modes": {mode: {...}}, "misses": [...]} (see run_quality).
+    """
+    project = corpus.get("project")
+    queries = corpus["queries"]
+    out: dict = {"modes": {}, "misses": []}
+    api.recall(store, "warm up", project=project, touch=False)  # load the model, warm caches
+    modes = list(modes)
+    sweep = set(modes if sweep_modes is None else sweep_modes)
+    for mode in modes:
+        per_type: dict[str, dict] = {}
+        latencies: list[float] = []
+        adherent = total = 0
+        utilisation: list[float] = []
+        for qtype in TYPES:
+            subset = [q for q in queries if q["type"] == qtype]
+            r1 = r3 = rr = 0.0
+            for q in subset:
+                relevant = {ids[r] for r in q["relevant"]}
+                for n, budget in enumerate(budgets):
+                    if n and mode not in sweep:
+                        break
+                    t0 = time.perf_counter()
+                    result = api.recall(
+                        store, q["query"], project=project, budget=budget, limit=limit, mode=mode, touch=False
+                    )
+                    elapsed = (time.perf_counter() - t0) * 1000
+                    total += 1
+                    ok = _returned_tokens(result) <= budget and result.tokens_used <= result.effective_budget
+                    adherent += ok
+                    utilisation.append(result.tokens_used / result.effective_budget)
+                    if n:
+                        continue
+                    latencies.append(elapsed)
+                    ranked = [h.memory.id for h in result.hits]
+                    first = next((i for i, m in enumerate(ranked, 1) if m in relevant), None)
+                    r1 += first == 1
+                    r3 += first is not None and first <= 3
+                    rr += 1.0 / first if first else 0.0
+                    if first != 1:
+                        back = {v: k for k, v in ids.items()}
+                        out["misses"].append({
+                            "mode": mode, "query_id": q["id"], "type": qtype, "query": q["query"],
+                            "relevant": q["relevant"], "rank": first,
+                            "top3": [back.get(m, str(m)) for m in ranked[:3]],
+                        })
+            count = len(subset) or 1
+            per_type[qtype] = {
+                "queries": len(subset),
+                "recall_at_1": round(r1 / count, 4),
+                "recall_at_3": round(r3 / count, 4),
+                "mrr": round(rr / count, 4),
+            }
+        out["modes"][mode] = {
+            "types": per_type,
+            "budget_adherence": round(adherent / total, 4) if total else 1.0,
+            "recalls": total,
+            "mean_utilisation": round(statistics.fmean(utilisation), 4) if utilisation else 0.0,
+            "latency_ms_p50": round(_percentile(latencies, 0.50), 2),
+            "latency_ms_p95": round(_percentile(latencies, 0.95), 2),
+        }
+    return out
+
+
+def run_quality(
+    *,
+    quick: bool = False,
+    corpus_path: str | Path | None = None,
+    config: Mapping[str, str] | None = None,
+    modes: Iterable[str] = MODES,
+) -> dict:
+    """The retrieval-quality benchmark: build a temporary store from the corpus and evaluate it.
+
+    Args:
+        quick: budget adherence at (2000, 120) in hybrid mode only, instead of (2000, 400, 120, 40)
+            in every mode; the quality queries are the same.
+        config: config overrides applied to the temporary store (e.g. {"fusion": "rrf"}).
+
+    Returns:
+        {"corpus": {...counts}, "config": {effective ranking config}, "budgets": [...],
+         "modes": {mode: {"types": {type: {queries, recall_at_1, recall_at_3, mrr}},
+                          budget_adherence, recalls, mean_utilisation, latency_ms_p50, latency_ms_p95}},
+         "floors": {name: {"floor", "value", "ok"}}, "ok": bool, "misses": [...], "seconds": float,
+         "embed_ms_p50", "embed_ms_p95": time to embed one query alone (ms)}
+
+    Raises:
+        MemsafeError subclasses from the api (e.g. the model cannot load: vector mode then
+        falls back to lexical and the figures say so through the floors).
+    """
+    started = time.perf_counter()
+    corpus = load_corpus(corpus_path)
+    budgets = QUICK_BUDGETS if quick else FULL_BUDGETS
+    with tempfile.TemporaryDirectory(prefix="memsafe-bench-") as tmp:
+        opened = api.open_store(str(Path(tmp) / "bench.db"))
+        store = opened.store
+        try:
+            for key, value in (config or {}).items():
+                api.config_set(store, key, str(value))
+            ids = build_store(store, corpus)
+            report = evaluate(store, corpus, ids, modes=modes, budgets=budgets,
+                              sweep_modes=("hybrid",) if quick else None)
+            report.update(_embed_latency([q["query"] for q in corpus["queries"]]))
+            effective_config = {
+                k: v["value"] for k, v in api.config_list(store).items()
+                if k.startswith(RANKING_KEYS)
+            }
+        finally:
+            store.close()
+    counts = {t: sum(q["type"] == t for q in corpus["queries"]) for t in TYPES}
+    report["corpus"] = {"name": corpus.get("name"), "memories": len(corpus["memories"]),
+                        "relations": len(corpus.get("relations", [])), "queries": counts}
+    report["config"] = effective_config
+    report["budgets"] = list(budgets)
+    report["floors"] = _floors(report)
+    report["ok"] = all(f["ok"] for f in report["floors"].values())
+    report["seconds"] = round(time.perf_counter() - started, 2)
+    return report
+
+
+def _embed_latency(queries: Sequence[str]) -> dict:
+    """p50/p95 of embedding one query (ms), the part of vector and hybrid latency the model takes."""
+    from memsafe import embed
+
+    embedder = embed.get_embedder()
+    if embedder is None:
+        return {}
+    times = []
+    for q in queries:
+        t0 = time.perf_counter()
+        embedder.embed_one(q)
+        times.append((time.perf_counter() - t0) * 1000)
+    return {"embed_ms_p50": round(_percentile(times, 0.5), 2), "embed_ms_p95": round(_percentile(times, 0.95), 2)}
+
+
+def _floors(report: dict) -> dict:
+    modes = report["modes"]
+    floors: dict[str, dict] = {}
+    if "hybrid" not in modes:
+        return floors
+    hybrid = modes["hybrid"]["types"]
+    for name, value in (
+        ("hybrid_r1_semantic", hybrid["semantic"]["recall_at_1"]),
+        ("hybrid_r1_keyword", hybrid["keyword"]["recall_at_1"]),
+        ("hybrid_r3_graph", hybrid["graph"]["recall_at_3"]),
+    ):
+        floors[name] = {"floor": FLOORS[name], "value": value, "ok": value >= FLOORS[name]}
+    adherence = min(m["budget_adherence"] for m in modes.values())
+    floors["budget_adherence"] = {"floor": 1.0, "value": adherence, "ok": adherence >= 1.0}
+    for qtype in TYPES:
+        singles = [modes[m]["types"][qtype] for m in ("lexical", "vector") if m in modes]
+        if not singles:
+            continue
+        for metric in ("recall_at_1", "recall_at_3", "mrr"):
+            best = max(s[metric] for s in singles)
+            value = hybrid[qtype][metric]
+            floors[f"hybrid_ge_best_single_{qtype}_{metric}"] = {"floor": best, "value": value, "ok": value >= best}
+    return floors
+
+
+def quality_table(report: dict):
+    """Rich table: one row per mode × query type, plus per-mode budget and latency columns."""
+    from rich.table import Table
+
+    c = report["corpus"]
+    q = c["queries"]
+    table = Table(
+        title=(
+            f"memsafe bench · {c['memories']} memories, {c['relations']} relations · "
+            f"{q['semantic']} semantic, {q['keyword']} keyword, {q['graph']} graph queries"
+        ),
+        caption=(
+            f"quality at budget {report['budgets'][0]}; budget adherence over {report['budgets']}; "
+            f"latency in process, model warm (query embedding alone: p50 "
+            f"{report.get('embed_ms_p50', 0):.1f} ms, p95 {report.get('embed_ms_p95', 0):.1f} ms)"
+        ),
+        caption_justify="left",
+        title_justify="left",
+    )
+    for name in ("mode", "type", "R@1", "R@3", "MRR", "in budget", "util", "p50 ms", "p95 ms"):
+        table.add_column(name, justify="left" if name in ("mode", "type") else "right", no_wrap=True)
+    for mode, data in report["modes"].items():
+        for n, qtype in enumerate(TYPES):
+            t = data["types"][qtype]
+            table.add_row(
+                mode if n == 0 else "", qtype, f"{t['recall_at_1']:.3f}", f"{t['recall_at_3']:.3f}", f"{t['mrr']:.3f}",
+                f"{data['budget_adherence'] * 100:.1f}%" if n == 0 else "",
+                f"{data['mean_utilisation'] * 100:.1f}%" if n == 0 else "",
+                f"{data['latency_ms_p50']:.1f}" if n == 0 else "",
+                f"{data['latency_ms_p95']:.1f}" if n == 0 else "",
+                end_section=n == len(TYPES) - 1,
+            )
+    return table
+
+
+def floor_lines(report: dict) -> list[str]:
+    """One line per quality floor: name, value, floor, ok."""
+    return [
+        f"{'ok  ' if f['ok'] else 'FAIL'} {name}: {f['value']:.3f} (floor {f['floor']:.3f})"
+        for name, f in report["floors"].items()
+    ]

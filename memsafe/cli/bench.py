@@ -1,0 +1,65 @@
+"""Responsibility: `memsafe bench`: run the retrieval benchmark shipped with the package and print
+its figures (rich table, or one JSON document). Measures live in `memsafe.bench` (`run_quality`
+and its renderers); further measures are added as options of this command."""
+
+from __future__ import annotations
+
+import os
+from typing import Annotated
+
+import typer
+
+from memsafe import bench as bench_mod
+from memsafe.cli._common import JsonOpt, _emit_json, _fail, app, err, out
+from memsafe.errors import MemsafeError
+
+
+@app.command()
+def bench(
+    quick: Annotated[
+        bool, typer.Option("--quick", help="Fewer budget sweeps (hybrid only); same queries; about 20 s.")
+    ] = False,
+    corpus: Annotated[
+        str | None, typer.Option("--corpus", help="A corpus JSON file instead of the one shipped with memsafe.")
+    ] = None,
+    misses: Annotated[bool, typer.Option("--misses", help="Also list hybrid queries not answered at rank 1.")] = False,
+    json_: JsonOpt = False,
+) -> None:
+    """Benchmark recall quality on a built-in corpus: lexical, vector and hybrid side by side.
+
+    Builds a temporary store (your own store is never touched), asks semantic, keyword and
+    graph queries, and reports Recall@1, Recall@3, MRR, budget adherence, utilisation and
+    in-process latency. Exits 1 if a quality floor is missed.
+
+    Examples:
+
+      memsafe bench --quick
+
+      memsafe bench --json
+    """
+    try:
+        report = bench_mod.run_quality(quick=quick, corpus_path=corpus)
+    except MemsafeError as exc:
+        if os.environ.get("MEMSAFE_DEBUG"):
+            raise
+        raise _fail(str(exc), exc.exit_code) from None
+    except (OSError, ValueError, KeyError) as exc:
+        raise _fail(f"cannot run the benchmark corpus: {exc}") from None
+    if json_:
+        _emit_json(report)
+    else:
+        console = out()
+        console.print(bench_mod.quality_table(report))
+        for line in bench_mod.floor_lines(report):
+            console.print(line, markup=False, highlight=False)
+        console.print(f"{report['seconds']:.1f} s", markup=False)
+        if misses:
+            for m in report["misses"]:
+                if m["mode"] == "hybrid":
+                    console.print(
+                        f"miss {m['query_id']} ({m['type']}) rank={m['rank']} top3={m['top3']}: {m['query']}",
+                        markup=False, highlight=False,
+                    )
+    if not report["ok"]:
+        err.print("[red]A quality floor was missed.[/]", markup=True)
+        raise typer.Exit(1)

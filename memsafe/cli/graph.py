@@ -1,0 +1,146 @@
+"""Responsibility: the knowledge-graph commands: `memsafe graph add-entity | relate | unrelate |
+show | entities | list`."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from memsafe import api, render
+from memsafe.cli._common import JsonOpt, _emit_json, _session, app, err, out
+
+graph_app = typer.Typer(
+    name="graph",
+    help="The knowledge graph: entities named in memories and typed relations between them.",
+    no_args_is_help=True,
+)
+app.add_typer(graph_app, name="graph")
+
+
+@graph_app.command("add-entity")
+def add_entity(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="Entity name (case, width and spacing do not make a new one).")],
+    type_: Annotated[str | None, typer.Option("--type", help="Entity type, e.g. service, person.")] = None,
+    json_: JsonOpt = False,
+) -> None:
+    """Create an entity, or show the existing one with the same normalised name.
+
+    Examples:
+
+      memsafe graph add-entity MyService --type service
+    """
+    with _session(ctx) as opened:
+        info = api.add_entity(opened.store, name, type=type_)
+    if json_:
+        _emit_json(info)
+    else:
+        verb = "Created" if info.created else "Exists:"
+        out().print(f"{verb} entity {info.id} {info.name} ({info.type})", markup=False)
+
+
+@graph_app.command()
+def relate(
+    ctx: typer.Context,
+    source: Annotated[str, typer.Argument(help="Source entity.")],
+    relation: Annotated[str, typer.Argument(help="Relation type, e.g. depends_on.")],
+    target: Annotated[str, typer.Argument(help="Target entity.")],
+    weight: Annotated[float, typer.Option("--weight", min=0.0, help="Relation weight (default 1).")] = 1.0,
+    create: Annotated[
+        bool, typer.Option("--create", help="Create missing entities (otherwise an unknown entity is an error).")
+    ] = False,
+    json_: JsonOpt = False,
+) -> None:
+    """Add the relation SOURCE RELATION TARGET between two existing entities.
+
+    Examples:
+
+      memsafe graph relate checkout-api depends_on ledger-db
+
+      memsafe graph relate checkout-api owned_by "Alice Chen" --create
+    """
+    with _session(ctx) as opened:
+        info = api.relate(opened.store, source, relation, target, weight=weight, create=create)
+    if json_:
+        _emit_json(info)
+    else:
+        out().print("Related " + render.relations_lines([info])[0], markup=False)
+
+
+@graph_app.command()
+def unrelate(
+    ctx: typer.Context,
+    source: Annotated[str, typer.Argument(help="Source entity.")],
+    relation: Annotated[str, typer.Argument(help="Relation type, or * for every relation type.")],
+    target: Annotated[str, typer.Argument(help="Target entity.")],
+    json_: JsonOpt = False,
+) -> None:
+    """Remove the relation SOURCE RELATION TARGET (the entities stay)."""
+    with _session(ctx) as opened:
+        removed = api.unrelate(opened.store, source, None if relation == "*" else relation, target)
+    if json_:
+        _emit_json({"removed": removed})
+    else:
+        out().print(f"Removed {removed} relation{'s' if removed != 1 else ''}")
+
+
+@graph_app.command()
+def show(
+    ctx: typer.Context,
+    entity: Annotated[str, typer.Argument(help="Entity to start from.")],
+    depth: Annotated[int, typer.Option("--depth", min=0, max=10, help="Hops to follow (both directions).")] = 2,
+    limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="At most this many entities.")] = 30,
+    json_: JsonOpt = False,
+) -> None:
+    """Show an entity's neighbourhood (breadth-first, both directions) with its memories.
+
+    Each entity reached is listed with the active memories that mention it.
+
+    Examples:
+
+      memsafe graph show checkout-api --depth 1
+    """
+    with _session(ctx) as opened:
+        view = api.graph_show(opened.store, entity, depth=depth, limit=limit)
+    if json_:
+        _emit_json(view)
+        return
+    console = out()
+    for line in render.graph_view_lines(view):
+        console.print(line, markup=False, highlight=False)
+
+
+@graph_app.command()
+def entities(
+    ctx: typer.Context,
+    project: Annotated[
+        str | None, typer.Option("--project", "-p", help="Only entities mentioned by this project's memories.")
+    ] = None,
+    json_: JsonOpt = False,
+) -> None:
+    """List entities with how many active memories mention each."""
+    with _session(ctx) as opened:
+        rows = api.graph_entities(opened.store, project=project)
+    if json_:
+        _emit_json(rows)
+    elif not rows:
+        err.print("No entities.")
+    else:
+        out().print(render.entities_table(rows))
+
+
+@graph_app.command("list")
+def list_(ctx: typer.Context, json_: JsonOpt = False) -> None:
+    """List every entity and every relation."""
+    with _session(ctx) as opened:
+        listing = api.graph_list(opened.store)
+    if json_:
+        _emit_json(listing)
+        return
+    console = out()
+    if listing.entities:
+        console.print(render.entities_table(listing.entities))
+    console.print(f"{len(listing.relations)} relations", markup=False)
+    for line in render.relations_lines(listing.relations):
+        console.print("  " + line, markup=False, highlight=False)

@@ -1,0 +1,82 @@
+"""`memsafe bench`: the shipped corpus keeps its promises, and `--quick` is a quality gate."""
+
+from __future__ import annotations
+
+import json
+
+import apsw
+import pytest
+
+from memsafe import bench, retrieve
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    return bench.load_corpus()
+
+
+def test_corpus_shape(corpus):
+    ids = {m["id"] for m in corpus["memories"]}
+    assert len(ids) == len(corpus["memories"]) >= 80
+    counts = {t: sum(q["type"] == t for q in corpus["queries"]) for t in bench.TYPES}
+    assert counts["semantic"] >= 30 and counts["keyword"] >= 30 and counts["graph"] >= 15
+    for q in corpus["queries"]:
+        assert q["relevant"] and set(q["relevant"]) <= ids, q
+    assert corpus["relations"]
+
+
+def test_semantic_queries_share_no_content_word_with_their_target(corpus):
+    """Checked with the store's own tokenizer (porter + unicode61), so no stem is shared either."""
+    content = {m["id"]: m["content"] for m in corpus["memories"]}
+    conn = apsw.Connection(":memory:")
+    conn.execute("CREATE VIRTUAL TABLE t USING fts5(content, tokenize='porter unicode61 remove_diacritics 2')")
+    shared = []
+    for q in corpus["queries"]:
+        if q["type"] != "semantic":
+            continue
+        target = q["relevant"][0]
+        conn.execute("DELETE FROM t")
+        conn.execute("INSERT INTO t(content) VALUES (?)", (content[target],))
+        for word in retrieve.query_terms(q["query"]):
+            if word in retrieve.STOP_WORDS:
+                continue
+            if conn.execute("SELECT count(*) FROM t WHERE t MATCH ?", ('"' + word + '"',)).fetchone()[0]:
+                shared.append((q["id"], word))
+    assert shared == []
+
+
+def test_keyword_queries_name_something_exact(corpus):
+    content = {m["id"]: m["content"].lower() for m in corpus["memories"]}
+    for q in corpus["queries"]:
+        if q["type"] == "keyword":
+            assert any(t.strip('"') in content[q["relevant"][0]] for t in retrieve.fts_terms(q["query"])), q
+
+
+def test_quick_bench_is_a_quality_gate(embedder):
+    report = bench.run_quality(quick=True)
+    floors = report["floors"]
+    failed = {name: f for name, f in floors.items() if not f["ok"]}
+    assert not failed, json.dumps({"failed": failed, "misses": report["misses"]}, indent=1)
+    hybrid = report["modes"]["hybrid"]["types"]
+    assert hybrid["semantic"]["recall_at_1"] >= 0.95
+    assert hybrid["keyword"]["recall_at_1"] >= 0.95
+    assert hybrid["graph"]["recall_at_3"] >= 0.90
+    for qtype in bench.TYPES:
+        for metric in ("recall_at_1", "recall_at_3", "mrr"):
+            best_single = max(report["modes"][m]["types"][qtype][metric] for m in ("lexical", "vector"))
+            assert hybrid[qtype][metric] >= best_single, (qtype, metric)
+    assert all(m["budget_adherence"] == 1.0 for m in report["modes"].values())
+
+
+def test_bench_cli_json_on_a_tiny_corpus(cli, tmp_path, corpus):
+    small = dict(corpus)
+    small["queries"] = [q for q in corpus["queries"] if q["id"] in ("s01", "k01", "g01")]
+    path = tmp_path / "tiny.json"
+    path.write_text(json.dumps(small), encoding="utf-8")
+    r = cli("bench", "--quick", "--json", "--corpus", str(path))
+    assert r.exit_code in (0, 1), r.stderr
+    data = json.loads(r.stdout)
+    assert set(data["modes"]) == {"lexical", "vector", "hybrid"}
+    assert data["corpus"]["queries"] == {"semantic": 1, "keyword": 1, "graph": 1}
+    r = cli("bench", "--corpus", str(tmp_path / "missing.json"))
+    assert r.exit_code == 1 and "Traceback" not in r.stderr
