@@ -9,7 +9,8 @@ The model, in one place:
 * Initial strength  S0 = clamp(0.25 + 0.5·importance + 0.25·confidence, 0, 1)
   (defaults importance 0.5, confidence 0.8 give 0.7).
 * Effective half-life  H_eff = H × (1 + ln(1 + access_count)) × (1 + 0.25·min(links, 4)) × review,
-  with links = the memory's graph entities that are connected (in a relation or shared with another memory) and review = 1 + log2(1 + stability / S1)
+  with links = the memory's connected graph entities (in a relation, or shared with another
+  memory) and review = 1 + log2(1 + stability / S1)
   after `confirm` (stability from the FSRS model, S1 = 2.3065 d, FSRS-6's stability after a first
   "Good"; review = 1 for a never-confirmed memory).
 * The bank B counts elapsed half-lives of idleness since the last real access (a recall that
