@@ -207,3 +207,47 @@ def measure(db: str | os.PathLike, runs: int = 5, *, query: str = "how do we dep
                     "first_recall": [round(t, 3) for t in recall_times]},
         "db": str(Path(db)),
     }
+
+
+SEED_MEMORIES = 50
+
+
+def run_mcp(runs: int = 5) -> dict:
+    """`memsafe bench --mcp`: seed a temporary store with SEED_MEMORIES memories, then `measure` it.
+
+    Returns the `measure` dict (without the temporary path). Raises MemsafeError, RuntimeError.
+    """
+    import tempfile
+    from pathlib import Path
+
+    from memsafe import api
+
+    with tempfile.TemporaryDirectory(prefix="memsafe-bench-mcp-") as tmp:
+        db = Path(tmp) / "bench.db"
+        opened = api.open_store(str(db))
+        try:
+            for i in range(SEED_MEMORIES):
+                api.remember(
+                    opened.store,
+                    f"Deploy note {i}: service {i % 7} ships through pipeline stage {i % 5} after review {i}",
+                    embed_now=False,
+                )
+            api.backfill(opened.store, limit=None)
+        finally:
+            opened.store.close()
+        report = measure(db, runs, cwd=tmp)
+    report.pop("db", None)
+    return report
+
+
+def mcp_lines(report: dict) -> list[str]:
+    """Human-readable lines for a `run_mcp` report."""
+    listing = report["tools_list"]
+    return [
+        f"tools/list        {listing['whole']} tokens (cl100k) for {listing['tools']} tools "
+        f"(name+description+inputSchema only: {listing['core']})",
+        f"spawn→initialize  {report['spawn_to_initialize_s']:.3f} s (median of {report['runs']})",
+        f"spawn→1st recall  {report['spawn_to_first_recall_s']:.3f} s "
+        f"(median of {report['runs']}, model load included)",
+        f"SDK import alone  {report['baseline_sdk_import_s']:.3f} s (python -c 'import mcp.server.mcpserver')",
+    ]

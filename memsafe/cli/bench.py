@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from memsafe import bench as bench_mod
-from memsafe.cli._common import JsonOpt, _emit_json, _fail, app, err, out
+from memsafe.cli._common import JsonOpt, _emit_json, _fail, app, err, out, say
 from memsafe.errors import MemsafeError
 
 
@@ -23,6 +23,12 @@ def bench(
         str | None, typer.Option("--corpus", help="A corpus JSON file instead of the one shipped with memsafe.")
     ] = None,
     misses: Annotated[bool, typer.Option("--misses", help="Also list hybrid queries not answered at rank 1.")] = False,
+    mcp: Annotated[
+        bool, typer.Option("--mcp", help="Measure the MCP server instead: tools/list tokens and cold start.")
+    ] = False,
+    runs: Annotated[
+        int, typer.Option("--runs", min=1, max=50, help="With --mcp: cold starts to take the median of.")
+    ] = 5,
     json_: JsonOpt = False,
 ) -> None:
     """Benchmark recall quality on a built-in corpus: lexical, vector and hybrid side by side.
@@ -36,7 +42,12 @@ def bench(
       memsafe bench --quick
 
       memsafe bench --json
+
+      memsafe bench --mcp
     """
+    if mcp:
+        _bench_mcp(runs, json_)
+        return
     try:
         report = bench_mod.run_quality(quick=quick, corpus_path=corpus)
     except MemsafeError as exc:
@@ -61,5 +72,22 @@ def bench(
                         markup=False, highlight=False,
                     )
     if not report["ok"]:
-        err.print("[red]A quality floor was missed.[/]", markup=True)
+        say("Error", "a quality floor was missed")
         raise typer.Exit(1)
+
+
+def _bench_mcp(runs: int, json_: bool) -> None:
+    """The MCP server's token cost and cold start, on a temporary seeded store."""
+    from memsafe.bench_mcp import SEED_MEMORIES, mcp_lines, run_mcp
+
+    err.print(f"seeding {SEED_MEMORIES} memories, then {runs} cold starts …")
+    try:
+        report = run_mcp(runs)
+    except (MemsafeError, RuntimeError) as exc:
+        raise _fail(str(exc)) from None
+    if json_:
+        _emit_json(report)
+        return
+    console = out()
+    for line in mcp_lines(report):
+        console.print(line)
