@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from memsafe import clock, embed, retrieve, settings, tokens
-from memsafe.errors import Duplicate, InvalidInput, NotFound
+from memsafe import clock, embed, retrieve, safety, settings, tokens
+from memsafe.errors import Duplicate, InvalidInput, NotFound, SecretDetected
 from memsafe.models import (
     Hit,
     Kind,
@@ -152,6 +152,20 @@ def clean_project(project: str | None) -> str | None:
     return text
 
 
+def _screen_secrets(text: str, redact: bool) -> str:
+    """Refuse (or, with `redact`, redact) credentials in content before it is stored."""
+    findings = safety.scan(text)
+    if not findings:
+        return text
+    if not redact:
+        raise SecretDetected(
+            f"refused: the content looks like a credential ({safety.describe(findings)}); memsafe does not "
+            "store secrets. To keep the rest of the note with each secret replaced by [REDACTED:<type>], "
+            "remember it again with --redact (MCP/API: redact=true)"
+        )
+    return clean_text(safety.redact(text, findings))
+
+
 def _check_id(memory_id: int) -> int:
     if not isinstance(memory_id, int) or isinstance(memory_id, bool) or memory_id < 1 or memory_id > 2**63 - 1:
         raise InvalidInput(f"memory id must be a positive integer, got {memory_id!r}")
@@ -217,6 +231,7 @@ def remember(
     importance: float | None = None,
     confidence: float | None = None,
     embed_now: bool = True,
+    redact: bool = False,
 ) -> Memory:
     """Store a memory. Returns it with its new id.
 
@@ -224,13 +239,16 @@ def remember(
         content: the text; lone surrogates become U+FFFD, NUL is dropped, at most 1,000,000 chars.
         project: project key or name; None stores a global memory.
         embed_now: compute the vector now (else it stays pending for `backfill`).
+        redact: store content that looks like a credential with each secret replaced by
+            `[REDACTED:<type>]` (see `memsafe.safety`) instead of refusing it.
 
     Raises:
         InvalidInput: bad content, kind, source, tag or number.
+        SecretDetected: the content looks like a credential and `redact` is False.
         Duplicate: the same content already exists (not forgotten) in the same project; the
             message and `existing_id` name it.
     """
-    text = clean_text(content)
+    text = _screen_secrets(clean_text(content), redact)
     kind_v = _enum_value(Kind, kind, "kind")
     source_v = _enum_value(Source, source, "source")
     tag_list = clean_tags(tags)

@@ -43,6 +43,9 @@ def remember(
     no_embed: Annotated[
         bool, typer.Option("--no-embed", help="Store now, compute the vector later (faster).")
     ] = False,
+    redact: Annotated[
+        bool, typer.Option("--redact", help="Store content that looks like a credential with the secret redacted.")
+    ] = False,
     json_: JsonOpt = False,
 ) -> None:
     """Remember CONTENT. Prints the new memory's id.
@@ -58,7 +61,7 @@ def remember(
         key = None if global_ else _project(opened, project, project_path)[0]
         memory = api.remember(
             opened.store, text, kind=kind.value, project=key, tags=tag or [], source=source.value,
-            importance=importance, embed_now=not no_embed,
+            importance=importance, embed_now=not no_embed, redact=redact,
         )
     if json_:
         _emit_json(memory)
