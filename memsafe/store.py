@@ -530,6 +530,55 @@ class Store:
                 return [(r[0], r[1]) for r in self.conn.execute(sql, [query_bytes, *params, k])]
             fetch = min(KNN_MAX_K, fetch * 4)
 
+    # -- consistency (issue 7: hardening) -------------------------------------------------------
+
+    def consistency_problems(self) -> list[str]:
+        """Everything that would make the file untrustworthy; [] when it is sound.
+
+        Checks: `PRAGMA integrity_check`, `PRAGMA foreign_key_check`, the FTS5 index against its
+        content table (FTS5 'integrity-check' with rank=1, plus one index row per memory), and the
+        vectors against the rows (no vector for a missing row, `embedded = 1` iff a vector exists).
+        Runs the FTS5 check as a command, so it takes the write lock briefly.
+        """
+        problems: list[str] = []
+        integrity = self.integrity_check()
+        if integrity != "ok":
+            problems.append(f"integrity_check: {integrity}")
+        fk = self.conn.execute("PRAGMA foreign_key_check").fetchall()
+        if fk:
+            problems.append(f"foreign_key_check: {len(fk)} dangling rows")
+        try:
+            with self.write():
+                self.conn.execute("INSERT INTO memories_fts(memories_fts, rank) VALUES ('integrity-check', 1)")
+        except apsw.Error as exc:
+            problems.append(f"fts integrity-check: {exc}")
+        rows = self.conn.execute("SELECT count(*) FROM memories").fetchone()[0]
+        indexed = self.conn.execute("SELECT count(*) FROM memories_fts_docsize").fetchone()[0]
+        if rows != indexed:
+            problems.append(f"{rows} memories but {indexed} full-text entries")
+        if self.vector_table_exists() and self.vector_available:
+            orphans = self.conn.execute(
+                "SELECT count(*) FROM vec_memories v "
+                "WHERE NOT EXISTS (SELECT 1 FROM memories m WHERE m.id = v.memory_id)"
+            ).fetchone()[0]
+            if orphans:
+                problems.append(f"{orphans} vectors for missing memories")
+            missing = self.conn.execute(
+                "SELECT count(*) FROM memories m WHERE m.embedded = 1 AND NOT EXISTS "
+                "(SELECT 1 FROM vec_memories v WHERE v.memory_id = m.id)"
+            ).fetchone()[0]
+            if missing:
+                problems.append(f"{missing} memories marked embedded without a vector")
+            unmarked = self.conn.execute(
+                "SELECT count(*) FROM vec_memories v JOIN memories m ON m.id = v.memory_id WHERE m.embedded = 0"
+            ).fetchone()[0]
+            if unmarked:
+                problems.append(f"{unmarked} vectors for memories marked not embedded")
+        elif self.conn.execute("SELECT count(*) FROM memories WHERE embedded = 1").fetchone()[0]:
+            if not self.vector_table_exists():
+                problems.append("memories marked embedded but there is no vector table")
+        return problems
+
 
 def file_sizes(path: Path) -> tuple[int, int]:
     """(main file bytes, WAL bytes); 0 for a missing file."""

@@ -8,7 +8,7 @@ import math
 import re
 import unicodedata
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -129,14 +129,14 @@ def _enum_value(enum: type, value, what: str) -> str:
         return enum(value).value
     except ValueError:
         allowed = ", ".join(e.value for e in enum)
-        raise InvalidInput(f"unknown {what} {value!r}; use one of: {allowed}") from None
+        raise InvalidInput(f"unknown {what} {_shown(value)}; use one of: {allowed}") from None
 
 
 def _unit_interval(value: float | None, what: str, default: float) -> float:
     if value is None:
         return default
     if not isinstance(value, (int, float)) or math.isnan(value) or not 0.0 <= value <= 1.0:
-        raise InvalidInput(f"{what} must be between 0 and 1, got {value}")
+        raise InvalidInput(f"{what} must be between 0 and 1, got {_shown(value)}")
     return float(value)
 
 
@@ -166,9 +166,24 @@ def _screen_secrets(text: str, redact: bool) -> str:
     return clean_text(safety.redact(text, findings))
 
 
+def _shown(value, width: int = 40) -> str:
+    """repr of a user value, cut to `width` characters (messages never echo megabytes)."""
+    text = repr(value)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _whole(value, key: str, what: str) -> int:
+    """An integer argument within the bounds of config key `key` (e.g. limit within recall_limit's).
+    Raises InvalidInput naming the range."""
+    spec = settings.CONFIG_KEYS[key]
+    if not isinstance(value, int) or isinstance(value, bool) or not spec.low <= value <= spec.high:
+        raise InvalidInput(f"{what} must be a whole number from {spec.low:g} to {spec.high:g}, got {_shown(value)}")
+    return value
+
+
 def _check_id(memory_id: int) -> int:
     if not isinstance(memory_id, int) or isinstance(memory_id, bool) or memory_id < 1 or memory_id > 2**63 - 1:
-        raise InvalidInput(f"memory id must be a positive integer, got {memory_id!r}")
+        raise InvalidInput(f"memory id must be a positive integer, got {_shown(memory_id)}")
     return memory_id
 
 
@@ -350,6 +365,8 @@ def purge(store: Store, memory_ids: Sequence[int]) -> PurgeReport:
     Raises:
         InvalidInput: no ids; NotFound: an id does not exist (nothing is purged then).
     """
+    if isinstance(memory_ids, (str, bytes)) or not isinstance(memory_ids, Iterable):
+        raise InvalidInput(f"purge takes a list of memory ids, got {_shown(memory_ids)}")
     ids = list(dict.fromkeys(_check_id(i) for i in memory_ids))
     if not ids:
         raise InvalidInput("no memory ids to purge")
@@ -427,12 +444,8 @@ def recall(
     text = clean_text(query, "query", MAX_QUERY_CHARS)
     if mode not in ("hybrid", "lexical", "vector"):
         raise InvalidInput(f"unknown mode {mode!r}; use hybrid, lexical or vector")
-    budget_v = config_value(store, "token_budget") if budget is None else budget
-    if not isinstance(budget_v, int) or budget_v < 1:
-        raise InvalidInput(f"budget must be a positive number of tokens, got {budget_v}")
-    limit_v = config_value(store, "recall_limit") if limit is None else limit
-    if not isinstance(limit_v, int) or limit_v < 1:
-        raise InvalidInput(f"limit must be at least 1, got {limit_v}")
+    budget_v = config_value(store, "token_budget") if budget is None else _whole(budget, "token_budget", "budget")
+    limit_v = config_value(store, "recall_limit") if limit is None else _whole(limit, "recall_limit", "limit")
     scope = make_scope(project=project, all_projects=all_projects, kinds=kinds, tags=tags, since=since)
     effective = max(1, int(budget_v * config_value(store, "safety_multiplier")))
     depth = max(config_value(store, "candidate_depth"), limit_v)
