@@ -113,11 +113,7 @@ class Store:
         target = migrations.latest()
         if version == target:
             return
-        if version == 0:
-            tables = self.conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
-            if tables:
-                raise StoreUnavailable(f"{self.path} is a SQLite file but not a memsafe database")
-        else:
+        if version != 0:
             self._backup(version)
         try:
             for number, (name, fn) in enumerate(migrations.MIGRATIONS, start=1):
@@ -125,6 +121,9 @@ class Store:
                     current = self.schema_version()  # another process may have migrated meanwhile
                     if current >= number:
                         continue
+                    if current == 0 and self.conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
+                        # checked under the write lock: a concurrent first opener may have just created it
+                        raise StoreUnavailable(f"{self.path} is a SQLite file but not a memsafe database")
                     fn(self.conn)
                     self.conn.execute(f"PRAGMA user_version = {number}")
         except apsw.Error as exc:
