@@ -102,6 +102,11 @@ class Store:
             if mode.lower() != "wal":
                 conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = FULL")
+        except (apsw.ReadOnlyError, apsw.CantOpenError, apsw.PermissionsError) as exc:
+            raise StoreUnavailable(
+                f"cannot open {path}: the file or its folder is read-only or not accessible ({exc}); "
+                "memsafe needs write access to it. The file was not changed"
+            ) from None
         except apsw.Error as exc:
             raise StoreUnavailable(f"cannot open {path}: {exc}") from None
         finally:
@@ -127,8 +132,9 @@ class Store:
                     fn(self.conn)
                     self.conn.execute(f"PRAGMA user_version = {number}")
         except apsw.Error as exc:
+            hint = " (the file or its folder is read-only)" if isinstance(exc, apsw.ReadOnlyError) else ""
             raise StoreUnavailable(
-                f"cannot migrate {self.path} from schema {version} to {target}: {exc}"
+                f"cannot migrate {self.path} from schema {version} to {target}{hint}: {exc}"
                 + (f"; the file is unchanged, a backup is at {self.backup_path}" if self.backup_path else "")
             ) from None
 
@@ -144,6 +150,7 @@ class Store:
             with target.backup("main", self.conn, "main") as b:
                 while not b.done:
                     b.step(1000)
+            target.execute("PRAGMA journal_mode = DELETE")  # the backup is one self-contained file
             target.close()
             os.chmod(dest, 0o600)
         except (apsw.Error, OSError) as exc:
