@@ -214,8 +214,9 @@ def backfill(store: Store, *, limit: int | None = BACKFILL_BATCH, batch_size: in
     with store.write():
         store.ensure_vector_table(embedder.model_id, embedder.dim)
     done = 0
+    chunk = max(batch_size, BACKFILL_BATCH)  # rows per transaction; embedded in length-sorted batches
     while limit is None or done < limit:
-        take = batch_size if limit is None else min(batch_size, limit - done)
+        take = chunk if limit is None else min(chunk, limit - done)
         rows = store.pending_embeddings(take)
         if not rows:
             break

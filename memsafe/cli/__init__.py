@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 
-from memsafe.cli import config, memory  # noqa: F401  (registers commands)
+from memsafe.cli import bench_scale, config, memory  # noqa: F401  (registers commands)
 from memsafe.cli._common import app, err
 
 __all__ = ["app", "main"]
