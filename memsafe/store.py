@@ -25,7 +25,7 @@ from memsafe.models import Memory, Scope
 
 BUSY_TIMEOUT_MS = 30_000
 KNN_MAX_K = 4096  # sqlite-vec's upper bound on `k` in a KNN query (v0.1.x)
-EXACT_SCAN_MAX = 5000  # below this many candidates a filtered exact scan beats over-fetching KNN
+EXACT_SCAN_RATIO = 24  # score a scope row by row when it holds under 1/24 of the vectors (see vector_search)
 
 _MEMORY_COLUMNS = (
     "id, uid, content, kind, project, source, importance, confidence, created_at, updated_at, "
@@ -503,20 +503,41 @@ class Store:
     def vector_search(self, query_bytes: bytes, scope: Scope, k: int) -> list[tuple[int, float]]:
         """The k nearest memories in scope by cosine distance. Returns [(id, distance)] nearest first.
 
-        Filters never starve the result: a selective scope is scanned exactly; a broad one uses the
-        vec0 KNN and over-fetches until k candidates survive the filter (FIELD-CASES F12).
+        Filters never starve the result (FIELD-CASES F12): a broad scope is one vec0 KNN whose
+        rowids are restricted to the scope (`memory_id IN (subquery)`, sqlite-vec >= 0.1.6: exact
+        top-k within the scope, one pass over the vectors); a scope holding under 1/EXACT_SCAN_RATIO
+        of the vectors is scored row by row instead (a vec0 point lookup costs ~25 full-scan steps,
+        measured with scripts/knn_scale.py). Older sqlite-vec without rowid filters falls back to
+        over-fetching KNN.
         """
         in_scope = self.count_in_scope(scope, embedded_only=True)
         if in_scope == 0 or k <= 0:
             return []
         total = self.vector_count()
         where, params = self._scope_sql(scope)
-        if in_scope <= EXACT_SCAN_MAX and in_scope < total:
+        exact_sql = (
+            "SELECT m.id, vec_distance_cosine(v.embedding, ?) AS d FROM memories m "
+            f"JOIN vec_memories v ON v.memory_id = m.id WHERE m.embedded = 1 AND {where} ORDER BY d LIMIT ?"
+        )
+        if in_scope < total and in_scope * EXACT_SCAN_RATIO <= total:
+            return [(r[0], r[1]) for r in self.conn.execute(exact_sql, [query_bytes, *params, k])]
+        fetch = min(k, KNN_MAX_K)
+        if in_scope >= total:
             sql = (
-                "SELECT m.id, vec_distance_cosine(v.embedding, ?) AS d FROM memories m "
-                f"JOIN vec_memories v ON v.memory_id = m.id WHERE m.embedded = 1 AND {where} ORDER BY d LIMIT ?"
+                "SELECT memory_id, distance FROM vec_memories WHERE embedding MATCH ? AND k = ? ORDER BY distance"
             )
-            return [(r[0], r[1]) for r in self.conn.execute(sql, [query_bytes, *params, k])]
+            return [(r[0], r[1]) for r in self.conn.execute(sql, [query_bytes, fetch])]
+        sql = (
+            "SELECT memory_id, distance FROM vec_memories WHERE embedding MATCH ? AND k = ? "
+            f"AND memory_id IN (SELECT m.id FROM memories m WHERE m.embedded = 1 AND {where}) ORDER BY distance"
+        )
+        try:
+            return [(r[0], r[1]) for r in self.conn.execute(sql, [query_bytes, fetch, *params])]
+        except apsw.SQLError:
+            return self._vector_search_overfetch(query_bytes, where, params, in_scope, total, k, exact_sql)
+
+    def _vector_search_overfetch(self, query_bytes, where, params, in_scope, total, k, exact_sql):
+        """KNN over all vectors, over-fetching until k survive the scope filter (sqlite-vec < 0.1.6)."""
         fetch = min(KNN_MAX_K, max(k, int(k * total / in_scope * 2)))
         while True:
             sql = (
@@ -528,12 +549,7 @@ class Store:
             if len(rows) >= min(k, in_scope) or fetch >= total:
                 return rows
             if fetch >= KNN_MAX_K:
-                sql = (
-                    "SELECT m.id, vec_distance_cosine(v.embedding, ?) AS d FROM memories m "
-                    f"JOIN vec_memories v ON v.memory_id = m.id WHERE m.embedded = 1 AND {where} "
-                    "ORDER BY d LIMIT ?"
-                )
-                return [(r[0], r[1]) for r in self.conn.execute(sql, [query_bytes, *params, k])]
+                return [(r[0], r[1]) for r in self.conn.execute(exact_sql, [query_bytes, *params, k])]
             fetch = min(KNN_MAX_K, fetch * 4)
 
     # -- consistency (issue 7: hardening) -------------------------------------------------------
