@@ -78,3 +78,79 @@ def test_vector_search_is_exact_in_scope(vec_store, projects, tags, statuses):
         want = _truth(vectors, allowed, q, k)
         assert got == want
         assert len(got) == min(k, sum(1 for i in vectors if allowed(i)))  # never starved
+
+
+@pytest.fixture
+def clustered_store(tmp_path, monkeypatch):
+    """2,000 clustered vectors (like sentence embeddings) with the fast index in use."""
+    from memsafe import store as store_module
+
+    monkeypatch.setattr(store_module, "FAST_INDEX_MIN", 0)
+    rng = np.random.default_rng(9)
+    centroids = rng.normal(size=(40, 384)).astype(np.float32)
+    store = Store(tmp_path / "c.db")
+    vectors, project_of = {}, {}
+    with store.write():
+        store.ensure_vector_table("test-model", 384)
+        for n in range(2000):
+            v = centroids[n % 40] + rng.normal(scale=0.9, size=384).astype(np.float32)
+            v /= np.linalg.norm(v)
+            project = ["a", "b", "c", None][n % 4] if n >= 30 else "tiny"
+            mid = store.insert_memory(
+                {"uid": f"u{n}", "content": f"m{n}", "project": project, "created_at": "2026-01-01T00:00:00Z",
+                 "updated_at": "2026-01-01T00:00:00Z", "content_updated_at": "2026-01-01T00:00:00Z",
+                 "content_hash": f"h{n}"},
+                [],
+            )
+            store.put_vector(mid, v.tobytes())
+            vectors[mid], project_of[mid] = v, project
+    yield store, vectors, project_of, centroids
+    store.close()
+
+
+@pytest.mark.parametrize("projects", [None, ["a"], ["a", "b"], ["tiny"]])
+def test_fast_index_search_quality(clustered_store, projects):
+    """Binary KNN + exact rescoring: results in scope, ordered by true distance, never starved,
+    recall@10 against brute force >= 0.9 (a tiny scope is exact)."""
+    store, vectors, project_of, centroids = clustered_store
+    assert store.fast_index_complete(store.vector_count())
+    scope = Scope(projects=projects, include_global=projects != ["tiny"], kinds=[], tags=[], since=None)
+
+    def allowed(i):
+        return projects is None or project_of[i] in projects or (project_of[i] is None and projects != ["tiny"])
+
+    rng = np.random.default_rng(1)
+    recalls = []
+    for trial in range(10):
+        q = centroids[trial] + rng.normal(scale=0.9, size=384).astype(np.float32)
+        q /= np.linalg.norm(q)
+        got = store.vector_search(q.tobytes(), scope, 10)
+        want = _truth(vectors, allowed, q, 10)
+        assert len(got) == min(10, sum(1 for i in vectors if allowed(i)))
+        assert all(allowed(i) for i, _ in got)
+        assert [d for _, d in got] == sorted(d for _, d in got)
+        recalls.append(len({i for i, _ in got} & set(want)) / len(want))
+        if projects == ["tiny"]:
+            assert [i for i, _ in got] == want
+    assert sum(recalls) / len(recalls) >= 0.9, recalls
+
+
+def test_fast_index_follows_updates_deletes_and_old_stores(clustered_store):
+    store, vectors, _, _ = clustered_store
+    new = np.zeros(384, dtype=np.float32)
+    new[0] = 1.0
+    with store.write():
+        store.put_vector(5, new.tobytes())  # re-embed: the old vector must not be found any more
+        store.delete_memories([6])
+    scope = Scope(projects=None, include_global=True, kinds=[], tags=[], since=None)
+    assert store.vector_search(new.tobytes(), scope, 1)[0][0] == 5
+    assert all(i != 6 for i, _ in store.vector_search(vectors[6].tobytes(), scope, 20))
+    assert store.consistency_problems() == []
+    # A store written before the fast index existed gets it built on its next write.
+    with store.write():
+        store._drop_fast_index()
+    assert not store.fast_index_exists()
+    with store.write():
+        store.ensure_vector_table("test-model", 384)
+    assert store.fast_index_complete(store.vector_count())
+    assert store.consistency_problems() == []
