@@ -26,8 +26,6 @@ from memsafe.models import Memory, Scope
 BUSY_TIMEOUT_MS = 30_000
 KNN_MAX_K = 4096  # sqlite-vec's upper bound on `k` in a KNN query (v0.1.x)
 EXACT_SCAN_RATIO = 24  # score a scope row by row when it holds under 1/24 of the vectors (see vector_search)
-FAST_INDEX_MIN = 4096  # from this many vectors, search the binary index and rescore (see _fast_search)
-FAST_OVERSAMPLE = 10  # binary-index candidates per wanted result, rescored exactly
 
 _MEMORY_COLUMNS = (
     "id, uid, content, kind, project, source, importance, confidence, created_at, updated_at, "
@@ -440,17 +438,13 @@ class Store:
         vectors came from another model. Call inside `write()`."""
         stored = self.config_get("_embedding_model")
         if stored == model_id and self.vector_table_exists():
-            if not self.fast_index_exists():
-                self._create_fast_index(dim, fill=True)
             return
         if self.vector_table_exists():
             self.conn.execute("DROP TABLE vec_memories")
-        self._drop_fast_index()
         self.conn.execute(
             f"CREATE VIRTUAL TABLE vec_memories USING vec0("
             f"memory_id INTEGER PRIMARY KEY, embedding float[{int(dim)}] distance_metric=cosine)"
         )
-        self._create_fast_index(dim, fill=False)
         self.conn.execute("UPDATE memories SET embedded = 0 WHERE embedded = 1")
         self.config_set("_embedding_model", model_id)
         self.config_set("_embedding_dim", str(int(dim)))
@@ -468,7 +462,6 @@ class Store:
         self.conn.execute(
             "INSERT INTO vec_memories(memory_id, embedding) VALUES (?, ?)", (memory_id, vector_bytes)
         )
-        self._put_fast(memory_id, vector_bytes)
         self.conn.execute("UPDATE memories SET embedded = 1 WHERE id = ?", (memory_id,))
 
     def delete_vector(self, memory_id: int) -> None:
@@ -480,7 +473,6 @@ class Store:
                 f"({self.vector_error}); purge needs it to remove them"
             )
         self.conn.execute("DELETE FROM vec_memories WHERE memory_id = ?", (memory_id,))
-        self._delete_fast(memory_id)
         self.conn.execute("UPDATE memories SET embedded = 0 WHERE id = ?", (memory_id,))
 
     def get_vector(self, memory_id: int) -> bytes | None:
@@ -492,10 +484,7 @@ class Store:
     def vector_count(self) -> int:
         if not (self.vector_available and self.vector_table_exists()):
             return 0
-        try:  # vec0's rowid shadow table: a b-tree count instead of a scan of every vector chunk
-            return self.conn.execute("SELECT count(*) FROM vec_memories_rowids").fetchone()[0]
-        except apsw.SQLError:
-            return self.conn.execute("SELECT count(*) FROM vec_memories").fetchone()[0]
+        return self.conn.execute("SELECT count(*) FROM vec_memories").fetchone()[0]
 
     def pending_embeddings(self, limit: int) -> list[tuple[int, str]]:
         """Memories (any status but forgotten) whose vector is missing, oldest first."""
@@ -526,8 +515,6 @@ class Store:
             return []
         total = self.vector_count()
         where, params = self._scope_sql(scope)
-        if total >= FAST_INDEX_MIN and self.fast_index_complete(total):
-            return self._fast_search(query_bytes, where, params, in_scope, total, k)
         exact_sql = (
             "SELECT m.id, vec_distance_cosine(v.embedding, ?) AS d FROM memories m "
             f"JOIN vec_memories v ON v.memory_id = m.id WHERE m.embedded = 1 AND {where} ORDER BY d LIMIT ?"
@@ -564,95 +551,6 @@ class Store:
             if fetch >= KNN_MAX_K:
                 return [(r[0], r[1]) for r in self.conn.execute(exact_sql, [query_bytes, *params, k])]
             fetch = min(KNN_MAX_K, fetch * 4)
-
-    # -- fast vector index (issue 7: scale) -------------------------------------------------------
-    # vec0's brute-force KNN reads every float vector (~1.5 KB each): ~40 ms per 10k vectors on the
-    # 2-core dev box, too slow at 100k. Alongside `vec_memories` (which stays the vectors of record),
-    # two derived tables, kept in the same transactions by put_vector/delete_vector:
-    #   vec_memories_bit  vec0 bit[dim]: sign bits of each vector (48 bytes), Hamming KNN ~14x faster;
-    #   vec_memories_f32  plain table memory_id -> float32 blob, for cheap exact rescoring lookups
-    #                     (a vec0 point lookup costs ~65-220 us; a b-tree row ~5 us).
-    # Search = binary KNN within the scope for k x FAST_OVERSAMPLE candidates, then exact cosine on
-    # those (binary quantisation + rescoring, as in sqlite-vec's docs on `bit` vectors).
-
-    def fast_index_exists(self) -> bool:
-        return (
-            self.conn.execute(
-                "SELECT count(*) FROM sqlite_master WHERE name IN ('vec_memories_bit', 'vec_memories_f32')"
-            ).fetchone()[0]
-            == 2
-        )
-
-    def fast_index_complete(self, total: int) -> bool:
-        """The fast index holds exactly the `total` vectors of `vec_memories`."""
-        if not self.fast_index_exists():
-            return False
-        try:
-            bits = self.conn.execute("SELECT count(*) FROM vec_memories_bit_rowids").fetchone()[0]
-        except apsw.SQLError:
-            bits = self.conn.execute("SELECT count(*) FROM vec_memories_bit").fetchone()[0]
-        floats = self.conn.execute("SELECT count(*) FROM vec_memories_f32").fetchone()[0]
-        return bits == floats == total
-
-    def _create_fast_index(self, dim: int, *, fill: bool) -> None:
-        """Create the derived tables (inside `write()`); `fill` copies every existing vector."""
-        self._drop_fast_index()
-        self.conn.execute(
-            "CREATE VIRTUAL TABLE vec_memories_bit USING vec0("
-            f"memory_id INTEGER PRIMARY KEY, embedding bit[{int(dim)}])"
-        )
-        self.conn.execute("CREATE TABLE vec_memories_f32 (memory_id INTEGER PRIMARY KEY, embedding BLOB NOT NULL)")
-        if fill:
-            self.conn.execute(
-                "INSERT INTO vec_memories_bit(memory_id, embedding) "
-                "SELECT memory_id, vec_quantize_binary(embedding) FROM vec_memories"
-            )
-            self.conn.execute(
-                "INSERT INTO vec_memories_f32(memory_id, embedding) SELECT memory_id, embedding FROM vec_memories"
-            )
-
-    def _drop_fast_index(self) -> None:
-        self.conn.execute("DROP TABLE IF EXISTS vec_memories_bit")
-        self.conn.execute("DROP TABLE IF EXISTS vec_memories_f32")
-
-    def _put_fast(self, memory_id: int, vector_bytes: bytes) -> None:
-        if not self.fast_index_exists():
-            return
-        self.conn.execute("DELETE FROM vec_memories_bit WHERE memory_id = ?", (memory_id,))
-        self.conn.execute(
-            "INSERT INTO vec_memories_bit(memory_id, embedding) VALUES (?, vec_quantize_binary(?))",
-            (memory_id, vector_bytes),
-        )
-        self.conn.execute(
-            "INSERT OR REPLACE INTO vec_memories_f32(memory_id, embedding) VALUES (?, ?)", (memory_id, vector_bytes)
-        )
-
-    def _delete_fast(self, memory_id: int) -> None:
-        if not self.fast_index_exists():
-            return
-        self.conn.execute("DELETE FROM vec_memories_bit WHERE memory_id = ?", (memory_id,))
-        self.conn.execute("DELETE FROM vec_memories_f32 WHERE memory_id = ?", (memory_id,))
-
-    def _fast_search(self, query_bytes, where, params, in_scope, total, k) -> list[tuple[int, float]]:
-        if in_scope * EXACT_SCAN_RATIO <= total:  # small scope: exact, with cheap b-tree lookups
-            sql = (
-                "SELECT m.id, vec_distance_cosine(f.embedding, ?) AS d FROM memories m "
-                f"JOIN vec_memories_f32 f ON f.memory_id = m.id WHERE m.embedded = 1 AND {where} ORDER BY d LIMIT ?"
-            )
-            return [(r[0], r[1]) for r in self.conn.execute(sql, [query_bytes, *params, k])]
-        fetch = min(KNN_MAX_K, max(k * FAST_OVERSAMPLE, 500))
-        scope_filter = (
-            "" if in_scope >= total
-            else f" AND memory_id IN (SELECT m.id FROM memories m WHERE m.embedded = 1 AND {where})"
-        )
-        sql = (
-            "WITH cand AS (SELECT memory_id FROM vec_memories_bit "
-            f"WHERE embedding MATCH vec_quantize_binary(?) AND k = ?{scope_filter}) "
-            "SELECT f.memory_id, vec_distance_cosine(f.embedding, ?) AS d FROM cand "
-            "JOIN vec_memories_f32 f ON f.memory_id = cand.memory_id ORDER BY d LIMIT ?"
-        )
-        args = [query_bytes, fetch, *([] if in_scope >= total else params), query_bytes, k]
-        return [(r[0], r[1]) for r in self.conn.execute(sql, args)]
 
     # -- consistency (issue 7: hardening) -------------------------------------------------------
 
@@ -698,15 +596,6 @@ class Store:
             ).fetchone()[0]
             if unmarked:
                 problems.append(f"{unmarked} vectors for memories marked not embedded")
-            if self.fast_index_exists() and not self.fast_index_complete(self.vector_count()):
-                problems.append("the binary/rescoring vector index does not match the vectors")
-            if self.fast_index_exists():
-                differ = self.conn.execute(
-                    "SELECT count(*) FROM vec_memories_f32 f WHERE NOT EXISTS "
-                    "(SELECT 1 FROM memories m WHERE m.id = f.memory_id AND m.embedded = 1)"
-                ).fetchone()[0]
-                if differ:
-                    problems.append(f"{differ} rescoring vectors for missing or unembedded memories")
         elif self.conn.execute("SELECT count(*) FROM memories WHERE embedded = 1").fetchone()[0]:
             if not self.vector_table_exists():
                 problems.append("memories marked embedded but there is no vector table")
