@@ -484,7 +484,10 @@ class Store:
     def vector_count(self) -> int:
         if not (self.vector_available and self.vector_table_exists()):
             return 0
-        return self.conn.execute("SELECT count(*) FROM vec_memories").fetchone()[0]
+        try:  # vec0's rowid shadow table: a b-tree count instead of a scan of every vector chunk
+            return self.conn.execute("SELECT count(*) FROM vec_memories_rowids").fetchone()[0]
+        except apsw.SQLError:
+            return self.conn.execute("SELECT count(*) FROM vec_memories").fetchone()[0]
 
     def pending_embeddings(self, limit: int) -> list[tuple[int, str]]:
         """Memories (any status but forgotten) whose vector is missing, oldest first."""
