@@ -444,7 +444,7 @@ def recall(
     """
     text = clean_text(query, "query", MAX_QUERY_CHARS)
     if mode not in ("hybrid", "lexical", "vector"):
-        raise InvalidInput(f"unknown mode {mode!r}; use hybrid, lexical or vector")
+        raise InvalidInput(f"unknown mode {_shown(mode)}; use hybrid, lexical or vector")
     budget_v = config_value(store, "token_budget") if budget is None else _whole(budget, "token_budget", "budget")
     limit_v = config_value(store, "recall_limit") if limit is None else _whole(limit, "recall_limit", "limit")
     scope = make_scope(project=project, all_projects=all_projects, kinds=kinds, tags=tags, since=since)
