@@ -24,6 +24,7 @@ import math
 import re
 import threading
 from collections import Counter
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 __all__ = ["Finding", "scan", "redact", "describe"]
@@ -128,12 +129,19 @@ def _looks_random(value: str) -> bool:
 
 
 def _library_findings(line: str) -> list[tuple[str, str, str]]:
-    """[(type, secret value, plugin)] from detect-secrets for one line."""
+    """[(type, secret value, plugin)] from detect-secrets for one line (inside `_library_settings`)."""
     from detect_secrets.core.scan import scan_line
+
+    return [(s.type, s.secret_value or "", s.type) for s in scan_line(line)]
+
+
+@contextmanager
+def _library_settings():
+    """detect-secrets configured with memsafe's plugins and filters, for one whole scan."""
     from detect_secrets.settings import transient_settings
 
     with _lock, transient_settings(_SETTINGS):
-        return [(s.type, s.secret_value or "", s.type) for s in scan_line(line)]
+        yield
 
 
 def _scan_line(line: str) -> list[tuple[str, int, int, str]]:
@@ -172,10 +180,11 @@ def scan(text: str) -> list[Finding]:
     """
     raw: list[tuple[str, int, int, str]] = []
     offset = 0
-    for line in text.split("\n"):
-        for secret_type, start, end, detector in _scan_line(line):
-            raw.append((secret_type, offset + start, offset + end, detector))
-        offset += len(line) + 1
+    with _library_settings():
+        for line in text.split("\n"):
+            for secret_type, start, end, detector in _scan_line(line):
+                raw.append((secret_type, offset + start, offset + end, detector))
+            offset += len(line) + 1
     if any(t == "private-key" for t, *_ in raw):
         for m in _PRIVATE_KEY_BLOCK.finditer(text):
             raw.append(("private-key", m.start(), m.end(), "detect-secrets:Private Key"))
