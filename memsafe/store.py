@@ -25,6 +25,7 @@ from memsafe.models import Memory, Scope
 
 BUSY_TIMEOUT_MS = 30_000
 KNN_MAX_K = 4096  # sqlite-vec's upper bound on `k` in a KNN query (v0.1.x)
+CACHE_MIN_VECTORS = 2000  # from this many vectors, a process's second search loads them into memory
 EXACT_SCAN_RATIO = 24  # score a scope row by row when it holds under 1/24 of the vectors (see vector_search)
 
 _MEMORY_COLUMNS = (
@@ -58,6 +59,8 @@ class Store:
         self.backup_path: Path | None = None
         self.vector_error: str | None = None
         self._vec_checked = False
+        self._vcache: _VectorCache | None = None
+        self._vsearches = 0
         self.conn = self._connect(create)
         try:
             self._migrate()
@@ -446,6 +449,7 @@ class Store:
             f"memory_id INTEGER PRIMARY KEY, embedding float[{int(dim)}] distance_metric=cosine)"
         )
         self.conn.execute("UPDATE memories SET embedded = 0 WHERE embedded = 1")
+        self._log_vector(0)
         self.config_set("_embedding_model", model_id)
         self.config_set("_embedding_dim", str(int(dim)))
 
@@ -462,6 +466,7 @@ class Store:
         self.conn.execute(
             "INSERT INTO vec_memories(memory_id, embedding) VALUES (?, ?)", (memory_id, vector_bytes)
         )
+        self._log_vector(memory_id)
         self.conn.execute("UPDATE memories SET embedded = 1 WHERE id = ?", (memory_id,))
 
     def delete_vector(self, memory_id: int) -> None:
@@ -473,6 +478,7 @@ class Store:
                 f"({self.vector_error}); purge needs it to remove them"
             )
         self.conn.execute("DELETE FROM vec_memories WHERE memory_id = ?", (memory_id,))
+        self._log_vector(memory_id)
         self.conn.execute("UPDATE memories SET embedded = 0 WHERE id = ?", (memory_id,))
 
     def get_vector(self, memory_id: int) -> bytes | None:
@@ -513,11 +519,17 @@ class Store:
         measured with scripts/knn_scale.py). Older sqlite-vec without rowid filters falls back to
         over-fetching KNN.
         """
-        in_scope = self.count_in_scope(scope, embedded_only=True)
-        if in_scope == 0 or k <= 0:
+        if k <= 0:
             return []
+        self._vsearches += 1
         total = self.vector_count()
+        cache = self._vector_cache() if total >= CACHE_MIN_VECTORS else None
         where, params = self._scope_sql(scope)
+        if cache is not None:
+            return self._cached_search(cache, query_bytes, where, params, k)
+        in_scope = self.count_in_scope(scope, embedded_only=True)
+        if in_scope == 0:
+            return []
         exact_sql = (
             "SELECT m.id, vec_distance_cosine(v.embedding, ?) AS d FROM memories m "
             f"JOIN vec_memories v ON v.memory_id = m.id WHERE m.embedded = 1 AND {where} ORDER BY d LIMIT ?"
@@ -554,6 +566,105 @@ class Store:
             if fetch >= KNN_MAX_K:
                 return [(r[0], r[1]) for r in self.conn.execute(exact_sql, [query_bytes, *params, k])]
             fetch = min(KNN_MAX_K, fetch * 4)
+
+    # -- in-memory vectors for long-lived processes (issue 7: scale) ---------------------------------
+    # vec0's KNN is a brute-force pass over every stored float vector: ~10 ms per 10k vectors on the
+    # 2-core dev box when it is quiet, ~150-170 ms at 100k (scripts/knn_scale.py). A process that
+    # searches more than once (`memsafe serve`) instead keeps the vectors in a numpy matrix
+    # (384 x 4 bytes per memory: 154 MB at 100k) and scores a query with one matrix-vector product
+    # (~0.7 ms at 10k, ~24 ms at 100k single-threaded). The copy follows other processes' writes
+    # through `vector_log` (one row per vector put/delete, written in the same transaction): each
+    # search reads the log rows after its last seen seq and reloads only those vectors; a reset
+    # marker (0) or a pruned gap reloads everything. One-shot CLI processes never build it.
+
+    def _log_vector(self, memory_id: int) -> None:
+        """Record a vector change for in-memory copies (inside `write()`); prunes the log now and then."""
+        if not self._has_vector_log():
+            return
+        self.conn.execute("INSERT INTO vector_log(memory_id) VALUES (?)", (memory_id,))
+        seq = self.conn.last_insert_rowid()
+        if seq % 1000 == 0:
+            self.conn.execute("DELETE FROM vector_log WHERE seq <= ?", (seq - VECTOR_LOG_KEEP,))
+
+    def _has_vector_log(self) -> bool:
+        return bool(self.conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'vector_log'").fetchone())
+
+    def _vector_log_tail(self) -> int:
+        return self.conn.execute("SELECT coalesce(max(seq), 0) FROM vector_log").fetchone()[0]
+
+    def _vector_cache(self) -> _VectorCache | None:
+        """The in-memory copy, synced with the log; None while the process has searched only once."""
+        if self._vsearches < 2 or not self._has_vector_log():
+            return None
+        import numpy as np
+
+        with self.read_snapshot():
+            tail = self._vector_log_tail()
+            cache = self._vcache
+            if cache is not None and tail == cache.seq:
+                return cache
+            if cache is not None:
+                first = self.conn.execute(
+                    "SELECT min(seq) FROM vector_log WHERE seq > ?", (cache.seq - 1,)
+                ).fetchone()[0]
+                changed = [
+                    r[0] for r in self.conn.execute(
+                        "SELECT DISTINCT memory_id FROM vector_log WHERE seq > ? AND seq <= ?", (cache.seq, tail)
+                    )
+                ]
+                if first == cache.seq and 0 not in changed:
+                    cache.update(changed, self._vectors_for(changed), tail)
+                    return cache
+            rows = self.conn.execute("SELECT memory_id, embedding FROM vec_memories").fetchall()
+            if not rows:
+                self._vcache = None
+                return None
+            ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+            matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), -1).copy()
+            self._vcache = _VectorCache(ids, matrix, tail)
+            return self._vcache
+
+    def _vectors_for(self, ids: list[int]) -> dict[int, bytes]:
+        out = {}
+        for memory_id in ids:
+            blob = self.get_vector(memory_id) if memory_id else None
+            if blob is not None:
+                out[memory_id] = blob
+        return out
+
+    @contextmanager
+    def read_snapshot(self) -> Iterator[None]:
+        """Several reads that see one consistent state (a deferred read transaction)."""
+        if self.conn.in_transaction:
+            yield
+            return
+        self.conn.execute("BEGIN")
+        try:
+            yield
+        finally:
+            self.conn.execute("COMMIT")
+
+    def _cached_search(self, cache, query_bytes, where, params, k) -> list[tuple[int, float]]:
+        import numpy as np
+
+        total = len(cache.ids)
+        in_scope = self.conn.execute(f"SELECT count(*) FROM memories m WHERE m.embedded = 1 AND {where}", params)
+        in_scope = in_scope.fetchone()[0]  # index-only count (memories_scope_embedded)
+        if not in_scope:
+            return []
+        q = np.frombuffer(query_bytes, dtype=np.float32)
+        distance = 1.0 - cache.matrix @ q  # vectors are L2-normalised: cosine distance
+        if in_scope < total:  # mask by the smaller side: the ids in scope, or those outside it
+            inside = in_scope <= total // 2
+            sql = f"SELECT m.id FROM memories m WHERE m.embedded = 1 AND {'' if inside else 'NOT'} ({where})"
+            ids = np.fromiter((r[0] for r in self.conn.execute(sql, params)), dtype=np.int64)
+            keep = np.isin(cache.ids, ids, assume_unique=True, invert=not inside)
+            distance = np.where(keep, distance, np.inf)
+        k = min(k, total)
+        top = np.argpartition(distance, k - 1)[:k] if k < total else np.arange(total)
+        top = top[np.isfinite(distance[top])]
+        top = top[np.lexsort((cache.ids[top], distance[top]))]
+        return [(int(cache.ids[i]), float(distance[i])) for i in top]
 
     # -- consistency (issue 7: hardening) -------------------------------------------------------
 
@@ -603,6 +714,30 @@ class Store:
             if not self.vector_table_exists():
                 problems.append("memories marked embedded but there is no vector table")
         return problems
+
+
+VECTOR_LOG_KEEP = 50_000  # vector_log rows kept; a copy further behind reloads everything
+
+
+class _VectorCache:
+    """A process's in-memory copy of the vectors: ids (n,) int64, matrix (n, dim) float32, and the
+    last vector_log seq it reflects."""
+
+    def __init__(self, ids, matrix, seq: int):
+        self.ids, self.matrix, self.seq = ids, matrix, seq
+
+    def update(self, changed: list[int], vectors: dict[int, bytes], seq: int) -> None:
+        import numpy as np
+
+        keep = ~np.isin(self.ids, np.array(changed, dtype=np.int64))
+        new_ids = np.array(list(vectors), dtype=np.int64)
+        new_rows = np.frombuffer(b"".join(vectors.values()), dtype=np.float32).reshape(len(vectors), -1)
+        if keep.all() and not len(new_ids):
+            self.seq = seq
+            return
+        self.ids = np.concatenate([self.ids[keep], new_ids])
+        self.matrix = np.concatenate([self.matrix[keep], new_rows.reshape(len(new_ids), self.matrix.shape[1])])
+        self.seq = seq
 
 
 def file_sizes(path: Path) -> tuple[int, int]:
