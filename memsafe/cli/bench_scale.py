@@ -32,6 +32,9 @@ def bench_scale_cmd(
     work_dir: Annotated[
         str | None, typer.Option("--work-dir", help="Where to build the stores (default: temp).")
     ] = None,
+    full_embed_limit: Annotated[
+        int, typer.Option("--full-embed-limit", min=100, help="Embed at most this many with the model per size.")
+    ] = 20000,
     json_: JsonOpt = False,
 ) -> None:
     """Measure import throughput, DB size, recall/remember latency and peak RSS at several store sizes.
@@ -51,7 +54,7 @@ def bench_scale_cmd(
         raise _fail("--sizes needs at least one size of 10 or more")
     try:
         result = bench_scale.run_scale(
-            size_list, work_dir=work_dir, queries=queries, cli_samples=cli_samples,
+            size_list, work_dir=work_dir, queries=queries, cli_samples=cli_samples, full_embed_limit=full_embed_limit,
             progress=lambda msg: err.print(msg, markup=False),
         )
     except RuntimeError as exc:
