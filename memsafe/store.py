@@ -615,13 +615,22 @@ class Store:
                 if first == cache.seq and 0 not in changed:
                     cache.update(changed, self._vectors_for(changed), tail)
                     return cache
-            rows = self.conn.execute("SELECT memory_id, embedding FROM vec_memories").fetchall()
-            if not rows:
-                self._vcache = None
+            self._vcache = None
+            n = self.vector_count()
+            dim = int(self.config_get("_embedding_dim") or 0)
+            if not n or not dim:
                 return None
-            ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-            matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), -1).copy()
-            self._vcache = _VectorCache(ids, matrix, tail)
+            # filled row by row into one preallocated array: peak memory = the matrix itself
+            ids = np.empty(n, dtype=np.int64)
+            matrix = np.empty((n, dim), dtype=np.float32)
+            filled = 0
+            for memory_id, blob in self.conn.execute("SELECT memory_id, embedding FROM vec_memories"):
+                if filled == n:
+                    break
+                ids[filled] = memory_id
+                matrix[filled] = np.frombuffer(blob, dtype=np.float32)
+                filled += 1
+            self._vcache = _VectorCache(ids[:filled], matrix[:filled], tail)
             return self._vcache
 
     def _vectors_for(self, ids: list[int]) -> dict[int, bytes]:
