@@ -39,8 +39,7 @@ def bench_scale_cmd(
 ) -> None:
     """Measure import throughput, DB size, recall/remember latency and peak RSS at several store sizes.
 
-    Builds fresh stores of synthetic memories (never touches your store). Slow: 10,000 memories
-    take minutes, 100,000 much longer.
+    Builds fresh stores of synthetic memories (never touches your store). Slow: 10,000 memories take minutes.
 
     Example:
 
