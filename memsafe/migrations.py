@@ -151,10 +151,27 @@ def m001_initial(conn: apsw.Connection) -> None:
 
 
 @migration
-def m002_issue4_version_origin(conn: apsw.Connection) -> None:
+def m002_version_origin(conn: apsw.Connection) -> None:
     """History rows copied from another memory by `consolidate` name it in `origin_id`
     (NULL = the memory's own past). Time travel follows a memory's own past only."""
     conn.execute("ALTER TABLE memory_versions ADD COLUMN origin_id INTEGER")
+
+
+@migration
+def m003_vector_log(conn: apsw.Connection) -> None:
+    """A log of vector changes (memory id per put/delete; 0 = all vectors reset), so a long-lived
+    process can keep an in-memory copy of the vectors in sync incrementally (Store.vector_search);
+    and a covering index for the scope filter of vector search."""
+    conn.execute(
+        """
+        CREATE TABLE vector_log (
+            seq       INTEGER PRIMARY KEY AUTOINCREMENT,
+            memory_id INTEGER NOT NULL
+        );
+        -- covering index for "which embedded memories are in scope" (vector search filters)
+        CREATE INDEX memories_scope_embedded ON memories(status, project, embedded);
+        """
+    )
 
 
 def latest() -> int:

@@ -25,7 +25,8 @@ from memsafe.models import Memory, Scope
 
 BUSY_TIMEOUT_MS = 30_000
 KNN_MAX_K = 4096  # sqlite-vec's upper bound on `k` in a KNN query (v0.1.x)
-EXACT_SCAN_MAX = 5000  # below this many candidates a filtered exact scan beats over-fetching KNN
+CACHE_MIN_VECTORS = 2000  # from this many vectors, a process's second search loads them into memory
+EXACT_SCAN_RATIO = 24  # score a scope row by row when it holds under 1/24 of the vectors (see vector_search)
 
 _MEMORY_COLUMNS = (
     "id, uid, content, kind, project, source, importance, confidence, created_at, updated_at, "
@@ -58,6 +59,8 @@ class Store:
         self.backup_path: Path | None = None
         self.vector_error: str | None = None
         self._vec_checked = False
+        self._vcache: _VectorCache | None = None
+        self._vsearches = 0
         self.conn = self._connect(create)
         try:
             self._migrate()
@@ -102,6 +105,11 @@ class Store:
             if mode.lower() != "wal":
                 conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = FULL")
+        except (apsw.ReadOnlyError, apsw.CantOpenError, apsw.PermissionsError) as exc:
+            raise StoreUnavailable(
+                f"cannot open {path}: the file or its folder is read-only or not accessible ({exc}); "
+                "memsafe needs write access to it. The file was not changed"
+            ) from None
         except apsw.Error as exc:
             raise StoreUnavailable(f"cannot open {path}: {exc}") from None
         finally:
@@ -113,11 +121,7 @@ class Store:
         target = migrations.latest()
         if version == target:
             return
-        if version == 0:
-            tables = self.conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
-            if tables:
-                raise StoreUnavailable(f"{self.path} is a SQLite file but not a memsafe database")
-        else:
+        if version != 0:
             self._backup(version)
         try:
             for number, (name, fn) in enumerate(migrations.MIGRATIONS, start=1):
@@ -125,11 +129,15 @@ class Store:
                     current = self.schema_version()  # another process may have migrated meanwhile
                     if current >= number:
                         continue
+                    if current == 0 and self.conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
+                        # checked under the write lock: a concurrent first opener may have just created it
+                        raise StoreUnavailable(f"{self.path} is a SQLite file but not a memsafe database")
                     fn(self.conn)
                     self.conn.execute(f"PRAGMA user_version = {number}")
         except apsw.Error as exc:
+            hint = " (the file or its folder is read-only)" if isinstance(exc, apsw.ReadOnlyError) else ""
             raise StoreUnavailable(
-                f"cannot migrate {self.path} from schema {version} to {target}: {exc}"
+                f"cannot migrate {self.path} from schema {version} to {target}{hint}: {exc}"
                 + (f"; the file is unchanged, a backup is at {self.backup_path}" if self.backup_path else "")
             ) from None
 
@@ -145,6 +153,7 @@ class Store:
             with target.backup("main", self.conn, "main") as b:
                 while not b.done:
                     b.step(1000)
+            target.execute("PRAGMA journal_mode = DELETE")  # the backup is one self-contained file
             target.close()
             os.chmod(dest, 0o600)
         except (apsw.Error, OSError) as exc:
@@ -459,6 +468,7 @@ class Store:
             f"memory_id INTEGER PRIMARY KEY, embedding float[{int(dim)}] distance_metric=cosine)"
         )
         self.conn.execute("UPDATE memories SET embedded = 0 WHERE embedded = 1")
+        self._log_vector(0)
         self.config_set("_embedding_model", model_id)
         self.config_set("_embedding_dim", str(int(dim)))
 
@@ -475,6 +485,7 @@ class Store:
         self.conn.execute(
             "INSERT INTO vec_memories(memory_id, embedding) VALUES (?, ?)", (memory_id, vector_bytes)
         )
+        self._log_vector(memory_id)
         self.conn.execute("UPDATE memories SET embedded = 1 WHERE id = ?", (memory_id,))
 
     def delete_vector(self, memory_id: int) -> None:
@@ -486,6 +497,7 @@ class Store:
                 f"({self.vector_error}); purge needs it to remove them"
             )
         self.conn.execute("DELETE FROM vec_memories WHERE memory_id = ?", (memory_id,))
+        self._log_vector(memory_id)
         self.conn.execute("UPDATE memories SET embedded = 0 WHERE id = ?", (memory_id,))
 
     def get_vector(self, memory_id: int) -> bytes | None:
@@ -497,7 +509,10 @@ class Store:
     def vector_count(self) -> int:
         if not (self.vector_available and self.vector_table_exists()):
             return 0
-        return self.conn.execute("SELECT count(*) FROM vec_memories").fetchone()[0]
+        try:  # vec0's rowid shadow table: a b-tree count instead of a scan of every vector chunk
+            return self.conn.execute("SELECT count(*) FROM vec_memories_rowids").fetchone()[0]
+        except apsw.SQLError:
+            return self.conn.execute("SELECT count(*) FROM vec_memories").fetchone()[0]
 
     def pending_embeddings(self, limit: int) -> list[tuple[int, str]]:
         """Memories (any status but forgotten) whose vector is missing, oldest first."""
@@ -516,20 +531,47 @@ class Store:
     def vector_search(self, query_bytes: bytes, scope: Scope, k: int) -> list[tuple[int, float]]:
         """The k nearest memories in scope by cosine distance. Returns [(id, distance)] nearest first.
 
-        Filters never starve the result: a selective scope is scanned exactly; a broad one uses the
-        vec0 KNN and over-fetches until k candidates survive the filter (FIELD-CASES F12).
+        Filters never starve the result (FIELD-CASES F12): a broad scope is one vec0 KNN whose
+        rowids are restricted to the scope (`memory_id IN (subquery)`, sqlite-vec >= 0.1.6: exact
+        top-k within the scope, one pass over the vectors); a scope holding under 1/EXACT_SCAN_RATIO
+        of the vectors is scored row by row instead (a vec0 point lookup costs ~25 full-scan steps,
+        measured with scripts/knn_scale.py). Older sqlite-vec without rowid filters falls back to
+        over-fetching KNN.
         """
-        in_scope = self.count_in_scope(scope, embedded_only=True)
-        if in_scope == 0 or k <= 0:
+        if k <= 0:
             return []
+        self._vsearches += 1
         total = self.vector_count()
+        cache = self._vector_cache() if total >= CACHE_MIN_VECTORS else None
         where, params = self._scope_sql(scope)
-        if in_scope <= EXACT_SCAN_MAX and in_scope < total:
+        if cache is not None:
+            return self._cached_search(cache, query_bytes, where, params, k)
+        in_scope = self.count_in_scope(scope, embedded_only=True)
+        if in_scope == 0:
+            return []
+        exact_sql = (
+            "SELECT m.id, vec_distance_cosine(v.embedding, ?) AS d FROM memories m "
+            f"JOIN vec_memories v ON v.memory_id = m.id WHERE m.embedded = 1 AND {where} ORDER BY d LIMIT ?"
+        )
+        if in_scope < total and in_scope * EXACT_SCAN_RATIO <= total:
+            return [(r[0], r[1]) for r in self.conn.execute(exact_sql, [query_bytes, *params, k])]
+        fetch = min(k, KNN_MAX_K)
+        if in_scope >= total:
             sql = (
-                "SELECT m.id, vec_distance_cosine(v.embedding, ?) AS d FROM memories m "
-                f"JOIN vec_memories v ON v.memory_id = m.id WHERE m.embedded = 1 AND {where} ORDER BY d LIMIT ?"
+                "SELECT memory_id, distance FROM vec_memories WHERE embedding MATCH ? AND k = ? ORDER BY distance"
             )
-            return [(r[0], r[1]) for r in self.conn.execute(sql, [query_bytes, *params, k])]
+            return [(r[0], r[1]) for r in self.conn.execute(sql, [query_bytes, fetch])]
+        sql = (
+            "SELECT memory_id, distance FROM vec_memories WHERE embedding MATCH ? AND k = ? "
+            f"AND memory_id IN (SELECT m.id FROM memories m WHERE m.embedded = 1 AND {where}) ORDER BY distance"
+        )
+        try:
+            return [(r[0], r[1]) for r in self.conn.execute(sql, [query_bytes, fetch, *params])]
+        except apsw.SQLError:
+            return self._vector_search_overfetch(query_bytes, where, params, in_scope, total, k, exact_sql)
+
+    def _vector_search_overfetch(self, query_bytes, where, params, in_scope, total, k, exact_sql):
+        """KNN over all vectors, over-fetching until k survive the scope filter (sqlite-vec < 0.1.6)."""
         fetch = min(KNN_MAX_K, max(k, int(k * total / in_scope * 2)))
         while True:
             sql = (
@@ -541,12 +583,7 @@ class Store:
             if len(rows) >= min(k, in_scope) or fetch >= total:
                 return rows
             if fetch >= KNN_MAX_K:
-                sql = (
-                    "SELECT m.id, vec_distance_cosine(v.embedding, ?) AS d FROM memories m "
-                    f"JOIN vec_memories v ON v.memory_id = m.id WHERE m.embedded = 1 AND {where} "
-                    "ORDER BY d LIMIT ?"
-                )
-                return [(r[0], r[1]) for r in self.conn.execute(sql, [query_bytes, *params, k])]
+                return [(r[0], r[1]) for r in self.conn.execute(exact_sql, [query_bytes, *params, k])]
             fetch = min(KNN_MAX_K, fetch * 4)
 
     # -- transfer (export/import, issue 6) -----------------------------------------------------
@@ -1064,6 +1101,175 @@ class Store:
             + "ORDER BY e.key"
         )
         return [{"id": r[0], "name": r[1], "type": r[2], "memories": r[3]} for r in self.conn.execute(sql, params)]
+
+    # -- in-memory vectors for long-lived processes (issue 7: scale) ---------------------------------
+    # vec0's KNN is a brute-force pass over every stored float vector: ~10 ms per 10k vectors on the
+    # 2-core dev box when it is quiet, ~150-170 ms at 100k (scripts/knn_scale.py). A process that
+    # searches more than once (`memsafe serve`) instead keeps the vectors in a numpy matrix
+    # (384 x 4 bytes per memory: 154 MB at 100k) and scores a query with one matrix-vector product
+    # (~0.7 ms at 10k, ~24 ms at 100k single-threaded). The copy follows other processes' writes
+    # through `vector_log` (one row per vector put/delete, written in the same transaction): each
+    # search reads the log rows after its last seen seq and reloads only those vectors; a reset
+    # marker (0) or a pruned gap reloads everything. One-shot CLI processes never build it.
+
+    def _log_vector(self, memory_id: int) -> None:
+        """Record a vector change for in-memory copies (inside `write()`); prunes the log now and then."""
+        if not self._has_vector_log():
+            return
+        self.conn.execute("INSERT INTO vector_log(memory_id) VALUES (?)", (memory_id,))
+        seq = self.conn.last_insert_rowid()
+        if seq % 1000 == 0:
+            self.conn.execute("DELETE FROM vector_log WHERE seq <= ?", (seq - VECTOR_LOG_KEEP,))
+
+    def _has_vector_log(self) -> bool:
+        return bool(self.conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'vector_log'").fetchone())
+
+    def _vector_log_tail(self) -> int:
+        return self.conn.execute("SELECT coalesce(max(seq), 0) FROM vector_log").fetchone()[0]
+
+    def _vector_cache(self) -> _VectorCache | None:
+        """The in-memory copy, synced with the log; None while the process has searched only once."""
+        if self._vsearches < 2 or not self._has_vector_log():
+            return None
+        import numpy as np
+
+        with self.snapshot():
+            tail = self._vector_log_tail()
+            cache = self._vcache
+            if cache is not None and tail == cache.seq:
+                return cache
+            if cache is not None:
+                first = self.conn.execute(
+                    "SELECT min(seq) FROM vector_log WHERE seq > ?", (cache.seq - 1,)
+                ).fetchone()[0]
+                changed = [
+                    r[0] for r in self.conn.execute(
+                        "SELECT DISTINCT memory_id FROM vector_log WHERE seq > ? AND seq <= ?", (cache.seq, tail)
+                    )
+                ]
+                if first == cache.seq and 0 not in changed:
+                    cache.update(changed, self._vectors_for(changed), tail)
+                    return cache
+            self._vcache = None
+            n = self.vector_count()
+            dim = int(self.config_get("_embedding_dim") or 0)
+            if not n or not dim:
+                return None
+            # filled row by row into one preallocated array: peak memory = the matrix itself
+            ids = np.empty(n, dtype=np.int64)
+            matrix = np.empty((n, dim), dtype=np.float32)
+            filled = 0
+            for memory_id, blob in self.conn.execute("SELECT memory_id, embedding FROM vec_memories"):
+                if filled == n:
+                    break
+                ids[filled] = memory_id
+                matrix[filled] = np.frombuffer(blob, dtype=np.float32)
+                filled += 1
+            self._vcache = _VectorCache(ids[:filled], matrix[:filled], tail)
+            return self._vcache
+
+    def _vectors_for(self, ids: list[int]) -> dict[int, bytes]:
+        out = {}
+        for memory_id in ids:
+            blob = self.get_vector(memory_id) if memory_id else None
+            if blob is not None:
+                out[memory_id] = blob
+        return out
+
+    def _cached_search(self, cache, query_bytes, where, params, k) -> list[tuple[int, float]]:
+        import numpy as np
+
+        total = len(cache.ids)
+        in_scope = self.conn.execute(f"SELECT count(*) FROM memories m WHERE m.embedded = 1 AND {where}", params)
+        in_scope = in_scope.fetchone()[0]  # index-only count (memories_scope_embedded)
+        if not in_scope:
+            return []
+        q = np.frombuffer(query_bytes, dtype=np.float32)
+        distance = 1.0 - cache.matrix @ q  # vectors are L2-normalised: cosine distance
+        if in_scope < total:  # mask by the smaller side: the ids in scope, or those outside it
+            inside = in_scope <= total // 2
+            sql = f"SELECT m.id FROM memories m WHERE m.embedded = 1 AND {'' if inside else 'NOT'} ({where})"
+            ids = np.fromiter((r[0] for r in self.conn.execute(sql, params)), dtype=np.int64)
+            keep = np.isin(cache.ids, ids, assume_unique=True, invert=not inside)
+            distance = np.where(keep, distance, np.inf)
+        k = min(k, total)
+        top = np.argpartition(distance, k - 1)[:k] if k < total else np.arange(total)
+        top = top[np.isfinite(distance[top])]
+        top = top[np.lexsort((cache.ids[top], distance[top]))]
+        return [(int(cache.ids[i]), float(distance[i])) for i in top]
+
+    # -- consistency (issue 7: hardening) -------------------------------------------------------
+
+    def consistency_problems(self) -> list[str]:
+        """Everything that would make the file untrustworthy; [] when it is sound.
+
+        Checks: `PRAGMA integrity_check`, `PRAGMA foreign_key_check`, the FTS5 index against its
+        content table (FTS5 'integrity-check' with rank=1, plus one index row per memory), and the
+        vectors against the rows (no vector for a missing row, `embedded = 1` iff a vector exists).
+        Runs the FTS5 check as a command, so it takes the write lock briefly.
+        """
+        problems: list[str] = []
+        integrity = self.integrity_check()
+        if integrity != "ok":
+            problems.append(f"integrity_check: {integrity}")
+        fk = self.conn.execute("PRAGMA foreign_key_check").fetchall()
+        if fk:
+            problems.append(f"foreign_key_check: {len(fk)} dangling rows")
+        try:
+            with self.write():
+                self.conn.execute("INSERT INTO memories_fts(memories_fts, rank) VALUES ('integrity-check', 1)")
+        except apsw.Error as exc:
+            problems.append(f"fts integrity-check: {exc}")
+        rows = self.conn.execute("SELECT count(*) FROM memories").fetchone()[0]
+        indexed = self.conn.execute("SELECT count(*) FROM memories_fts_docsize").fetchone()[0]
+        if rows != indexed:
+            problems.append(f"{rows} memories but {indexed} full-text entries")
+        if self.vector_table_exists() and self.vector_available:
+            orphans = self.conn.execute(
+                "SELECT count(*) FROM vec_memories v "
+                "WHERE NOT EXISTS (SELECT 1 FROM memories m WHERE m.id = v.memory_id)"
+            ).fetchone()[0]
+            if orphans:
+                problems.append(f"{orphans} vectors for missing memories")
+            missing = self.conn.execute(
+                "SELECT count(*) FROM memories m WHERE m.embedded = 1 AND NOT EXISTS "
+                "(SELECT 1 FROM vec_memories v WHERE v.memory_id = m.id)"
+            ).fetchone()[0]
+            if missing:
+                problems.append(f"{missing} memories marked embedded without a vector")
+            unmarked = self.conn.execute(
+                "SELECT count(*) FROM vec_memories v JOIN memories m ON m.id = v.memory_id WHERE m.embedded = 0"
+            ).fetchone()[0]
+            if unmarked:
+                problems.append(f"{unmarked} vectors for memories marked not embedded")
+        elif self.conn.execute("SELECT count(*) FROM memories WHERE embedded = 1").fetchone()[0]:
+            if not self.vector_table_exists():
+                problems.append("memories marked embedded but there is no vector table")
+        return problems
+
+
+VECTOR_LOG_KEEP = 50_000  # vector_log rows kept; a copy further behind reloads everything
+
+
+class _VectorCache:
+    """A process's in-memory copy of the vectors: ids (n,) int64, matrix (n, dim) float32, and the
+    last vector_log seq it reflects."""
+
+    def __init__(self, ids, matrix, seq: int):
+        self.ids, self.matrix, self.seq = ids, matrix, seq
+
+    def update(self, changed: list[int], vectors: dict[int, bytes], seq: int) -> None:
+        import numpy as np
+
+        keep = ~np.isin(self.ids, np.array(changed, dtype=np.int64))
+        new_ids = np.array(list(vectors), dtype=np.int64)
+        new_rows = np.frombuffer(b"".join(vectors.values()), dtype=np.float32).reshape(len(vectors), -1)
+        if keep.all() and not len(new_ids):
+            self.seq = seq
+            return
+        self.ids = np.concatenate([self.ids[keep], new_ids])
+        self.matrix = np.concatenate([self.matrix[keep], new_rows.reshape(len(new_ids), self.matrix.shape[1])])
+        self.seq = seq
 
 
 def file_sizes(path: Path) -> tuple[int, int]:

@@ -8,12 +8,12 @@ import math
 import re
 import unicodedata
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from memsafe import clock, embed, retrieve, settings, tokens
-from memsafe.errors import Duplicate, InvalidInput, NotFound
+from memsafe import clock, embed, retrieve, safety, settings, tokens
+from memsafe.errors import Duplicate, InvalidInput, NotFound, SecretDetected
 from memsafe.models import (
     Hit,
     Kind,
@@ -129,14 +129,14 @@ def _enum_value(enum: type, value, what: str) -> str:
         return enum(value).value
     except ValueError:
         allowed = ", ".join(e.value for e in enum)
-        raise InvalidInput(f"unknown {what} {value!r}; use one of: {allowed}") from None
+        raise InvalidInput(f"unknown {what} {_shown(value)}; use one of: {allowed}") from None
 
 
 def _unit_interval(value: float | None, what: str, default: float) -> float:
     if value is None:
         return default
     if not isinstance(value, (int, float)) or math.isnan(value) or not 0.0 <= value <= 1.0:
-        raise InvalidInput(f"{what} must be between 0 and 1, got {value}")
+        raise InvalidInput(f"{what} must be between 0 and 1, got {_shown(value)}")
     return float(value)
 
 
@@ -152,9 +152,38 @@ def clean_project(project: str | None) -> str | None:
     return text
 
 
+def _screen_secrets(text: str, redact: bool) -> str:
+    """Refuse (or, with `redact`, redact) credentials in content before it is stored."""
+    findings = safety.scan(text)
+    if not findings:
+        return text
+    if not redact:
+        raise SecretDetected(
+            f"refused: the content looks like a credential ({safety.describe(findings)}); memsafe does not "
+            "store secrets. To keep the rest of the note with each secret replaced by [REDACTED:<type>], "
+            "remember it again with --redact (MCP/API: redact=true)"
+        )
+    return clean_text(safety.redact(text, findings))
+
+
+def _shown(value, width: int = 40) -> str:
+    """repr of a user value, cut to `width` characters (messages never echo megabytes)."""
+    text = repr(value)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _whole(value, key: str, what: str) -> int:
+    """An integer argument within the bounds of config key `key` (e.g. limit within recall_limit's).
+    Raises InvalidInput naming the range."""
+    spec = settings.CONFIG_KEYS[key]
+    if not isinstance(value, int) or isinstance(value, bool) or not spec.low <= value <= spec.high:
+        raise InvalidInput(f"{what} must be a whole number from {spec.low:g} to {spec.high:g}, got {_shown(value)}")
+    return value
+
+
 def _check_id(memory_id: int) -> int:
     if not isinstance(memory_id, int) or isinstance(memory_id, bool) or memory_id < 1 or memory_id > 2**63 - 1:
-        raise InvalidInput(f"memory id must be a positive integer, got {memory_id!r}")
+        raise InvalidInput(f"memory id must be a positive integer, got {_shown(memory_id)}")
     return memory_id
 
 
@@ -185,8 +214,9 @@ def backfill(store: Store, *, limit: int | None = BACKFILL_BATCH, batch_size: in
     with store.write():
         store.ensure_vector_table(embedder.model_id, embedder.dim)
     done = 0
+    chunk = max(batch_size, BACKFILL_BATCH)  # rows per transaction; embedded in length-sorted batches
     while limit is None or done < limit:
-        take = batch_size if limit is None else min(batch_size, limit - done)
+        take = chunk if limit is None else min(chunk, limit - done)
         rows = store.pending_embeddings(take)
         if not rows:
             break
@@ -218,6 +248,7 @@ def remember(
     confidence: float | None = None,
     embed_now: bool = True,
     entities: Sequence[str] = (),
+    redact: bool = False,
 ) -> Memory:
     """Store a memory. Returns it with its new id; `near_duplicate` names the closest memory in
     the same project when it is nearly the same (cosine ≥ `near_duplicate_threshold`); it is
@@ -228,13 +259,16 @@ def remember(
         project: project key or name; None stores a global memory.
         embed_now: compute the vector now (else it stays pending for `backfill`).
         entities: entity names to link besides those extracted from the content (graph).
+        redact: store content that looks like a credential with each secret replaced by
+            `[REDACTED:<type>]` (see `memsafe.safety`) instead of refusing it.
 
     Raises:
         InvalidInput: bad content, kind, source, tag or number.
+        SecretDetected: the content looks like a credential and `redact` is False.
         Duplicate: the same content already exists (not forgotten) in the same project; the
             message and `existing_id` name it.
     """
-    text = clean_text(content)
+    text = _screen_secrets(clean_text(content), redact)
     kind_v = _enum_value(Kind, kind, "kind")
     source_v = _enum_value(Source, source, "source")
     tag_list = clean_tags(tags)
@@ -368,6 +402,8 @@ def purge(store: Store, memory_ids: Sequence[int]) -> PurgeReport:
     Raises:
         InvalidInput: no ids; NotFound: an id does not exist (nothing is purged then).
     """
+    if isinstance(memory_ids, (str, bytes)) or not isinstance(memory_ids, Iterable):
+        raise InvalidInput(f"purge takes a list of memory ids, got {_shown(memory_ids)}")
     ids = list(dict.fromkeys(_check_id(i) for i in memory_ids))
     if not ids:
         raise InvalidInput("no memory ids to purge")
@@ -459,13 +495,9 @@ def recall(
     text = clean_text(query, "query", MAX_QUERY_CHARS)
     cfg = _config_snapshot(store)
     if mode not in ("hybrid", "lexical", "vector"):
-        raise InvalidInput(f"unknown mode {mode!r}; use hybrid, lexical or vector")
-    budget_v = cfg["token_budget"] if budget is None else budget
-    if not isinstance(budget_v, int) or budget_v < 1:
-        raise InvalidInput(f"budget must be a positive number of tokens, got {budget_v}")
-    limit_v = cfg["recall_limit"] if limit is None else limit
-    if not isinstance(limit_v, int) or limit_v < 1:
-        raise InvalidInput(f"limit must be at least 1, got {limit_v}")
+        raise InvalidInput(f"unknown mode {_shown(mode)}; use hybrid, lexical or vector")
+    budget_v = cfg["token_budget"] if budget is None else _whole(budget, "token_budget", "budget")
+    limit_v = cfg["recall_limit"] if limit is None else _whole(limit, "recall_limit", "limit")
     scope = make_scope(project=project, all_projects=all_projects, kinds=kinds, tags=tags, since=since)
     effective = max(1, int(budget_v * cfg["safety_multiplier"]))
     depth = max(cfg["candidate_depth"], limit_v)

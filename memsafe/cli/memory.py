@@ -49,6 +49,9 @@ def remember(
     entity: Annotated[
         list[str] | None, typer.Option("--entity", "-e", help="Link this graph entity too (repeatable).")
     ] = None,
+    redact: Annotated[
+        bool, typer.Option("--redact", help="Store content that looks like a credential with the secret redacted.")
+    ] = False,
     json_: JsonOpt = False,
 ) -> None:
     """Remember CONTENT. Prints the new memory's id; warns (stderr) about a near-duplicate.
@@ -65,6 +68,7 @@ def remember(
         memory = api.remember(
             opened.store, text, kind=kind.value, project=key, tags=[*(tag or []), *(["pinned"] if pin else [])],
             source=source.value, importance=importance, embed_now=not no_embed, entities=entity or [],
+            redact=redact,
         )
     if memory.near_duplicate:
         near = memory.near_duplicate

@@ -1,0 +1,223 @@
+"""Responsibility: finding credentials in text before it is stored, and redacting them.
+
+Detection is done by Yelp's `detect-secrets` library (its regex plugins for cloud keys, private
+key blocks, GitHub/GitLab/Slack/Stripe/OpenAI/... tokens, JWTs, credentials in URLs, and its
+quoted `keyword = "value"` detector, with its false-positive filters), run in process on the
+text line by line (no files). Its high-entropy-string plugins are NOT used: in developer prose
+they flag commit hashes, digests and ordinary words. Instead, three narrow rules here cover what
+the library misses in free text, each gated by the library's own filters and a Shannon-entropy
+check:
+
+- unquoted secret assignments (`DB_PASSWORD=S3cr3t...`, `api_key: a8f5f1...`),
+- bearer tokens (`Authorization: Bearer <token>`),
+- a few newer token formats (GitHub fine-grained `github_pat_...`, Google `AIza...`,
+  Anthropic `sk-ant-...`).
+
+`scan(text)` returns `Finding`s (type, offsets, line; never the secret itself, so a finding may
+be logged); `redact(text)` replaces each finding with `[REDACTED:<type>]`. A whole private key
+block (BEGIN ... END) is redacted, not just its header line.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+from collections import Counter
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+__all__ = ["Finding", "scan", "redact", "describe"]
+
+# detect-secrets plugins used (its entropy plugins and the public-IP plugin are left out: noise in prose).
+_PLUGINS = (
+    "ArtifactoryDetector", "AWSKeyDetector", "AzureStorageKeyDetector", "BasicAuthDetector",
+    "CloudantDetector", "DiscordBotTokenDetector", "GitHubTokenDetector", "GitLabTokenDetector",
+    "IbmCloudIamDetector", "IbmCosHmacDetector", "JwtTokenDetector", "KeywordDetector",
+    "MailchimpDetector", "NpmDetector", "OpenAIDetector", "PrivateKeyDetector", "PypiTokenDetector",
+    "SendGridDetector", "SlackDetector", "SoftlayerDetector", "SquareOAuthDetector", "StripeDetector",
+    "TelegramBotTokenDetector", "TwilioKeyDetector",
+)
+_FILTERS = tuple(
+    "detect_secrets.filters.heuristic." + name
+    for name in (
+        "is_indirect_reference", "is_likely_id_string", "is_not_alphanumeric_string", "is_potential_uuid",
+        "is_prefixed_with_dollar_sign", "is_sequential_string", "is_templated_secret",
+    )
+)
+_SETTINGS = {
+    "plugins_used": [{"name": p} for p in _PLUGINS],
+    "filters_used": [{"path": f} for f in _FILTERS],
+}
+_lock = threading.Lock()  # detect-secrets keeps its settings in a module global
+
+# Characters a token is made of: a finding is widened to the whole token around it.
+_TOKEN_CHAR = re.compile(r"[A-Za-z0-9_\-+/=.~]")
+_PRIVATE_KEY_BLOCK = re.compile(
+    r"-----BEGIN[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----.*?(?:-----END[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----|\Z)",
+    re.DOTALL,
+)
+_KEYWORD = (
+    r"password|passwd|passphrase|pwd|secret|token|api[_-]?key|apikey|access[_-]?key|auth[_-]?key|"
+    r"private[_-]?key|client[_-]?secret|credentials?"
+)
+_ASSIGNMENT = re.compile(
+    rf"(?i)(?:{_KEYWORD})[\"']?[ \t]*(?:=|:=|:|=>)[ \t]*[\"']?([^\s\"'`,;()\[\]{{}}<>]{{8,256}})"
+)
+_BEARER = re.compile(r"(?i)\bbearer[ \t]+([A-Za-z0-9\-._~+/]{20,}=*)")
+_EXTRA_TOKENS = (
+    ("github-token", re.compile(r"\bgithub_pat_[A-Za-z0-9_]{22,}")),
+    ("google-api-key", re.compile(r"\bAIza[0-9A-Za-z\-_]{35}")),
+    ("anthropic-api-key", re.compile(r"\bsk-ant-[A-Za-z0-9_\-]{20,}")),
+)
+_VERSION = re.compile(r"^v?\d+(?:\.\d+)+(?:[-+.][0-9A-Za-z.\-]+)?$")
+_GENERIC = frozenset({"secret-keyword", "bearer-token", "basic-auth-credentials"})
+_MIN_ENTROPY = 3.0  # bits per character; ordinary words stay below, keys and passwords above
+
+
+@dataclass(frozen=True)
+class Finding:
+    """Something in a text that looks like a credential.
+
+    Attributes:
+        type: short kind, e.g. 'aws-access-key', 'private-key', 'secret-keyword', 'bearer-token'.
+        start, end: character offsets of the secret in the scanned text (`text[start:end]`).
+        line: 1-based line number of `start`.
+        detector: which rule found it ('detect-secrets:<Plugin>' or 'memsafe:<rule>').
+    The secret itself is not held, so a Finding is safe to log or show.
+    """
+
+    type: str
+    start: int
+    end: int
+    line: int
+    detector: str
+
+
+def _entropy(value: str) -> float:
+    """Shannon entropy in bits per character (Shannon 1948), over the characters of `value`."""
+    counts = Counter(value)
+    n = len(value)
+    return -sum(c / n * math.log2(c / n) for c in counts.values())
+
+
+def _slug(secret_type: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", secret_type.lower()).strip("-")
+
+
+def _widen(line: str, start: int, end: int) -> tuple[int, int]:
+    while start > 0 and line[start - 1] != "=" and _TOKEN_CHAR.match(line[start - 1]):
+        start -= 1
+    while end < len(line) and _TOKEN_CHAR.match(line[end]):
+        end += 1
+    return start, end
+
+
+def _looks_random(value: str) -> bool:
+    """A plausible secret value: letters and digits, not a version, not a template/reference."""
+    from detect_secrets.filters import heuristic
+
+    if not (any(c.isdigit() for c in value) and any(c.isalpha() for c in value)):
+        return False
+    if _VERSION.match(value) or value.startswith(("$", "%", "@")):
+        return False
+    if heuristic.is_templated_secret(value) or heuristic.is_sequential_string(value):
+        return False
+    if heuristic.is_potential_uuid(value):
+        return False
+    return _entropy(value) >= _MIN_ENTROPY
+
+
+def _library_findings(line: str) -> list[tuple[str, str, str]]:
+    """[(type, secret value, plugin)] from detect-secrets for one line (inside `_library_settings`)."""
+    from detect_secrets.core.scan import scan_line
+
+    return [(s.type, s.secret_value or "", s.type) for s in scan_line(line)]
+
+
+@contextmanager
+def _library_settings():
+    """detect-secrets configured with memsafe's plugins and filters, for one whole scan."""
+    from detect_secrets.settings import transient_settings
+
+    with _lock, transient_settings(_SETTINGS):
+        yield
+
+
+def _scan_line(line: str) -> list[tuple[str, int, int, str]]:
+    """[(type, start, end, detector)] for one line, offsets within the line."""
+    from detect_secrets.filters import heuristic
+
+    out: list[tuple[str, int, int, str]] = []
+    for secret_type, value, plugin in _library_findings(line):
+        if not value:
+            continue
+        pos = line.find(value)
+        while pos >= 0:
+            start, end = _widen(line, pos, pos + len(value))
+            out.append((_slug(secret_type), start, end, f"detect-secrets:{plugin}"))
+            pos = line.find(value, pos + len(value))
+    if not heuristic.is_indirect_reference(line):
+        for m in _ASSIGNMENT.finditer(line):
+            value = m.group(1)
+            if _looks_random(value):
+                out.append(("secret-keyword", m.start(1), m.end(1), "memsafe:assignment"))
+    for m in _BEARER.finditer(line):
+        if _looks_random(m.group(1)):
+            out.append(("bearer-token", m.start(1), m.end(1), "memsafe:bearer"))
+    for name, rx in _EXTRA_TOKENS:
+        for m in rx.finditer(line):
+            out.append((name, m.start(), m.end(), f"memsafe:{name}"))
+    return out
+
+
+def scan(text: str) -> list[Finding]:
+    """Credentials found in `text`, in order of position, overlapping findings merged.
+
+    Private key findings cover the whole BEGIN ... END block (or to the end of the text when the
+    END line is missing). Cost: about 1 s per MB of text on this machine (detect-secrets'
+    regexes); typical memories take well under a millisecond.
+    """
+    raw: list[tuple[str, int, int, str]] = []
+    offset = 0
+    with _library_settings():
+        for line in text.split("\n"):
+            for secret_type, start, end, detector in _scan_line(line):
+                raw.append((secret_type, offset + start, offset + end, detector))
+            offset += len(line) + 1
+    if any(t == "private-key" for t, *_ in raw):
+        for m in _PRIVATE_KEY_BLOCK.finditer(text):
+            raw.append(("private-key", m.start(), m.end(), "detect-secrets:Private Key"))
+    raw.sort(key=lambda f: (f[1], -(f[2] - f[1])))
+    merged: list[list] = []
+    for secret_type, start, end, detector in raw:
+        if merged and start < merged[-1][2]:
+            last = merged[-1]
+            if last[0] in _GENERIC and secret_type not in _GENERIC:  # name the specific kind
+                last[0], last[3] = secret_type, detector
+            last[2] = max(last[2], end)
+            continue
+        merged.append([secret_type, start, end, detector])
+    return [Finding(t, s, e, text.count("\n", 0, s) + 1, d) for t, s, e, d in merged]
+
+
+def redact(text: str, findings: list[Finding] | None = None) -> str:
+    """`text` with every finding replaced by `[REDACTED:<type>]` (findings from `scan` if not given)."""
+    found = scan(text) if findings is None else findings
+    pieces: list[str] = []
+    cursor = 0
+    for f in sorted(found, key=lambda f: f.start):
+        if f.start < cursor:
+            continue
+        pieces.append(text[cursor : f.start])
+        pieces.append(f"[REDACTED:{f.type}]")
+        cursor = f.end
+    pieces.append(text[cursor:])
+    return "".join(pieces)
+
+
+def describe(findings: list[Finding]) -> str:
+    """A short, secret-free summary: 'aws-access-key (line 1), secret-keyword (line 3)'."""
+    parts = [f"{f.type} (line {f.line})" for f in findings[:5]]
+    more = len(findings) - len(parts)
+    return ", ".join(parts) + (f" and {more} more" if more > 0 else "")

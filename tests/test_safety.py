@@ -1,0 +1,131 @@
+"""Secrets: credentials are refused by default, stored redacted on request, and ordinary developer
+text is never mistaken for one (memsafe.safety, api.remember, CLI `remember --redact`)."""
+
+from __future__ import annotations
+
+import pytest
+
+from memsafe import api, safety
+from memsafe.errors import SecretDetected
+
+# (text, expected finding type) — each must be found. Fake credentials only.
+POSITIVES = [
+    ("my key is AKIAIOSFODNN7EXAMPLE for the ci user", "aws-access-key"),
+    ("aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "secret-keyword"),
+    ('password = "hunter2xyzQ9!ab"', "secret-keyword"),
+    ("password = hunter2xyzQ9ab", "secret-keyword"),
+    ("DB_PASSWORD=S3cr3tP4ssw0rd in the staging .env", "secret-keyword"),
+    ("export API_KEY=a8f5f167f44f4964e6c998dee827110c", "secret-keyword"),
+    ("client_secret: 9xQ2vT7mLp4RzK8w", "secret-keyword"),
+    ("export GITHUB_TOKEN=ghp_1234567890abcdefghijklmnopqrstuvwxyzAB", "github-token"),
+    ("token: github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyzABCDEFGH", "github-token"),
+    ("-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA7bq\n-----END RSA PRIVATE KEY-----", "private-key"),
+    ("-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n", "private-key"),
+    ("curl -H 'Authorization: Bearer abc123def456ghi789jkl012mno345pqr678' https://api", "bearer-token"),
+    ("stripe sk_live_4eC39HqLyjWDarjtT1zdp7dc for billing", "stripe-access-key"),
+    ("slack bot xoxb-123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx", "slack-token"),
+    ("db url https://admin:s3cretPassw0rd@db.example.com/prod", "basic-auth-credentials"),
+    ("OPENAI sk-proj-abcdefghijklmnopqrstT3BlbkFJabcdefghijklmnopqrst", "openai-token"),
+    ("gcp AIzaSyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q", "google-api-key"),
+    (
+        "jwt eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+        "json-web-token",
+    ),
+]
+
+# Ordinary developer text: must yield no finding.
+NEGATIVES = [
+    "commit 3f2a9c1e8b7d6a5f4e3d2c1b0a9f8e7d6c5b4a39 fixed the retry bug",
+    "fixed in 3f2a9c1 and cherry-picked to release/2.4",
+    "uuid 123e4567-e89b-12d3-a456-426614174000 is the tenant id",
+    "see /usr/local/lib/python3.11/site-packages/foo/bar.py line 42",
+    "C:\\Users\\First Last\\AppData\\Local\\memsafe\\memory.db",
+    "upgraded to v2.0.1-rc.3+build.5 and node 18.19.0",
+    "ERR_SSL_PROTOCOL_ERROR when hitting the proxy; also ECONNRESET and E11000",
+    "the password field is required on the login form",
+    'password = os.environ["DB_PASSWORD"]',
+    "api_key = None",
+    "token = get_token()",
+    "password: ${DB_PASSWORD}",
+    'secret = "<your-secret-here>"',
+    "the session token expires after 15 minutes",
+    "image digest sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08 pinned",
+    "request id dGhpcyBpcyBhIHRlc3Q is a base64 identifier in prose",
+    'key = "user_id"',
+    "password_reset_token_ttl = 3600",
+    "We rotate secrets every Friday; the staging DB password rotates too",
+    "Use Bearer token authentication for the internal API",
+    "token: v2.10.3",
+    "ssh-rsa public keys live in ~/.ssh/authorized_keys",
+    "the build id is 20240517.3 and the pipeline is #4521",
+    "max_tokens = 4096 and api_key_header = X-Api-Key",
+    "https://github.com/org/repo/pull/1234#issuecomment-987654321",
+    "TODO: bump to v2.0.1 (don't forget) — C++ port, O'Reilly book, 50% faster",
+    "Müller → 日本語 🚀 naïve",
+]
+
+
+@pytest.mark.parametrize(("text", "kind"), POSITIVES)
+def test_credentials_are_found_and_redacted(text, kind):
+    findings = safety.scan(text)
+    assert kind in {f.type for f in findings}, findings
+    redacted = safety.redact(text)
+    assert f"[REDACTED:{kind}]" in redacted
+    for f in findings:
+        secret = text[f.start : f.end]
+        assert secret not in redacted
+    assert safety.scan(redacted) == []
+
+
+@pytest.mark.parametrize("text", NEGATIVES)
+def test_ordinary_developer_text_is_not_a_secret(text):
+    assert safety.scan(text) == []
+    assert safety.redact(text) == text
+
+
+def test_private_key_block_is_redacted_whole():
+    text = "deploy key:\n-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA7bq\nQ2x5\n-----END RSA PRIVATE KEY-----\nok"
+    assert safety.redact(text) == "deploy key:\n[REDACTED:private-key]\nok"
+
+
+def test_finding_offsets_and_lines():
+    text = "line one\nexport API_KEY=a8f5f167f44f4964e6c998dee827110c"
+    (f,) = safety.scan(text)
+    assert f.line == 2
+    assert text[f.start : f.end] == "a8f5f167f44f4964e6c998dee827110c"
+    assert "a8f5" not in safety.describe([f])
+
+
+def test_remember_refuses_secret_without_leaking_it(store):
+    secret = "ghp_1234567890abcdefghijklmnopqrstuvwxyzAB"
+    with pytest.raises(SecretDetected) as info:
+        api.remember(store, f"CI token is {secret}")
+    message = str(info.value)
+    assert "--redact" in message and "github-token" in message
+    assert secret not in message
+    assert store.counts()["total"] == 0
+
+
+def test_remember_redact_stores_redacted(store):
+    m = api.remember(store, "staging: DB_PASSWORD=S3cr3tP4ssw0rd, host db1", redact=True)
+    assert m.content == "staging: DB_PASSWORD=[REDACTED:secret-keyword], host db1"
+    raw = store.conn.execute("SELECT group_concat(content) FROM memories").fetchone()[0]
+    assert "S3cr3tP4ssw0rd" not in raw
+    hits = api.recall(store, "staging DB host", touch=False).hits
+    assert hits and hits[0].memory.id == m.id
+
+
+def test_remember_redact_without_secret_is_unchanged(store):
+    m = api.remember(store, "we squash before merging", redact=True)
+    assert m.content == "we squash before merging"
+
+
+def test_cli_refuses_then_redacts(cli):
+    text = "billing uses sk_live_4eC39HqLyjWDarjtT1zdp7dc"
+    r = cli("remember", text, "--no-embed")
+    assert r.exit_code == 1
+    assert "--redact" in r.stderr and "sk_live_4eC39" not in r.stderr
+    assert "Traceback" not in r.stderr
+    r = cli("remember", text, "--no-embed", "--redact", "--json")
+    assert r.exit_code == 0, r.stderr
+    assert "[REDACTED:stripe-access-key]" in r.stdout and "sk_live_4eC39" not in r.stdout

@@ -1,0 +1,141 @@
+"""Store.vector_search is exact within any scope (FIELD-CASES F12) on each of its paths — a tiny
+scope scored row by row, a partial scope through the rowid-filtered vec0 KNN, and no filter —
+checked against a numpy brute force over the same vectors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from memsafe.models import Scope
+from memsafe.store import Store
+
+SIZES = {"big": 600, "mid": 150, "tiny": 5}
+
+
+@pytest.fixture(params=["sql", "in-memory"])
+def vec_store(tmp_path, monkeypatch, request):
+    """Both search engines: vec0 SQL, and the in-memory copy a long-lived process builds."""
+    from memsafe import store as store_module
+
+    monkeypatch.setattr(store_module, "CACHE_MIN_VECTORS", 0 if request.param == "in-memory" else 10**9)
+    rng = np.random.default_rng(42)
+    store = Store(tmp_path / "v.db")
+    vectors: dict[int, np.ndarray] = {}
+    projects: dict[int, str | None] = {}
+    with store.write():
+        store.ensure_vector_table("test-model", 384)
+        n = 0
+        for project, count in [*SIZES.items(), (None, 20)]:
+            for _ in range(count):
+                v = rng.normal(size=384).astype(np.float32)
+                v /= np.linalg.norm(v)
+                mid = store.insert_memory(
+                    {"uid": f"u{n}", "content": f"m{n}", "project": project, "created_at": "2026-01-01T00:00:00Z",
+                     "updated_at": "2026-01-01T00:00:00Z", "content_updated_at": "2026-01-01T00:00:00Z",
+                     "content_hash": f"h{n}"},
+                    ["rare"] if n % 97 == 0 else [],
+                )
+                store.put_vector(mid, v.tobytes())
+                vectors[mid], projects[mid] = v, project
+                n += 1
+        store.update_memory(3, {"status": "forgotten"})
+    yield store, vectors, projects
+    store.close()
+
+
+def _truth(vectors, allowed, query, k):
+    ids = [i for i in vectors if allowed(i)]
+    dist = {i: 1.0 - float(vectors[i] @ query) for i in ids}
+    return sorted(ids, key=lambda i: dist[i])[:k]
+
+
+@pytest.mark.parametrize(
+    ("projects", "tags", "statuses"),
+    [
+        (["tiny"], [], ["active"]),  # 25 of 775 vectors: scored row by row
+        (["mid"], [], ["active"]),  # rowid-filtered KNN
+        (["big"], [], ["active"]),
+        (["big", "mid"], [], ["active"]),
+        (None, [], ["active"]),  # all but the forgotten one: rowid-filtered KNN
+        (None, ["rare"], ["active"]),
+        (None, [], ["active", "archived", "forgotten"]),  # everything: plain KNN
+    ],
+)
+def test_vector_search_is_exact_in_scope(vec_store, projects, tags, statuses):
+    store, vectors, project_of = vec_store
+    scope = Scope(projects=projects, include_global=True, kinds=[], tags=tags, since=None, statuses=statuses)
+    tagged = {r[0] for r in store.conn.execute("SELECT memory_id FROM memory_tags WHERE tag = 'rare'")}
+
+    def allowed(i):
+        if i == 3 and "forgotten" not in statuses:
+            return False
+        if tags and i not in tagged:
+            return False
+        return projects is None or project_of[i] in projects or project_of[i] is None
+
+    rng = np.random.default_rng(7)
+    for k in (1, 10, 50):
+        q = rng.normal(size=384).astype(np.float32)
+        q /= np.linalg.norm(q)
+        got = [i for i, _ in store.vector_search(q.tobytes(), scope, k)]
+        want = _truth(vectors, allowed, q, k)
+        assert got == want
+        assert len(got) == min(k, sum(1 for i in vectors if allowed(i)))  # never starved
+
+
+def _unit(seed: int) -> np.ndarray:
+    v = np.random.default_rng(seed).normal(size=384).astype(np.float32)
+    return v / np.linalg.norm(v)
+
+
+def _row(n: int) -> dict:
+    return {"uid": f"u{n}", "content": f"m{n}", "project": None, "created_at": "2026-01-01T00:00:00Z",
+            "updated_at": "2026-01-01T00:00:00Z", "content_updated_at": "2026-01-01T00:00:00Z",
+            "content_hash": f"h{n}"}
+
+
+def test_in_memory_copy_follows_other_processes_writes(tmp_path, monkeypatch):
+    """A long-lived process's in-memory vectors follow every vector write made through another
+    connection: new vectors, re-embeds, deletes (purge), a model reset, and a pruned log."""
+    from memsafe import store as store_module
+
+    monkeypatch.setattr(store_module, "CACHE_MIN_VECTORS", 0)
+    server, writer = Store(tmp_path / "s.db"), None
+    with server.write():
+        server.ensure_vector_table("m1", 384)
+        for n in range(1, 51):
+            server.insert_memory(_row(n), [])
+            server.put_vector(n, _unit(n).tobytes())
+    writer = Store(tmp_path / "s.db")
+    scope = Scope(projects=None, include_global=True, kinds=[], tags=[], since=None)
+
+    def nearest(v, k=1):
+        return [i for i, _ in server.vector_search(v.tobytes(), scope, k)]
+
+    assert nearest(_unit(7)) == [7]
+    assert nearest(_unit(8)) == [8]
+    assert server._vcache is not None  # second search built the copy
+    with writer.write():  # new memory, re-embed of 9, purge of 10
+        writer.insert_memory(_row(51), [])
+        writer.put_vector(51, _unit(51).tobytes())
+        writer.put_vector(9, _unit(999).tobytes())
+        writer.delete_memories([10])
+    assert nearest(_unit(51)) == [51]
+    assert nearest(_unit(999)) == [9]
+    dist9 = dict(server.vector_search(_unit(9).tobytes(), scope, 100))[9]
+    assert dist9 == pytest.approx(1.0 - float(_unit(999) @ _unit(9)), abs=1e-5)  # the new vector, not the old
+    assert 10 not in nearest(_unit(10), 50)
+    assert len(nearest(_unit(1), 100)) == 50
+    monkeypatch.setattr(store_module, "VECTOR_LOG_KEEP", 5)
+    with writer.write():  # many changes, log pruned past the copy's position: full reload
+        for n in range(52, 1052):
+            writer.insert_memory(_row(n), [])
+            writer.put_vector(n, _unit(n).tobytes())
+    assert nearest(_unit(1051)) == [1051]
+    with writer.write():  # another model: every vector dropped
+        writer.ensure_vector_table("m2", 384)
+    assert nearest(_unit(1051)) == []
+    assert server.consistency_problems() == []
+    server.close()
+    writer.close()
