@@ -325,3 +325,45 @@ def main(argv: list[str]) -> int:
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
+
+
+_ROWS = [
+    ("import (memories/s, with embeddings)", "import_per_s"),
+    ("import (memories per CPU-second)", "import_per_cpu_s"),
+    ("DB bytes per memory", "db_bytes_per_memory"),
+    ("recall p50 / p95 in process, project (ms)", ("recall_ms_p50", "recall_ms_p95")),
+    ("recall p50 / p95 in process, all projects (ms)", ("recall_all_projects_ms_p50", "recall_all_projects_ms_p95")),
+    ("recall p50 / p95 CLI process (ms)", ("cli_recall_ms_p50", "cli_recall_ms_p95")),
+    ("remember p50 / p95 CLI process (ms)", ("cli_remember_ms_p50", "cli_remember_ms_p95")),
+    ("peak RSS import / serve-like / CLI recall (MB)",
+     ("import_peak_rss_mb", "serve_like_peak_rss_mb", "cli_recall_peak_rss_mb")),
+    ("vectors synthesised (not model-embedded)", "vectors_synthesized"),
+]
+
+
+def parse_sizes(text: str) -> list[int]:
+    """`"1000,10000"` → [1000, 10000]. Raises ValueError with a message fit for the user."""
+    try:
+        sizes = [int(part.replace("_", "")) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise ValueError(f"--scale must be comma-separated whole numbers, got {text!r}") from None
+    if not sizes or any(n < 10 for n in sizes):
+        raise ValueError("--scale needs at least one size of 10 or more")
+    return sizes
+
+
+def scale_table(result: dict, sizes: list[int]):
+    """Rich table of a `run_scale` result: one row per metric, one column per size."""
+    from rich.table import Table
+
+    table = Table(title=f"memsafe scale benchmark (load avg {result['machine']['load_avg_at_start']})")
+    table.add_column("metric")
+    for n in sizes:
+        table.add_column(f"{n:,}", justify="right")
+    for label, key in _ROWS:
+        cells = []
+        for n in sizes:
+            row = result["sizes"][n]
+            cells.append(" / ".join(str(row.get(k)) for k in key) if isinstance(key, tuple) else str(row.get(key)))
+        table.add_row(label, *cells)
+    return table

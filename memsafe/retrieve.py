@@ -223,8 +223,9 @@ def pack(texts: Sequence[str], budget: int, count: Callable[[str], int],
     """Greedy packing of texts (already sorted best first) into `budget` tokens.
 
     Each text is taken whole if it fits in what is left, otherwise skipped. If nothing fits,
-    the best text is truncated to the budget, so at least one item is always returned (when
-    `texts` is non-empty and budget ≥ 1). The sum of `tokens` never exceeds `budget`.
+    the best text is truncated to the budget, so at least one item is returned (when `texts` is
+    non-empty and the budget holds at least one visible character of the best text). The sum of
+    `tokens` never exceeds `budget`.
     """
     chosen: list[Packed] = []
     left = budget
@@ -237,5 +238,6 @@ def pack(texts: Sequence[str], budget: int, count: Callable[[str], int],
             left -= n
     if not chosen and texts and budget >= 1:
         cut = truncate(texts[0], budget)
-        chosen.append(Packed(0, cut, count(cut), True))
+        if cut.strip():  # a budget too small for even one visible character returns nothing
+            chosen.append(Packed(0, cut, count(cut), True))
     return chosen

@@ -72,6 +72,20 @@ class Store:
     # -- opening -------------------------------------------------------------------------------
 
     def _connect(self, create: bool) -> apsw.Connection:
+        # Opening can meet SQLITE_BUSY without the busy handler being consulted (switching a brand-new
+        # file to WAL while another first opener creates the schema), so opening itself is retried.
+        deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+        while True:
+            try:
+                return self._open(create)
+            except apsw.BusyError as exc:
+                if time.monotonic() > deadline:
+                    raise StoreUnavailable(f"cannot open {self.path}: {exc}; another process keeps it locked") from None
+                time.sleep(0.05)
+            except (OSError, ValueError) as exc:  # e.g. a file name too long for the file system
+                raise StoreUnavailable(f"cannot open {self.path}: {getattr(exc, 'strerror', None) or exc}") from None
+
+    def _open(self, create: bool) -> apsw.Connection:
         path = self.path
         if path.is_dir():
             raise StoreUnavailable(f"{path} is a directory, not a database file; pass a file path with --db")
@@ -84,15 +98,26 @@ class Store:
                 raise StoreUnavailable(f"cannot create folder {path.parent}: {exc.strerror or exc}") from None
             self.created = True
         old_umask = os.umask(0o077)
+        conn = None
         try:
             flags = apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
             conn = apsw.Connection(str(path), flags=flags)
             conn.setbusytimeout(BUSY_TIMEOUT_MS)
             try:
-                version = conn.execute("PRAGMA user_version").fetchone()[0]
+                # version and tables from one snapshot: a concurrent first opener commits both at once
+                conn.execute("BEGIN")
+                try:
+                    version = conn.execute("PRAGMA user_version").fetchone()[0]
+                    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+                finally:
+                    conn.execute("COMMIT")
             except apsw.NotADBError:
                 conn.close()
                 raise StoreUnavailable(f"{path} is not a SQLite database; point --db at a memsafe file") from None
+            # Refuse foreign files before anything writes to them (switching to WAL would).
+            if version < 0 or (version > 0 and "memories" not in tables) or (version == 0 and tables):
+                conn.close()
+                raise StoreUnavailable(f"{path} is a SQLite file but not a memsafe database; it was not changed")
             if version > migrations.latest():
                 conn.close()
                 raise SchemaTooNew(
@@ -110,6 +135,10 @@ class Store:
                 f"cannot open {path}: the file or its folder is read-only or not accessible ({exc}); "
                 "memsafe needs write access to it. The file was not changed"
             ) from None
+        except apsw.BusyError:
+            if conn is not None:
+                conn.close()
+            raise
         except apsw.Error as exc:
             raise StoreUnavailable(f"cannot open {path}: {exc}") from None
         finally:
@@ -189,22 +218,30 @@ class Store:
     # -- transactions --------------------------------------------------------------------------
 
     @contextmanager
-    def write(self) -> Iterator[None]:
-        """One short write transaction (`BEGIN IMMEDIATE`; retried while another writer holds the lock)."""
+    def write(self, wait_ms: int = BUSY_TIMEOUT_MS) -> Iterator[None]:
+        """One short write transaction (`BEGIN IMMEDIATE`; retried while another writer holds the lock).
+
+        Raises:
+            StoreUnavailable: another writer held the lock for longer than `wait_ms` milliseconds.
+        """
         if self.conn.in_transaction:
             yield
             return
-        deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
-        while True:
-            try:
-                self.conn.execute("BEGIN IMMEDIATE")
-                break
-            except apsw.BusyError:
-                if time.monotonic() > deadline:
-                    raise StoreUnavailable(
-                        f"{self.path} stayed locked by another writer for {BUSY_TIMEOUT_MS // 1000}s; try again"
-                    ) from None
-                time.sleep(0.05)
+        deadline = time.monotonic() + wait_ms / 1000
+        self.conn.setbusytimeout(min(wait_ms, BUSY_TIMEOUT_MS))
+        try:
+            while True:
+                try:
+                    self.conn.execute("BEGIN IMMEDIATE")
+                    break
+                except apsw.BusyError:
+                    if time.monotonic() > deadline:
+                        raise StoreUnavailable(
+                            f"{self.path} stayed locked by another writer for {wait_ms / 1000:g}s; try again"
+                        ) from None
+                    time.sleep(0.05)
+        finally:
+            self.conn.setbusytimeout(BUSY_TIMEOUT_MS)
         try:
             yield
         except BaseException:

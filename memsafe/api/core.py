@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from memsafe import clock, embed, retrieve, safety, settings, tokens
-from memsafe.errors import Duplicate, InvalidInput, NotFound, SecretDetected
+from memsafe.errors import Duplicate, InvalidInput, NotFound, SecretDetected, StoreUnavailable
 from memsafe.models import (
     Hit,
     Kind,
@@ -37,6 +37,7 @@ __all__ = [
 MAX_CONTENT_CHARS = 1_000_000
 MAX_QUERY_CHARS = 100_000
 MAX_TAG_CHARS = 64
+MAX_TAGS = 50
 BACKFILL_BATCH = 256  # pending vectors filled per recall, so one call stays bounded
 
 
@@ -86,12 +87,13 @@ def clean_text(text: str, what: str = "content", max_chars: int = MAX_CONTENT_CH
     """Text fit to store: lone surrogates become U+FFFD, NUL is removed, outer whitespace trimmed.
 
     Raises:
-        InvalidInput: empty after trimming, or longer than `max_chars` characters.
+        InvalidInput: empty after trimming (or only invisible characters: zero-width, format,
+            lone combining marks), or longer than `max_chars` characters.
     """
     if not isinstance(text, str):
         raise InvalidInput(f"{what} must be text")
     cleaned = _fix_surrogates(text).replace("\x00", "").strip()
-    if not cleaned:
+    if not _visible(cleaned):
         raise InvalidInput(f"{what} is empty")
     if len(cleaned) > max_chars:
         raise InvalidInput(f"{what} is {len(cleaned):,} characters; the limit is {max_chars:,}")
@@ -99,6 +101,12 @@ def clean_text(text: str, what: str = "content", max_chars: int = MAX_CONTENT_CH
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _visible(text: str) -> bool:
+    """True if any character is a letter, number, punctuation or symbol (not only spaces, controls,
+    zero-width or format characters, or lone combining marks)."""
+    return any(unicodedata.category(c)[0] in "LNPS" for c in text)
 
 
 def _fix_surrogates(text: str) -> str:
@@ -114,6 +122,8 @@ def content_hash(content: str) -> str:
 def clean_tags(tags: Sequence[str]) -> list[str]:
     """Trimmed, lower-cased, de-duplicated tags. Raises InvalidInput for an empty or over-long tag."""
     out: dict[str, None] = {}
+    if len(tags) > MAX_TAGS:
+        raise InvalidInput(f"{len(tags)} tags; at most {MAX_TAGS} are allowed")
     for raw in tags:
         tag = _fix_surrogates(str(raw)).replace("\x00", "").strip().lower()
         if not tag:
@@ -147,7 +157,7 @@ def clean_project(project: str | None) -> str | None:
     text = _fix_surrogates(project).replace("\x00", "").strip()
     if not text:
         raise InvalidInput("empty project")
-    if "/" in text or "\\" in text:
+    if "/" in text or "\\" in text or text in (".", "..") or text.startswith("~"):
         return settings.project_key(text)
     return text
 
@@ -285,7 +295,10 @@ def remember(
         raise Duplicate(f"already remembered as memory {existing}", existing)
 
     embedder = _embedder(store) if embed_now else None
-    vector = embedder.embed_one(text) if embedder else None
+    try:
+        vector = embedder.embed_one(text) if embedder else None
+    except embed.ModelUnavailable:
+        vector = None  # stored now, embedded later by a process whose model works
     near = _near_duplicate(store, embedder, vector, project_v)
 
     now = clock.now_iso()
@@ -518,11 +531,17 @@ def recall(
             if mode == "vector":
                 lexical_hits = _lexical(store, text, scope, depth)
         else:
-            if store.pending_count():
-                backfill(store)
-            if store.vectors_ready(embedder.model_id):
-                qvec = _vector_bytes(embedder.embed_one(text))
-                vector_hits = [(i, 1.0 - d) for i, d in store.vector_search(qvec, scope, depth)]
+            try:
+                if store.pending_count() or not store.vectors_ready(embedder.model_id):
+                    backfill(store)  # also rebuilds vectors made by another model
+                if store.vectors_ready(embedder.model_id):
+                    qvec = _vector_bytes(embedder.embed_one(text))
+                    vector_hits = [(i, 1.0 - d) for i, d in store.vector_search(qvec, scope, depth)]
+            except embed.ModelUnavailable as exc:
+                notes.append(f"vector search failed ({exc}); lexical results only")
+                used_mode = "lexical"
+                if mode == "vector":
+                    lexical_hits = _lexical(store, text, scope, depth)
             pending = store.pending_count()
             if pending:
                 notes.append(f"{pending} memories still wait for embedding; found lexically only")
@@ -625,10 +644,14 @@ def recall(
         )
         for p in packed
     ]
+    if scored and not hits:
+        notes.append(f"a budget of {budget_v} tokens is too small for any memory")
     if touch and hits:
-        at = clock.now_iso()
-        with store.write():
-            store.touch([h.memory.id for h in hits], at)
+        try:  # bookkeeping only: never fail or stall a read because another process holds the lock
+            with store.write(wait_ms=2000):
+                store.touch([h.memory.id for h in hits], clock.now_iso())
+        except StoreUnavailable:
+            notes.append("access counts not updated: the store is busy")
     return RecallResult(
         query=text,
         budget=budget_v,

@@ -29,6 +29,13 @@ def bench(
     runs: Annotated[
         int, typer.Option("--runs", min=1, max=50, help="With --mcp: cold starts to take the median of.")
     ] = 5,
+    scale: Annotated[
+        str | None,
+        typer.Option("--scale", help="Measure at these store sizes instead, e.g. 1000,10000,100000 (slow)."),
+    ] = None,
+    full_embed_limit: Annotated[
+        int, typer.Option("--full-embed-limit", min=100, help="With --scale: embed at most this many with the model.")
+    ] = 20000,
     json_: JsonOpt = False,
 ) -> None:
     """Benchmark recall quality on a built-in corpus: lexical, vector and hybrid side by side.
@@ -44,9 +51,14 @@ def bench(
       memsafe bench --json
 
       memsafe bench --mcp
+
+      memsafe bench --scale 1000,10000 --json
     """
     if mcp:
         _bench_mcp(runs, json_)
+        return
+    if scale:
+        _bench_scale(scale, full_embed_limit, json_)
         return
     try:
         report = bench_mod.run_quality(quick=quick, corpus_path=corpus)
@@ -91,3 +103,21 @@ def _bench_mcp(runs: int, json_: bool) -> None:
     console = out()
     for line in mcp_lines(report):
         console.print(line)
+
+
+
+def _bench_scale(sizes_text: str, full_embed_limit: int, json_: bool) -> None:
+    """Import throughput, DB size, recall/remember latency and peak RSS at several store sizes."""
+    from memsafe import bench_scale
+
+    try:
+        sizes = bench_scale.parse_sizes(sizes_text)
+        result = bench_scale.run_scale(
+            sizes, full_embed_limit=full_embed_limit, progress=lambda msg: err.print(msg)
+        )
+    except (ValueError, RuntimeError) as exc:
+        raise _fail(str(exc)) from None
+    if json_:
+        _emit_json(result)
+    else:
+        out().print(bench_scale.scale_table(result, sizes))

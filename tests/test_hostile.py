@@ -1,0 +1,238 @@
+"""Faults found by handing the finished foundation to a hostile tester ("break it"); each test
+covers the whole kind of fault, not only the input that found it."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+
+import apsw
+import pytest
+from conftest import run_memsafe
+
+from memsafe import api, embed
+from memsafe.errors import InvalidInput, StoreUnavailable
+from memsafe.store import Store
+
+
+def one_error_line(proc) -> str:
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, proc.stderr
+    return lines[0]
+
+
+# -- what reaches the terminal ----------------------------------------------------------------------
+
+
+def test_markup_and_control_characters_are_shown_literally(db_path):
+    hostile = "[/] markup [bold red]hidden[/] [link=http://evil]x[/link] \x1b]0;pwned\x07\x1b[2J end"
+    r = run_memsafe("--db", str(db_path), "remember", hostile, "--tag", "[/x]", "--project", "[/p]")
+    assert r.returncode == 0, r.stderr
+    for args in (["get", "1"], ["recall", "markup hidden", "--all-projects"], ["list", "--all-projects"]):
+        r = run_memsafe("--db", str(db_path), *args)
+        assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+        assert "\x1b" not in r.stdout and "\x07" not in r.stdout
+        assert "[bold red]hidden[/]" in r.stdout.replace("\n", "") or args[0] == "list"
+    r = run_memsafe("--db", str(db_path), "config", "get", "[/x]")
+    assert "'[/x]'" in one_error_line(r)
+
+
+@pytest.mark.parametrize(
+    "args", [["get", "abc"], ["recall", "x", "--budget", "0"], ["remember", "x", "--kind", "nonsense"], ["nosuch"]]
+)
+def test_usage_errors_are_one_line_from_the_real_entry_point(db_path, args):
+    r = run_memsafe("--db", str(db_path), *args)
+    assert r.returncode == 2
+    assert one_error_line(r).startswith("Error:")
+
+
+# -- input plumbing ----------------------------------------------------------------------------------
+
+
+def test_stdin_with_invalid_utf8_and_closed_stdin(db_path):
+    cmd = [sys.executable, "-m", "memsafe", "--db", str(db_path), "remember", "-", "--global"]
+    r = subprocess.run(cmd, input=b"caf\xe9 latin1 text", capture_output=True, env={**os.environ,
+                       "PYTHONIOENCODING": "utf-8"})
+    assert r.returncode == 0, r.stderr
+    with Store(db_path) as store:
+        assert api.get(store, 1).content == "caf\ufffd latin1 text"
+    r = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True)
+    assert r.returncode == 1  # empty stdin: "content is empty"
+    closed = subprocess.run(cmd, capture_output=True, text=True, preexec_fn=lambda: os.close(0))
+    assert "no standard input" in one_error_line(closed)
+
+
+def test_a_deleted_working_directory_is_a_one_line_error(tmp_path, db_path):
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    code = (
+        "import os, sys; os.chdir(sys.argv[1]); os.rmdir(sys.argv[1]); "
+        "sys.argv = ['memsafe', '--db', sys.argv[2], 'remember', 'hi']; "
+        "from memsafe.__main__ import main; main()"
+    )
+    r = subprocess.run([sys.executable, "-c", code, str(gone), str(db_path)], capture_output=True, text=True)
+    assert "current directory no longer exists" in one_error_line(r)
+
+
+@pytest.mark.parametrize("content", ["[1, 2]", '{"db": 5}', "{not json"])
+def test_a_broken_settings_file_is_reported_not_used(tmp_path, content):
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    (home / "settings.json").write_text(content)
+    for args in (["status"], ["config", "get", "db"]):
+        line = one_error_line(run_memsafe(*args, env={"MEMSAFE_HOME": str(home)}))
+        assert "settings.json" in line
+    assert not list(tmp_path.rglob("5"))
+
+
+def test_empty_db_flag_is_refused_not_the_default_store(tmp_path):
+    r = run_memsafe("--db", "", "remember", "x", env={"MEMSAFE_HOME": str(tmp_path / "home")})
+    assert "empty database path" in one_error_line(r)
+    assert not (tmp_path / "home" / "memory.db").exists()
+
+
+@pytest.mark.parametrize("now", ["0001-01-01T00:00:00+05:00", "9999-12-31T23:59:59-05:00", "garbage"])
+def test_out_of_range_memsafe_now_is_one_line(db_path, now):
+    r = run_memsafe("--db", str(db_path), "remember", "x", env={"MEMSAFE_NOW": now})
+    assert "MEMSAFE_NOW" in one_error_line(r)
+
+
+def test_config_db_can_be_reset_and_rejects_directories(tmp_path, monkeypatch):
+    monkeypatch.setenv("MEMSAFE_HOME", str(tmp_path / "home"))
+    with pytest.raises(InvalidInput):
+        api.set_db_path(str(tmp_path))
+    api.set_db_path(str(tmp_path / "elsewhere.db"))
+    assert api.reset_db_path() == tmp_path / "home" / "memory.db"
+
+
+# -- foreign and damaged files -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", [0, 1, 3, -5])
+def test_a_foreign_sqlite_file_is_refused_and_left_byte_identical(tmp_path, version):
+    path = tmp_path / "other.db"
+    conn = apsw.Connection(str(path))
+    conn.execute(f"CREATE TABLE t(x); PRAGMA user_version = {version}")
+    conn.close()
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    with pytest.raises(StoreUnavailable, match="not a memsafe database"):
+        Store(path)
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == digest
+    assert not path.with_name("other.db-wal").exists()
+
+
+def test_too_long_file_name_is_a_clear_error(tmp_path):
+    with pytest.raises(StoreUnavailable):
+        Store(tmp_path / ("a" * 300 + ".db"))
+
+
+# -- recall under pressure ---------------------------------------------------------------------------
+
+
+def test_recall_answers_while_another_process_holds_the_write_lock(store, db_path):
+    m = api.remember(store, "The lock test memory about flamingos")
+    other = apsw.Connection(str(db_path))
+    other.execute("BEGIN IMMEDIATE")
+    try:
+        result = api.recall(store, "flamingos")
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    assert [h.memory.id for h in result.hits] == [m.id]
+    assert any("busy" in n for n in result.notes)
+
+
+def test_too_many_tags_is_an_error_not_a_crash(store):
+    api.remember(store, "tagged", tags=["a"])
+    with pytest.raises(InvalidInput, match="at most"):
+        api.recall(store, "tagged", tags=[f"t{i}" for i in range(5000)])
+
+
+def test_a_budget_too_small_for_one_character_returns_nothing_rather_than_an_empty_hit(store):
+    api.remember(store, "😀" * 1000)
+    result = api.recall(store, "😀", budget=1)
+    assert all(h.text.strip() for h in result.hits)
+    assert result.hits or any("too small" in n for n in result.notes)
+
+
+@pytest.mark.parametrize("invisible", ["\u200b", "\ufeff", "\u200e\u200f", "\u0301", " \u2060 "])
+def test_invisible_content_is_empty(store, invisible):
+    with pytest.raises(InvalidInput, match="empty"):
+        api.remember(store, invisible)
+
+
+@pytest.mark.parametrize("name", [".", "..", "~"])
+def test_path_like_project_names_are_paths(name):
+    assert api.clean_project(name).startswith("/")
+
+
+# -- the model ---------------------------------------------------------------------------------------
+
+
+def test_another_model_rebuilds_the_vectors_instead_of_hiding_them(store, tmp_path, monkeypatch, embedder):
+    a = api.remember(store, "The cat sat on the mat")
+    api.remember(store, "Quarterly revenue grew in Europe")
+    other = tmp_path / "other-model"
+    other.mkdir()
+    model, tok = embed.model_files()
+    shutil.copy(model, other / "model.onnx")
+    shutil.copy(tok, other / "tokenizer.json")
+    monkeypatch.setenv("MEMSAFE_MODEL_DIR", str(other))
+    embed.reset()
+    try:
+        result = api.recall(store, "a feline resting", mode="vector")
+        assert result.hits and result.hits[0].memory.id == a.id
+        assert store.config_get("_embedding_model").startswith("other-model/")
+    finally:
+        embed.reset()
+
+
+def test_a_model_that_fails_at_inference_falls_back_to_lexical(store, tmp_path, monkeypatch, embedder):
+    broken = tmp_path / "broken-model"
+    broken.mkdir()
+    model, tok = embed.model_files()
+    shutil.copy(model, broken / "model.onnx")
+    spec = json.loads(tok.read_text())
+    spec["model"]["vocab"] = {**spec["model"]["vocab"], "zebra": 9_999_999}  # an id the model has no row for
+    (broken / "tokenizer.json").write_text(json.dumps(spec))
+    monkeypatch.setenv("MEMSAFE_MODEL_DIR", str(broken))
+    embed.reset()
+    try:
+        m = api.remember(store, "zebra crossing near the office")
+        assert not api.get(store, m.id).embedded
+        result = api.recall(store, "zebra crossing")
+        assert [h.memory.id for h in result.hits] == [m.id] and result.mode == "lexical"
+    finally:
+        embed.reset()
+
+
+def test_concurrent_recalls_and_writes_in_threads_share_nothing_stale(db_path, embedder):
+    """Each thread opens its own store (as server tools do); a forget is seen by every later recall."""
+    with Store(db_path) as s:
+        target = api.remember(s, "The quarterly report is due on Fridays")
+    errors: list[BaseException] = []
+
+    def worker():
+        try:
+            with Store(db_path) as s:
+                for _ in range(5):
+                    api.recall(s, "quarterly report")
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for t in threads:
+        t.start()
+    with Store(db_path) as s:
+        api.forget(s, target.id)
+    for t in threads:
+        t.join()
+    assert not errors
+    with Store(db_path) as s:
+        assert target.id not in [h.memory.id for h in api.recall(s, "quarterly report").hits]
