@@ -271,13 +271,14 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
         tags: list[str] | None = None,
         importance: float | None = None,
         is_global: Annotated[bool, Field(description="visible in every project")] = False,
+        redact: Annotated[bool, Field(description="store credentials redacted, not refuse")] = False,
     ) -> str:
         """Save one durable fact, decision, preference or fix for later sessions."""
         with state.store() as opened:
             key = None if is_global else state.project(opened)[0]
             memory = api.remember(
                 opened.store, content, kind=kind, project=key, tags=tags or [], source="agent",
-                importance=importance,
+                importance=importance, redact=redact,
             )
         text = f"Remembered #{memory.id} ({f'project {memory.project}' if memory.project else 'global'})"
         if memory.near_duplicate:

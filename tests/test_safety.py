@@ -3,10 +3,12 @@ text is never mistaken for one (memsafe.safety, api.remember, CLI `remember --re
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from memsafe import api, safety
-from memsafe.errors import SecretDetected
+from memsafe.errors import InvalidInput, SecretDetected
 
 # (text, expected finding type) — each must be found. Fake credentials only.
 POSITIVES = [
@@ -129,3 +131,36 @@ def test_cli_refuses_then_redacts(cli):
     r = cli("remember", text, "--no-embed", "--redact", "--json")
     assert r.exit_code == 0, r.stderr
     assert "[REDACTED:stripe-access-key]" in r.stdout and "sk_live_4eC39" not in r.stdout
+
+
+# -- every way in: import, git hook, MCP (the CLI and api are covered above) --------------------------
+
+AWS_NOTE = "deploy key AKIAIOSFODNN7EXAMPLE secret wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY for staging"
+
+
+def test_import_refuses_credentials_unless_redact(store, tmp_path):
+    path = tmp_path / "memory.jsonl"
+    path.write_text(
+        '{"type":"entity","name":"Ops","entityType":"team","observations":["owns deploys"]}\n'
+        + json.dumps({"type": "entity", "name": "Staging", "entityType": "env", "observations": [AWS_NOTE]})
+        + "\n"
+    )
+    with pytest.raises(InvalidInput, match="credential"):
+        api.import_file(store, path, fmt="server-memory")
+    assert store.counts()["total"] == 0  # all or nothing
+    report = api.import_file(store, path, fmt="server-memory", redact=True)
+    assert report.memories_added == 2
+    stored = [r[0] for r in store.conn.execute("SELECT content FROM memories")]
+    assert not any("AKIAIOSFODNN7EXAMPLE" in c for c in stored) and any("[REDACTED:" in c for c in stored)
+
+
+def test_commit_notes_store_credentials_redacted(store, tmp_path):
+    import subprocess
+
+    repo = tmp_path / "repo"
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    env = ["-c", "user.name=t", "-c", "user.email=t@example.com"]
+    subprocess.run(["git", *env, "-C", str(repo), "commit", "-q", "--allow-empty", "-m", f"Rotate {AWS_NOTE}"],
+                   check=True)
+    memory = api.remember_commit(store, repo)
+    assert "AKIAIOSFODNN7EXAMPLE" not in memory.content and "[REDACTED:" in memory.content

@@ -34,7 +34,8 @@ def hook_status(repo: str | Path | None = None) -> HookStatus:
 
 def remember_commit(store: Store, repo: str | Path, *, commit: str = "HEAD") -> Memory | None:
     """Remember one commit: subject, body, short hash, branch and changed files, with source=git,
-    tag `commit`, project = the repository (its main worktree's root), vector deferred.
+    tag `commit`, project = the repository (its main worktree's root), vector deferred. A credential
+    in the message is stored redacted (`[REDACTED:<type>]`): a hook cannot ask what to do.
 
     Returns the memory, or None when this commit was already remembered.
 
@@ -47,7 +48,7 @@ def remember_commit(store: Store, repo: str | Path, *, commit: str = "HEAD") -> 
     try:
         return remember(
             store, hooks.commit_note(info), kind=Kind.GENERAL.value, project=project, tags=[COMMIT_TAG],
-            source=Source.GIT.value, embed_now=False,
+            source=Source.GIT.value, embed_now=False, redact=True,  # a hook cannot ask: credentials are redacted
         )
     except Duplicate:
         return None

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import IO
 
 from memsafe import __version__, clock, settings, transfer
-from memsafe.api.core import backfill, clean_project, clean_tags, clean_text, content_hash
+from memsafe.api.core import _screen_secrets, backfill, clean_project, clean_tags, clean_text, content_hash
 from memsafe.errors import InvalidInput, MemsafeError
 from memsafe.models import Source, Status
 from memsafe.store import Store
@@ -201,6 +201,7 @@ def import_file(
     skip_invalid: bool = False,
     project: str | None = None,
     progress: Progress | None = None,
+    redact: bool = False,
 ) -> ImportReport:
     """Import a memsafe export or an MCP memory-server file in one transaction.
 
@@ -210,6 +211,8 @@ def import_file(
         skip_invalid: import what is valid and list what was skipped, instead of refusing.
         project: server-memory only: the project for the imported observations (default global).
         progress: called with (bytes read, file size).
+        redact: store text that looks like a credential with the secret replaced by `[REDACTED:<type>]`;
+            without it such a record is invalid (like any malformed record), as `remember` refuses it.
 
     Raises:
         InvalidInput: unreadable file, unknown format, or (without skip_invalid) any malformed
@@ -232,10 +235,10 @@ def import_file(
     try:
         with store.write():
             if fmt == "memsafe":
-                _import_memsafe(store, path, report, problems, progress)
+                _import_memsafe(store, path, report, problems, progress, redact)
             else:
                 _import_server_memory(store, path, report, problems, clean_project(project) if project else None,
-                                      progress)
+                                      progress, redact)
             problems.sort(key=lambda p: (p.line is None, p.line or 0))  # file order (stable)
             fatal = [p for p in problems if p.fatal]
             if fatal and not skip_invalid:
@@ -281,7 +284,7 @@ def _read(path: Path, progress: Progress | None):
 
 
 def _import_memsafe(store: Store, path: Path, report: ImportReport, problems: list[Notice],
-                    progress: Progress | None) -> None:
+                    progress: Progress | None, redact: bool = False) -> None:
     header_seen = False
     end_seen = False
     known_config = {k: spec.parse for k, spec in settings.CONFIG_KEYS.items()}
@@ -305,7 +308,7 @@ def _import_memsafe(store: Store, path: Path, report: ImportReport, problems: li
             kind = value.get("type")
             if kind == "memory":
                 _apply_memory(store, transfer.check_memory(value, number, record_no), report, problems,
-                              number, record_no)
+                              number, record_no, redact)
             elif kind == "entity":
                 _apply_entity(store, transfer.check_entity(value, number, record_no), report)
             elif kind == "relation":
@@ -353,9 +356,11 @@ def _apply_entity(store: Store, entity: dict, report: ImportReport) -> int:
 
 
 def _apply_memory(store: Store, rec: dict, report: ImportReport, problems: list[Notice], line: int,
-                  record: int) -> None:
+                  record: int, redact: bool = False) -> None:
     try:
-        content = clean_text(rec["content"])
+        content = _screen_secrets(clean_text(rec["content"]), redact)
+        for version in rec["versions"]:  # history is stored text too: no credential gets in that way
+            version["content"] = _screen_secrets(clean_text(version["content"]), redact)
         tags = clean_tags(rec["tags"])
         project = clean_project(rec["project"])
     except MemsafeError as exc:
@@ -402,7 +407,7 @@ def _apply_memory(store: Store, rec: dict, report: ImportReport, problems: list[
 
 
 def _import_server_memory(store: Store, path: Path, report: ImportReport, problems: list[Notice],
-                          project: str | None, progress: Progress | None) -> None:
+                          project: str | None, progress: Progress | None, redact: bool = False) -> None:
     items: list[tuple[int, object]] = []
     if transfer.first_char(path) == "[":
         try:
@@ -448,7 +453,7 @@ def _import_server_memory(store: Store, path: Path, report: ImportReport, proble
         ids[key] = entity_id
         for observation in entity.observations:
             try:
-                content = clean_text(f"{name}: {clean_text(observation, 'observation')}")
+                content = _screen_secrets(clean_text(f"{name}: {clean_text(observation, 'observation')}"), redact)
             except MemsafeError as exc:
                 problems.append(Notice(entity.line, f"observation: {exc}", fatal=True))
                 continue

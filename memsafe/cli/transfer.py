@@ -93,6 +93,9 @@ def import_(
         str | None, typer.Option("--project", "-p", help="server-memory: project of the observations.")
     ] = None,
     no_embed: Annotated[bool, typer.Option("--no-embed", help="Leave vectors pending (see `memsafe embed`).")] = False,
+    redact: Annotated[
+        bool, typer.Option("--redact", help="Store text that looks like a credential redacted instead of refusing it.")
+    ] = False,
     json_: JsonOpt = False,
 ) -> None:
     """Import FILE in one transaction: all of it, or nothing (unless --skip-invalid).
@@ -110,7 +113,7 @@ def import_(
         with _progress("importing") as progress:
             report = api.import_file(
                 opened.store, file, fmt=format_.value, dry_run=dry_run, skip_invalid=skip_invalid,
-                project=project, progress=progress,
+                project=project, progress=progress, redact=redact,
             )
         if not (dry_run or no_embed) and report.memories_added + report.memories_updated:
             with _progress("embedding") as progress:
