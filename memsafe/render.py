@@ -5,6 +5,7 @@ and compact text for MCP clients. Nothing here reads the database.
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 from dataclasses import asdict, is_dataclass
@@ -31,7 +32,11 @@ def console(*, stderr: bool = False):
         def render_str(self, text, **kwargs):
             return super().render_str(printable(text), **kwargs)
 
-    return _SafeConsole(stderr=stderr, markup=False, highlight=False, soft_wrap=stderr)
+    stream = sys.stderr if stderr else sys.stdout
+    piped = not (getattr(stream, "isatty", None) and stream.isatty())
+    # Piped output has no terminal width to fit: use 120 columns (or $COLUMNS) so tables keep their figures.
+    width = int(os.environ.get("COLUMNS") or 120) if piped else None
+    return _SafeConsole(stderr=stderr, markup=False, highlight=False, soft_wrap=stderr, width=width)
 
 
 def to_jsonable(obj):
