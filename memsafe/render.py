@@ -64,6 +64,7 @@ def hit_dict(hit: Hit) -> dict:
         "score": hit.score,
         "kind": m.kind,
         "source": m.source,
+        "status": m.status,
         "project": m.project,
         "tags": m.tags,
         "created_at": m.created_at,
@@ -112,7 +113,7 @@ def recall_table(result: RecallResult):
         m = h.memory
         table.add_row(
             str(m.id), m.kind, clock.age(m.created_at, now), m.source, f"{h.score:.3f}",
-            h.text + (" …" if h.truncated else ""),
+            ("[forgotten] " if m.status == "forgotten" else "") + h.text + (" …" if h.truncated else ""),
         )
     return table
 
@@ -165,6 +166,8 @@ def compact_recall(result: RecallResult) -> str:
     for h in result.hits:
         m = h.memory
         meta = f"#{m.id} {m.kind} {clock.age(m.created_at, now)} src={m.source}"
+        if m.status != "active":
+            meta += f" status={m.status}"
         if m.tags:
             meta += " tags=" + ",".join(m.tags)
         blocks.append(f"[{meta}] {h.text}" + (" …" if h.truncated else ""))

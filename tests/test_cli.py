@@ -93,6 +93,9 @@ def test_forget_restore_through_cli(cli):
     for query in ("staging password rotation", "Friday", "when do credentials change"):
         doc = json.loads(cli("recall", query, "--json").stdout)
         assert all(r["id"] != 1 for r in doc["results"])
+    marked = json.loads(cli("recall", "staging password", "--include-forgotten", "--json").stdout)["results"]
+    assert marked[0]["id"] == 1 and marked[0]["status"] == "forgotten"
+    assert "[forgotten]" in cli("recall", "staging password", "--include-forgotten").stdout
     assert cli("restore", "1").exit_code == 0
     assert json.loads(cli("recall", "Friday", "--json").stdout)["results"][0]["id"] == 1
 

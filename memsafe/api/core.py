@@ -486,6 +486,7 @@ def recall(
     limit: int | None = None,
     mode: str = "hybrid",
     touch: bool = True,
+    include_forgotten: bool = False,
 ) -> RecallResult:
     """Find the memories most relevant to `query`, packed into a token budget.
 
@@ -512,6 +513,8 @@ def recall(
     budget_v = cfg["token_budget"] if budget is None else _whole(budget, "token_budget", "budget")
     limit_v = cfg["recall_limit"] if limit is None else _whole(limit, "recall_limit", "limit")
     scope = make_scope(project=project, all_projects=all_projects, kinds=kinds, tags=tags, since=since)
+    if include_forgotten:  # forgotten memories are otherwise invisible to every path (FIELD-CASES F10)
+        scope.statuses = [Status.ACTIVE.value, Status.FORGOTTEN.value]
     effective = max(1, int(budget_v * cfg["safety_multiplier"]))
     depth = max(cfg["candidate_depth"], limit_v)
     notes: list[str] = []
@@ -594,7 +597,7 @@ def recall(
     scored: list[tuple[float, Memory]] = []
     for memory_id, relevance in fused.items():
         m = memories.get(memory_id)
-        if m is None or m.status != Status.ACTIVE.value:
+        if m is None or m.status not in scope.statuses:
             continue
         age_days = (now - clock.parse_iso(m.last_accessed_at or m.created_at)).total_seconds() / 86400
         signals = retrieve.Signals(
@@ -649,7 +652,7 @@ def recall(
     if touch and hits:
         try:  # bookkeeping only: never fail or stall a read because another process holds the lock
             with store.write(wait_ms=2000):
-                store.touch([h.memory.id for h in hits], clock.now_iso())
+                store.touch([h.memory.id for h in hits if h.memory.status == Status.ACTIVE.value], clock.now_iso())
         except StoreUnavailable:
             notes.append("access counts not updated: the store is busy")
     return RecallResult(

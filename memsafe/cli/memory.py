@@ -94,6 +94,9 @@ def recall(
     kind: Annotated[list[Kind] | None, typer.Option("--kind", "-k", help="Only these kinds.")] = None,
     tag: TagsOpt = None,
     mode: Annotated[str, typer.Option("--mode", help="hybrid, lexical or vector.")] = "hybrid",
+    include_forgotten: Annotated[
+        bool, typer.Option("--include-forgotten", help="Also search forgotten memories (marked as such).")
+    ] = False,
     as_of: Annotated[
         str | None,
         typer.Option("--as-of", help="Answer from what was known then: ISO-8601, a date, or '3 days ago' "
@@ -123,9 +126,11 @@ def recall(
         options = dict(project=key, all_projects=all_projects, kinds=[k.value for k in kind or []], tags=tag or [],
                        budget=budget, limit=limit, mode=mode, since=since_at)
         if as_of:
+            if include_forgotten:
+                raise _fail("--include-forgotten cannot be combined with --as-of (as-of shows what was known then)")
             result = api.recall_as_of(opened.store, query, as_of=as_of, **options)
         else:
-            result = api.recall(opened.store, query, **options)
+            result = api.recall(opened.store, query, include_forgotten=include_forgotten, **options)
     if json_:
         _emit_json(render.recall_dict(result))
         return
