@@ -43,15 +43,21 @@ def parse_when(text: str, now: datetime, *, what: str = "time") -> datetime:
     # zone rules for that date (DST-correct), never with a cached zone.
     settings = {"PREFER_DATES_FROM": "past", "RELATIVE_BASE": now.astimezone().replace(tzinfo=None)}
     try:
-        parsed = dateparser.parse(raw, settings=settings)
-    except Exception:  # dateparser raises assorted errors on odd input
-        parsed = None
+        parsed = datetime.fromisoformat(raw.replace("Z", "+00:00"))  # strict ISO-8601 first (week dates too)
+    except ValueError:
+        try:
+            parsed = dateparser.parse(raw, settings=settings)
+        except Exception:  # dateparser raises assorted errors on odd input
+            parsed = None
     if parsed is None:
         raise InvalidInput(
             f"cannot read {what} {raw!r}; use ISO-8601 (2026-03-01T10:00:00+02:00), a date (2026-03-01) "
             "or a relative time (3 days ago)"
         )
-    parsed = parsed.astimezone(timezone.utc)  # naive = local time
+    try:
+        parsed = parsed.astimezone(timezone.utc)  # naive = local time
+    except (ValueError, OverflowError):
+        raise InvalidInput(f"{what} {raw!r} is out of range; use a date between the years 2 and 9998") from None
     if parsed > now + FUTURE_TOLERANCE:
         raise InvalidInput(f"{what} {raw!r} is in the future ({parsed.isoformat()}); memsafe cannot look ahead")
     return parsed

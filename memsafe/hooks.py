@@ -233,7 +233,10 @@ def read_commit(repo: str | Path, commit: str = "HEAD") -> CommitInfo:
     """Read one commit through git (messages re-encoded to UTF-8 by git when they declare an
     encoding, else decoded as UTF-8 or Latin-1). Raises InvalidInput."""
     root = Path(repo)
-    raw = _git(root, "log", "-1", "--encoding=UTF-8", "--format=%H%x00%h%x00%s%x00%b", commit, "--")
+    if not commit or commit.startswith("-") or any(c.isspace() or c == "\x00" for c in commit):
+        raise InvalidInput(f"{commit[:40]!r} is not a commit (a hash or a ref such as HEAD)")
+    raw = _git(root, "log", "-1", "--encoding=UTF-8", "--format=%H%x00%h%x00%s%x00%b", "--end-of-options",
+               commit, "--")
     parts = raw.rstrip(b"\n").split(b"\x00")
     if len(parts) < 4:
         raise InvalidInput(f"cannot read commit {commit} in {root}")

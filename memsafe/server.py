@@ -329,7 +329,7 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
         return f"Restored #{memory.id}"
 
     @tool(destructive=True)
-    def purge_memory(ids: list[int], confirm: bool = False) -> str:
+    def purge_memory(ids: list[int], confirm: Annotated[bool, Field(strict=True)] = False) -> str:
         """Delete memories and their history for good (needs confirm=true; prefer forget)."""
         if not confirm:
             raise ToolError("purge destroys memories for good; call again with confirm=true, or use forget")
@@ -388,7 +388,8 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
     ) -> str:
         """Edit a memory; its history keeps the old version."""
         with state.store() as opened:
-            memory = api.update(opened.store, id, content=content, kind=kind, tags=tags, importance=importance)
+            memory = api.update(opened.store, id, content=content, kind=kind, tags=tags, importance=importance,
+                                redact=True)  # an agent's edit: credentials are stored redacted, never raw
         return render.compact_memory(memory)
 
     @tool(read_only=True)
@@ -424,11 +425,11 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
 
     @tool()
     def export_memories(path: str, all_projects: bool = False) -> str:
-        """Export memories to a JSONL file."""
+        """Export memories to a new JSONL file (never overwrites)."""
         target = settings.expand_path(os.path.join(state.cwd, os.path.expanduser(path)))
         with state.store() as opened:
             key = None if all_projects else state.project(opened)[0]
-            report = api.export_to_path(opened.store, target, project=key)
+            report = api.export_to_path(opened.store, target, project=key, overwrite=False)
         counts = ", ".join(f"{n} {what}" for what, n in report.counts.items())
         return f"Exported to {report.path}: {counts}"
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -48,6 +49,8 @@ VERSION_FIELDS = (
 _REQUIRED_TIMES = ("created_at", "updated_at")
 _OPTIONAL_TIMES = ("content_updated_at", "last_accessed_at", "decay_checked_at", "status_changed_at")
 MAX_DECAY_LEVEL = 3
+MAX_INTEGER = 2**63 - 1
+MAX_RELATION_WEIGHT = 1000.0  # as `graph relate --weight` (api.graph.MAX_WEIGHT)
 SERVER_MEMORY_DEFAULT_TYPE = "entity"
 
 
@@ -121,6 +124,11 @@ def first_char(path: Path) -> str:
                 return text[0]
 
 
+def _fffd(text: str) -> str:
+    """Lone surrogates (from `\\udXXX` escapes in JSON) become U+FFFD; SQLite cannot store them."""
+    return re.sub("[\ud800-\udfff]", "\ufffd", text)
+
+
 def detect_format(path: Path) -> str:
     """'memsafe' or 'server-memory', from the first record of the file (not its name: files
     named .json often hold JSONL). Raises RecordError when neither fits."""
@@ -130,7 +138,7 @@ def detect_format(path: Path) -> str:
         for number, text in iter_lines(f):
             try:
                 value = json.loads(text)
-            except ValueError:
+            except (ValueError, RecursionError):
                 raise RecordError("is not valid JSON, so the format cannot be detected; pass --format",
                                   line=number) from None
             if isinstance(value, dict) and value.get("format") == FORMAT_NAME:
@@ -147,8 +155,12 @@ def parse_json(text: str, line: int, record: int | None = None) -> object:
     try:
         return json.loads(text)
     except ValueError as exc:
-        raise RecordError(f"is truncated or not valid JSON ({exc.msg}; column {exc.colno})",
+        msg = getattr(exc, "msg", str(exc))
+        column = getattr(exc, "colno", "?")
+        raise RecordError(f"is truncated or not valid JSON ({msg}; column {column})",
                           line=line, record=record) from None
+    except RecursionError:
+        raise RecordError("is nested too deeply to be a memsafe record", line=line, record=record) from None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -215,8 +227,9 @@ class _Checker:
 
     def integer(self, field: str, low: int, high: int | None, *, default=None, src: dict | None = None) -> int:
         value = (src if src is not None else self.obj).get(field, default)
-        if not isinstance(value, int) or isinstance(value, bool) or value < low or (high is not None and value > high):
-            bound = f"between {low} and {high}" if high is not None else f"at least {low}"
+        high = MAX_INTEGER if high is None else high  # SQLite stores 64-bit integers
+        if not isinstance(value, int) or isinstance(value, bool) or value < low or value > high:
+            bound = f"between {low} and {high}"
             raise self.fail(field, f"{self._shown(value)} must be an integer {bound}")
         return value
 
@@ -335,7 +348,7 @@ def check_relation(obj: dict, line: int, record: int) -> dict:
         "source": c.text("source"),
         "relation": c.text("relation"),
         "target": c.text("target"),
-        "weight": c.number("weight", None, None, default=1.0),
+        "weight": c.number("weight", 0.0, MAX_RELATION_WEIGHT, default=1.0),
         "created_at": c.time("created_at"),
         "updated_at": c.time("updated_at"),
     }
@@ -453,7 +466,8 @@ def check_server_memory(value: object, line: int, notices: list[Notice]) -> SMEn
             else:
                 notices.append(Notice(line, f"observations[{i}] {json.dumps(obs)} is not a non-empty string",
                                       fatal=True))
-        return SMEntity(line, name.strip(), entity_key(name), etype.strip(), kept)
+        name, etype = _fffd(name).strip(), _fffd(etype).strip()
+        return SMEntity(line, name, entity_key(name), etype, kept)
     if kind == "relation":
         parts = {}
         for field in ("from", "to", "relationType"):
@@ -461,7 +475,7 @@ def check_server_memory(value: object, line: int, notices: list[Notice]) -> SMEn
             if not isinstance(v, str) or not v.strip():
                 notices.append(Notice(line, f"relation {field} {json.dumps(v)} must be a non-empty string", fatal=True))
                 return None
-            parts[field] = v.strip()
+            parts[field] = _fffd(v).strip()
         return SMRelation(line, parts["from"], parts["to"], parts["relationType"])
     notices.append(Notice(line, f"unknown type {json.dumps(kind)}; skipped", skip=True))
     return None

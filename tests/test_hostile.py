@@ -236,3 +236,120 @@ def test_concurrent_recalls_and_writes_in_threads_share_nothing_stale(db_path, e
     assert not errors
     with Store(db_path) as s:
         assert target.id not in [h.memory.id for h in api.recall(s, "quarterly report").hits]
+
+
+# -- second round: MCP, import/export, hook, time travel ---------------------------------------------
+
+AWS = "AKIAIOSFODNN7EXAMPLE with secret wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+
+
+def test_export_never_overwrites_the_database_or_a_non_file(store, db_path, tmp_path):
+    api.remember(store, "keep me safe")
+    for target in (db_path, db_path.with_name(db_path.name + "-wal"), tmp_path):
+        with pytest.raises(InvalidInput):
+            api.export_to_path(store, target)
+    existing = tmp_path / "old.jsonl"
+    existing.write_text("precious")
+    with pytest.raises(InvalidInput, match="already exists"):
+        api.export_to_path(store, existing, overwrite=False)
+    assert existing.read_text() == "precious" and api.get(store, 1).content == "keep me safe"
+
+
+def test_update_screens_credentials_like_remember(store):
+    from memsafe.errors import SecretDetected
+
+    m = api.remember(store, "The deploy key lives in the vault")
+    with pytest.raises(SecretDetected):
+        api.update(store, m.id, content=f"deploy key {AWS}")
+    assert api.get(store, m.id).content == "The deploy key lives in the vault"
+    redacted = api.update(store, m.id, content=f"deploy key {AWS}", redact=True)
+    assert "AKIAIOSFODNN7EXAMPLE" not in redacted.content
+
+
+def test_hook_commit_argument_cannot_become_a_git_option(tmp_path):
+    from memsafe import hooks
+
+    repo = tmp_path / "repo"
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    with pytest.raises(InvalidInput):
+        hooks.read_commit(repo, f"--output={victim}")
+    assert victim.read_text() == "precious"
+
+
+@pytest.mark.parametrize("when", ["0001-01-01", "0001-01-01T00:00:00+05:00"])
+def test_as_of_out_of_range_is_an_error(store, when):
+    api.remember(store, "something")
+    with pytest.raises(InvalidInput):
+        api.recall_as_of(store, "something", as_of=when)
+
+
+def test_iso_week_dates_are_read_as_iso(monkeypatch):
+    from datetime import datetime, timezone
+
+    from memsafe import history
+
+    parsed = history.parse_when("2026-W10-1", datetime(2026, 11, 30, tzinfo=timezone.utc))
+    assert (parsed.year, parsed.month) == (2026, 3)
+
+
+def test_odd_import_records_are_one_line_errors(store, tmp_path):
+    header = json.dumps({"format": "memsafe", "version": 1, "type": "header"})
+    cases = {
+        "deep.jsonl": header + "\n" + "[" * 50_000 + "]" * 50_000 + "\n",
+        "huge.jsonl": None,
+    }
+    export = tmp_path / "good.jsonl"
+    api.remember(store, "one memory")
+    api.export_to_path(store, export)
+    lines = export.read_text().splitlines()
+    memory_line = next(i for i, ln in enumerate(lines) if '"type": "memory"' in ln or '"type":"memory"' in ln)
+    record = json.loads(lines[memory_line])
+    record["access_count"] = 2**80
+    lines[memory_line] = json.dumps(record)
+    cases["huge.jsonl"] = "\n".join(lines) + "\n"
+    other = api.open_store(str(tmp_path / "other.db")).store
+    try:
+        for name, text in cases.items():
+            path = tmp_path / name
+            path.write_text(text)
+            with pytest.raises(InvalidInput):
+                api.import_file(other, path, fmt="memsafe")
+            assert other.counts()["total"] == 0
+        sm = tmp_path / "sm.jsonl"
+        sm.write_text('{"type":"entity","name":"S\\udc81","entityType":"x","observations":["ok"]}\n')
+        api.import_file(other, sm, fmt="server-memory")
+        assert other.conn.execute("SELECT name FROM entities").fetchone()[0] == "S\ufffd"
+    finally:
+        other.close()
+
+
+def test_import_keeps_local_edits_in_history(store, tmp_path, monkeypatch):
+    monkeypatch.setenv("MEMSAFE_NOW", "2026-01-01T00:00:00Z")
+    m = api.remember(store, "The API runs on port 8080")
+    first = tmp_path / "a.jsonl"
+    api.export_to_path(store, first)
+    b = api.open_store(str(tmp_path / "b.db")).store
+    try:
+        api.import_file(b, first)
+        monkeypatch.setenv("MEMSAFE_NOW", "2026-02-01T00:00:00Z")
+        api.update(b, m.id, content="B's local edit: the API runs on port 9090")
+        monkeypatch.setenv("MEMSAFE_NOW", "2026-03-01T00:00:00Z")
+        api.update(store, m.id, content="The API runs on port 8443")
+        second = tmp_path / "a2.jsonl"
+        api.export_to_path(store, second)
+        api.import_file(b, second)
+        assert api.get(b, m.id).content == "The API runs on port 8443"
+        texts = [v.content for v in api.history(b, m.id).versions]
+        assert "B's local edit: the API runs on port 9090" in texts
+    finally:
+        b.close()
+
+
+def test_star_is_not_a_relation_type_and_purge_errors_stay_short(store):
+    with pytest.raises(InvalidInput):
+        api.relate(store, "a", "*", "b", create=True)
+    with pytest.raises(Exception) as info:
+        api.purge(store, list(range(1, 5000)))
+    assert len(str(info.value)) < 200

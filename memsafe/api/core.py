@@ -425,7 +425,8 @@ def purge(store: Store, memory_ids: Sequence[int]) -> PurgeReport:
         found = store.get_memories(ids)
         missing = [i for i in ids if i not in found]
         if missing:
-            raise NotFound(f"no memory with id {', '.join(map(str, missing))}; nothing was purged")
+            shown = ", ".join(map(str, missing[:10])) + (f" and {len(missing) - 10} more" if len(missing) > 10 else "")
+            raise NotFound(f"no memory with id {shown}; nothing was purged")
         linked = [e for ents in store.memory_entity_ids(ids).values() for e in ents]
         versions = store.delete_memories(ids)
         store.delete_orphan_entities(linked)  # names extracted from the purged text go too

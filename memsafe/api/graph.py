@@ -62,6 +62,8 @@ def _clean_relation(relation: str) -> str:
         raise InvalidInput("relation type is empty")
     if len(text) > MAX_RELATION_CHARS:
         raise InvalidInput(f"relation type is longer than {MAX_RELATION_CHARS} characters")
+    if text == "*":
+        raise InvalidInput("'*' is not a relation type (`graph unrelate` uses it to mean every type)")
     return text
 
 

@@ -23,6 +23,7 @@ from memsafe.api.core import (
     _embedder,
     _enum_value,
     _scope_list,
+    _screen_secrets,
     _unit_interval,
     _vector_bytes,
     clean_project,
@@ -193,8 +194,12 @@ def update(
     importance: float | None = None,
     project: str | None = None,
     clear_project: bool = False,
+    redact: bool = False,
 ) -> Memory:
     """Change a memory, keeping its previous state as a version (cause `update`).
+
+    New content goes through the same credential check as `remember` (refused, or redacted with
+    `redact`).
 
     A content change re-embeds the text and replaces the vector (DELETE + INSERT) in the same
     transaction as the row, its FTS entry (triggers) and the version; it sets
@@ -203,11 +208,11 @@ def update(
 
     Raises:
         NotFound; InvalidInput (nothing to change, bad value, memory not active);
-        Duplicate (another memory in the project holds the new content).
+        Duplicate (another memory in the project holds the new content); SecretDetected.
     """
     _check_id(memory_id)
     changes: dict = {}
-    text = clean_text(content) if content is not None else None
+    text = _screen_secrets(clean_text(content), redact) if content is not None else None
     if kind is not None:
         changes["kind"] = _enum_value(Kind, kind, "kind")
     if importance is not None:

@@ -160,14 +160,27 @@ def export(store: Store, out: IO[str], *, project: str | None = None, include_fo
     return ExportReport(path=None, counts=counts)
 
 
-def export_to_path(store: Store, path: Path, **options) -> ExportReport:
+def export_to_path(store: Store, path: Path, *, overwrite: bool = True, **options) -> ExportReport:
     """`export` into a file, written beside it and renamed into place, so a failure leaves no
     half-written file. The file is created readable by the owner only (it holds every memory).
 
+    Args:
+        overwrite: replace an existing regular file (the CLI's `-o`); False refuses (MCP).
+
     Raises:
-        InvalidInput: the folder does not exist or cannot be written.
+        InvalidInput: the folder does not exist or cannot be written; the target is the database
+            itself (or its -wal/-shm), is not a regular file, or exists and `overwrite` is False.
     """
     path = Path(path)
+    resolved = path.resolve()
+    database = store.path.resolve()
+    if resolved in {database, database.with_name(database.name + "-wal"), database.with_name(database.name + "-shm")}:
+        raise InvalidInput(f"{path} is the database itself; export to another file")
+    if path.exists() or path.is_symlink():
+        if not path.is_file():
+            raise InvalidInput(f"{path} exists and is not a regular file; export to a new file")
+        if not overwrite:
+            raise InvalidInput(f"{path} already exists; choose a new file name")
     folder = path.parent if str(path.parent) else Path(".")
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
@@ -221,8 +234,10 @@ def import_file(
     path = Path(path)
     if fmt not in IMPORT_FORMATS:
         raise InvalidInput(f"unknown format {fmt!r}; use one of: {', '.join(IMPORT_FORMATS)}")
-    if not path.is_file():
+    if not path.exists():
         raise InvalidInput(f"no file at {path}")
+    if not path.is_file():
+        raise InvalidInput(f"{path} is not a regular file (a directory, device or pipe); import a file")
     try:
         if fmt == "auto":
             fmt = transfer.detect_format(path)
@@ -380,12 +395,12 @@ def _apply_memory(store: Store, rec: dict, report: ImportReport, problems: list[
             report.memories_unchanged += 1
         else:
             memory_id = existing["id"]
+            _keep_local_history(store, memory_id, rec["versions"], content)
             if existing["content"] != content:
                 store.delete_vector(memory_id)
                 row["embedded"] = 0
             store.update_memory(memory_id, row)
             store.set_tags(memory_id, tags)
-            store.replace_versions(memory_id, rec["versions"])
             report.memories_updated += 1
         memory_id = existing["id"]
     else:
@@ -406,6 +421,25 @@ def _apply_memory(store: Store, rec: dict, report: ImportReport, problems: list[
         report.links_added += store.link_memory_entity(memory_id, entity_id)
 
 
+def _keep_local_history(store: Store, memory_id: int, file_versions: list[dict], new_content: str) -> None:
+    """Set a memory's history to the file's versions without losing local ones: local versions the
+    file does not have are kept, and the local state being replaced becomes a version (cause
+    `import`) unless the file already holds that text. Nothing but `purge` destroys content."""
+    known = {(v["valid_from"], v["content"]) for v in file_versions}
+    local = []
+    for v in store.versions_of([memory_id])[memory_id]:
+        if (v["valid_from"], v["content"]) not in known:
+            v = dict(v)
+            v["tags"] = json.loads(v["tags"]) if isinstance(v["tags"], str) else v["tags"]
+            local.append(v)
+    merged = sorted([*file_versions, *local], key=lambda v: (v["valid_from"], v["valid_to"]))
+    store.replace_versions(memory_id, merged)
+    current = store.raw_row(memory_id)
+    texts = {content for _, content in known} | {new_content}
+    if current is not None and current["content"] not in texts:
+        store.add_version(current, store.tags_of([memory_id])[memory_id], clock.now_iso(), "import")
+
+
 def _import_server_memory(store: Store, path: Path, report: ImportReport, problems: list[Notice],
                           project: str | None, progress: Progress | None, redact: bool = False) -> None:
     items: list[tuple[int, object]] = []
@@ -414,6 +448,8 @@ def _import_server_memory(store: Store, path: Path, report: ImportReport, proble
             values = json.loads(path.read_text(encoding="utf-8-sig", errors="replace"))
         except ValueError as exc:
             raise InvalidInput(f"{path.name}: not a valid JSON array (line {exc.lineno}: {exc.msg})") from None
+        except RecursionError:
+            raise InvalidInput(f"{path.name}: nested too deeply to be a memory-server file") from None
         items = list(enumerate(values, start=1))
         if progress:
             progress(1, 1)

@@ -44,6 +44,9 @@ def update(
     importance: Annotated[float | None, typer.Option("--importance", min=0.0, max=1.0, help="0–1.")] = None,
     project: Annotated[str | None, typer.Option("--project", "-p", help="Move it to this project.")] = None,
     global_: Annotated[bool, typer.Option("--global", help="Make it a global memory (no project).")] = False,
+    redact: Annotated[
+        bool, typer.Option("--redact", help="Store new content that looks like a credential redacted.")
+    ] = False,
     json_: JsonOpt = False,
 ) -> None:
     """Change a memory; the previous version is kept (see `memsafe history ID`).
@@ -59,7 +62,7 @@ def update(
     with _session(ctx) as opened:
         memory = api.update(
             opened.store, memory_id, content=content, tags=[] if no_tags else tag, kind=kind.value if kind else None,
-            importance=importance, project=project, clear_project=global_,
+            importance=importance, project=project, clear_project=global_, redact=redact,
         )
     if json_:
         _emit_json(memory)
