@@ -181,22 +181,30 @@ def install(path: str | Path | None = None, *, db: str | None = None) -> HookSta
     hook = Path(current.hook_file)
     chained = folder / (HOOK_NAME + CHAINED_SUFFIX)
     log = log_file()
+    tmp = hook.with_name(f".{HOOK_NAME}.memsafe-tmp")
+    renamed = False
     try:
         folder.mkdir(parents=True, exist_ok=True)
         log.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        if current.foreign:
-            if chained.exists() or chained.is_symlink():
-                raise InvalidInput(f"{hook} is not memsafe's and {chained} already exists; move one of them away")
-            os.rename(hook, chained)
-            current.actions.append(f"kept the existing hook as {chained}; it still runs first")
-        tmp = hook.with_name(f".{HOOK_NAME}.memsafe-tmp")
+        if current.foreign and (chained.exists() or chained.is_symlink()):
+            raise InvalidInput(f"{hook} is not memsafe's and {chained} already exists; move one of them away")
+        # Write the new hook completely first; only then move the user's hook aside and ours in,
+        # so a full disk or a read-only folder never leaves the repository without its hook.
         tmp.write_text(
             hook_script(sys.executable, str(settings.expand_path(db)) if db else None, log, log.parent),
             encoding="utf-8",
         )
         tmp.chmod(tmp.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH | stat.S_IRUSR)
+        if current.foreign:
+            os.rename(hook, chained)
+            renamed = True
+            current.actions.append(f"kept the existing hook as {chained}; it still runs first")
         os.replace(tmp, hook)
     except OSError as exc:
+        if renamed and not hook.exists():
+            os.rename(chained, hook)  # put the user's hook back
+        if tmp.is_file():
+            tmp.unlink()
         raise InvalidInput(f"cannot write the hook in {folder}: {exc.strerror or exc}") from None
     current.actions.append(("refreshed " if current.installed else "installed ") + str(hook))
     after = status(path)

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from memsafe import api, hooks, settings
+from memsafe.errors import InvalidInput
 
 WAIT_S = 60  # the hook works in the background; a loaded machine may take a while
 
@@ -167,3 +168,14 @@ def test_a_broken_memsafe_never_fails_the_commit(repo, tmp_path):
     done = commit(repo, b"still commits")
     assert done.returncode == 0 and done.stderr == b""
     assert git(repo, "log", "-1", "--format=%s").stdout.decode().strip() == "still commits"
+
+
+def test_a_failed_install_leaves_the_users_hook_in_place(repo):
+    hook = repo / ".git" / "hooks" / "post-commit"
+    hook.write_text("#!/bin/sh\necho mine\n")
+    hook.chmod(0o755)
+    (repo / ".git" / "hooks" / ".post-commit.memsafe-tmp").mkdir()  # the new hook cannot be written
+    with pytest.raises(InvalidInput):
+        hooks.install(repo)
+    assert hook.read_text() == "#!/bin/sh\necho mine\n"
+    assert not (repo / ".git" / "hooks" / "post-commit.pre-memsafe").exists()
