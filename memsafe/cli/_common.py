@@ -59,6 +59,7 @@ ProjectPathOpt = Annotated[
     str | None, typer.Option("--project-path", help="Use the project of this path (posix or Windows).")
 ]
 KindOpt = Annotated[Kind, typer.Option("--kind", "-k", help="What the memory is.")]
+IdArg = Annotated[int, typer.Argument(metavar="ID", help="Memory id.")]
 TagsOpt = Annotated[list[str] | None, typer.Option("--tag", "-t", help="Tag (repeatable).")]
 
 

@@ -9,6 +9,7 @@ import typer
 
 from memsafe import api, clock, decay
 from memsafe.cli._common import (
+    IdArg,
     JsonOpt,
     ProjectOpt,
     ProjectPathOpt,
@@ -22,7 +23,6 @@ from memsafe.cli._common import (
 )
 from memsafe.models import Kind
 
-IdArg = Annotated[int, typer.Argument(metavar="ID", help="Memory id.")]
 ReasonOpt = Annotated[str | None, typer.Option("--reason", help="Why (kept in the audit log).")]
 
 

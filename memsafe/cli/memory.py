@@ -8,6 +8,7 @@ import typer
 
 from memsafe import api, render
 from memsafe.cli._common import (
+    IdArg,
     JsonOpt,
     KindOpt,
     ProjectOpt,
@@ -145,7 +146,7 @@ def recall(
 @app.command()
 def get(
     ctx: typer.Context,
-    memory_id: Annotated[int, typer.Argument(metavar="ID", help="Memory id.")],
+    memory_id: IdArg,
     json_: JsonOpt = False,
 ) -> None:
     """Show one memory, whatever its status."""
@@ -160,7 +161,7 @@ def get(
 @app.command()
 def forget(
     ctx: typer.Context,
-    memory_id: Annotated[int, typer.Argument(metavar="ID", help="Memory id.")],
+    memory_id: IdArg,
     reason: Annotated[str | None, typer.Option("--reason", help="Why (kept in the audit log).")] = None,
     json_: JsonOpt = False,
 ) -> None:
@@ -176,7 +177,7 @@ def forget(
 @app.command()
 def restore(
     ctx: typer.Context,
-    memory_id: Annotated[int, typer.Argument(metavar="ID", help="Memory id.")],
+    memory_id: IdArg,
     json_: JsonOpt = False,
 ) -> None:
     """Bring a forgotten or archived memory back, with its full original text if decay compressed it."""
