@@ -34,6 +34,15 @@ _MEMORY_COLUMNS = (
 )
 
 
+def _chunked(ids: Iterable, size: int = 500) -> Iterator[tuple[list, str]]:
+    """The distinct `ids`, in order, in chunks of `size` (under SQLite's bound-parameter limit),
+    each with its `?,?,…` placeholder list for an `IN (…)` clause."""
+    unique = list(dict.fromkeys(ids))
+    for start in range(0, len(unique), size):
+        chunk = unique[start : start + size]
+        yield chunk, ",".join("?" * len(chunk))
+
+
 def _vec_disabled_reason() -> str | None:
     if os.environ.get("MEMSAFE_NO_VEC"):
         return "disabled by MEMSAFE_NO_VEC"
@@ -323,10 +332,7 @@ class Store:
         if not ids:
             return {}
         out: dict[int, Memory] = {}
-        unique = list(dict.fromkeys(ids))
-        for start in range(0, len(unique), 500):
-            chunk = unique[start : start + 500]
-            marks = ",".join("?" * len(chunk))
+        for chunk, marks in _chunked(ids):
             for r in self.conn.execute(f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE id IN ({marks})", chunk):
                 out[r[0]] = Memory(
                     id=r[0], uid=r[1], content=r[2], kind=r[3], project=r[4], source=r[5],
@@ -383,32 +389,28 @@ class Store:
 
     def entity_degrees(self, ids: Sequence[int]) -> dict[int, int]:
         """Number of graph entities each memory mentions (the ranking's graph signal, tuned on the bench)."""
-        if not ids:
-            return {}
-        marks = ",".join("?" * len(ids))
-        return dict(
-            self.conn.execute(
+        out: dict[int, int] = {}
+        for chunk, marks in _chunked(ids):
+            out.update(self.conn.execute(
                 f"SELECT memory_id, count(*) FROM memory_entities WHERE memory_id IN ({marks}) GROUP BY memory_id",
-                list(ids),
-            )
-        )
+                chunk,
+            ))
+        return out
 
     def connected_entity_counts(self, ids: Sequence[int]) -> dict[int, int]:
         """Decay's graph signal: how many of each memory's entities are connected to the rest of the graph
         (in a relation, or mentioned by another memory). A name only this memory mentions does not count,
         so automatic entity extraction alone does not slow a memory's decay."""
-        if not ids:
-            return {}
-        marks = ",".join("?" * len(ids))
-        return dict(
-            self.conn.execute(
+        out: dict[int, int] = {}
+        for chunk, marks in _chunked(ids):
+            out.update(self.conn.execute(
                 f"SELECT me.memory_id, count(*) FROM memory_entities me WHERE me.memory_id IN ({marks}) AND ("
                 "EXISTS (SELECT 1 FROM relations r WHERE r.source_id = me.entity_id OR r.target_id = me.entity_id) "
                 "OR EXISTS (SELECT 1 FROM memory_entities o WHERE o.entity_id = me.entity_id "
                 "AND o.memory_id != me.memory_id)) GROUP BY me.memory_id",
-                list(ids),
-            )
-        )
+                chunk,
+            ))
+        return out
 
     def counts(self) -> dict[str, int]:
         out = {s: 0 for s in ("active", "archived", "forgotten")}
@@ -644,10 +646,7 @@ class Store:
     def tags_of(self, ids: Sequence[int]) -> dict[int, list[str]]:
         """Tags per memory id, each list sorted; every requested id is a key (possibly with [])."""
         out: dict[int, list[str]] = {i: [] for i in ids}
-        unique = list(out)
-        for start in range(0, len(unique), 500):
-            chunk = unique[start : start + 500]
-            marks = ",".join("?" * len(chunk))
+        for chunk, marks in _chunked(out):
             for memory_id, tag in self.conn.execute(
                 f"SELECT memory_id, tag FROM memory_tags WHERE memory_id IN ({marks}) ORDER BY tag", chunk
             ):
@@ -657,12 +656,11 @@ class Store:
     def entity_keys_of(self, ids: Sequence[int]) -> dict[int, list[str]]:
         """Keys of the entities each memory is linked to, sorted."""
         out: dict[int, list[str]] = {i: [] for i in ids}
-        if ids:
-            marks = ",".join("?" * len(ids))
+        for chunk, marks in _chunked(out):
             for memory_id, key in self.conn.execute(
                 "SELECT me.memory_id, e.key FROM memory_entities me JOIN entities e ON e.id = me.entity_id "
                 f"WHERE me.memory_id IN ({marks}) ORDER BY me.memory_id, e.key",
-                list(ids),
+                chunk,
             ):
                 out[memory_id].append(key)
         return out
@@ -670,11 +668,10 @@ class Store:
     def versions_of(self, ids: Sequence[int]) -> dict[int, list[dict]]:
         """History versions per memory id (every column but id and memory_id), oldest first."""
         out: dict[int, list[dict]] = {i: [] for i in ids}
-        if ids:
-            marks = ",".join("?" * len(ids))
+        for chunk, marks in _chunked(out):
             cur = self.conn.execute(
                 f"SELECT * FROM memory_versions WHERE memory_id IN ({marks}) ORDER BY memory_id, valid_from, id",
-                list(ids),
+                chunk,
             )
             names = None
             for r in cur:
@@ -867,10 +864,7 @@ class Store:
         if not (self.vector_available and self.vector_table_exists()):
             return {}
         out: dict[int, bytes] = {}
-        unique = list(dict.fromkeys(ids))
-        for start in range(0, len(unique), 500):
-            chunk = unique[start : start + 500]
-            marks = ",".join("?" * len(chunk))
+        for chunk, marks in _chunked(ids):
             out.update(
                 self.conn.execute(
                     f"SELECT memory_id, embedding FROM vec_memories WHERE memory_id IN ({marks})", chunk
@@ -910,9 +904,7 @@ class Store:
         )
         ids = [r["id"] for r in rows]
         tags = self.tags_of(ids)
-        degrees: dict[int, int] = {}
-        for start in range(0, len(ids), 500):
-            degrees.update(self.connected_entity_counts(ids[start : start + 500]))
+        degrees = self.connected_entity_counts(ids)
         for r in rows:
             r["tags"] = tags.get(r["id"], [])
             r["degree"] = degrees.get(r["id"], 0)
@@ -985,10 +977,7 @@ class Store:
     def entities_by_keys(self, keys: Sequence[str]) -> dict[str, tuple[int, str, str]]:
         """{identity key: (entity id, display name, type)} for the keys that exist."""
         out: dict[str, tuple[int, str, str]] = {}
-        unique = list(dict.fromkeys(keys))
-        for start in range(0, len(unique), 500):
-            chunk = unique[start : start + 500]
-            marks = ",".join("?" * len(chunk))
+        for chunk, marks in _chunked(keys):
             for r in self.conn.execute(f"SELECT key, id, name, type FROM entities WHERE key IN ({marks})", chunk):
                 out[r[0]] = (r[1], r[2], r[3])
         return out
@@ -1036,10 +1025,7 @@ class Store:
     def entity_rows(self, ids: Sequence[int]) -> dict[int, dict]:
         """{id: {id, name, key, type, created_at, aliases}} for existing entity ids."""
         out: dict[int, dict] = {}
-        unique = list(dict.fromkeys(ids))
-        for start in range(0, len(unique), 500):
-            chunk = unique[start : start + 500]
-            marks = ",".join("?" * len(chunk))
+        for chunk, marks in _chunked(ids):
             for r in self.conn.execute(
                 f"SELECT id, name, key, type, created_at FROM entities WHERE id IN ({marks})", chunk
             ):
@@ -1056,10 +1042,7 @@ class Store:
         if not entity_ids:
             return []
         out: dict[int, tuple] = {}
-        unique = list(dict.fromkeys(entity_ids))
-        for start in range(0, len(unique), 400):
-            chunk = unique[start : start + 400]
-            marks = ",".join("?" * len(chunk))
+        for chunk, marks in _chunked(entity_ids, 400):
             for r in self.conn.execute(
                 "SELECT id, source_id, relation, target_id, weight FROM relations "
                 f"WHERE source_id IN ({marks}) OR target_id IN ({marks}) ORDER BY id",
@@ -1080,10 +1063,7 @@ class Store:
             return {}
         where, params = self._scope_sql(scope)
         out: dict[int, list[int]] = {}
-        unique = list(dict.fromkeys(entity_ids))
-        for start in range(0, len(unique), 500):
-            chunk = unique[start : start + 500]
-            marks = ",".join("?" * len(chunk))
+        for chunk, marks in _chunked(entity_ids):
             for entity_id, memory_id in self.conn.execute(
                 "SELECT me.entity_id, m.id FROM memory_entities me JOIN memories m ON m.id = me.memory_id "
                 f"WHERE me.entity_id IN ({marks}) AND {where} ORDER BY m.id DESC",
@@ -1109,10 +1089,7 @@ class Store:
     def memory_entity_ids(self, memory_ids: Sequence[int]) -> dict[int, list[int]]:
         """{memory id: [entity ids it mentions]}."""
         out: dict[int, list[int]] = {}
-        unique = list(dict.fromkeys(memory_ids))
-        for start in range(0, len(unique), 500):
-            chunk = unique[start : start + 500]
-            marks = ",".join("?" * len(chunk))
+        for chunk, marks in _chunked(memory_ids):
             for memory_id, entity_id in self.conn.execute(
                 f"SELECT memory_id, entity_id FROM memory_entities WHERE memory_id IN ({marks}) ORDER BY entity_id",
                 chunk,

@@ -13,8 +13,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-import numpy as np
-
 from memsafe import clock, retrieve, tokens
 from memsafe import decay as decay_rules
 from memsafe import history as past
@@ -425,6 +423,8 @@ def _vector_ranking(store: Store, embedder, text: str, visible: dict, depth: int
     usually stay close to the original meaning); the others are left out of the vector ranking
     (they can still come from BM25), and a note says so.
     """
+    import numpy as np  # lazily: the CLI must start without numpy
+
     ready = store.vectors_ready(embedder.model_id)
     stored = store.get_vectors([i for i in visible if visible[i].same_as_now and visible[i].embedded]) if ready else {}
     missing = [i for i in visible if i not in stored]

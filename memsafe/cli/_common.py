@@ -156,3 +156,12 @@ def _emit_json(obj) -> None:
     sys.stdout.write(render.dumps(obj) + "\n")
 
 
+def emit(obj, json_: bool, human) -> None:
+    """A command's result on stdout: one JSON document of `obj` with --json, else `human`
+    (text or a rich renderable) through the safe console."""
+    if json_:
+        _emit_json(obj)
+    else:
+        out().print(human)
+
+

@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from memsafe import bench as bench_mod
-from memsafe.cli._common import JsonOpt, _emit_json, _fail, app, err, out, say
+from memsafe.cli._common import JsonOpt, _emit_json, _fail, app, emit, err, out, say
 from memsafe.errors import MemsafeError
 
 
@@ -117,7 +117,4 @@ def _bench_scale(sizes_text: str, full_embed_limit: int, json_: bool) -> None:
         )
     except (ValueError, RuntimeError) as exc:
         raise _fail(str(exc)) from None
-    if json_:
-        _emit_json(result)
-    else:
-        out().print(bench_scale.scale_table(result, sizes))
+    emit(result, json_, bench_scale.scale_table(result, sizes))

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from memsafe import api, render
-from memsafe.cli._common import JsonOpt, _emit_json, _session, app, err, out
+from memsafe.cli._common import JsonOpt, _emit_json, _session, app, emit, err, out
 
 graph_app = typer.Typer(
     name="graph",
@@ -62,10 +62,7 @@ def relate(
     """
     with _session(ctx) as opened:
         info = api.relate(opened.store, source, relation, target, weight=weight, create=create)
-    if json_:
-        _emit_json(info)
-    else:
-        out().print("Related " + render.relations_lines([info])[0], markup=False)
+    emit(info, json_, "Related " + render.relations_lines([info])[0])
 
 
 @graph_app.command()
@@ -79,10 +76,7 @@ def unrelate(
     """Remove the relation SOURCE RELATION TARGET (the entities stay)."""
     with _session(ctx) as opened:
         removed = api.unrelate(opened.store, source, None if relation == "*" else relation, target)
-    if json_:
-        _emit_json({"removed": removed})
-    else:
-        out().print(f"Removed {removed} relation{'s' if removed != 1 else ''}")
+    emit({"removed": removed}, json_, f"Removed {removed} relation{'s' if removed != 1 else ''}")
 
 
 @graph_app.command()

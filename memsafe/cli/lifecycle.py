@@ -18,6 +18,7 @@ from memsafe.cli._common import (
     _project,
     _session,
     app,
+    emit,
     err,
     out,
 )
@@ -64,10 +65,7 @@ def update(
             opened.store, memory_id, content=content, tags=[] if no_tags else tag, kind=kind.value if kind else None,
             importance=importance, project=project, clear_project=global_, redact=redact,
         )
-    if json_:
-        _emit_json(memory)
-    else:
-        out().print(f"Updated memory {memory.id}")
+    emit(memory, json_, f"Updated memory {memory.id}")
 
 
 @app.command()
@@ -258,10 +256,7 @@ def confidence(
         raise _fail("give exactly one of VALUE, --boost or --weaken", 2)
     with _session(ctx) as opened:
         change = api.set_confidence(opened.store, memory_id, value=value, boost=boost, weaken=weaken, reason=reason)
-    if json_:
-        _emit_json(change)
-    else:
-        out().print(f"Memory {memory_id}: confidence {change.before:.2f} → {change.after:.2f}")
+    emit(change, json_, f"Memory {memory_id}: confidence {change.before:.2f} → {change.after:.2f}")
 
 
 @app.command()

@@ -19,6 +19,7 @@ from memsafe.cli._common import (
     _project,
     _session,
     app,
+    emit,
     err,
     is_terminal,
     out,
@@ -75,10 +76,8 @@ def remember(
         near = memory.near_duplicate
         say("Warning", f"nearly the same as memory {near['id']} (cosine {near['similarity']:.3f}); "
             "`memsafe consolidate` merges near-duplicates")
-    if json_:
-        _emit_json(memory)
-    else:
-        out().print(f"Remembered memory {memory.id}" + (f" in {memory.project}" if memory.project else " (global)"))
+    where = f" in {memory.project}" if memory.project else " (global)"
+    emit(memory, json_, f"Remembered memory {memory.id}{where}")
 
 
 @app.command()
@@ -152,10 +151,7 @@ def get(
     """Show one memory, whatever its status."""
     with _session(ctx) as opened:
         memory = api.get(opened.store, memory_id)
-    if json_:
-        _emit_json(memory)
-    else:
-        out().print(render.memory_table(memory))
+    emit(memory, json_, render.memory_table(memory))
 
 
 @app.command()
@@ -168,10 +164,7 @@ def forget(
     """Forget a memory: hidden from every recall, kept for audit; `restore ID` undoes it."""
     with _session(ctx) as opened:
         memory = api.forget(opened.store, memory_id, reason=reason)
-    if json_:
-        _emit_json(memory)
-    else:
-        out().print(f"Forgot memory {memory.id} (restore with: memsafe restore {memory.id})")
+    emit(memory, json_, f"Forgot memory {memory.id} (restore with: memsafe restore {memory.id})")
 
 
 @app.command()
@@ -183,10 +176,7 @@ def restore(
     """Bring a forgotten or archived memory back, with its full original text if decay compressed it."""
     with _session(ctx) as opened:
         memory = api.restore(opened.store, memory_id)
-    if json_:
-        _emit_json(memory)
-    else:
-        out().print(f"Restored memory {memory.id}")
+    emit(memory, json_, f"Restored memory {memory.id}")
 
 
 @app.command()
