@@ -10,6 +10,7 @@ Callers group writes with `with store.write(): ...`; reads need no transaction.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import time
@@ -41,6 +42,17 @@ def _chunked(ids: Iterable, size: int = 500) -> Iterator[tuple[list, str]]:
     for start in range(0, len(unique), size):
         chunk = unique[start : start + size]
         yield chunk, ",".join("?" * len(chunk))
+
+
+def _sqlite_vec_path() -> str:
+    """Path of the sqlite-vec loadable extension (without suffix, as `sqlite_vec.loadable_path()`
+    gives it), found without importing the package: its `__init__` imports numpy, which costs every
+    command ~40 ms and, imported from two threads at once (a server's tool call while the model
+    loads), can fail. Raises ImportError when sqlite-vec is not installed."""
+    spec = importlib.util.find_spec("sqlite_vec")
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError("the sqlite-vec package is not installed")
+    return os.path.join(next(iter(spec.submodule_search_locations)), "vec0")
 
 
 def _vec_disabled_reason() -> str | None:
@@ -202,10 +214,8 @@ class Store:
         reason = _vec_disabled_reason()
         if reason is None:
             try:
-                import sqlite_vec
-
                 self.conn.enable_load_extension(True)
-                self.conn.load_extension(sqlite_vec.loadable_path())
+                self.conn.load_extension(_sqlite_vec_path())
                 self.conn.enable_load_extension(False)
             except Exception as exc:  # ImportError, apsw.ExtensionLoadingError, AttributeError
                 reason = f"{type(exc).__name__}: {exc}"
