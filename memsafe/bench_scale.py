@@ -6,6 +6,9 @@ vocabulary, 1 to ~12 sentences long, spread over projects, kinds and tags), then
 
 - bulk import throughput (memories/s, embeddings included): `api.remember(embed_now=False)` in
   transactions of 500, then `api.backfill` (what an import does), wall time and CPU time;
+- restore throughput: the store exported with its vectors (`export --vectors`) and imported
+  into a new store (`import_file`, which keeps the file's vectors when the model is the same):
+  memories/s for the import, in its own process;
 - database bytes per memory (main file + WAL after a checkpoint);
 - recall latency, in process with a warm model (server mode: one process answering queries,
   access bookkeeping included): p50 / p95 over `queries` varied queries;
@@ -232,6 +235,38 @@ def _phase_recall(db: str, queries: int) -> dict:
     }
 
 
+def _phase_restore(db: str, target: str) -> dict:
+    from memsafe import api
+
+    source = api.open_store(db).store
+    path = Path(target + ".jsonl")
+    t0 = time.perf_counter()
+    exported = api.export_to_path(source, path, vectors=True, include_forgotten=True)
+    t_export = time.perf_counter() - t0
+    source.close()
+    for suffix in ("", "-wal", "-shm"):
+        Path(target + suffix).unlink(missing_ok=True)
+    store = api.open_store(target).store
+    t0 = time.perf_counter()
+    report = api.import_file(store, path)
+    t_import = time.perf_counter() - t0
+    pending = store.pending_count()
+    store.close()
+    n = exported.counts["memory"]
+    file_bytes = path.stat().st_size
+    path.unlink()
+    for suffix in ("", "-wal", "-shm"):
+        Path(target + suffix).unlink(missing_ok=True)
+    return {
+        "export_with_vectors_per_s": round(n / t_export, 1),
+        "export_file_bytes_per_memory": round(file_bytes / n),
+        "restore_per_s": round(n / t_import, 1),
+        "restore_vectors_kept": report.vectors_imported,
+        "restore_pending_after": pending,
+        "restore_peak_rss_mb": round(_rss_mb(), 1),
+    }
+
+
 def _child(phase: str, *args: str) -> dict:
     r = subprocess.run([sys.executable, "-m", "memsafe.bench_scale", phase, *args], capture_output=True, text=True)
     if r.returncode != 0:
@@ -283,6 +318,8 @@ def run_scale(
         row["db_bytes_per_memory"] = round(size / n)
         say(f"[{n}] recall in process")
         row.update(_child("recall", str(db), str(queries)))
+        say(f"[{n}] export with vectors, restore into a new store")
+        row.update(_child("restore", str(db), str(base / f"restore-{n}.db")))
         say(f"[{n}] CLI recall / remember")
         qs = synthetic_queries(cli_samples, seed=23)
         walls, rss = [], []
@@ -317,6 +354,8 @@ def main(argv: list[str]) -> int:
         out = _phase_import(args[0], int(args[1]), int(args[2]), int(args[3]))
     elif phase == "recall":
         out = _phase_recall(args[0], int(args[1]))
+    elif phase == "restore":
+        out = _phase_restore(args[0], args[1])
     else:
         raise SystemExit(f"unknown phase {phase}")
     print(json.dumps(out))
@@ -330,6 +369,7 @@ if __name__ == "__main__":
 _ROWS = [
     ("import (memories/s, with embeddings)", "import_per_s"),
     ("import (memories per CPU-second)", "import_per_cpu_s"),
+    ("restore: import of an export with vectors (memories/s)", "restore_per_s"),
     ("DB bytes per memory", "db_bytes_per_memory"),
     ("recall p50 / p95 in process, project (ms)", ("recall_ms_p50", "recall_ms_p95")),
     ("recall p50 / p95 in process, all projects (ms)", ("recall_all_projects_ms_p50", "recall_all_projects_ms_p95")),

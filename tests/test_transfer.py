@@ -318,3 +318,95 @@ def test_field_hygiene_errors_name_the_record(store, tmp_path):
     assert "record 3, line 4: tags" in str(info.value)
     report = api.import_file(store, path, skip_invalid=True)
     assert report.memories_added == 1 and len(report.skipped) == 2
+
+
+# -- vectors in an export (`export --vectors`) ----------------------------------------------------
+
+
+def _embedded_store(store, n=12):
+    for i in range(n):
+        api.remember(store, f"note {i}: the {['billing', 'search', 'login'][i % 3]} service retries {i} times",
+                     project=["web", None][i % 2])
+    assert store.pending_count() == 0
+    return store
+
+
+def test_vectors_round_trip_byte_identical_without_the_model(store, tmp_path, cli):
+    """A restore with the same model stores the file's vectors as they are: no pending embedding,
+    identical bytes, and vector recall works in the new store at once."""
+    _embedded_store(store)
+    path = tmp_path / "move.jsonl"
+    result = cli("export", "--vectors", "-o", str(path))
+    assert result.exit_code == 0, result.stderr
+    assert "with 12 vectors" in result.stderr
+    records = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines()]
+    assert records[0]["embedding"]["dim"] == 384
+    assert all(len(r["vector"]) == 2048 for r in records if r.get("type") == "memory")
+    other = _fresh(tmp_path)
+    report = api.import_file(other, path)
+    assert report.vectors_imported == 12 and other.pending_count() == 0
+    ids = [r["id"] for r in records if r.get("type") == "memory"]
+    assert other.get_vectors(ids) == store.get_vectors(ids)
+    hit = api.recall(other, "how often does authentication try again?", all_projects=True, mode="vector", touch=False)
+    assert "login" in hit.hits[0].memory.content
+    assert other.consistency_problems() == []
+
+
+def test_vectors_from_another_model_are_ignored_with_a_note(store, tmp_path):
+    _embedded_store(store, 3)
+    path = tmp_path / "a.jsonl"
+    api.export_to_path(store, path, vectors=True)
+    lines = path.read_text(encoding="utf-8").splitlines()
+    head = json.loads(lines[0])
+    head["embedding"]["model"] = "some/other-model.onnx:1:abc"
+    path.write_text("\n".join([json.dumps(head), *lines[1:]]) + "\n", encoding="utf-8")
+    other = _fresh(tmp_path)
+    report = api.import_file(other, path)
+    assert report.vectors_imported == 0 and report.memories_added == 3
+    assert any("embedded again" in n for n in report.notes)
+    assert other.pending_count() == 3
+
+
+@pytest.mark.parametrize("bad, reason", [
+    ("not base64!", "not valid base64"),
+    ("AAAAAA==", "only zeros"),
+    ("AAAA", "not a whole number of float32"),
+    ("AACAfw==", "not finite"),  # +inf as float32 LE
+    ("AAB", "not valid base64"),
+    ("AACAPwAAgD8=", "holds 2 values"),  # two floats where the model has 384
+    (12, "float32-le-base64"),
+])
+def test_a_bad_vector_refuses_the_import_and_names_the_field(store, tmp_path, bad, reason):
+    _embedded_store(store, 2)
+    path = tmp_path / "a.jsonl"
+    api.export_to_path(store, path, vectors=True)
+    records = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines()]
+    memory = next(r for r in records if r.get("type") == "memory")
+    memory["vector"] = bad
+    _write(path, records)
+    other = _fresh(tmp_path)
+    with pytest.raises(InvalidInput) as info:
+        api.import_file(other, path)
+    assert "vector" in str(info.value) and reason in str(info.value)
+    assert other.counts()["active"] == 0 and other.vector_count() == 0
+
+
+def test_a_redacted_memory_gets_a_fresh_vector_not_the_files(store, tmp_path):
+    _embedded_store(store, 1)
+    path = tmp_path / "a.jsonl"
+    api.export_to_path(store, path, vectors=True)
+    records = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines()]
+    memory = next(r for r in records if r.get("type") == "memory")
+    memory["content"] = "deploy key AKIAIOSFODNN7EXAMPLE for the billing bucket"
+    _write(path, records)
+    other = _fresh(tmp_path)
+    report = api.import_file(other, path, redact=True)
+    assert report.vectors_imported == 0 and other.pending_count() == 1
+
+
+def test_export_vectors_from_a_store_without_any_is_a_clear_error(tmp_path, cli, store):
+    api.remember(store, "not embedded yet", embed_now=False)
+    store.close()
+    result = cli("export", "--vectors", "-o", str(tmp_path / "x.jsonl"))
+    assert result.exit_code == 1
+    assert "no vectors to export" in result.stderr and "Traceback" not in result.stderr

@@ -50,6 +50,10 @@ def export(
     include_forgotten: Annotated[
         bool, typer.Option("--include-forgotten", help="Also export forgotten memories.")
     ] = False,
+    vectors: Annotated[
+        bool, typer.Option("--vectors", help="Also write each memory's vector (~2 KB each), so an import "
+                           "with the same model needs no re-embedding.")
+    ] = False,
 ) -> None:
     """Export memories, history, graph and config as memsafe JSON Lines (docs/export-format.md).
 
@@ -57,10 +61,12 @@ def export(
 
       memsafe export -o backup.jsonl --include-forgotten
 
+      memsafe export -o move.jsonl --vectors
+
       memsafe export --project ~/src/web | gzip > web.jsonl.gz
     """
     with _session(ctx) as opened:
-        options = {"project": project, "include_forgotten": include_forgotten}
+        options = {"project": project, "include_forgotten": include_forgotten, "vectors": vectors}
         if output == "-":
             try:
                 report = api.export(opened.store, sys.stdout, **options)
@@ -75,7 +81,8 @@ def export(
                 report = api.export_to_path(opened.store, Path(output), progress=progress, **options)
     c = report.counts
     err.print(f"Exported {c['memory']} memories, {c['entity']} entities, {c['relation']} relations, "
-              f"{c['config']} config keys" + (f" to {report.path}" if report.path else ""))
+              f"{c['config']} config keys" + (f" with {report.vectors} vectors" if vectors else "")
+              + (f" to {report.path}" if report.path else ""))
 
 
 @app.command("import")
@@ -132,6 +139,7 @@ def import_(
             f"{report.memories_updated} updated, {report.memories_unchanged} unchanged, "
             f"{report.entities_added} entities, {report.relations_added} relations added; "
             f"{len(report.skipped)} skipped"
+            + (f"; {report.vectors_imported} vectors taken from the file" if report.vectors_imported else "")
             + (f"; {report.pending} vectors pending (run `memsafe embed`)" if report.pending else ""),
             markup=False,
         )
