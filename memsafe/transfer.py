@@ -21,8 +21,8 @@ import base64
 import binascii
 import json
 import math
-import struct
 import re
+import struct
 import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass
