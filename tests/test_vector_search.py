@@ -139,3 +139,51 @@ def test_in_memory_copy_follows_other_processes_writes(tmp_path, monkeypatch):
     assert server.consistency_problems() == []
     server.close()
     writer.close()
+
+
+@pytest.mark.parametrize("overfetch_min", [20, 500])
+def test_bm25_search_is_exact_in_scope(tmp_path, monkeypatch, overfetch_min):
+    """fts_search post-filters the global BM25 ranking by scope when the scope is broad and joins
+    first when it is narrow; both must give exactly the join's answer (ties by id)."""
+    from memsafe import store as store_module
+
+    monkeypatch.setattr(store_module, "OVERFETCH_MIN", overfetch_min)
+    rng = np.random.default_rng(3)
+    words = ["deploy", "billing", "retry", "cache", "search", "login", "queue", "index"]
+    store = Store(tmp_path / "f.db")
+    with store.write():
+        for n in range(400):
+            project = "big" if n % 10 else ("small" if n % 20 else None)
+            text = " ".join(rng.choice(words, size=int(rng.integers(1, 12))))
+            store.insert_memory({**_row(n), "content": f"{text} {n}", "project": project}, [])
+    reference = (
+        "SELECT m.id, bm25(memories_fts) AS s FROM memories_fts JOIN memories m ON m.id = memories_fts.rowid "
+        "WHERE memories_fts MATCH ? AND {where} ORDER BY s, m.id LIMIT ?"
+    )
+    for projects in (None, ["big"], ["small"], []):
+        scope = Scope(projects=projects, include_global=True, kinds=[], tags=[], since=None, statuses=["active"])
+        where, params = store._scope_sql(scope)
+        for match in ('"deploy"', '"billing" OR "retry"', '"queue" OR "index" OR "cache"'):
+            for limit in (1, 5, 50):
+                want = [tuple(r) for r in store.conn.execute(reference.format(where=where), [match, *params, limit])]
+                assert store.fts_search(match, scope, limit) == want
+    store.close()
+
+
+def test_entity_memories_caps_each_entity_to_its_newest(tmp_path):
+    """The graph hop takes the newest `per_entity` memories of each entity, in scope, newest first."""
+    store = Store(tmp_path / "g.db")
+    with store.write():
+        busy = store.insert_entity("Busy", "busy", "thing", "2026-01-01T00:00:00Z")
+        quiet = store.insert_entity("Quiet", "quiet", "thing", "2026-01-01T00:00:00Z")
+        for n in range(80):
+            mid = store.insert_memory({**_row(n), "project": "web" if n % 2 else "api"}, [])
+            store.link_memory_entity(mid, busy)
+            if n < 3:
+                store.link_memory_entity(mid, quiet)
+    web = Scope(projects=["web"], include_global=False, kinds=[], tags=[], since=None, statuses=["active"])
+    capped = store.entity_memories([busy, quiet], web, per_entity=10)
+    assert capped[busy] == list(range(80, 60, -2))  # ids 1..80; odd n (even id) are project web
+    assert capped[quiet] == [2]
+    assert len(store.entity_memories([busy], web)[busy]) == 40
+    store.close()

@@ -6,9 +6,11 @@ from __future__ import annotations
 import hashlib
 import math
 import re
+import threading
 import unicodedata
 import uuid
 from collections.abc import Iterable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -520,42 +522,46 @@ def recall(
     depth = max(cfg["candidate_depth"], limit_v)
     notes: list[str] = []
 
+    # The query is embedded on a worker thread (loading the model first in a fresh process) while
+    # this thread runs the BM25 search: ONNX Runtime and SQLite both release the GIL.
+    query_vector = _embed_query_async(store, text) if mode in ("hybrid", "vector") else None
+    tokens.count("")  # loads the tokenizer (a fresh CLI process) while the model loads on the worker
     lexical_hits: list[tuple[int, float]] = []
     if mode in ("hybrid", "lexical"):
         lexical_hits = _lexical(store, text, scope, depth)
+    coverage = _coverage(store, text, lexical_hits) if lexical_hits else {}
 
     vector_hits: list[tuple[int, float]] = []
     used_mode = mode
-    if mode in ("hybrid", "vector"):
-        embedder = _embedder(store)
-        if embedder is None:
-            reason = store.vector_error or embed.load_error() or "model unavailable"
-            notes.append(f"vector search unavailable ({reason}); lexical results only")
+    if query_vector is not None:
+        try:
+            embedder, qvec = query_vector.result()
+        except embed.ModelUnavailable as exc:
+            embedder, qvec = None, None
+            notes.append(f"vector search failed ({exc}); lexical results only")
             used_mode = "lexical"
-            if mode == "vector":
-                lexical_hits = _lexical(store, text, scope, depth)
         else:
+            if embedder is None:
+                reason = store.vector_error or embed.load_error() or "model unavailable"
+                notes.append(f"vector search unavailable ({reason}); lexical results only")
+                used_mode = "lexical"
+        if embedder is not None:
             try:
                 if store.pending_count() or not store.vectors_ready(embedder.model_id):
                     backfill(store)  # also rebuilds vectors made by another model
                 if store.vectors_ready(embedder.model_id):
-                    qvec = _vector_bytes(embedder.embed_one(text))
-                    vector_hits = [(i, 1.0 - d) for i, d in store.vector_search(qvec, scope, depth)]
+                    vector_hits = [(i, 1.0 - d) for i, d in store.vector_search(_vector_bytes(qvec), scope, depth)]
             except embed.ModelUnavailable as exc:
                 notes.append(f"vector search failed ({exc}); lexical results only")
                 used_mode = "lexical"
-                if mode == "vector":
-                    lexical_hits = _lexical(store, text, scope, depth)
             pending = store.pending_count()
             if pending:
                 notes.append(f"{pending} memories still wait for embedding; found lexically only")
+        if mode == "vector" and used_mode == "lexical":
+            lexical_hits = _lexical(store, text, scope, depth)
+            coverage = _coverage(store, text, lexical_hits) if lexical_hits else {}
     lexical = [i for i, _ in lexical_hits]
     vector = [i for i, _ in vector_hits]
-    coverage: dict[int, float] = {}
-    if lexical:
-        terms = retrieve.fts_terms(text)
-        n, df, matches = store.fts_term_stats(terms, lexical)
-        coverage = retrieve.term_coverage({t: retrieve.idf(df[t], n) for t in terms}, matches)
 
     fused = retrieve.fuse(
         lexical_hits,
@@ -673,6 +679,32 @@ def recall(
 def _lexical(store: Store, text: str, scope: Scope, depth: int) -> list[tuple[int, float]]:
     match = retrieve.fts_query(text)
     return store.fts_search(match, scope, depth) if match is not None else []
+
+
+def _coverage(store: Store, text: str, hits: list[tuple[int, float]]) -> dict[int, float]:
+    """`retrieve.term_coverage` of the BM25 hits: the share of the query's IDF mass each one holds."""
+    terms = retrieve.fts_terms(text)
+    n, df, matches = store.fts_term_stats(terms, [i for i, _ in hits])
+    return retrieve.term_coverage({t: retrieve.idf(df[t], n) for t in terms}, matches)
+
+
+_embed_pool = None
+_embed_pool_lock = threading.Lock()
+
+
+def _embed_query_async(store: Store, text: str) -> Future:
+    """Embed a query on the shared worker thread. The future gives (embedder, (dim,) float32 vector),
+    or (None, None) when vectors cannot be used here; it raises embed.ModelUnavailable if the model fails."""
+    global _embed_pool
+
+    def job():
+        embedder = _embedder(store)  # reads only attributes set when the store was opened
+        return (embedder, embedder.embed_one(text)) if embedder is not None else (None, None)
+
+    with _embed_pool_lock:
+        if _embed_pool is None:
+            _embed_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memsafe-embed")
+    return _embed_pool.submit(job)
 
 
 def _scope_list(scope: Scope) -> list[str | None] | None:
