@@ -129,13 +129,38 @@ def _looks_random(value: str) -> bool:
 
 
 def _library_findings(line: str) -> list[tuple[str, str, str]]:
-    """[(type, secret value, plugin)] from detect-secrets for one line (inside `_library_settings`)."""
+    """[(type, secret value, plugin)] from detect-secrets for one line (inside `_library_settings`).
+    Lines none of the plugins' own patterns can match skip the library (see `_prefilter`)."""
     from detect_secrets.core.scan import scan_line
 
+    if _prefilter is not None and not any(p.search(line) for p in _prefilter):
+        return []
     return [(s.type, s.secret_value or "", s.type) for s in scan_line(line)]
 
 
+def _build_prefilter() -> list[re.Pattern] | None:
+    """The patterns some plugin must match before it can report a line: each regex plugin's own
+    `denylist`, and the keyword plugin's keyword list (every one of its regexes contains it),
+    case-insensitive. A superset of what the plugins report, so skipping the library on lines none
+    of them matches loses nothing; it cut the library's 0.5 ms per memory to ~0.05 ms on prose.
+    None (no shortcut) if a plugin of another kind is in use."""
+    from detect_secrets.plugins import keyword
+    from detect_secrets.plugins.base import RegexBasedDetector
+    from detect_secrets.settings import get_plugins
+
+    patterns: list[re.Pattern] = []
+    for plugin in get_plugins():
+        if isinstance(plugin, RegexBasedDetector):
+            patterns.extend(plugin.denylist)
+        elif isinstance(plugin, keyword.KeywordDetector):
+            patterns.append(re.compile("|".join(keyword.DENYLIST), re.IGNORECASE))
+        else:
+            return None
+    return patterns
+
+
 _configured = False
+_prefilter: list[re.Pattern] | None = None
 
 
 @contextmanager
@@ -147,13 +172,14 @@ def _library_settings():
     scan, clearing the library's compiled-regex caches each time: that cost 0.9 ms per memory,
     about a third of an import's time before embedding.
     """
-    global _configured
+    global _configured, _prefilter
     with _lock:
         if not _configured:
             from detect_secrets.settings import cache_bust, configure_settings_from_baseline
 
             cache_bust()
             configure_settings_from_baseline(_SETTINGS)
+            _prefilter = _build_prefilter()
             _configured = True
         yield
 

@@ -164,3 +164,24 @@ def test_commit_notes_store_credentials_redacted(store, tmp_path):
                    check=True)
     memory = api.remember_commit(store, repo)
     assert "AKIAIOSFODNN7EXAMPLE" not in memory.content and "[REDACTED:" in memory.content
+
+
+def test_prefilter_never_hides_a_library_finding(monkeypatch):
+    """Lines that none of the plugins' own patterns match skip detect-secrets; on every line of the
+    positives, negatives, the bench corpus and keyword/format variants, the library reports the
+    same with and without that shortcut."""
+    from memsafe.bench import load_corpus
+
+    safety.scan("warm up")  # configures the library and builds the prefilter
+    assert safety._prefilter, "the prefilter should be in use with memsafe's plugins"
+    lines = [line for text, _ in POSITIVES for line in text.split("\n")] + NEGATIVES
+    lines += [m["content"] for m in load_corpus()["memories"]]
+    lines += [f"{k}{sep}{v}{end}" for k in ("PASSWORD", "Api_Key", "auth-key", "db_pass", "SECRET", "private_key")
+              for sep, end in (("=", ""), (": ", ""), (' = "', '"'), (": '", "'"), (' := "', '"'), ('("', '")'))
+              for v in ("Xk9mQ2vpL7ab", "ab")]
+    with safety._library_settings():
+        fast = [safety._library_findings(line) for line in lines]
+        monkeypatch.setattr(safety, "_prefilter", None)
+        full = [safety._library_findings(line) for line in lines]
+    assert fast == full
+    assert sum(bool(f) for f in full) >= 10  # the comparison covered real library findings
