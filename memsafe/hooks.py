@@ -184,7 +184,10 @@ def install(path: str | Path | None = None, *, db: str | None = None) -> HookSta
     tmp = hook.with_name(f".{HOOK_NAME}.memsafe-tmp")
     renamed = False
     try:
-        folder.mkdir(parents=True, exist_ok=True)
+        if not folder.is_dir():
+            folder.mkdir(parents=True)
+            why = f" (core.hooksPath = {current.hooks_path})" if current.hooks_path else ""
+            current.actions.append(f"created the hooks folder {folder}{why}")
         log.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         if current.foreign and (chained.exists() or chained.is_symlink()):
             raise InvalidInput(f"{hook} is not memsafe's and {chained} already exists; move one of them away")

@@ -110,6 +110,16 @@ def test_config_set_is_validated_and_used(cli):
     assert listed["token_budget"]["value"] == 50 and listed["token_budget"]["default"] == 2000
 
 
+def test_fusion_weights_cannot_both_be_zero(cli):
+    """Both at 0 would make every recall empty; the second one is refused and says what to do."""
+    cli("remember", "the billing service retries three times")
+    assert cli("config", "set", "weight_vector", "0").exit_code == 0
+    r = cli("config", "set", "weight_lexical", "0")
+    assert r.exit_code == 1 and "cannot both be 0" in r.stderr and "Traceback" not in r.stderr
+    assert cli("config", "get", "weight_lexical").stdout.strip() == "1.0"
+    assert json.loads(cli("recall", "billing retries", "--json").stdout)["results"]
+
+
 def test_status_reports_paths_and_state(cli, db_path):
     cli("remember", "status probe")
     r = cli("status", "--json")

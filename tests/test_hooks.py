@@ -102,6 +102,7 @@ def test_core_hooks_path_and_worktree(repo, cli, db_path, tmp_path):
     assert result.exit_code == 0, result.stderr
     status = json.loads(result.stdout)
     assert status["hooks_dir"] == str(shared) and (shared / "post-commit").exists()
+    assert any(f"created the hooks folder {shared} (core.hooksPath" in a for a in status["actions"])
     assert not (repo / ".git/hooks/post-commit").exists()
     commit(repo, b"first")
     worktree = tmp_path / "wt"

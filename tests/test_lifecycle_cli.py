@@ -38,6 +38,10 @@ def test_update_history_and_list_commands(cli, monkeypatch):
     assert [(v["cause"], v["content"]) for v in versions] == [
         ("update", "This repo uses Node 18"), ("current", "This repo uses Bun 1.3")]
     assert "update" in cli("history", "1").stdout
+    r = cli("update", "1", "--content", "This repo uses Bun 1.3")  # the same text: no version, and it says so
+    assert r.exit_code == 0 and "unchanged" in r.stderr + r.stdout and "Updated" not in r.stderr + r.stdout
+    assert len(json.loads(cli("history", "1", "--json").stdout)["versions"]) == 2
+    assert "Updated memory 1" in (lambda r: r.stderr + r.stdout)(cli("update", "1", "--importance", "0.9"))
     r = cli("update", "1")
     assert r.exit_code == 1 and "nothing to update" in r.stderr and r.stdout == ""
     assert cli("update", "99", "--content", "x").exit_code == 1

@@ -410,3 +410,19 @@ def test_export_vectors_from_a_store_without_any_is_a_clear_error(tmp_path, cli,
     result = cli("export", "--vectors", "-o", str(tmp_path / "x.jsonl"))
     assert result.exit_code == 1
     assert "no vectors to export" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_uid_twice_in_one_file_is_reported_and_the_first_kept(store, tmp_path):
+    api.remember(store, "the first text", embed_now=False)
+    path = tmp_path / "a.jsonl"
+    api.export_to_path(store, path)
+    records = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines()]
+    again = dict(next(r for r in records if r.get("type") == "memory"), content="a second text, same uid",
+                 updated_at="2030-01-01T00:00:00+00:00")
+    records.insert(-1, again)
+    _write(path, records)
+    other = _fresh(tmp_path)
+    report = api.import_file(other, path)
+    assert report.memories_added == 1 and report.memories_updated == 0
+    assert any("appeared already on line 2" in s for s in report.skipped) and report.partial
+    assert [m.content for m in api.list_memories(other)] == ["the first text"]

@@ -777,6 +777,10 @@ def config_set(store: Store, key: str, value: str):
     spec = _config_spec(key)
     parsed = spec.parse(value)
     with store.write():
+        partner = {"weight_lexical": "weight_vector", "weight_vector": "weight_lexical"}.get(key)
+        if partner and parsed == 0 and _config_snapshot(store)[partner] == 0:
+            raise InvalidInput(f"{key} and {partner} cannot both be 0: recall would rank nothing; "
+                               f"raise {partner} first")
         store.config_set(key, str(parsed))
         store.add_event(clock.now_iso(), "config", None, key)
     return parsed

@@ -328,6 +328,7 @@ def _import_memsafe(store: Store, path: Path, report: ImportReport, problems: li
     known_config = {k: spec.parse for k, spec in settings.CONFIG_KEYS.items()}
     record_no = 0
     dim = None  # vector size when the file's vectors are usable here
+    seen_uids: dict[str, int] = {}  # uid -> line of its first memory record in this file
     for number, text in _read(path, progress):
         if not header_seen:
             try:
@@ -347,8 +348,13 @@ def _import_memsafe(store: Store, path: Path, report: ImportReport, problems: li
                 raise RecordError("is not a JSON object", line=number, record=record_no)
             kind = value.get("type")
             if kind == "memory":
-                _apply_memory(store, transfer.check_memory(value, number, record_no), report, problems,
-                              number, record_no, redact, dim)
+                rec = transfer.check_memory(value, number, record_no)
+                first = seen_uids.setdefault(rec["uid"], number)
+                if first != number:
+                    problems.append(Notice(number, f"uid {rec['uid']} appeared already on line {first}; skipped",
+                                           record=record_no, skip=True))
+                    continue
+                _apply_memory(store, rec, report, problems, number, record_no, redact, dim)
             elif kind == "entity":
                 _apply_entity(store, transfer.check_entity(value, number, record_no), report)
             elif kind == "relation":

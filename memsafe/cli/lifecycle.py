@@ -61,11 +61,15 @@ def update(
     if tag and no_tags:
         raise _fail("use either --tag or --no-tags", 2)
     with _session(ctx) as opened:
+        before = api.get(opened.store, memory_id)
         memory = api.update(
             opened.store, memory_id, content=content, tags=[] if no_tags else tag, kind=kind.value if kind else None,
             importance=importance, project=project, clear_project=global_, redact=redact,
         )
-    emit(memory, json_, f"Updated memory {memory.id}")
+    fields = ("content", "kind", "importance", "project", "tags")
+    same = all(getattr(before, f) == getattr(memory, f) for f in fields)
+    emit(memory, json_, f"Memory {memory.id} unchanged: it already has those values" if same
+         else f"Updated memory {memory.id}")
 
 
 @app.command()
