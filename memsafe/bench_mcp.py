@@ -83,7 +83,7 @@ class RawClient:
         self.proc.stdin.write(line.encode("utf-8") + b"\n")
         self.proc.stdin.flush()
 
-    def receive(self, request_id: int, timeout: float = 60.0) -> dict:
+    def receive(self, request_id: int | None, timeout: float = 60.0) -> dict:
         """The response to `request_id` (notifications in between are skipped).
 
         Raises:

@@ -540,9 +540,47 @@ def fix_surrogate_escapes(line: str) -> str:
     return json.dumps(_scrub(message), ensure_ascii=False, separators=(",", ":")) + "\n"
 
 
-async def _lines(stream):
+def invalid_message_error(line: str):
+    """The JSON-RPC 2.0 error reply for a line the SDK cannot take as a message, or None for a good
+    line: -32700 Parse error (not JSON; id null) or -32600 Invalid Request (JSON, but not a JSON-RPC
+    message, e.g. `[]` or `"params": "x"`; the request's id when it has one). The SDK itself drops
+    such lines without a reply, leaving the client waiting (JSON-RPC 2.0 spec, section 5.1)."""
+    import mcp_types as types
+
+    try:
+        types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+        return None
+    except Exception:  # pydantic's ValidationError, for bad JSON as for a bad message
+        pass
+    try:
+        value = json.loads(line)
+    except ValueError:
+        return types.JSONRPCError(jsonrpc="2.0", id=None,
+                                  error=types.ErrorData(code=types.PARSE_ERROR, message="Parse error: not JSON"))
+    request_id = value.get("id") if isinstance(value, dict) else None
+    if isinstance(request_id, bool) or not isinstance(request_id, (int, str)):
+        request_id = None
+    return types.JSONRPCError(jsonrpc="2.0", id=request_id, error=types.ErrorData(
+        code=types.INVALID_REQUEST, message="Invalid Request: not a JSON-RPC 2.0 message of MCP"))
+
+
+async def _lines(stream, replies: list, ready):
+    """The client's lines for the SDK, surrogate escapes fixed; a line that is not a JSON-RPC
+    message is answered with an error reply (through `replies[0]`, the SDK's write stream, once
+    `ready` is set) instead of being passed on. Blank lines are skipped."""
+    from mcp.shared.message import SessionMessage
+
     async for line in stream:
-        yield fix_surrogate_escapes(line)
+        if not line.strip():
+            continue
+        line = fix_surrogate_escapes(line)
+        error = invalid_message_error(line)
+        if error is None:
+            yield line
+            continue
+        log.warning("answered a malformed JSON-RPC line with error %s", error.error.code)
+        await ready.wait()
+        await replies[0].send(SessionMessage(error))
 
 
 async def _run_stdio(server, wire_in: int, wire_out: int) -> None:
@@ -553,9 +591,13 @@ async def _run_stdio(server, wire_in: int, wire_out: int) -> None:
     writer = io.TextIOWrapper(
         os.fdopen(wire_out, "wb", closefd=False), encoding="utf-8", newline="\n", write_through=True
     )
-    stdin = _lines(anyio.wrap_file(reader))
+    replies: list = []
+    ready = anyio.Event()
+    stdin = _lines(anyio.wrap_file(reader), replies, ready)
     stdout = anyio.wrap_file(writer)
     async with stdio_server(stdin=stdin, stdout=stdout) as (read_stream, write_stream):  # type: ignore[arg-type]
+        replies.append(write_stream)
+        ready.set()
         # MCPServer.run_stdio_async() claims fds 0/1 itself; with our own wire streams we drive
         # its low-level server directly (the SDK has no public hook for explicit streams).
         lowlevel = server._lowlevel_server

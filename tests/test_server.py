@@ -200,6 +200,34 @@ def test_stdout_is_only_jsonrpc_and_lone_surrogates_become_fffd(paths, embedder)
     assert b"DEBUG" in bytes(c.stderr)  # the logs exist, on stderr
 
 
+def test_malformed_lines_get_jsonrpc_error_replies_and_the_server_stays_up(paths):
+    """JSON-RPC 2.0 section 5.1: a line that is not JSON gets -32700 (id null); JSON that is not a
+    request gets -32600 (with its id when it has one). The SDK alone would never answer them."""
+
+    def next_error(c):
+        for _ in range(10):
+            message = c.receive(None, timeout=30)
+            if "error" in message:
+                return message
+        raise AssertionError("no error reply")
+
+    with RawClient(paths["db"], env=server_env(paths["home"]), cwd=paths["cwd"]) as c:
+        c.initialize()
+        c.write_raw("this is not json")
+        parse = next_error(c)
+        c.write_raw("[]")
+        empty_batch = next_error(c)
+        c.write_raw('{"jsonrpc":"2.0","id":77,"method":"tools/call","params":"remember this"}')
+        bad_params = c.receive(77, timeout=30)
+        c.write_raw("")
+        pong = c.request("ping")
+        code = c.close()
+    assert parse["error"]["code"] == -32700 and parse["id"] is None
+    assert empty_batch["error"]["code"] == -32600 and empty_batch["id"] is None
+    assert bad_params["error"]["code"] == -32600
+    assert pong["result"] == {} and code == 0
+
+
 def test_claimed_stdio_sends_native_writes_and_prints_to_stderr(tmp_path):
     """fd 1 itself is redirected, so a native library writing to it cannot reach the wire."""
     script = (
