@@ -777,13 +777,21 @@ def config_set(store: Store, key: str, value: str):
     spec = _config_spec(key)
     parsed = spec.parse(value)
     with store.write():
-        partner = {"weight_lexical": "weight_vector", "weight_vector": "weight_lexical"}.get(key)
-        if partner and parsed == 0 and _config_snapshot(store)[partner] == 0:
-            raise InvalidInput(f"{key} and {partner} cannot both be 0: recall would rank nothing; "
-                               f"raise {partner} first")
+        check_config_pair(store, key, parsed)
         store.config_set(key, str(parsed))
         store.add_event(clock.now_iso(), "config", None, key)
     return parsed
+
+
+def check_config_pair(store: Store, key: str, parsed) -> None:
+    """Refuse a value that, with the store's current config, leaves recall nothing to rank: the
+    fusion weights cannot both be 0. Every way a config key is set goes through here (set, import).
+
+    Raises: InvalidInput."""
+    partner = {"weight_lexical": "weight_vector", "weight_vector": "weight_lexical"}.get(key)
+    if partner and parsed == 0 and _config_snapshot(store)[partner] == 0:
+        raise InvalidInput(f"{key} and {partner} cannot both be 0: recall would rank nothing; "
+                           f"raise {partner} first")
 
 
 def config_reset(store: Store, key: str):

@@ -28,7 +28,15 @@ from pathlib import Path
 from typing import IO
 
 from memsafe import __version__, clock, settings, transfer
-from memsafe.api.core import _screen_secrets, backfill, clean_project, clean_tags, clean_text, content_hash
+from memsafe.api.core import (
+    _screen_secrets,
+    backfill,
+    check_config_pair,
+    clean_project,
+    clean_tags,
+    clean_text,
+    content_hash,
+)
 from memsafe.errors import InvalidInput, MemsafeError
 from memsafe.models import Source, Status
 from memsafe.store import Store
@@ -349,12 +357,13 @@ def _import_memsafe(store: Store, path: Path, report: ImportReport, problems: li
             kind = value.get("type")
             if kind == "memory":
                 rec = transfer.check_memory(value, number, record_no)
-                first = seen_uids.setdefault(rec["uid"], number)
-                if first != number:
+                first = seen_uids.get(rec["uid"])
+                if first is not None:
                     problems.append(Notice(number, f"uid {rec['uid']} appeared already on line {first}; skipped",
                                            record=record_no, skip=True))
                     continue
                 _apply_memory(store, rec, report, problems, number, record_no, redact, dim)
+                seen_uids[rec["uid"]] = number  # only once taken: an invalid first copy does not hide a valid one
             elif kind == "entity":
                 _apply_entity(store, transfer.check_entity(value, number, record_no), report)
             elif kind == "relation":
@@ -371,6 +380,10 @@ def _import_memsafe(store: Store, path: Path, report: ImportReport, problems: li
             elif kind == "config":
                 key, val = transfer.check_config(value, number, record_no, known_config)
                 if store.config_get(key) is None:
+                    try:
+                        check_config_pair(store, key, known_config[key](val))
+                    except InvalidInput as exc:
+                        raise RecordError(str(exc), line=number, record=record_no, field="value") from None
                     store.config_set(key, val)
                     report.config_applied += 1
             elif kind == "end":
@@ -485,10 +498,10 @@ def _put_file_vector(store: Store, memory_id: int, vector: bytes | None, dim: in
     if vector is not None and dim is not None and same_text:
         import numpy as np
 
-        values = np.frombuffer(vector, dtype="<f4").astype(np.float32)
-        norm = float(np.linalg.norm(values))
+        values = np.frombuffer(vector, dtype="<f4").astype(np.float64)  # float32 squares over/underflow
+        norm = float(np.linalg.norm(values))  # > 0 and finite: check_vector refused zeros and non-finite values
         if abs(norm - 1.0) > 1e-4:  # search assumes unit length; a vector already unit is kept bit for bit
-            vector = (values / norm).astype(np.float32).tobytes()
+            vector = (values / norm).astype("<f4").tobytes()
         store.put_vector(memory_id, vector)
         report.vectors_imported += 1
 
