@@ -13,7 +13,7 @@ import pytest
 from conftest import run_memsafe
 
 from memsafe import api, hooks, safety
-from memsafe.errors import InvalidInput
+from memsafe.errors import InvalidInput, SecretDetected
 
 
 def _records(path) -> list[dict]:
@@ -158,3 +158,73 @@ def test_weights_cannot_both_be_zero_from_the_real_cli(db_path):
     proc = run_memsafe("--db", str(db_path), "config", "set", "--", "weight_lexical", "-0.0")
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
     assert "cannot both be 0" in proc.stderr
+
+
+AWS = "AKIAIOSFODNN7EXAMPLE"
+GITHUB = "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"
+
+
+@pytest.mark.parametrize("args", [
+    ["--tag", GITHUB], ["--tag", AWS], ["--entity", AWS], ["--project", "password=hunter2Secret9x"],
+])
+def test_a_credential_in_a_tag_project_or_entity_is_refused_like_in_content(cli, args):
+    result = cli("remember", "CI token rotation happens monthly", *args)
+    assert result.exit_code != 0 and "credential" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert GITHUB.lower() not in cli("list", "--json").stdout.lower()
+    assert cli("remember", "CI token rotation happens monthly", "--tag", "ops").exit_code == 0
+    result = cli("update", "1", *(["--tag", AWS] if args[0] != "--tag" else args))
+    assert result.exit_code != 0 and "credential" in result.stderr
+
+
+def test_graph_names_with_a_credential_are_refused(store):
+    with pytest.raises(SecretDetected, match="credential"):
+        api.relate(store, "deploy bot", f"uses {GITHUB}", "GitHub", create=True)
+    with pytest.raises(SecretDetected, match="credential"):
+        api.add_entity(store, AWS)
+
+
+@pytest.mark.parametrize("field", ["tags", "entity_name", "alias", "relation", "status_reason", "version_tags"])
+def test_import_refuses_a_credential_in_any_stored_field(exported, tmp_path, field):
+    records, _ = exported
+    memory = next(r for r in records if r.get("type") == "memory")
+    entity = next(r for r in records if r.get("type") == "entity")
+    if field == "tags":
+        memory["tags"] = ["ops", GITHUB]
+    elif field == "entity_name":
+        records.insert(1, {"type": "entity", "name": AWS, "key": AWS.lower(), "entity_type": "name", "aliases": [],
+                           "created_at": entity["created_at"]})
+    elif field == "alias":
+        entity["aliases"] = [*entity["aliases"], GITHUB]
+    elif field == "relation":
+        records.insert(-1, {"type": "relation", "source": entity["key"], "relation": f"token {GITHUB}",
+                            "target": entity["key"], "weight": 1.0, "created_at": entity["created_at"],
+                            "updated_at": entity["created_at"]})
+    elif field == "status_reason":
+        memory["status_reason"] = f"rotated {AWS}"
+    else:
+        memory["versions"] = [{"content": "old text", "kind": "general", "project": None, "tags": [AWS],
+                               "importance": 0.5, "confidence": 0.8, "status": "active",
+                               "valid_from": memory["created_at"], "valid_to": memory["updated_at"],
+                               "cause": "update"}]
+    path = tmp_path / "secret.jsonl"
+    _write(path, records)
+    other = api.open_store(str(tmp_path / "other.db")).store
+    try:
+        with pytest.raises(InvalidInput, match="credential"):
+            api.import_file(other, path)
+        assert other.counts()["total"] == 0
+    finally:
+        other.close()
+    dump = b"".join(p.read_bytes() for p in tmp_path.glob("other.db*"))
+    assert GITHUB.encode() not in dump and AWS.encode() not in dump
+
+
+def test_server_memory_entity_without_observations_and_relation_types_are_screened(store, tmp_path):
+    path = tmp_path / "sm.jsonl"
+    path.write_text(json.dumps({"type": "entity", "name": AWS, "entityType": "key", "observations": []}) + "\n"
+                    + json.dumps({"type": "entity", "name": "ci", "entityType": "bot", "observations": []}) + "\n"
+                    + json.dumps({"type": "relation", "from": "ci", "to": "ci", "relationType": GITHUB}) + "\n")
+    with pytest.raises(InvalidInput, match="credential"):
+        api.import_file(store, path)
+    assert store.counts()["total"] == 0 and store.entity_id_by_key("ci") is None

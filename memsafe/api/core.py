@@ -127,9 +127,10 @@ def clean_tags(tags: Sequence[str]) -> list[str]:
     if len(tags) > MAX_TAGS:
         raise InvalidInput(f"{len(tags)} tags; at most {MAX_TAGS} are allowed")
     for raw in tags:
-        tag = _fix_surrogates(str(raw)).replace("\x00", "").strip().lower()
+        tag = _fix_surrogates(str(raw)).replace("\x00", "").strip()
         if not tag:
             raise InvalidInput("empty tag")
+        tag = refuse_secret(tag, "tag").lower()  # scanned before lower-casing, which some patterns need
         if len(tag) > MAX_TAG_CHARS:
             raise InvalidInput(f"tag {tag[:20]!r}… is longer than {MAX_TAG_CHARS} characters")
         out.setdefault(tag, None)
@@ -159,8 +160,19 @@ def clean_project(project: str | None) -> str | None:
     text = _fix_surrogates(project).replace("\x00", "").strip()
     if not text:
         raise InvalidInput("empty project")
+    refuse_secret(text, "project name")
     if "/" in text or "\\" in text or text in (".", "..") or text.startswith("~"):
         return settings.project_key(text)
+    return text
+
+
+def refuse_secret(text: str, what: str) -> str:
+    """`text` (a tag, project, entity or relation name: stored and shown as it is, so it cannot be
+    redacted) unless it looks like a credential. Raises SecretDetected."""
+    findings = safety.scan(text)
+    if findings:
+        raise SecretDetected(f"refused: the {what} looks like a credential ({safety.describe(findings)}); "
+                             "memsafe does not store secrets")
     return text
 
 

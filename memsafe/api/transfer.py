@@ -36,6 +36,7 @@ from memsafe.api.core import (
     clean_tags,
     clean_text,
     content_hash,
+    refuse_secret,
 )
 from memsafe.errors import InvalidInput, MemsafeError
 from memsafe.models import Source, Status
@@ -374,6 +375,10 @@ def _import_memsafe(store: Store, path: Path, report: ImportReport, problems: li
                     raise RecordError(f"names entity {json.dumps(missing)}, which is in neither the file nor the "
                                       "store", line=number, record=record_no, field="source" if ends[0] is None
                                       else "target")
+                try:
+                    refuse_secret(rel["relation"], "relation type")
+                except MemsafeError as exc:
+                    raise RecordError(str(exc), line=number, record=record_no, field="relation") from None
                 if store.add_relation(ends[0], rel["relation"], ends[1], rel["weight"], rel["created_at"],
                                       rel["updated_at"]):
                     report.relations_added += 1
@@ -427,10 +432,11 @@ def _usable_vectors(store: Store, embedding: dict | None, problems: list[Notice]
 def _apply_entity(store: Store, entity: dict, report: ImportReport) -> int:
     entity_id = store.entity_id_by_key(entity["key"])
     if entity_id is None:
-        entity_id = store.insert_entity(clean_text(entity["name"], "entity name"), entity["key"], entity["type"],
-                                        entity["created_at"])
+        entity_id = store.insert_entity(refuse_secret(clean_text(entity["name"], "entity name"), "entity name"),
+                                        refuse_secret(entity["key"], "entity key"),
+                                        refuse_secret(entity["type"], "entity type"), entity["created_at"])
         report.entities_added += 1
-    store.add_entity_aliases(entity_id, entity.get("aliases", []))
+    store.add_entity_aliases(entity_id, [refuse_secret(a, "entity alias") for a in entity.get("aliases", [])])
     return entity_id
 
 
@@ -444,6 +450,12 @@ def _apply_memory(store: Store, rec: dict, report: ImportReport, problems: list[
         content = _screen_secrets(clean_text(rec["content"]), redact)
         for version in rec["versions"]:  # history is stored text too: no credential gets in that way
             version["content"] = _screen_secrets(clean_text(version["content"]), redact)
+            for tag in version["tags"]:
+                refuse_secret(tag, "tag")
+            if version["project"] is not None:
+                refuse_secret(version["project"], "project name")
+        if rec["status_reason"] is not None:
+            refuse_secret(rec["status_reason"], "status reason")
         tags = clean_tags(rec["tags"])
         project = clean_project(rec["project"])
     except MemsafeError as exc:
@@ -561,7 +573,8 @@ def _import_server_memory(store: Store, path: Path, report: ImportReport, proble
     ids: dict[str, int] = {}
     for key, entity in entities.items():
         try:
-            name = clean_text(entity.name, "entity name")
+            name = refuse_secret(clean_text(entity.name, "entity name"), "entity name")
+            refuse_secret(entity.type, "entity type")
         except MemsafeError as exc:
             problems.append(Notice(entity.line, str(exc), fatal=True))
             continue
@@ -590,7 +603,7 @@ def _import_server_memory(store: Store, path: Path, report: ImportReport, proble
                                    f"{json.dumps(missing)} is in neither the file nor the store; skipped", skip=True))
             continue
         try:
-            relation = clean_text(rel.relation, "relationType")
+            relation = refuse_secret(clean_text(rel.relation, "relationType"), "relation type")
         except MemsafeError as exc:
             problems.append(Notice(rel.line, str(exc), fatal=True))
             continue
