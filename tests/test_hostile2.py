@@ -228,3 +228,19 @@ def test_server_memory_entity_without_observations_and_relation_types_are_screen
     with pytest.raises(InvalidInput, match="credential"):
         api.import_file(store, path)
     assert store.counts()["total"] == 0 and store.entity_id_by_key("ci") is None
+
+
+def test_a_header_with_our_model_but_another_dim_says_so_and_reembeds(exported, tmp_path):
+    records, _ = exported
+    records[0]["embedding"]["dim"] = 512
+    path = tmp_path / "dim.jsonl"
+    _write(path, records)
+    other = api.open_store(str(tmp_path / "other.db")).store
+    try:
+        report = api.import_file(other, path)
+        assert report.vectors_imported == 0 and report.memories_added == 2
+        assert any("(512 dims)" in n and "(384 dims)" in n for n in report.notes)
+        api.embed_pending(other)
+        assert api.recall(other, "postgres port").hits[0].memory.content.startswith("Postgres")
+    finally:
+        other.close()

@@ -422,8 +422,9 @@ def _usable_vectors(store: Store, embedding: dict | None, problems: list[Notice]
         problems.append(Notice(1, f"the file's vectors are not used: vector search is unavailable ({reason})"))
         return None
     if embedding["model"] != embedder.model_id or embedding["dim"] != embedder.dim:
-        problems.append(Notice(1, f"the file's vectors come from model {embedding['model']}, this memsafe uses "
-                                  f"{embedder.model_id}: the memories will be embedded again"))
+        problems.append(Notice(1, f"the file's vectors come from model {embedding['model']} ({embedding['dim']} "
+                                  f"dims), this memsafe uses {embedder.model_id} ({embedder.dim} dims): the memories "
+                                  "will be embedded again"))
         return None
     store.ensure_vector_table(embedder.model_id, embedder.dim)
     return embedder.dim
