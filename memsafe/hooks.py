@@ -266,7 +266,15 @@ def commit_note(info: CommitInfo, max_files: int = MAX_FILES) -> str:
     lines = [f"git commit {info.short}{where}: {info.subject or '(no message)'}"]
     body = info.body
     if len(body) > MAX_BODY_CHARS:
-        body = body[:MAX_BODY_CHARS].rstrip() + " …"
+        # redact before cutting: a credential cut in two is no longer recognised, and half of one
+        # would be stored as it is; then cut at a space, so no token is left in pieces
+        from memsafe import safety
+
+        body = safety.redact(body)
+        if len(body) > MAX_BODY_CHARS:
+            cut = body[: MAX_BODY_CHARS + 1]
+            space = max(cut.rfind(" "), cut.rfind("\n"), cut.rfind("\t"))
+            body = (cut[:space] if space > MAX_BODY_CHARS // 2 else cut[:MAX_BODY_CHARS]).rstrip() + " …"
     if body:
         lines += ["", body]
     if info.files:

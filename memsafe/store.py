@@ -618,6 +618,10 @@ class Store:
         """
         if k <= 0:
             return []
+        # a stored vector that is zero or not finite has no distance (NULL/NaN): it cannot rank
+        return [(i, d) for i, d in self._vector_search(query_bytes, scope, k) if d is not None and d == d]
+
+    def _vector_search(self, query_bytes: bytes, scope: Scope, k: int) -> list[tuple[int, float]]:
         self._vsearches += 1
         total = self.vector_count()
         cache = self._vector_cache() if total >= CACHE_MIN_VECTORS else None

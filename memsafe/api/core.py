@@ -127,9 +127,10 @@ def clean_tags(tags: Sequence[str]) -> list[str]:
     if len(tags) > MAX_TAGS:
         raise InvalidInput(f"{len(tags)} tags; at most {MAX_TAGS} are allowed")
     for raw in tags:
-        tag = _fix_surrogates(str(raw)).replace("\x00", "").strip().lower()
+        tag = _fix_surrogates(str(raw)).replace("\x00", "").strip()
         if not tag:
             raise InvalidInput("empty tag")
+        tag = refuse_secret(tag, "tag").lower()  # scanned before lower-casing, which some patterns need
         if len(tag) > MAX_TAG_CHARS:
             raise InvalidInput(f"tag {tag[:20]!r}… is longer than {MAX_TAG_CHARS} characters")
         out.setdefault(tag, None)
@@ -159,8 +160,19 @@ def clean_project(project: str | None) -> str | None:
     text = _fix_surrogates(project).replace("\x00", "").strip()
     if not text:
         raise InvalidInput("empty project")
+    refuse_secret(text, "project name")
     if "/" in text or "\\" in text or text in (".", "..") or text.startswith("~"):
         return settings.project_key(text)
+    return text
+
+
+def refuse_secret(text: str, what: str) -> str:
+    """`text` (a tag, project, entity or relation name: stored and shown as it is, so it cannot be
+    redacted) unless it looks like a credential. Raises SecretDetected."""
+    findings = safety.scan(text)
+    if findings:
+        raise SecretDetected(f"refused: the {what} looks like a credential ({safety.describe(findings)}); "
+                             "memsafe does not store secrets")
     return text
 
 
@@ -777,13 +789,21 @@ def config_set(store: Store, key: str, value: str):
     spec = _config_spec(key)
     parsed = spec.parse(value)
     with store.write():
-        partner = {"weight_lexical": "weight_vector", "weight_vector": "weight_lexical"}.get(key)
-        if partner and parsed == 0 and _config_snapshot(store)[partner] == 0:
-            raise InvalidInput(f"{key} and {partner} cannot both be 0: recall would rank nothing; "
-                               f"raise {partner} first")
+        check_config_pair(store, key, parsed)
         store.config_set(key, str(parsed))
         store.add_event(clock.now_iso(), "config", None, key)
     return parsed
+
+
+def check_config_pair(store: Store, key: str, parsed) -> None:
+    """Refuse a value that, with the store's current config, leaves recall nothing to rank: the
+    fusion weights cannot both be 0. Every way a config key is set goes through here (set, import).
+
+    Raises: InvalidInput."""
+    partner = {"weight_lexical": "weight_vector", "weight_vector": "weight_lexical"}.get(key)
+    if partner and parsed == 0 and _config_snapshot(store)[partner] == 0:
+        raise InvalidInput(f"{key} and {partner} cannot both be 0: recall would rank nothing; "
+                           f"raise {partner} first")
 
 
 def config_reset(store: Store, key: str):

@@ -14,7 +14,7 @@ import math
 from collections.abc import Mapping, Sequence
 
 from memsafe import clock, graph, tokens
-from memsafe.api.core import _fix_surrogates, clean_project, clean_text
+from memsafe.api.core import _fix_surrogates, clean_project, clean_text, refuse_secret
 from memsafe.errors import InvalidInput, NotFound
 from memsafe.models import (
     EntityInfo,
@@ -48,7 +48,7 @@ def _clean_name(name: str) -> str:
     text = graph.clean_name(clean_text(name, "entity name", graph.MAX_ENTITY_CHARS))
     if not graph.entity_key(text):
         raise InvalidInput("entity name is empty")
-    return text
+    return refuse_secret(text, "entity name")
 
 
 def clean_entity_names(names: Sequence[str]) -> list[str]:
@@ -64,7 +64,7 @@ def _clean_relation(relation: str) -> str:
         raise InvalidInput(f"relation type is longer than {MAX_RELATION_CHARS} characters")
     if text == "*":
         raise InvalidInput("'*' is not a relation type (`graph unrelate` uses it to mean every type)")
-    return text
+    return refuse_secret(text, "relation type")
 
 
 def _clean_weight(weight: float) -> float:

@@ -243,7 +243,7 @@ def update(
             if other is not None:
                 raise Duplicate(f"memory {other} holds the same content in that project", other)
         changed = [k for k in ("content", "kind", "importance", "project") if k in changes and changes[k] != row[k]]
-        if tag_list is not None and tag_list != old_tags:
+        if tag_list is not None and set(tag_list) != set(old_tags):  # tags are a set: order and case do not count
             changed.append("tags")
         if not changed:
             return memory

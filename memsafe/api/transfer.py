@@ -28,7 +28,16 @@ from pathlib import Path
 from typing import IO
 
 from memsafe import __version__, clock, settings, transfer
-from memsafe.api.core import _screen_secrets, backfill, clean_project, clean_tags, clean_text, content_hash
+from memsafe.api.core import (
+    _screen_secrets,
+    backfill,
+    check_config_pair,
+    clean_project,
+    clean_tags,
+    clean_text,
+    content_hash,
+    refuse_secret,
+)
 from memsafe.errors import InvalidInput, MemsafeError
 from memsafe.models import Source, Status
 from memsafe.store import Store
@@ -349,12 +358,13 @@ def _import_memsafe(store: Store, path: Path, report: ImportReport, problems: li
             kind = value.get("type")
             if kind == "memory":
                 rec = transfer.check_memory(value, number, record_no)
-                first = seen_uids.setdefault(rec["uid"], number)
-                if first != number:
+                first = seen_uids.get(rec["uid"])
+                if first is not None:
                     problems.append(Notice(number, f"uid {rec['uid']} appeared already on line {first}; skipped",
                                            record=record_no, skip=True))
                     continue
                 _apply_memory(store, rec, report, problems, number, record_no, redact, dim)
+                seen_uids[rec["uid"]] = number  # only once taken: an invalid first copy does not hide a valid one
             elif kind == "entity":
                 _apply_entity(store, transfer.check_entity(value, number, record_no), report)
             elif kind == "relation":
@@ -365,12 +375,20 @@ def _import_memsafe(store: Store, path: Path, report: ImportReport, problems: li
                     raise RecordError(f"names entity {json.dumps(missing)}, which is in neither the file nor the "
                                       "store", line=number, record=record_no, field="source" if ends[0] is None
                                       else "target")
+                try:
+                    refuse_secret(rel["relation"], "relation type")
+                except MemsafeError as exc:
+                    raise RecordError(str(exc), line=number, record=record_no, field="relation") from None
                 if store.add_relation(ends[0], rel["relation"], ends[1], rel["weight"], rel["created_at"],
                                       rel["updated_at"]):
                     report.relations_added += 1
             elif kind == "config":
                 key, val = transfer.check_config(value, number, record_no, known_config)
                 if store.config_get(key) is None:
+                    try:
+                        check_config_pair(store, key, known_config[key](val))
+                    except InvalidInput as exc:
+                        raise RecordError(str(exc), line=number, record=record_no, field="value") from None
                     store.config_set(key, val)
                     report.config_applied += 1
             elif kind == "end":
@@ -404,8 +422,9 @@ def _usable_vectors(store: Store, embedding: dict | None, problems: list[Notice]
         problems.append(Notice(1, f"the file's vectors are not used: vector search is unavailable ({reason})"))
         return None
     if embedding["model"] != embedder.model_id or embedding["dim"] != embedder.dim:
-        problems.append(Notice(1, f"the file's vectors come from model {embedding['model']}, this memsafe uses "
-                                  f"{embedder.model_id}: the memories will be embedded again"))
+        problems.append(Notice(1, f"the file's vectors come from model {embedding['model']} ({embedding['dim']} "
+                                  f"dims), this memsafe uses {embedder.model_id} ({embedder.dim} dims): the memories "
+                                  "will be embedded again"))
         return None
     store.ensure_vector_table(embedder.model_id, embedder.dim)
     return embedder.dim
@@ -414,10 +433,11 @@ def _usable_vectors(store: Store, embedding: dict | None, problems: list[Notice]
 def _apply_entity(store: Store, entity: dict, report: ImportReport) -> int:
     entity_id = store.entity_id_by_key(entity["key"])
     if entity_id is None:
-        entity_id = store.insert_entity(clean_text(entity["name"], "entity name"), entity["key"], entity["type"],
-                                        entity["created_at"])
+        entity_id = store.insert_entity(refuse_secret(clean_text(entity["name"], "entity name"), "entity name"),
+                                        refuse_secret(entity["key"], "entity key"),
+                                        refuse_secret(entity["type"], "entity type"), entity["created_at"])
         report.entities_added += 1
-    store.add_entity_aliases(entity_id, entity.get("aliases", []))
+    store.add_entity_aliases(entity_id, [refuse_secret(a, "entity alias") for a in entity.get("aliases", [])])
     return entity_id
 
 
@@ -431,6 +451,12 @@ def _apply_memory(store: Store, rec: dict, report: ImportReport, problems: list[
         content = _screen_secrets(clean_text(rec["content"]), redact)
         for version in rec["versions"]:  # history is stored text too: no credential gets in that way
             version["content"] = _screen_secrets(clean_text(version["content"]), redact)
+            for tag in version["tags"]:
+                refuse_secret(tag, "tag")
+            if version["project"] is not None:
+                refuse_secret(version["project"], "project name")
+        if rec["status_reason"] is not None:
+            refuse_secret(rec["status_reason"], "status reason")
         tags = clean_tags(rec["tags"])
         project = clean_project(rec["project"])
     except MemsafeError as exc:
@@ -485,10 +511,10 @@ def _put_file_vector(store: Store, memory_id: int, vector: bytes | None, dim: in
     if vector is not None and dim is not None and same_text:
         import numpy as np
 
-        values = np.frombuffer(vector, dtype="<f4").astype(np.float32)
-        norm = float(np.linalg.norm(values))
+        values = np.frombuffer(vector, dtype="<f4").astype(np.float64)  # float32 squares over/underflow
+        norm = float(np.linalg.norm(values))  # > 0 and finite: check_vector refused zeros and non-finite values
         if abs(norm - 1.0) > 1e-4:  # search assumes unit length; a vector already unit is kept bit for bit
-            vector = (values / norm).astype(np.float32).tobytes()
+            vector = (values / norm).astype("<f4").tobytes()
         store.put_vector(memory_id, vector)
         report.vectors_imported += 1
 
@@ -548,7 +574,8 @@ def _import_server_memory(store: Store, path: Path, report: ImportReport, proble
     ids: dict[str, int] = {}
     for key, entity in entities.items():
         try:
-            name = clean_text(entity.name, "entity name")
+            name = refuse_secret(clean_text(entity.name, "entity name"), "entity name")
+            refuse_secret(entity.type, "entity type")
         except MemsafeError as exc:
             problems.append(Notice(entity.line, str(exc), fatal=True))
             continue
@@ -577,7 +604,7 @@ def _import_server_memory(store: Store, path: Path, report: ImportReport, proble
                                    f"{json.dumps(missing)} is in neither the file nor the store; skipped", skip=True))
             continue
         try:
-            relation = clean_text(rel.relation, "relationType")
+            relation = refuse_secret(clean_text(rel.relation, "relationType"), "relation type")
         except MemsafeError as exc:
             problems.append(Notice(rel.line, str(exc), fatal=True))
             continue
