@@ -509,7 +509,13 @@ def _claim_stdio() -> tuple[int, int]:
     os.close(devnull)
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(AttributeError, ValueError):  # None, or not a TextIOWrapper
-            stream.reconfigure(errors="backslashreplace")
+            try:
+                stream.reconfigure(errors="backslashreplace")
+            except OSError:  # opened on a seekable file (`serve > out`), now a pipe or terminal
+                stream.flush()
+                setattr(sys, "stdout" if stream is sys.stdout else "stderr", io.TextIOWrapper(
+                    os.fdopen(stream.fileno(), "wb", closefd=False), encoding=stream.encoding,
+                    errors="backslashreplace", line_buffering=True))
     return wire_in, wire_out
 
 
@@ -534,10 +540,14 @@ def fix_surrogate_escapes(line: str) -> str:
     if not _SURROGATE_ESCAPE.search(line):
         return line
     try:
-        message = json.loads(line)
-    except ValueError:
+        return json.dumps(_scrub(json.loads(line)), ensure_ascii=False, separators=(",", ":")) + "\n"
+    except (ValueError, RecursionError):  # not JSON, or nested too deep: `invalid_message_error` answers it
         return line
-    return json.dumps(_scrub(message), ensure_ascii=False, separators=(",", ":")) + "\n"
+
+
+def _parse_int(digits: str) -> int | None:
+    """json's int parser without Python's int-digit limit error: a huge number is no usable id."""
+    return int(digits) if len(digits) <= 100 else None
 
 
 def invalid_message_error(line: str):
@@ -548,15 +558,20 @@ def invalid_message_error(line: str):
     import mcp_types as types
 
     try:
-        types.jsonrpc_message_adapter.validate_json(line, by_name=False)
-        return None
+        message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
     except Exception:  # pydantic's ValidationError, for bad JSON as for a bad message
-        pass
+        message = None
+    if message is not None and not isinstance(message, types.JSONRPCNotification):
+        return None
     try:
-        value = json.loads(line)
-    except ValueError:
+        value = json.loads(line, parse_int=_parse_int)
+    except (ValueError, RecursionError):  # RecursionError: nested deeper than Python's stack
         return types.JSONRPCError(jsonrpc="2.0", id=None,
                                   error=types.ErrorData(code=types.PARSE_ERROR, message="Parse error: not JSON"))
+    # A method with an `id` member is a request, never a notification: the SDK would take
+    # `"id": 1.5` (or null, true, []) as a notification and never answer it.
+    if message is not None and "id" not in value:
+        return None
     request_id = value.get("id") if isinstance(value, dict) else None
     if isinstance(request_id, bool) or not isinstance(request_id, (int, str)):
         request_id = None
