@@ -130,3 +130,36 @@ def test_graph_hop_never_takes_a_memory_that_names_the_query_entity(tmp_path):
     store.close()
     assert only_b in hops
     assert both not in hops
+
+
+# ---------------------------------------------------------------------------------------------
+# Recall: the query embedded on a worker thread
+
+
+FORK_SCRIPT = r"""
+import os, sys, signal
+from memsafe import api
+db = sys.argv[1]
+o = api.open_store(db)
+api.remember(o.store, "we squash commits before merging")
+assert api.recall(o.store, "how do we merge").hits
+o.store.close()
+pid = os.fork()
+if pid == 0:
+    signal.alarm(30)  # a hung child dies of SIGALRM instead of hanging the test
+    o = api.open_store(db)
+    r = api.recall(o.store, "how do we merge")
+    os._exit(0 if r.hits and r.mode == "hybrid" else 3)
+_, status = os.waitpid(pid, 0)
+print("child", status)
+"""
+
+
+def test_recall_in_a_forked_child_after_a_recall_in_the_parent(tmp_path, embedder):
+    """A program using memsafe.api that forks (multiprocessing's default on Linux) after a recall:
+    the child inherited the parent's embedding thread pool without its thread, so the child's
+    recall waited forever for a query vector."""
+    proc = subprocess.run([sys.executable, "-c", FORK_SCRIPT, str(tmp_path / "f.db")],
+                          capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == "child 0", proc.stdout  # 14: killed by SIGALRM (hung); 768: no hits
