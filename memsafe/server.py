@@ -579,12 +579,16 @@ def invalid_message_error(line: str):
         code=types.INVALID_REQUEST, message="Invalid Request: not a JSON-RPC 2.0 message of MCP"))
 
 
+MALFORMED_LOGGED = frozenset(10**i for i in range(19))  # which malformed lines `_lines` logs
+
+
 async def _lines(stream, replies: list, ready):
     """The client's lines for the SDK, surrogate escapes fixed; a line that is not a JSON-RPC
     message is answered with an error reply (through `replies[0]`, the SDK's write stream, once
     `ready` is set) instead of being passed on. Blank lines are skipped."""
     from mcp.shared.message import SessionMessage
 
+    malformed = 0
     async for line in stream:
         if not line.strip():
             continue
@@ -593,7 +597,12 @@ async def _lines(stream, replies: list, ready):
         if error is None:
             yield line
             continue
-        log.warning("answered a malformed JSON-RPC line with error %s", error.error.code)
+        malformed += 1
+        # Logged sparingly (1st, 10th, 100th, ...): one warning per line would fill a stderr pipe
+        # nobody drains and block the server for good (FIELD-CASES F03).
+        if malformed in MALFORMED_LOGGED:
+            log.warning("answered a malformed JSON-RPC line with error %s (%d such lines so far)",
+                        error.error.code, malformed)
         await ready.wait()
         await replies[0].send(SessionMessage(error))
 

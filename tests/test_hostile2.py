@@ -74,6 +74,20 @@ def test_serve_huge_integer_id_is_an_invalid_request_not_a_parse_error(srv):
     assert error["error"]["code"] == -32600 and error["id"] is None
 
 
+def test_serve_many_malformed_lines_with_an_undrained_stderr(srv):
+    """FIELD-CASES F03 again: each malformed line logged a warning to stderr; a client that never
+    reads stderr filled the pipe after ~1,000 of them and the server blocked forever."""
+    with RawClient(srv["db"], env=srv["env"], cwd=srv["cwd"], drain_stderr=False) as c:
+        c.initialize()
+        for i in range(3000):  # ~36 KB: fits the stdin pipe even if the server stops reading
+            c.write_raw(f"garbage {i}")
+        pong = c.request("ping", timeout=30)
+        errors = [line for line in c.lines if b'"code":-32700' in line]
+        c.proc.kill()
+    assert pong["result"] == {}
+    assert len(errors) == 3000
+
+
 def test_serve_with_stdout_to_a_file_and_stderr_to_a_pipe(tmp_path):
     """`memsafe serve < requests > replies.jsonl` from a shell: fd 1 was a seekable file when
     Python opened it, then pointed at the (unseekable) stderr; reconfiguring sys.stdout raised
