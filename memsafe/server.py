@@ -509,7 +509,13 @@ def _claim_stdio() -> tuple[int, int]:
     os.close(devnull)
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(AttributeError, ValueError):  # None, or not a TextIOWrapper
-            stream.reconfigure(errors="backslashreplace")
+            try:
+                stream.reconfigure(errors="backslashreplace")
+            except OSError:  # opened on a seekable file (`serve > out`), now a pipe or terminal
+                stream.flush()
+                setattr(sys, "stdout" if stream is sys.stdout else "stderr", io.TextIOWrapper(
+                    os.fdopen(stream.fileno(), "wb", closefd=False), encoding=stream.encoding,
+                    errors="backslashreplace", line_buffering=True))
     return wire_in, wire_out
 
 
@@ -534,10 +540,14 @@ def fix_surrogate_escapes(line: str) -> str:
     if not _SURROGATE_ESCAPE.search(line):
         return line
     try:
-        message = json.loads(line)
-    except ValueError:
+        return json.dumps(_scrub(json.loads(line)), ensure_ascii=False, separators=(",", ":")) + "\n"
+    except (ValueError, RecursionError):  # not JSON, or nested too deep: `invalid_message_error` answers it
         return line
-    return json.dumps(_scrub(message), ensure_ascii=False, separators=(",", ":")) + "\n"
+
+
+def _parse_int(digits: str) -> int | None:
+    """json's int parser without Python's int-digit limit error: a huge number is no usable id."""
+    return int(digits) if len(digits) <= 100 else None
 
 
 def invalid_message_error(line: str):
@@ -548,20 +558,28 @@ def invalid_message_error(line: str):
     import mcp_types as types
 
     try:
-        types.jsonrpc_message_adapter.validate_json(line, by_name=False)
-        return None
+        message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
     except Exception:  # pydantic's ValidationError, for bad JSON as for a bad message
-        pass
+        message = None
+    if message is not None and not isinstance(message, types.JSONRPCNotification):
+        return None
     try:
-        value = json.loads(line)
-    except ValueError:
+        value = json.loads(line, parse_int=_parse_int)
+    except (ValueError, RecursionError):  # RecursionError: nested deeper than Python's stack
         return types.JSONRPCError(jsonrpc="2.0", id=None,
                                   error=types.ErrorData(code=types.PARSE_ERROR, message="Parse error: not JSON"))
+    # A method with an `id` member is a request, never a notification: the SDK would take
+    # `"id": 1.5` (or null, true, []) as a notification and never answer it.
+    if message is not None and "id" not in value:
+        return None
     request_id = value.get("id") if isinstance(value, dict) else None
     if isinstance(request_id, bool) or not isinstance(request_id, (int, str)):
         request_id = None
     return types.JSONRPCError(jsonrpc="2.0", id=request_id, error=types.ErrorData(
         code=types.INVALID_REQUEST, message="Invalid Request: not a JSON-RPC 2.0 message of MCP"))
+
+
+MALFORMED_LOGGED = frozenset(10**i for i in range(19))  # which malformed lines `_lines` logs
 
 
 async def _lines(stream, replies: list, ready):
@@ -570,6 +588,7 @@ async def _lines(stream, replies: list, ready):
     `ready` is set) instead of being passed on. Blank lines are skipped."""
     from mcp.shared.message import SessionMessage
 
+    malformed = 0
     async for line in stream:
         if not line.strip():
             continue
@@ -578,7 +597,12 @@ async def _lines(stream, replies: list, ready):
         if error is None:
             yield line
             continue
-        log.warning("answered a malformed JSON-RPC line with error %s", error.error.code)
+        malformed += 1
+        # Logged sparingly (1st, 10th, 100th, ...): one warning per line would fill a stderr pipe
+        # nobody drains and block the server for good (FIELD-CASES F03).
+        if malformed in MALFORMED_LOGGED:
+            log.warning("answered a malformed JSON-RPC line with error %s (%d such lines so far)",
+                        error.error.code, malformed)
         await ready.wait()
         await replies[0].send(SessionMessage(error))
 

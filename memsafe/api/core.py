@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
 import re
 import threading
 import unicodedata
@@ -702,6 +703,16 @@ def _coverage(store: Store, text: str, hits: list[tuple[int, float]]) -> dict[in
 
 _embed_pool = None
 _embed_pool_lock = threading.Lock()
+
+
+def _forget_embed_pool() -> None:
+    """In a forked child: the parent's pool has no thread there, so work given to it never runs."""
+    global _embed_pool, _embed_pool_lock
+    _embed_pool, _embed_pool_lock = None, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_embed_pool)
 
 
 def _embed_query_async(store: Store, text: str) -> Future:

@@ -348,10 +348,15 @@ def one_hop(store: Store, entity_ids: Sequence[int], scope: Scope, per_entity: i
             if other not in given:
                 strength[other] = max(strength.get(other, 0.0), min(1.0, w))
     direct = {m for ids in store.entity_memories(list(given), scope, per_entity).values() for m in ids}
+    reached = store.entity_memories(list(strength), scope, per_entity)
+    # A memory naming a given entity is direct even when it is not among that entity's newest
+    # `per_entity` (the cap bounds the candidates, not which memories count as direct).
+    names_given = {m for m, entities in store.memory_entity_ids([m for ids in reached.values() for m in ids]).items()
+                   if given.intersection(entities)}
     hops: dict[int, float] = {}
-    for entity_id, memory_ids in store.entity_memories(list(strength), scope, per_entity).items():
+    for entity_id, memory_ids in reached.items():
         for memory_id in memory_ids:
-            if memory_id not in direct:
+            if memory_id not in direct and memory_id not in names_given:
                 hops[memory_id] = max(hops.get(memory_id, 0.0), strength[entity_id])
     return hops, direct
 
