@@ -3,9 +3,10 @@
 The scale benchmark's memories come from templates over a small vocabulary, so each query term
 matches 10-16% of them and BM25 must score ~25,000 memories per query at 100k. Real notes have a
 long-tailed vocabulary. This script takes the paragraphs of the docstrings of the Python packages
-installed beside memsafe and of the standard library (real developer prose, hundreds of authors), stores N of them (random unit
-vectors: the vector half costs the same whatever the text), and times in-process recall (warm
-model) for queries made of words from other paragraphs, as `scripts/recall_phases.py` does.
+installed beside memsafe and of the standard library (real developer prose, hundreds of authors),
+stores N of them (random unit vectors: the vector half costs the same whatever the text), and
+times in-process recall (warm model) for queries made of words from other paragraphs, as
+`scripts/recall_phases.py` does.
 
     python scripts/prose_scale.py /tmp/prose.db 100000      # builds the store once, then measures
 """
