@@ -68,6 +68,13 @@ class Ctx:
     db: str | None = None
 
 
+def _print_version(value: bool) -> None:
+    """Eager callback: `memsafe --version` works without a command."""
+    if value:
+        typer.echo(f"memsafe {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
 def _root(
     ctx: typer.Context,
@@ -75,7 +82,10 @@ def _root(
         str | None,
         typer.Option("--db", help="Database file (default: $MEMSAFE_DB, `config set db`, or the user data dir)."),
     ] = None,
-    version: Annotated[bool, typer.Option("--version", help="Print the version and exit.", is_eager=True)] = False,
+    version: Annotated[
+        bool,
+        typer.Option("--version", help="Print the version and exit.", is_eager=True, callback=_print_version),
+    ] = False,
 ) -> None:
     """memsafe remembers what matters across sessions, in one SQLite file on this machine.
 
@@ -85,9 +95,6 @@ def _root(
 
       memsafe recall "how do we merge?"
     """
-    if version:
-        typer.echo(f"memsafe {__version__}")
-        raise typer.Exit()
     ctx.obj = Ctx(db=db)
 
 
