@@ -64,6 +64,17 @@ _KEYWORD = (
 _ASSIGNMENT = re.compile(
     rf"(?i)(?:{_KEYWORD})[\"']?[ \t]*(?:=|:=|:|=>)[ \t]*[\"']?([^\s\"'`,;()\[\]{{}}<>]{{8,256}})"
 )
+# A secret written as prose: "the db password is Xk9#mP2q", "aws secret access key wJalr...".
+# Zero-width (lookahead) so a keyword inside a longer phrase still gets its own chance; the value
+# must look random (see `_looks_random`) and be longer without a linking verb.
+_PROSE_KEYWORD = (
+    r"password|passwd|passphrase|secret|token|api[ _-]?key|access[ _-]?key|auth[ _-]?key|"
+    r"private[ _-]?key|client[ _-]?secret|credentials?"
+)
+_PROSE = re.compile(
+    rf"(?i)(?=\b(?:{_PROSE_KEYWORD})[ \t]+(?:(is|was|are|were)[ \t]+)?([^\s\"'`,;()\[\]{{}}<>]{{8,256}}))"
+)
+_PROSE_MIN_BARE = 16  # without "is"/"was": an AWS secret key (40), not "token OAuth2Client"
 _BEARER = re.compile(r"(?i)\bbearer[ \t]+([A-Za-z0-9\-._~+/]{20,}=*)")
 _EXTRA_TOKENS = (
     ("github-token", re.compile(r"\bgithub_pat_[A-Za-z0-9_]{22,}")),
@@ -200,6 +211,11 @@ def _scan_line(line: str) -> list[tuple[str, int, int, str]]:
     assignments = [m for m in _ASSIGNMENT.finditer(line) if _looks_random(m.group(1))]
     if assignments and not heuristic.is_indirect_reference(line):  # the filter is the costly part
         out += [("secret-keyword", m.start(1), m.end(1), "memsafe:assignment") for m in assignments]
+    for m in _PROSE.finditer(line):
+        value = m.group(2).rstrip(".:!?")
+        if (m.group(1) or len(value) >= _PROSE_MIN_BARE) and _looks_random(value):
+            if not heuristic.is_indirect_reference(line):
+                out.append(("secret-keyword", m.start(2), m.start(2) + len(value), "memsafe:prose"))
     for m in _BEARER.finditer(line):
         if _looks_random(m.group(1)):
             out.append(("bearer-token", m.start(1), m.end(1), "memsafe:bearer"))
