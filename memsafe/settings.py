@@ -142,7 +142,8 @@ class ConfigKey:
                 value = self.type(raw)
         except (TypeError, ValueError, OverflowError):  # OverflowError: int(inf), float(10**400)
             shown = repr(raw) if len(repr(raw)) <= 40 else repr(raw)[:39] + "…"
-            raise InvalidInput(f"{self.name} must be a {self.type.__name__}, got {shown}") from None
+            noun = {int: "an integer", float: "a number", bool: "true or false"}.get(self.type, "text")
+            raise InvalidInput(f"{self.name} must be {noun}, got {shown}") from None
         if isinstance(value, float) and value != value:  # NaN
             raise InvalidInput(f"{self.name} must be a number, got NaN")
         if self.low is not None and value < self.low or self.high is not None and value > self.high:

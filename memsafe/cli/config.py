@@ -41,17 +41,27 @@ def config_list(ctx: typer.Context, json_: JsonOpt = False) -> None:
     out().print(table)
 
 
+def _emit_setting(key: str, value, json_: bool, text: str) -> None:
+    """`text` on stdout, or {"key": KEY, "value": VALUE} with --json."""
+    if json_:
+        _emit_json({"key": key, "value": str(value) if key == "db" else value})
+    else:
+        typer.echo(text)
+
+
 @config_app.command("get")
-def config_get(ctx: typer.Context, key: Annotated[str, typer.Argument(help="Setting name.")]) -> None:
+def config_get(
+    ctx: typer.Context, key: Annotated[str, typer.Argument(help="Setting name.")], json_: JsonOpt = False
+) -> None:
     """Print one setting's value."""
     if key == "db":
         with _errors():
             path, _ = settings.resolve_db_path(ctx.obj.db)
-        typer.echo(str(path))
+        _emit_setting(key, path, json_, str(path))
         return
     with _session(ctx) as opened:
         value = api.config_get(opened.store, key)
-    typer.echo(str(value))
+    _emit_setting(key, value, json_, str(value))
 
 
 @config_app.command("set")
@@ -59,28 +69,31 @@ def config_set(
     ctx: typer.Context,
     key: Annotated[str, typer.Argument(help="Setting name (see `config list`).")],
     value: Annotated[str, typer.Argument(help="New value.")],
+    json_: JsonOpt = False,
 ) -> None:
     """Change a setting. `config set db PATH` chooses the database file for later runs."""
     if key == "db":
         with _errors():
             path = api.set_db_path(value)
-        typer.echo(f"db = {path}")
+        _emit_setting(key, path, json_, f"db = {path}")
         return
     with _session(ctx) as opened:
         parsed = api.config_set(opened.store, key, value)
-    typer.echo(f"{key} = {parsed}")
+    _emit_setting(key, parsed, json_, f"{key} = {parsed}")
 
 
 @config_app.command("reset")
-def config_reset(ctx: typer.Context, key: Annotated[str, typer.Argument(help="Setting name.")]) -> None:
+def config_reset(
+    ctx: typer.Context, key: Annotated[str, typer.Argument(help="Setting name.")], json_: JsonOpt = False
+) -> None:
     """Return a setting to its default (`config reset db` forgets the saved database path)."""
     if key == "db":
         with _errors():
             path = api.reset_db_path()
-        typer.echo(f"db = {path} (default)")
+        _emit_setting(key, path, json_, f"db = {path} (default)")
         return
     with _session(ctx) as opened:
         value = api.config_reset(opened.store, key)
-    typer.echo(f"{key} = {value}")
+    _emit_setting(key, value, json_, f"{key} = {value}")
 
 
