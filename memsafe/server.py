@@ -37,7 +37,7 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from memsafe import __version__, api, embed, render, settings, tokens
 from memsafe.errors import MemsafeError
@@ -159,6 +159,17 @@ class ServerState:
 # Adapter helpers
 
 
+def _argument_errors(exc: ValidationError) -> str:
+    """Pydantic's argument errors as one line: `kind: Input should be 'fact', ... (got 'nope')`."""
+    parts = []
+    for error in exc.errors(include_url=False):
+        where = ".".join(str(p) for p in error.get("loc", ()) if p != "arguments") or "arguments"
+        got = error.get("input")
+        shown = "" if error.get("type") == "missing" else f" (got {_cap(repr(got), 60)})"
+        parts.append(f"{where}: {error.get('msg', 'invalid')}{shown}")
+    return "invalid arguments: " + "; ".join(parts)
+
+
 def _cap(text: str, limit: int = LOG_CAP) -> str:
     return text if len(text) <= limit else f"{text[:limit]}… [{len(text):,} chars]"
 
@@ -231,6 +242,18 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
     state = ServerState(db, project, cwd)
     tools: list[Tool] = []
 
+    class OneLineTool(Tool):
+        """A tool whose argument errors are one line naming the argument (not pydantic's dump with a URL)."""
+
+        async def run(self, arguments, context, convert_result=False):
+            try:
+                return await super().run(arguments, context, convert_result)
+            except ToolError as exc:
+                cause = exc.__cause__
+                if not isinstance(cause, ValidationError):
+                    raise
+                raise ToolError(_argument_errors(cause)) from None
+
     def tool(*, read_only: bool = False, destructive: bool = False, idempotent: bool = False):
         """Register `fn` as a tool (name = function name, description = docstring), unless it is an
         optional tool whose handler is missing from `memsafe.api`."""
@@ -252,7 +275,7 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
             if idempotent:
                 flags["idempotent_hint"] = True
             hints = ToolAnnotations(**flags)
-            entry = Tool.from_function(
+            entry = OneLineTool.from_function(
                 adapter, name=fn.__name__, description=inspect.cleandoc(fn.__doc__ or ""),
                 annotations=hints, structured_output=False,
             )
@@ -352,6 +375,8 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
     def configure(key: str | None = None, value: str | None = None) -> str:
         """List settings, or get/set one by key."""
         with state.store() as opened:
+            if key is None and value is not None:
+                raise ToolError("give the key to set, e.g. key='token_budget', value='3000'")
             if key is None:
                 items = api.config_list(opened.store)
                 lines = [f"{k} = {v['value']}" for k, v in items.items()]

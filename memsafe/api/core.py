@@ -378,7 +378,9 @@ def forget(store: Store, memory_id: int, *, reason: str | None = None) -> Memory
     with store.write():
         memory = get(store, memory_id)
         if memory.status == Status.FORGOTTEN.value:
-            raise InvalidInput(f"memory {memory_id} is already forgotten; `restore {memory_id}` brings it back")
+            raise InvalidInput(
+                f"memory {memory_id} is already forgotten; `restore {memory_id}` brings it back (MCP: restore_memory)"
+            )
         store.update_memory(
             memory_id,
             {"status": Status.FORGOTTEN.value, "status_reason": why, "status_changed_at": now, "updated_at": now},

@@ -182,8 +182,8 @@ def relate_many(store: Store, relations: Sequence[Mapping | Sequence], *, create
             listed = ", ".join(repr(n) for n in missing)
             raise NotFound(
                 f"unknown entit{'y' if len(missing) == 1 else 'ies'} {listed}; create "
-                f"{'it' if len(missing) == 1 else 'them'} first (graph add-entity) or pass --create. "
-                "Nothing was stored"
+                f"{'it' if len(missing) == 1 else 'them'} first (graph add-entity) or pass --create "
+                "(MCP/API: create=true). Nothing was stored"
             )
         for name in missing:
             _get_or_create(store, name, "entity", now)

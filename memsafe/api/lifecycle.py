@@ -221,7 +221,8 @@ def update(
         changes["project"] = clean_project(project)
     tag_list = clean_tags(tags) if tags is not None else None
     if text is None and not changes and tag_list is None:
-        raise InvalidInput("nothing to update; give --content, --tag, --kind, --importance or --project")
+        raise InvalidInput("nothing to update; give --content, --tag/--no-tags, --kind, --importance, --project "
+                           "or --global (MCP/API: content, tags, kind, importance)")
 
     embedder = _embedder(store) if text is not None else None
     vector = embedder.embed_one(text) if embedder is not None else None

@@ -308,7 +308,7 @@ def import_file(
             more = f" (and {len(fatal) - MAX_LISTED_PROBLEMS} more)" if len(fatal) > MAX_LISTED_PROBLEMS else ""
             raise InvalidInput(
                 f"nothing imported from {path.name}: {len(fatal)} invalid record(s): {listed}{more}. "
-                "Fix them, or pass --skip-invalid to import the rest"
+                "Fix them, or pass --skip-invalid (MCP/API: skip_invalid=true) to import the rest"
             ) from None
     except OSError as exc:
         raise InvalidInput(f"cannot read {path}: {exc.strerror or exc}") from None
