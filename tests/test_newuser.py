@@ -121,3 +121,24 @@ def test_mcp_errors_name_tool_arguments_not_cli_flags(tmp_path, embedder):
     assert "give the key" in results[5][1]
     assert "kind: Input should be 'fact'" in results[6][1] and "'nope'" in results[6][1]
     assert "id: Input should be a valid integer" in results[7][1]
+
+
+def test_import_dry_run_does_not_create_the_database(tmp_path, embedder):
+    # `import FILE --dry-run` against a new --db created the store file ("Warning: created a new
+    # empty store") although --dry-run promises to write nothing
+    source = tmp_path / "memory.json"
+    source.write_text(
+        '{"type":"entity","name":"Zoë Müller","entityType":"person","observations":["Owns the 支付 service ☕"]}\n'
+        '{"type":"entity","name":"支付","entityType":"service","observations":[]}\n'
+        '{"type":"relation","from":"Zoë Müller","to":"支付","relationType":"owns"}\n',
+        encoding="utf-8",
+    )
+    db = tmp_path / "new" / "memory.db"
+    r = run_memsafe("--db", str(db), "import", str(source), "--dry-run", "--json")
+    assert r.returncode == 0, r.stderr
+    report = json.loads(r.stdout)
+    assert report["dry_run"] and report["memories_added"] == 1 and report["relations_added"] == 1
+    assert not db.exists() and not db.parent.exists()
+    assert "Warning" not in r.stderr
+    r = run_memsafe("--db", str(db), "import", str(source))
+    assert r.returncode == 0, r.stderr and db.exists()

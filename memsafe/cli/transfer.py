@@ -13,8 +13,8 @@ from typing import Annotated
 import typer
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
 
-from memsafe import api
-from memsafe.cli._common import JsonOpt, _emit_json, _fail, _session, app, err, say
+from memsafe import api, settings
+from memsafe.cli._common import JsonOpt, _emit_json, _errors, _fail, _session, app, err, say
 
 PARTIAL_EXIT = 3  # import finished but skipped something
 
@@ -23,6 +23,27 @@ class ImportFormat(str, Enum):
     auto = "auto"
     memsafe = "memsafe"
     server_memory = "server-memory"
+
+
+@contextmanager
+def _dry_run_session(ctx: typer.Context) -> Iterator[api.Opened]:
+    """The store to check an import against without writing: the real one, or, when there is none
+    yet, a throwaway empty store (a dry run must not create the database file)."""
+    db = ctx.obj.db if ctx.obj else None
+    with _errors(db):
+        path, _ = settings.resolve_db_path(db)
+    if path.exists():
+        with _session(ctx) as opened:
+            yield opened
+        return
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="memsafe-dry-run-") as folder, _errors(path):
+        opened = api.open_store(str(Path(folder) / "memory.db"))
+        try:
+            yield opened
+        finally:
+            opened.store.close()
 
 
 @contextmanager
@@ -116,7 +137,7 @@ def import_(
 
       memsafe import ~/.mcp/memory.json --format server-memory --skip-invalid
     """
-    with _session(ctx) as opened:
+    with (_dry_run_session(ctx) if dry_run else _session(ctx)) as opened:
         with _progress("importing") as progress:
             report = api.import_file(
                 opened.store, file, fmt=format_.value, dry_run=dry_run, skip_invalid=skip_invalid,
