@@ -142,3 +142,17 @@ def test_import_dry_run_does_not_create_the_database(tmp_path, embedder):
     assert "Warning" not in r.stderr
     r = run_memsafe("--db", str(db), "import", str(source))
     assert r.returncode == 0, r.stderr and db.exists()
+
+
+def test_status_and_doctor_with_vectors_switched_off_say_to_unset_the_switch(tmp_path, embedder):
+    # MEMSAFE_NO_VEC=1 status advised `pip install --force-reinstall sqlite-vec` and printed
+    # "model not loaded: not loaded: vector search unavailable"
+    db = tmp_path / "m.db"
+    env = {"MEMSAFE_NO_VEC": "1"}
+    r = run_memsafe("--db", str(db), "status", env=env)
+    assert r.returncode == 1
+    assert "unset MEMSAFE_NO_VEC" in r.stdout and "pip install" not in r.stdout
+    assert "not loaded: not loaded" not in r.stdout
+    r = run_memsafe("--db", str(db), "doctor", "--no-model", "--json", env=env)
+    checks = {c["name"]: c for c in json.loads(r.stdout)["checks"]}
+    assert checks["sqlite-vec"]["fix"].startswith("unset MEMSAFE_NO_VEC")

@@ -742,6 +742,13 @@ def _scope_list(scope: Scope) -> list[str | None] | None:
 # Status and config
 
 
+def vector_fix() -> str:
+    """What to do when sqlite-vec is not loaded: unset the switch the user set, else reinstall."""
+    if os.environ.get("MEMSAFE_NO_VEC"):
+        return "unset MEMSAFE_NO_VEC"
+    return "`pip install --force-reinstall sqlite-vec` (apsw loads it on every platform)"
+
+
 def status(opened: Opened, *, project: str | None, project_rule: str, load_model: bool = True) -> StatusReport:
     """Paths, sizes, schema version, counts, pending embeddings, model and vector-search state."""
     store = opened.store
@@ -754,14 +761,11 @@ def status(opened: Opened, *, project: str | None, project_rule: str, load_model
         else:
             model = {"loaded": False, "error": embed.load_error()}
     elif not store.vector_available:
-        model = {"loaded": False, "error": "not loaded: vector search unavailable"}
+        model = {"loaded": False, "error": "vector search unavailable"}
     vector = {
         "available": store.vector_available,
         "sqlite_vec": store.vec_version(),
-        "error": None
-        if store.vector_available
-        else f"{store.vector_error}; fix: `pip install --force-reinstall sqlite-vec` "
-        "(apsw loads it on every platform)",
+        "error": None if store.vector_available else f"{store.vector_error}; fix: {vector_fix()}",
         "vectors": store.vector_count(),
         "stored_model": store.config_get("_embedding_model"),
     }

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from memsafe import __version__, embed, hooks, migrations, settings, tokens
-from memsafe.api.core import Opened
+from memsafe.api.core import Opened, vector_fix
 from memsafe.errors import MemsafeError
 from memsafe.store import file_sizes
 
@@ -102,7 +102,7 @@ def doctor(opened: Opened, *, repo: str | Path | None = None, load_model: bool =
         checks.append(Check("sqlite-vec", "ok", store.vec_version() or "loaded"))
     else:
         checks.append(Check("sqlite-vec", "error", store.vector_error or "unavailable",
-                            "pip install --force-reinstall sqlite-vec (recall falls back to keywords meanwhile)"))
+                            f"{vector_fix()} (recall falls back to keywords meanwhile)"))
 
     model_paths: dict[str, str] = {}
     try:

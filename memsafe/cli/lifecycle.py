@@ -74,8 +74,10 @@ def update(
 
 @app.command()
 def history(ctx: typer.Context, memory_id: IdArg, json_: JsonOpt = False) -> None:
-    """List every version of a memory: when it held, what ended it (update, decay, restore,
-    merge), its level and status. The last row is the current state."""
+    """List every version of a memory, oldest first; the last row is the current state.
+
+    Each row: when it held, what ended it (update, decay, restore, merge), its level and status.
+    """
     with _session(ctx) as opened:
         report = api.history(opened.store, memory_id)
     if json_:
