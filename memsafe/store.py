@@ -173,23 +173,27 @@ class Store:
         return conn
 
     def _migrate(self) -> None:
-        version = self.schema_version()
+        """Bring the file to `migrations.latest()` in ONE write transaction: concurrent first
+        openers never see (or back up) a half-migrated file. An existing file is copied to a
+        backup first, under the same lock, so no other process migrates it meanwhile."""
         target = migrations.latest()
-        if version == target:
+        if self.schema_version() == target:
             return
-        if version != 0:
-            self._backup(version)
+        version = None
         try:
-            for number, (name, fn) in enumerate(migrations.MIGRATIONS, start=1):
-                with self.write():
-                    current = self.schema_version()  # another process may have migrated meanwhile
-                    if current >= number:
-                        continue
-                    if current == 0 and self.conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
-                        # checked under the write lock: a concurrent first opener may have just created it
-                        raise StoreUnavailable(f"{self.path} is a SQLite file but not a memsafe database")
-                    fn(self.conn)
-                    self.conn.execute(f"PRAGMA user_version = {number}")
+            with self.write():
+                version = self.schema_version()  # another process may have migrated meanwhile
+                if version >= target:
+                    return
+                if version == 0 and self.conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
+                    # checked under the write lock: a concurrent first opener may have just created it
+                    raise StoreUnavailable(f"{self.path} is a SQLite file but not a memsafe database")
+                if version != 0:
+                    self._backup(version)
+                for number, (_name, fn) in enumerate(migrations.MIGRATIONS, start=1):
+                    if number > version:
+                        fn(self.conn)
+                        self.conn.execute(f"PRAGMA user_version = {number}")
         except apsw.Error as exc:
             hint = " (the file or its folder is read-only)" if isinstance(exc, apsw.ReadOnlyError) else ""
             raise StoreUnavailable(
@@ -205,12 +209,19 @@ class Store:
             n += 1
             dest = self.path.with_name(f"{self.path.name}.bak-v{version}.{n}")
         try:
+            # Read through a second connection: this one holds the write lock of the migration
+            # (SQLite cannot back up from a connection inside a write transaction); readers still
+            # see the last committed state, which is what is being replaced.
+            source = apsw.Connection(str(self.path), flags=apsw.SQLITE_OPEN_READONLY)
             target = apsw.Connection(str(dest))
-            with target.backup("main", self.conn, "main") as b:
-                while not b.done:
-                    b.step(1000)
-            target.execute("PRAGMA journal_mode = DELETE")  # the backup is one self-contained file
-            target.close()
+            try:
+                with target.backup("main", source, "main") as b:
+                    while not b.done:
+                        b.step(1000)
+                target.execute("PRAGMA journal_mode = DELETE")  # the backup is one self-contained file
+            finally:
+                target.close()
+                source.close()
             os.chmod(dest, 0o600)
         except (apsw.Error, OSError) as exc:
             raise StoreUnavailable(f"cannot write a backup of {self.path} before migrating: {exc}") from None

@@ -64,3 +64,5 @@ def test_simultaneous_first_open_of_a_new_file(tmp_path):
     assert opened.store.counts()["total"] == 6
     assert opened.store.consistency_problems() == []
     opened.store.close()
+    # the schema is created in one transaction: no opener saw a half-made file and "backed it up"
+    assert not list(db.parent.glob("memory.db.bak-v*"))
