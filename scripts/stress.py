@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -87,11 +88,13 @@ def role_serve_writer(db: str, name: str, count: int) -> int:
             await session.initialize()
             for i in range(count):
                 result = await session.call_tool("remember", {"content": content_for(name, i)})
-                if result.isError:
+                text = " ".join(getattr(c, "text", "") for c in result.content)
+                found = re.search(r"Remembered #(\d+)", text)
+                if result.is_error or not found:
                     failures += 1
-                    print(str(result.content)[:300], file=sys.stderr, flush=True)
+                    print(text[:300], file=sys.stderr, flush=True)
                 else:
-                    print("ok", flush=True)
+                    print(found.group(1), flush=True)  # acknowledged: the tool call returned its id
         return 1 if failures else 0
 
     return anyio.run(main)

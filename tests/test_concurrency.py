@@ -1,5 +1,6 @@
 """Concurrency with real processes (FIELD-CASES F09): several writer processes — api loops with
-and without embeddings, and one CLI process per memory — remember at once while recalls run; the
+and without embeddings, one CLI process per memory, and an MCP client of `memsafe serve` —
+remember at once while recalls run; the
 count is exact, every acknowledged id is there, nobody sees "database is locked", and the file,
 its FTS index and its vectors are consistent. The full 8 x 250 run is `scripts/stress.py`."""
 
@@ -19,13 +20,14 @@ STRESS = Path(__file__).resolve().parents[1] / "scripts" / "stress.py"
 def test_concurrent_writers_lose_nothing(tmp_path):
     db = tmp_path / "shared" / "stress.db"  # does not exist yet: every process races to create it
     r = subprocess.run(
-        [sys.executable, str(STRESS), "run", "--db", str(db), "--writers", "4", "--count", "50",
-         "--cli-writers", "2", "--cli-count", "5", "--recallers", "1", "--json"],
+        [sys.executable, str(STRESS), "run", "--db", str(db), "--writers", "3", "--count", "50",
+         "--cli-writers", "2", "--cli-count", "5", "--serve-writers", "1", "--recallers", "1", "--json"],
         capture_output=True, text=True, timeout=600,
     )
     summary = json.loads(r.stdout)
     assert summary["errors"] == [] and summary["locked_errors"] == 0
-    assert summary["memories"] == summary["expected"] == 4 * 50 + 2 * 5
+    assert summary["memories"] == summary["expected"] == 3 * 50 + 2 * 5 + 1 * 50
+    assert summary["serve_writers"] == 1  # one writer is a `memsafe serve` process over MCP stdio
     assert summary["acknowledged"] == summary["expected"] and summary["acknowledged_missing"] == []
     assert summary["problems"] == []
     assert summary["recalls"] > 0
