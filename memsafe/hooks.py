@@ -39,6 +39,8 @@ class HookStatus:
         foreign: a post-commit hook that is not memsafe's is in place.
         hooks_path: the `core.hooksPath` setting, if any.
         python: the interpreter the installed hook calls; `python_ok` says whether it still exists.
+        db: the database path written into the installed hook (`--db` or MEMSAFE_DB at install
+            time); None: the default store, resolved each time the hook runs.
     """
 
     repo: str
@@ -51,6 +53,7 @@ class HookStatus:
     log_file: str
     python: str | None = None
     python_ok: bool = True
+    db: str | None = None
     actions: list[str] = field(default_factory=list)
 
 
@@ -138,6 +141,18 @@ def _baked_python(text: str) -> str | None:
     return None
 
 
+def _baked_db(text: str) -> str | None:
+    """The `--db PATH` the hook passes to memsafe, if any."""
+    for line in text.splitlines():
+        if " -m memsafe" in line:
+            try:
+                words = shlex.split(line.split(" -m memsafe", 1)[1].split(" hook run", 1)[0])
+            except ValueError:
+                return None
+            return words[words.index("--db") + 1] if "--db" in words[:-1] else None
+    return None
+
+
 def status(path: str | Path | None = None) -> HookStatus:
     """The hook state of the repository containing `path`. Raises InvalidInput outside a repository."""
     root = repo_root(path)
@@ -153,7 +168,7 @@ def status(path: str | Path | None = None) -> HookStatus:
         foreign=(text is not None or hook.is_symlink()) and not ours,
         chained=str(chained) if ours and (chained.exists() or chained.is_symlink()) else None,
         hooks_path=configured, log_file=str(log_file()), python=python,
-        python_ok=python is None or Path(python).exists(),
+        python_ok=python is None or Path(python).exists(), db=_baked_db(text) if ours else None,
     )
 
 

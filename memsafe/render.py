@@ -16,6 +16,15 @@ from memsafe.models import Hit, Memory, RecallResult, StatusReport
 _UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 
+_PLURALS = {"memory": "memories", "entity": "entities", "config": "config keys", "relation": "relations",
+            "version": "versions", "vector": "vectors"}
+
+
+def count_of(n: int, noun: str) -> str:
+    """`1 memory`, `2 memories`: a count with its noun in the right number (English)."""
+    return f"{n:,} {noun if n == 1 else _PLURALS.get(noun, noun + 's')}"
+
+
 def printable(text: str) -> str:
     """Text safe to show on a terminal: control characters (ESC sequences, C1 codes) and bidi
     overrides become visible escapes such as `\\x1b`; newlines and tabs stay."""

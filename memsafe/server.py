@@ -455,7 +455,7 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
         with state.store() as opened:
             key = None if all_projects else state.project(opened)[0]
             report = api.export_to_path(opened.store, target, project=key, overwrite=False)
-        counts = ", ".join(f"{n} {what}" for what, n in report.counts.items())
+        counts = ", ".join(render.count_of(n, what) for what, n in report.counts.items())
         return f"Exported to {report.path}: {counts}"
 
     @tool()
@@ -617,7 +617,7 @@ async def _lines(stream, replies: list, ready):
     async for line in stream:
         if not line.strip():
             continue
-        line = fix_surrogate_escapes(line)
+        line = fix_surrogate_escapes(line.lstrip("\ufeff"))  # a byte-order mark some writers put first
         error = invalid_message_error(line)
         if error is None:
             yield line

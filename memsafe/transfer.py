@@ -146,14 +146,16 @@ def detect_format(path: Path) -> str:
             try:
                 value = json.loads(text)
             except (ValueError, RecursionError):
-                raise RecordError("is not valid JSON, so the format cannot be detected; pass --format",
+                raise RecordError("is not valid JSON, so the format cannot be detected; name it (CLI: --format)",
                                   line=number) from None
             if isinstance(value, dict) and value.get("format") == FORMAT_NAME:
                 return "memsafe"
             if isinstance(value, dict) and value.get("type") in ("entity", "relation"):
                 return "server-memory"
-            raise RecordError("is neither a memsafe header nor a server-memory entity or relation; pass --format",
-                              line=number)
+            raise RecordError(
+                "is neither a memsafe header nor a server-memory entity or relation; name the format (CLI: --format)",
+                line=number,
+            )
     raise RecordError("the file is empty")
 
 

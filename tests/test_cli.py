@@ -85,6 +85,17 @@ def test_purge_without_terminal_needs_yes(cli):
     assert json.loads(cli("get", "1", "--json").stdout)["status"] == "active"
     r = cli("purge", "1", "--yes", "--json")
     assert r.exit_code == 0 and json.loads(r.stdout)["purged_ids"] == [1]
+    again = json.loads(cli("remember", "another one to destroy", "--json").stdout)["id"]
+    r = cli("purge", str(again), "--yes")
+    assert "Purged 1 memory (0 versions of history removed)" in r.stderr + r.stdout
+
+
+def test_counts_read_in_the_right_number():
+    from memsafe import render
+
+    assert [render.count_of(n, "memory") for n in (0, 1, 2, 1500)] == [
+        "0 memories", "1 memory", "2 memories", "1,500 memories"]
+    assert render.count_of(1, "config") == "1 config" and render.count_of(3, "config") == "3 config keys"
 
 
 def test_forget_restore_through_cli(cli):

@@ -180,3 +180,25 @@ def test_a_failed_install_leaves_the_users_hook_in_place(repo):
         hooks.install(repo)
     assert hook.read_text() == "#!/bin/sh\necho mine\n"
     assert not (repo / ".git" / "hooks" / "post-commit.pre-memsafe").exists()
+
+
+def test_hook_status_names_the_database_and_memsafe_db_is_written_in(repo, tmp_path, monkeypatch):
+    """A store chosen with MEMSAFE_DB at install time is written into the hook (a git GUI commits
+    without the shell's environment), and `hook status` says which database the hook writes to."""
+    from typer.testing import CliRunner
+
+    from memsafe.cli import app
+
+    chosen = tmp_path / "chosen" / "notes.db"
+    monkeypatch.setenv("MEMSAFE_DB", str(chosen))
+    runner = CliRunner()
+    assert runner.invoke(app, ["hook", "install", "--repo", str(repo)]).exit_code == 0
+    monkeypatch.delenv("MEMSAFE_DB")
+    shown = runner.invoke(app, ["hook", "status", "--repo", str(repo)])
+    assert f"database       {chosen}" in shown.stdout
+    assert json.loads(runner.invoke(app, ["hook", "status", "--repo", str(repo), "--json"]).stdout)["db"] == str(chosen)
+    commit(repo, b"decided: the queue retries three times")
+    assert "queue retries" in wait_for_memories(chosen, 1)[0].content
+    runner.invoke(app, ["hook", "uninstall", "--repo", str(repo)])
+    assert runner.invoke(app, ["hook", "install", "--repo", str(repo)]).exit_code == 0
+    assert "the default store" in runner.invoke(app, ["hook", "status", "--repo", str(repo)]).stdout

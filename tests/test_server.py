@@ -219,12 +219,15 @@ def test_malformed_lines_get_jsonrpc_error_replies_and_the_server_stays_up(paths
         empty_batch = next_error(c)
         c.write_raw('{"jsonrpc":"2.0","id":77,"method":"tools/call","params":"remember this"}')
         bad_params = c.receive(77, timeout=30)
+        c.write_raw('\ufeff{"jsonrpc":"2.0","id":78,"method":"ping"}')  # a byte-order mark first
+        bom_ping = c.receive(78, timeout=30)
         c.write_raw("")
         pong = c.request("ping")
         code = c.close()
     assert parse["error"]["code"] == -32700 and parse["id"] is None
     assert empty_batch["error"]["code"] == -32600 and empty_batch["id"] is None
     assert bad_params["error"]["code"] == -32600
+    assert bom_ping["result"] == {}
     assert pong["result"] == {} and code == 0
 
 

@@ -135,6 +135,6 @@ def list_(ctx: typer.Context, json_: JsonOpt = False) -> None:
     console = out()
     if listing.entities:
         console.print(render.entities_table(listing.entities))
-    console.print(f"{len(listing.relations)} relations", markup=False)
+    console.print(render.count_of(len(listing.relations), "relation"), markup=False)
     for line in render.relations_lines(listing.relations):
         console.print("  " + line, markup=False, highlight=False)

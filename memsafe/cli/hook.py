@@ -3,6 +3,7 @@ post-commit hook calls)."""
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Annotated
 
@@ -37,6 +38,8 @@ def _show(status: api.HookStatus, json_: bool) -> None:
         rows.append(("runs first", status.chained))
     if status.python:
         rows.append(("python", status.python + ("" if status.python_ok else "  (missing: run `hook install` again)")))
+    if status.installed:
+        rows.append(("database", status.db or "the default store, resolved when the hook runs (see `memsafe status`)"))
     rows.append(("log", status.log_file))
     for key, value in rows:
         console.print(f"{key:<15}{value}", markup=False, highlight=False)
@@ -61,6 +64,8 @@ def install(
 
     Honours core.hooksPath and worktrees; an existing hook is kept and still runs first.
     The hook returns at once (memsafe works in the background) and never fails a commit.
+    A database given with --db or MEMSAFE_DB is written into the hook (git tools that commit
+    without your shell's environment still reach it); otherwise the default store is used.
 
     Examples:
 
@@ -71,7 +76,7 @@ def install(
     if uninstall_:
         _show(_call(api.hook_uninstall, repo), json_)
         return
-    db = ctx.obj.db if ctx.obj else None
+    db = (ctx.obj.db if ctx.obj else None) or os.environ.get("MEMSAFE_DB") or None
     _show(_call(api.hook_install, repo, db=db), json_)
 
 

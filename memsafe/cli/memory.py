@@ -201,7 +201,8 @@ def purge(
         _emit_json(report)
     else:
         out().print(
-            f"Purged {len(report.purged_ids)} memories ({report.versions_removed} history versions removed)"
+            f"Purged {render.count_of(len(report.purged_ids), 'memory')} "
+            f"({render.count_of(report.versions_removed, 'version')} of history removed)"
         )
 
 

@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
 
-from memsafe import api, settings
+from memsafe import api, render, settings
 from memsafe.cli._common import JsonOpt, _emit_json, _errors, _fail, _session, app, err, say
 
 PARTIAL_EXIT = 3  # import finished but skipped something
@@ -101,8 +101,9 @@ def export(
             with _progress("exporting") as progress:
                 report = api.export_to_path(opened.store, Path(output), progress=progress, **options)
     c = report.counts
-    err.print(f"Exported {c['memory']} memories, {c['entity']} entities, {c['relation']} relations, "
-              f"{c['config']} config keys" + (f" with {report.vectors} vectors" if vectors else "")
+    err.print(f"Exported {render.count_of(c['memory'], 'memory')}, {render.count_of(c['entity'], 'entity')}, "
+              f"{render.count_of(c['relation'], 'relation')}, {render.count_of(c['config'], 'config')}"
+              + (f" with {render.count_of(report.vectors, 'vector')}" if vectors else "")
               + (f" to {report.path}" if report.path else ""))
 
 
