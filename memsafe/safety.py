@@ -4,11 +4,12 @@ Detection is done by Yelp's `detect-secrets` library (its regex plugins for clou
 key blocks, GitHub/GitLab/Slack/Stripe/OpenAI/... tokens, JWTs, credentials in URLs, and its
 quoted `keyword = "value"` detector, with its false-positive filters), run in process on the
 text line by line (no files). Its high-entropy-string plugins are NOT used: in developer prose
-they flag commit hashes, digests and ordinary words. Instead, three narrow rules here cover what
+they flag commit hashes, digests and ordinary words. Instead, four narrow rules here cover what
 the library misses in free text, each gated by the library's own filters and a Shannon-entropy
 check:
 
 - unquoted secret assignments (`DB_PASSWORD=S3cr3t...`, `api_key: a8f5f1...`),
+- secrets written as prose (`the db password is Xk9#mP2q...`, `aws secret access key wJalr...`),
 - bearer tokens (`Authorization: Bearer <token>`),
 - a few newer token formats (GitHub fine-grained `github_pat_...`, Google `AIza...`,
   Anthropic `sk-ant-...`).
