@@ -22,7 +22,6 @@ import binascii
 import json
 import math
 import re
-import struct
 import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -332,8 +331,10 @@ def check_vector(value: object, c: _Checker) -> bytes:
         raise c.fail("vector", f"is not valid base64 ({VECTOR_ENCODING})") from None
     if not raw or len(raw) % 4 or len(raw) > 4 * MAX_VECTOR_DIM:
         raise c.fail("vector", f"holds {len(raw)} bytes, not a whole number of float32 values")
-    values = struct.unpack(f"<{len(raw) // 4}f", raw)
-    if not all(math.isfinite(v) for v in values) or not any(values):
+    import numpy as np
+
+    values = np.frombuffer(raw, dtype="<f4")
+    if not np.isfinite(values).all() or not values.any():
         raise c.fail("vector", "holds a value that is not finite, or only zeros")
     return raw
 

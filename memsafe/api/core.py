@@ -3,6 +3,7 @@ restore, purge, recall, status and config."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import os
@@ -170,11 +171,18 @@ def clean_project(project: str | None) -> str | None:
 def refuse_secret(text: str, what: str) -> str:
     """`text` (a tag, project, entity or relation name: stored and shown as it is, so it cannot be
     redacted) unless it looks like a credential. Raises SecretDetected."""
-    findings = safety.scan(text)
-    if findings:
-        raise SecretDetected(f"refused: the {what} looks like a credential ({safety.describe(findings)}); "
-                             "memsafe does not store secrets")
+    problem = _name_findings(text)
+    if problem:
+        raise SecretDetected(f"refused: the {what} looks like a credential ({problem}); memsafe does not store secrets")
     return text
+
+
+@functools.lru_cache(maxsize=4096)
+def _name_findings(text: str) -> str:
+    """`safety.describe` of the credentials in a name ('' if none). Names repeat (tags, projects,
+    entity keys in every record of an import), so the scan result is kept per process."""
+    findings = safety.scan(text)
+    return safety.describe(findings) if findings else ""
 
 
 def _screen_secrets(text: str, redact: bool) -> str:
