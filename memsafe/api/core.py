@@ -548,7 +548,7 @@ def recall(
     # The query is embedded on a worker thread (loading the model first in a fresh process) while
     # this thread runs the BM25 search: ONNX Runtime and SQLite both release the GIL.
     query_vector = _embed_query_async(store, text) if mode in ("hybrid", "vector") else None
-    tokens.count("")  # loads the tokenizer (a fresh CLI process) while the model loads on the worker
+    tokens.warm()  # a fresh CLI process loads the tokenizer while the model loads on the worker
     lexical_hits: list[tuple[int, float]] = []
     if mode in ("hybrid", "lexical"):
         lexical_hits = _lexical(store, text, scope, depth)
