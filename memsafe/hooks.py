@@ -131,26 +131,19 @@ exit $status
 """
 
 
-def _baked_python(text: str) -> str | None:
+def _baked_call(text: str) -> tuple[str | None, str | None]:
+    """(python, db) of the `python -m memsafe [--db PATH] hook run` line of an installed hook;
+    None for what it does not name or cannot be read."""
     for line in text.splitlines():
         if " -m memsafe" in line:
+            head, tail = line.split(" -m memsafe", 1)
             try:
-                return shlex.split(line.split(" -m memsafe")[0])[-1]
+                python = shlex.split(head)[-1]
+                words = shlex.split(tail.split(" hook run", 1)[0])
             except (ValueError, IndexError):
-                return None
-    return None
-
-
-def _baked_db(text: str) -> str | None:
-    """The `--db PATH` the hook passes to memsafe, if any."""
-    for line in text.splitlines():
-        if " -m memsafe" in line:
-            try:
-                words = shlex.split(line.split(" -m memsafe", 1)[1].split(" hook run", 1)[0])
-            except ValueError:
-                return None
-            return words[words.index("--db") + 1] if "--db" in words[:-1] else None
-    return None
+                return None, None
+            return python, words[words.index("--db") + 1] if "--db" in words[:-1] else None
+    return None, None
 
 
 def status(path: str | Path | None = None) -> HookStatus:
@@ -162,13 +155,13 @@ def status(path: str | Path | None = None) -> HookStatus:
     text = _read(hook)
     ours = text is not None and MARKER in text
     configured = _text(_git(root, "config", "--get", "core.hooksPath", check=False)).strip() or None
-    python = _baked_python(text) if ours else None
+    python, db = _baked_call(text) if ours else (None, None)
     return HookStatus(
         repo=str(root), hooks_dir=str(folder), hook_file=str(hook), installed=ours,
         foreign=(text is not None or hook.is_symlink()) and not ours,
         chained=str(chained) if ours and (chained.exists() or chained.is_symlink()) else None,
         hooks_path=configured, log_file=str(log_file()), python=python,
-        python_ok=python is None or Path(python).exists(), db=_baked_db(text) if ours else None,
+        python_ok=python is None or Path(python).exists(), db=db,
     )
 
 

@@ -549,40 +549,14 @@ def recall(
     # this thread runs the BM25 search: ONNX Runtime and SQLite both release the GIL.
     query_vector = _embed_query_async(store, text) if mode in ("hybrid", "vector") else None
     tokens.warm()  # a fresh CLI process loads the tokenizer while the model loads on the worker
-    lexical_hits: list[tuple[int, float]] = []
-    if mode in ("hybrid", "lexical"):
-        lexical_hits = _lexical(store, text, scope, depth)
-    coverage = _coverage(store, text, lexical_hits) if lexical_hits else {}
-
-    vector_hits: list[tuple[int, float]] = []
-    used_mode = mode
+    lexical_hits = _lexical(store, text, scope, depth) if mode in ("hybrid", "lexical") else []
+    coverage = _coverage(store, text, lexical_hits) if lexical_hits else {}  # still beside the embedding
+    vector_hits, used_mode = [], mode
     if query_vector is not None:
-        try:
-            embedder, qvec = query_vector.result()
-        except embed.ModelUnavailable as exc:
-            embedder, qvec = None, None
-            notes.append(f"vector search failed ({exc}); lexical results only")
-            used_mode = "lexical"
-        else:
-            if embedder is None:
-                reason = store.vector_error or embed.load_error() or "model unavailable"
-                notes.append(f"vector search unavailable ({reason}); lexical results only")
-                used_mode = "lexical"
-        if embedder is not None:
-            try:
-                if store.pending_count() or not store.vectors_ready(embedder.model_id):
-                    backfill(store)  # also rebuilds vectors made by another model
-                if store.vectors_ready(embedder.model_id):
-                    vector_hits = [(i, 1.0 - d) for i, d in store.vector_search(_vector_bytes(qvec), scope, depth)]
-            except embed.ModelUnavailable as exc:
-                notes.append(f"vector search failed ({exc}); lexical results only")
-                used_mode = "lexical"
-            pending = store.pending_count()
-            if pending:
-                notes.append(f"{pending} memories still wait for embedding; found lexically only")
-        if mode == "vector" and used_mode == "lexical":
-            lexical_hits = _lexical(store, text, scope, depth)
-            coverage = _coverage(store, text, lexical_hits) if lexical_hits else {}
+        vector_hits, used_mode = _vector(store, query_vector, mode, scope, depth, notes)
+    if mode == "vector" and used_mode == "lexical":  # vectors unavailable: fall back to BM25
+        lexical_hits = _lexical(store, text, scope, depth)
+        coverage = _coverage(store, text, lexical_hits) if lexical_hits else {}
     lexical = [i for i, _ in lexical_hits]
     vector = [i for i, _ in vector_hits]
 
@@ -702,6 +676,34 @@ def recall(
 def _lexical(store: Store, text: str, scope: Scope, depth: int) -> list[tuple[int, float]]:
     match = retrieve.fts_query(text)
     return store.fts_search(match, scope, depth) if match is not None else []
+
+
+def _vector(store: Store, query_vector: Future, mode: str, scope: Scope, depth: int, notes: list[str]
+            ) -> tuple[list[tuple[int, float]], str]:
+    """([(id, cosine similarity)] best first, mode used) from the query's embedding job: `mode`, or
+    'lexical' with a note when vectors are unavailable or the model fails. Fills pending vectors first."""
+    try:
+        embedder, qvec = query_vector.result()
+    except embed.ModelUnavailable as exc:
+        notes.append(f"vector search failed ({exc}); lexical results only")
+        return [], "lexical"
+    if embedder is None:
+        reason = store.vector_error or embed.load_error() or "model unavailable"
+        notes.append(f"vector search unavailable ({reason}); lexical results only")
+        return [], "lexical"
+    hits: list[tuple[int, float]] = []
+    try:
+        if store.pending_count() or not store.vectors_ready(embedder.model_id):
+            backfill(store)  # also rebuilds vectors made by another model
+        if store.vectors_ready(embedder.model_id):
+            hits = [(i, 1.0 - d) for i, d in store.vector_search(_vector_bytes(qvec), scope, depth)]
+    except embed.ModelUnavailable as exc:
+        notes.append(f"vector search failed ({exc}); lexical results only")
+        mode = "lexical"
+    pending = store.pending_count()
+    if pending:
+        notes.append(f"{pending} memories still wait for embedding; found lexically only")
+    return hits, mode
 
 
 def _coverage(store: Store, text: str, hits: list[tuple[int, float]]) -> dict[int, float]:
