@@ -48,7 +48,9 @@ def main() -> None:
     with opened.store as store:
         for short, message in reversed(history):
             try:
-                api.remember(store, f"{message} ({short})", source="git", tags=["commit"], embed_now=False)
+                # like the git hook: a commit note that holds a credential is stored redacted
+                api.remember(store, f"{message} ({short})", source="git", tags=["commit"], embed_now=False,
+                             redact=True)
                 added += 1
             except Duplicate:
                 pass
