@@ -566,7 +566,7 @@ def fix_surrogate_escapes(line: str) -> str:
         return line
     try:
         return json.dumps(_scrub(json.loads(line)), ensure_ascii=False, separators=(",", ":")) + "\n"
-    except (ValueError, RecursionError):  # not JSON, or nested too deep: `invalid_message_error` answers it
+    except (ValueError, RecursionError):  # not JSON, or nested too deep: `check_message` answers it
         return line
 
 
@@ -575,11 +575,12 @@ def _parse_int(digits: str) -> int | None:
     return int(digits) if len(digits) <= 100 else None
 
 
-def invalid_message_error(line: str):
-    """The JSON-RPC 2.0 error reply for a line the SDK cannot take as a message, or None for a good
-    line: -32700 Parse error (not JSON; id null) or -32600 Invalid Request (JSON, but not a JSON-RPC
-    message, e.g. `[]` or `"params": "x"`; the request's id when it has one). The SDK itself drops
-    such lines without a reply, leaving the client waiting (JSON-RPC 2.0 spec, section 5.1)."""
+def check_message(line: str):
+    """(error reply, is a request) for one client line. The error is the JSON-RPC 2.0 reply for a
+    line the SDK cannot take as a message, or None for a good line: -32700 Parse error (not JSON;
+    id null) or -32600 Invalid Request (JSON, but not a JSON-RPC message, e.g. `[]` or
+    `"params": "x"`; the request's id when it has one). The SDK itself drops such lines without a
+    reply, leaving the client waiting (JSON-RPC 2.0 spec, section 5.1)."""
     import mcp_types as types
 
     try:
@@ -587,30 +588,60 @@ def invalid_message_error(line: str):
     except Exception:  # pydantic's ValidationError, for bad JSON as for a bad message
         message = None
     if message is not None and not isinstance(message, types.JSONRPCNotification):
-        return None
+        return None, isinstance(message, types.JSONRPCRequest)
     try:
         value = json.loads(line, parse_int=_parse_int)
     except (ValueError, RecursionError):  # RecursionError: nested deeper than Python's stack
-        return types.JSONRPCError(jsonrpc="2.0", id=None,
-                                  error=types.ErrorData(code=types.PARSE_ERROR, message="Parse error: not JSON"))
+        return types.JSONRPCError(jsonrpc="2.0", id=None, error=types.ErrorData(
+            code=types.PARSE_ERROR, message="Parse error: not JSON")), False
     # A method with an `id` member is a request, never a notification: the SDK would take
     # `"id": 1.5` (or null, true, []) as a notification and never answer it.
     if message is not None and "id" not in value:
-        return None
+        return None, False
     request_id = value.get("id") if isinstance(value, dict) else None
     if isinstance(request_id, bool) or not isinstance(request_id, (int, str)):
         request_id = None
     return types.JSONRPCError(jsonrpc="2.0", id=request_id, error=types.ErrorData(
-        code=types.INVALID_REQUEST, message="Invalid Request: not a JSON-RPC 2.0 message of MCP"))
+        code=types.INVALID_REQUEST, message="Invalid Request: not a JSON-RPC 2.0 message of MCP")), False
+
+
+EOF_DRAIN_S = 120.0  # at the end of input, how long to wait for replies still being computed
+
+
+class _Answers:
+    """Replies owed to the client and replies written, so that the end of its input waits for
+    the answers still being computed (`memsafe serve < requests.jsonl` got no reply to a last
+    request that was in flight when stdin closed)."""
+
+    def __init__(self, stdout):
+        self.stdout, self.owed, self.written = stdout, 0, 0
+
+    async def write(self, text: str) -> None:
+        await self.stdout.write(text)
+        with contextlib.suppress(ValueError, RecursionError):
+            reply = json.loads(text)
+            if isinstance(reply, dict) and "id" in reply and ("result" in reply or "error" in reply):
+                self.written += 1
+
+    async def flush(self) -> None:
+        await self.stdout.flush()
+
+    async def drained(self, timeout_s: float = EOF_DRAIN_S) -> None:
+        import anyio
+
+        with anyio.move_on_after(timeout_s):
+            while self.written < self.owed:
+                await anyio.sleep(0.01)
 
 
 MALFORMED_LOGGED = frozenset(10**i for i in range(19))  # which malformed lines `_lines` logs
 
 
-async def _lines(stream, replies: list, ready):
+async def _lines(stream, replies: list, ready, answers: _Answers):
     """The client's lines for the SDK, surrogate escapes fixed; a line that is not a JSON-RPC
     message is answered with an error reply (through `replies[0]`, the SDK's write stream, once
-    `ready` is set) instead of being passed on. Blank lines are skipped."""
+    `ready` is set) instead of being passed on. Blank lines are skipped. At the end of input,
+    waits until every request passed on has been answered (`answers`)."""
     from mcp.shared.message import SessionMessage
 
     malformed = 0
@@ -618,10 +649,12 @@ async def _lines(stream, replies: list, ready):
         if not line.strip():
             continue
         line = fix_surrogate_escapes(line.lstrip("\ufeff"))  # a byte-order mark some writers put first
-        error = invalid_message_error(line)
+        error, is_request = check_message(line)
         if error is None:
+            answers.owed += is_request
             yield line
             continue
+        answers.owed += 1
         malformed += 1
         # Logged sparingly (1st, 10th, 100th, ...): one warning per line would fill a stderr pipe
         # nobody drains and block the server for good (FIELD-CASES F03).
@@ -630,6 +663,7 @@ async def _lines(stream, replies: list, ready):
                         error.error.code, malformed)
         await ready.wait()
         await replies[0].send(SessionMessage(error))
+    await answers.drained()
 
 
 async def _run_stdio(server, wire_in: int, wire_out: int) -> None:
@@ -642,8 +676,8 @@ async def _run_stdio(server, wire_in: int, wire_out: int) -> None:
     )
     replies: list = []
     ready = anyio.Event()
-    stdin = _lines(anyio.wrap_file(reader), replies, ready)
-    stdout = anyio.wrap_file(writer)
+    stdout = _Answers(anyio.wrap_file(writer))
+    stdin = _lines(anyio.wrap_file(reader), replies, ready, stdout)
     async with stdio_server(stdin=stdin, stdout=stdout) as (read_stream, write_stream):  # type: ignore[arg-type]
         replies.append(write_stream)
         ready.set()

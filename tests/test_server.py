@@ -521,3 +521,20 @@ def test_main_sends_only_plain_serve_lines_past_typer(argv, expected):
     from memsafe.__main__ import _serve_args
 
     assert _serve_args(argv) == expected
+
+
+def test_piped_requests_are_all_answered_before_the_server_exits(paths):
+    """`memsafe serve < requests.jsonl`: stdin closes right after the last request, which is still
+    being computed (a recall that loads the model); its reply must still be written."""
+    init = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "pipe", "version": "1"}}}
+    lines = [json.dumps(init), '{"jsonrpc":"2.0","method":"notifications/initialized"}']
+    lines += [json.dumps({"jsonrpc": "2.0", "id": i, "method": "ping"}) for i in range(1, 21)]
+    lines += ["not json", json.dumps({"jsonrpc": "2.0", "id": 99, "method": "tools/call", "params": {
+        "name": "recall", "arguments": {"query": "anything at all"}}})]
+    r = subprocess.run([sys.executable, "-m", "memsafe", "--db", str(paths["db"]), "serve"],
+                       input="\n".join(lines) + "\n", capture_output=True, text=True, timeout=120,
+                       env={**os.environ, **server_env(paths["home"])}, cwd=paths["cwd"])
+    assert r.returncode == 0, r.stderr[-2000:]
+    ids = sorted(str(json.loads(line).get("id")) for line in r.stdout.splitlines())
+    assert ids == sorted([str(i) for i in range(21)] + ["99", "None"])
