@@ -14,7 +14,7 @@ import sys
 import time
 
 from memsafe import api, embed
-from memsafe.bench_scale import synthetic_queries
+from memsafe.bench.scale import synthetic_queries
 from memsafe.store import Store
 
 PROJECTS = ["web", "api", "mobile", "infra", "data", "cli", "docs"]

@@ -7,7 +7,8 @@ import json
 import apsw
 import pytest
 
-from memsafe import bench, retrieve
+from memsafe import retrieve
+from memsafe.bench import quality as bench
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from memsafe.bench_mcp import RawClient
+from memsafe.bench.mcp import RawClient
 
 
 @pytest.fixture

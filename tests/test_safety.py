@@ -170,7 +170,7 @@ def test_prefilter_never_hides_a_library_finding(monkeypatch):
     """Lines that none of the plugins' own patterns match skip detect-secrets; on every line of the
     positives, negatives, the bench corpus and keyword/format variants, the library reports the
     same with and without that shortcut."""
-    from memsafe.bench import load_corpus
+    from memsafe.bench.quality import load_corpus
 
     safety.scan("warm up")  # configures the library and builds the prefilter
     assert safety._prefilter, "the prefilter should be in use with memsafe's plugins"

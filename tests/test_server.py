@@ -19,7 +19,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from typer.testing import CliRunner
 
 from memsafe import api, server
-from memsafe.bench_mcp import RawClient, tools_list_tokens
+from memsafe.bench.mcp import RawClient, tools_list_tokens
 from memsafe.cli import app
 
 CORE_TOOLS = {
@@ -481,7 +481,7 @@ def test_store_problems_are_tool_errors_and_degraded_health(tmp_path, db_path, m
 
 
 def test_bench_measures_tokens_and_cold_start(db_path, embedder):
-    from memsafe.bench_mcp import measure
+    from memsafe.bench.mcp import measure
 
     opened = api.open_store(str(db_path))
     try:

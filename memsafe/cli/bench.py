@@ -1,5 +1,5 @@
 """Responsibility: `memsafe bench`: run the retrieval benchmark shipped with the package and print
-its figures (rich table, or one JSON document). Measures live in `memsafe.bench` (`run_quality`
+its figures (rich table, or one JSON document). Measures live in `memsafe.bench.quality` (`run_quality`
 and its renderers); further measures are added as options of this command."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from memsafe import bench as bench_mod
+from memsafe.bench import quality as bench_mod
 from memsafe.cli._common import JsonOpt, _emit_json, _fail, app, emit, err, out, say
 from memsafe.errors import MemsafeError
 
@@ -90,7 +90,7 @@ def bench(
 
 def _bench_mcp(runs: int, json_: bool) -> None:
     """The MCP server's token cost and cold start, on a temporary seeded store."""
-    from memsafe.bench_mcp import SEED_MEMORIES, mcp_lines, run_mcp
+    from memsafe.bench.mcp import SEED_MEMORIES, mcp_lines, run_mcp
 
     err.print(f"seeding {SEED_MEMORIES} memories, then {runs} cold starts …")
     try:
@@ -108,7 +108,7 @@ def _bench_mcp(runs: int, json_: bool) -> None:
 
 def _bench_scale(sizes_text: str, full_embed_limit: int, json_: bool) -> None:
     """Import throughput, DB size, recall/remember latency and peak RSS at several store sizes."""
-    from memsafe import bench_scale
+    from memsafe.bench import scale as bench_scale
 
     try:
         sizes = bench_scale.parse_sizes(sizes_text)

@@ -268,7 +268,7 @@ def _phase_restore(db: str, target: str) -> dict:
 
 
 def _child(phase: str, *args: str) -> dict:
-    r = subprocess.run([sys.executable, "-m", "memsafe.bench_scale", phase, *args], capture_output=True, text=True)
+    r = subprocess.run([sys.executable, "-m", "memsafe.bench.scale", phase, *args], capture_output=True, text=True)
     if r.returncode != 0:
         raise RuntimeError(f"bench phase {phase} failed: {r.stderr.strip()[-2000:]}")
     return json.loads(r.stdout.strip().splitlines()[-1])
