@@ -109,10 +109,20 @@ class RecallResult:
 
 @dataclass
 class PurgeReport:
-    """What `purge` destroyed: ids and the number of history versions removed with them."""
+    """What `purge` destroyed: ids and the number of history versions removed with them.
+    `backups`: copies memsafe made earlier (migration backups) that still hold a purged memory's
+    text; purge does not touch them, the user removes them (`remove_command`)."""
 
     purged_ids: list[int]
     versions_removed: int
+    backups: list[str] = field(default_factory=list)
+
+    @property
+    def remove_command(self) -> str | None:
+        """A shell command that removes `backups` (None when there are none)."""
+        import shlex
+
+        return "rm -- " + " ".join(shlex.quote(b) for b in self.backups) if self.backups else None
 
 
 @dataclass

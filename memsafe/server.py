@@ -88,6 +88,7 @@ class ServerState:
         path, self.db_origin = settings.resolve_db_path(db)
         self.db = str(path)
         self.project_arg = api.clean_project(project) if project is not None else None
+        self._project_raw = project
         self.cwd = cwd or os.getcwd()
         self._warned = False
         self._warm_lock = threading.Lock()
@@ -110,10 +111,15 @@ class ServerState:
 
     def project(self, opened: api.Opened) -> tuple[str | None, str]:
         """(project key or None for global-only, the rule that chose it)."""
-        if self.project_arg is not None:
-            return self.project_arg, "--project"
         mode = api.config_get(opened.store, "project_mode")
+        if self.project_arg is not None:  # a path: symlinks resolved, keyed with the store's project_mode
+            return api.clean_project(self._project_raw, mode=mode), "--project"
         return settings.detect_project(self.cwd, mode=mode), f"{mode} of {self.cwd}"
+
+    def scope(self, opened: api.Opened, all_projects: bool = False):
+        """The read scope of a tool call, as recall's: this project plus global, or every project."""
+        key = None if all_projects else self.project(opened)[0]
+        return api.make_scope(project=key, all_projects=all_projects)
 
     # -- background warm-up -----------------------------------------------------------------------
 
@@ -332,10 +338,10 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
         return render.compact_recall(result)
 
     @tool(read_only=True)
-    def get_memory(id: int) -> str:
-        """Read one memory by id."""
+    def get_memory(id: int, all_projects: bool = False) -> str:
+        """Read one memory by id (this project or global; all_projects for any)."""
         with state.store() as opened:
-            return render.compact_memory(api.get(opened.store, id))
+            return render.compact_memory(api.get(opened.store, id, scope=state.scope(opened, all_projects)))
 
     @tool()
     def forget(id: int, reason: str | None = None) -> str:
@@ -359,7 +365,10 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
         with state.store() as opened:
             report = api.purge(opened.store, ids)
         purged = ", ".join(f"#{i}" for i in report.purged_ids)
-        return f"Purged {purged} ({report.versions_removed} history versions removed); this cannot be undone"
+        text = f"Purged {purged} ({report.versions_removed} history versions removed); this cannot be undone"
+        if report.backups:  # copies memsafe made before a migration: the user removes them
+            text += f". The text is still in migration backups; tell the user to run: {report.remove_command}"
+        return text
 
     # -- store -----------------------------------------------------------------------------------
 
@@ -418,10 +427,10 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
         return render.compact_memory(memory)
 
     @tool(read_only=True)
-    def memory_history(id: int) -> str:
+    def memory_history(id: int, all_projects: bool = False) -> str:
         """Past versions of a memory, oldest first."""
         with state.store() as opened:
-            return render.compact_history(api.history(opened.store, id))
+            return render.compact_history(api.history(opened.store, id, scope=state.scope(opened, all_projects)))
 
     @tool()
     def decay_now(dry_run: bool = False) -> str:
@@ -439,11 +448,11 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
         return "Related: " + "; ".join(f"{r.source} {r.relation} {r.target}" for r in stored)
 
     @tool(read_only=True)
-    def query_graph(entity: str, depth: int = 2) -> str:
+    def query_graph(entity: str, depth: int = 2, all_projects: bool = False) -> str:
         """The graph around an entity: relations and memories."""
         with state.store() as opened:
-            key = state.project(opened)[0]
-            view = api.graph_show(opened.store, entity, depth=depth, project=key, all_projects=key is None)
+            key = None if all_projects else state.project(opened)[0]
+            view = api.graph_show(opened.store, entity, depth=depth, project=key, all_projects=all_projects)
         return "\n".join(render.graph_view_lines(view))
 
     # -- transfer --------------------------------------------------------------------------------
@@ -454,7 +463,7 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
         target = settings.expand_path(os.path.join(state.cwd, os.path.expanduser(path)))
         with state.store() as opened:
             key = None if all_projects else state.project(opened)[0]
-            report = api.export_to_path(opened.store, target, project=key, overwrite=False)
+            report = api.export_to_path(opened.store, target, project=key, all_projects=all_projects, overwrite=False)
         counts = ", ".join(render.count_of(n, what) for what, n in report.counts.items())
         return f"Exported to {report.path}: {counts}"
 

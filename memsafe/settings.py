@@ -276,6 +276,29 @@ def git_root(start: Path) -> Path | None:
     return None
 
 
+def project_for_path(path: str, mode: str = "git-root") -> str:
+    """Project key of a path someone typed (`--project-path`, `--project ./web`, `serve --project`):
+    the same key `detect_project` gives from inside that folder. Symlinks are resolved and, in
+    mode 'git-root', a folder inside a repository keys as the repository's root, so a symlink to
+    the repository and any of its subfolders are that one project. A Windows path (on any
+    system) or a path that does not exist here is keyed as written (`project_key`).
+
+    Raises:
+        InvalidInput: an empty path.
+    """
+    text = str(path).strip()
+    if not text or _WINDOWS_DRIVE.match(text) or "\\" in text:
+        return project_key(text)
+    expanded = os.path.expanduser(text)
+    real = Path(os.path.realpath(os.path.abspath(expanded)))
+    if not real.exists():
+        return project_key(str(real))
+    if mode == "cwd":
+        return project_key(str(real if real.is_dir() else real.parent))
+    root = git_root(real if real.is_dir() else real.parent)
+    return project_key(str(root or real))
+
+
 def detect_project(cwd: Path | None = None, mode: str = "git-root") -> str | None:
     """Project key for the working directory: its git root (mode 'git-root'; None outside a
     repository, meaning global) or the directory itself (mode 'cwd')."""

@@ -10,6 +10,7 @@ Callers group writes with `with store.write(): ...`; reads need no transaction.
 
 from __future__ import annotations
 
+import glob
 import importlib.util
 import json
 import os
@@ -471,6 +472,18 @@ class Store:
     # -- scope ---------------------------------------------------------------------------------
 
     @staticmethod
+    def _project_sql(scope: Scope, alias: str = "m") -> tuple[str, list]:
+        """The project part of a scope alone: `1` for every project."""
+        if scope.projects is None:
+            return "1", []
+        parts, params = [], list(scope.projects)
+        if scope.projects:
+            parts.append(f"{alias}.project IN ({','.join('?' * len(scope.projects))})")
+        if scope.include_global:
+            parts.append(f"{alias}.project IS NULL")
+        return "(" + " OR ".join(parts or ["0"]) + ")", params
+
+    @staticmethod
     def _scope_sql(scope: Scope, alias: str = "m") -> tuple[str, list]:
         clauses: list[str] = []
         params: list = []
@@ -478,13 +491,9 @@ class Store:
         clauses.append(f"{alias}.status IN ({marks})")
         params.extend(scope.statuses)
         if scope.projects is not None:
-            parts = []
-            if scope.projects:
-                parts.append(f"{alias}.project IN ({','.join('?' * len(scope.projects))})")
-                params.extend(scope.projects)
-            if scope.include_global:
-                parts.append(f"{alias}.project IS NULL")
-            clauses.append("(" + " OR ".join(parts or ["0"]) + ")")
+            where, more = Store._project_sql(scope, alias)
+            clauses.append(where)
+            params.extend(more)
         if scope.kinds:
             clauses.append(f"{alias}.kind IN ({','.join('?' * len(scope.kinds))})")
             params.extend(scope.kinds)
@@ -681,15 +690,14 @@ class Store:
 
     # -- transfer (export/import, issue 6) -----------------------------------------------------
 
-    def export_memory_rows(self, after_id: int, limit: int, statuses: Sequence[str], project: str | None) -> list[dict]:
-        """Full memory rows (every column) with id > after_id, in id order; optionally one project only."""
+    def export_memory_rows(self, after_id: int, limit: int, statuses: Sequence[str], scope: Scope | None
+                           ) -> list[dict]:
+        """Full memory rows (every column) with id > after_id, in id order; only the projects of
+        `scope` when given (its statuses are ignored: `statuses` says which)."""
         marks = ",".join("?" * len(statuses))
-        sql = f"SELECT * FROM memories WHERE id > ? AND status IN ({marks})"
-        params: list = [after_id, *statuses]
-        if project is not None:
-            sql += " AND project = ?"
-            params.append(project)
-        cur = self.conn.execute(sql + " ORDER BY id LIMIT ?", [*params, limit])
+        projects, params = self._project_sql(scope) if scope is not None else ("1", [])
+        sql = f"SELECT * FROM memories m WHERE m.id > ? AND m.status IN ({marks}) AND {projects}"
+        cur = self.conn.execute(sql + " ORDER BY m.id LIMIT ?", [after_id, *statuses, *params, limit])
         names = None
         rows = []
         for r in cur:
@@ -736,42 +744,75 @@ class Store:
                 out[memory_id].append(row)
         return out
 
-    def iter_entities(self, project: str | None = None) -> Iterator[dict]:
-        """Entities (id, name, key, type, created_at, aliases) by key; with `project`, only those
-        linked to a memory of that project."""
-        if project is None:
-            sql, params = "SELECT id, name, key, type, created_at FROM entities ORDER BY key", []
-        else:
-            sql = (
-                "SELECT id, name, key, type, created_at FROM entities WHERE id IN (SELECT me.entity_id FROM "
-                "memory_entities me JOIN memories m ON m.id = me.memory_id WHERE m.project = ?) ORDER BY key"
-            )
-            params = [project]
+    def _exported_entities_sql(self, scope: Scope | None) -> tuple[str, list]:
+        """Entities an export of `scope` carries: every one (None), else those named by a memory
+        in the scope's projects (any status) or by no memory at all (made by hand: global)."""
+        if scope is None:
+            return "1", []
+        projects, params = self._project_sql(scope)
+        return (
+            "(EXISTS (SELECT 1 FROM memory_entities me JOIN memories m ON m.id = me.memory_id "
+            f"WHERE me.entity_id = e.id AND {projects}) "
+            "OR NOT EXISTS (SELECT 1 FROM memory_entities me WHERE me.entity_id = e.id))", params
+        )
+
+    def iter_entities(self, scope: Scope | None = None) -> Iterator[dict]:
+        """Entities (id, name, key, type, created_at, aliases) by key: those an export of `scope`
+        carries (`_exported_entities_sql`)."""
+        where, params = self._exported_entities_sql(scope)
+        sql = f"SELECT e.id, e.name, e.key, e.type, e.created_at FROM entities e WHERE {where} ORDER BY e.key"
         for entity_id, name, key, etype, created in list(self.conn.execute(sql, params)):
             aliases = [a for (a,) in self.conn.execute(
                 "SELECT alias FROM entity_aliases WHERE entity_id = ? ORDER BY alias", (entity_id,))]
             yield {"id": entity_id, "name": name, "key": key, "type": etype, "created_at": created,
                    "aliases": aliases}
 
-    def iter_relations(self, project: str | None = None) -> Iterator[dict]:
-        """Relations as entity keys, ordered by (source, relation, target); with `project`, only
-        those whose two ends are both linked to memories of that project."""
+    def iter_relations(self, scope: Scope | None = None) -> Iterator[dict]:
+        """Relations as entity keys, ordered by (source, relation, target): those whose two ends
+        an export of `scope` carries."""
         sql = (
             "SELECT s.key, r.relation, t.key, r.weight, r.created_at, r.updated_at FROM relations r "
             "JOIN entities s ON s.id = r.source_id JOIN entities t ON t.id = r.target_id"
         )
         params: list = []
-        if project is not None:
-            linked = (
-                "(SELECT me.entity_id FROM memory_entities me JOIN memories m ON m.id = me.memory_id "
-                "WHERE m.project = ?)"
-            )
-            sql += f" WHERE r.source_id IN {linked} AND r.target_id IN {linked}"
-            params = [project, project]
+        if scope is not None:
+            where, more = self._exported_entities_sql(scope)
+            sql += (f" WHERE r.source_id IN (SELECT e.id FROM entities e WHERE {where})"
+                    f" AND r.target_id IN (SELECT e.id FROM entities e WHERE {where})")
+            params = [*more, *more]
         for s, rel, t, weight, created, updated in self.conn.execute(sql + " ORDER BY s.key, r.relation, t.key",
                                                                      params):
             yield {"source": s, "relation": rel, "target": t, "weight": weight, "created_at": created,
                    "updated_at": updated}
+
+    def purged_uids(self) -> dict[str, str]:
+        """{uid: when it was purged} from the purge stubs of the audit log (detail `uid=<uid>`;
+        stubs written before uids were kept carry none)."""
+        return {detail[4:]: at for at, detail in self.conn.execute(
+            "SELECT at, detail FROM events WHERE action = 'purge' AND detail LIKE 'uid=%' ORDER BY at")}
+
+    def backup_files(self) -> list[Path]:
+        """The copies of this database memsafe itself wrote: migration backups (`<db>.bak-v<N>`,
+        `<db>.bak-v<N>.<n>`), sorted."""
+        return sorted(p for p in self.path.parent.glob(f"{glob.escape(self.path.name)}.bak-v*") if p.is_file())
+
+    def backups_holding(self, uids: Sequence[str]) -> list[Path]:
+        """Those of `backup_files` that hold a memory with one of `uids` (opened read-only). A
+        backup that cannot be read, or has no uid column, is listed too: it may hold them."""
+        out = []
+        for path in self.backup_files():
+            try:
+                conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+                try:
+                    found = any(conn.execute(f"SELECT 1 FROM memories WHERE uid IN ({marks}) LIMIT 1", chunk).fetchone()
+                                for chunk, marks in _chunked(uids))
+                finally:
+                    conn.close()
+            except apsw.Error:
+                found = True
+            if found:
+                out.append(path)
+        return out
 
     def memory_by_uid(self, uid: str) -> dict | None:
         """The full row of the memory with this uid, or None."""
@@ -1155,24 +1196,45 @@ class Store:
                 out.setdefault(memory_id, []).append(entity_id)
         return out
 
-    def list_entities(self, scope: Scope | None) -> list[dict]:
-        """Entities with the number of in-scope memories mentioning them. With a scope, only
-        entities mentioned by a memory in it; without one, every entity (counts over active)."""
-        active = scope or Scope(projects=None)
-        where, params = self._scope_sql(active)
-        join = "JOIN" if scope is not None else "LEFT JOIN"
+    @classmethod
+    def _entity_visible_sql(cls, scope: Scope, alias: str = "e") -> tuple[str, list]:
+        """Which entities a scope may see (the graph's scope rule, `api.graph` module docstring):
+        an entity named by an active memory anywhere, or by no memory, or used by a relation;
+        and, when the scope is not every project, named by a memory in the scope's projects (of
+        any status) or by no memory at all, so a name taken from another project's text stays there."""
+        any_active = (f"EXISTS (SELECT 1 FROM memory_entities me JOIN memories m ON m.id = me.memory_id "
+                      f"WHERE me.entity_id = {alias}.id AND m.status = 'active')")
+        unlinked = f"NOT EXISTS (SELECT 1 FROM memory_entities me WHERE me.entity_id = {alias}.id)"
+        related = f"EXISTS (SELECT 1 FROM relations r WHERE r.source_id = {alias}.id OR r.target_id = {alias}.id)"
+        where = f"({any_active} OR {unlinked} OR {related})"
+        if scope.projects is None:
+            return where, []
+        projects, params = cls._project_sql(scope)
+        in_scope = (f"EXISTS (SELECT 1 FROM memory_entities me JOIN memories m ON m.id = me.memory_id "
+                    f"WHERE me.entity_id = {alias}.id AND {projects})")
+        return f"{where} AND ({in_scope} OR {unlinked})", params
+
+    def visible_entities(self, entity_ids: Sequence[int], scope: Scope) -> set[int]:
+        """Those of `entity_ids` the scope may see (`_entity_visible_sql`)."""
+        where, params = self._entity_visible_sql(scope)
+        out: set[int] = set()
+        for chunk, marks in _chunked(entity_ids):
+            out.update(r[0] for r in self.conn.execute(
+                f"SELECT e.id FROM entities e WHERE e.id IN ({marks}) AND {where}", [*chunk, *params]))
+        return out
+
+    def list_entities(self, scope: Scope) -> list[dict]:
+        """The entities `scope` may see (`_entity_visible_sql`), by key, each with the number of
+        memories in the scope (its statuses) that mention it."""
+        visible, v_params = self._entity_visible_sql(scope)
+        where, params = self._scope_sql(scope)
         sql = (
-            "SELECT e.id, e.name, e.type, count(m.id) FROM entities e "
-            f"{join} memory_entities me ON me.entity_id = e.id "
-            f"{join} memories m ON m.id = me.memory_id AND {where} "
-            + ("WHERE m.id IS NOT NULL " if scope is not None else "")
-            + "GROUP BY e.id "
-            # an entity known only from forgotten or archived memories stays hidden
-            + "HAVING count(m.id) > 0 OR count(me.memory_id) = 0 "
-            + "OR EXISTS (SELECT 1 FROM relations r WHERE r.source_id = e.id OR r.target_id = e.id) "
-            + "ORDER BY e.key"
+            "SELECT e.id, e.name, e.type, (SELECT count(*) FROM memory_entities me JOIN memories m "
+            f"ON m.id = me.memory_id WHERE me.entity_id = e.id AND {where}) FROM entities e "
+            f"WHERE {visible} ORDER BY e.key"
         )
-        return [{"id": r[0], "name": r[1], "type": r[2], "memories": r[3]} for r in self.conn.execute(sql, params)]
+        return [{"id": r[0], "name": r[1], "type": r[2], "memories": r[3]}
+                for r in self.conn.execute(sql, [*params, *v_params])]
 
     # -- in-memory vectors for long-lived processes (issue 7: scale) ---------------------------------
     # vec0's KNN is a brute-force pass over every stored float vector: ~10 ms per 10k vectors on the

@@ -22,13 +22,14 @@ import binascii
 import json
 import math
 import re
-import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import IO
 
 from memsafe import clock
+from memsafe.graph import entity_key
 from memsafe.models import Kind, Source, Status
 
 FORMAT_NAME = "memsafe"
@@ -58,6 +59,11 @@ MAX_VECTOR_DIM = 8192
 MAX_INTEGER = 2**63 - 1
 MAX_RELATION_WEIGHT = 1000.0  # as `graph relate --weight` (api.graph.MAX_WEIGHT)
 SERVER_MEMORY_DEFAULT_TYPE = "entity"
+#: Record types counted by the end record (`{"type": "end", "counts": {...}}`).
+RECORD_TYPES = ("config", "entity", "memory", "relation")
+#: How far past the importing machine's clock a time in a file may be (clock skew between the
+#: exporting and importing machines); a time later than that (`created_at` in 2099) is refused.
+FUTURE_SLACK = timedelta(days=1)
 
 
 class RecordError(Exception):
@@ -87,11 +93,7 @@ class RecordError(Exception):
         return f"{self.where()}:{field} {self.reason}"
 
 
-def entity_key(name: str) -> str:
-    """Identity key of an entity name: NFKC, casefolded, whitespace runs collapsed and trimmed.
-
-    Local stand-in for the graph module's normaliser (the lead unifies them at merge)."""
-    return " ".join(unicodedata.normalize("NFKC", name).casefold().split())
+__all__ = ["entity_key"]  # re-exported: the one identity key of an entity name (memsafe.graph)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -206,8 +208,8 @@ def check_header(value: object, line: int) -> dict:
 class _Checker:
     """Field checks for one record; every failure names the field and the bad value."""
 
-    def __init__(self, obj: dict, line: int, record: int):
-        self.obj, self.line, self.record = obj, line, record
+    def __init__(self, obj: dict, line: int, record: int, now: datetime | None = None):
+        self.obj, self.line, self.record, self.now = obj, line, record, now
 
     def fail(self, field: str, reason: str) -> RecordError:
         return RecordError(reason, line=self.line, record=self.record, field=field)
@@ -231,9 +233,19 @@ class _Checker:
         if not isinstance(value, str):
             raise self.fail(field, f"{self._shown(value)} is not an ISO-8601 time")
         try:
-            return clock.to_iso(clock.parse_iso(value))
+            instant = clock.parse_iso(value)
         except ValueError:
             raise self.fail(field, f"{self._shown(value)} is not an ISO-8601 time") from None
+        if self.now is not None and instant > self.now + FUTURE_SLACK:
+            raise self.fail(field, f"{self._shown(value)} is in the future (this machine's clock says "
+                                   f"{clock.to_iso(self.now)})")
+        return clock.to_iso(instant)
+
+    def order(self, early: str, late: str, values: dict) -> None:
+        """Refuse `values[early]` later than `values[late]` (both stored UTC ISO-8601 or None)."""
+        a, b = values.get(early), values.get(late)
+        if a is not None and b is not None and clock.parse_iso(a) > clock.parse_iso(b):
+            raise self.fail(early, f"{a} is later than {late} {b}")
 
     def number(self, field: str, low: float | None, high: float | None, *, optional=False, default=None,
                src: dict | None = None) -> float | None:
@@ -268,14 +280,19 @@ class _Checker:
         return list(value)
 
 
-def check_memory(obj: dict, line: int, record: int) -> dict:
+def check_memory(obj: dict, line: int, record: int, *, now: datetime | None = None) -> dict:
     """Normalise a memsafe `memory` record: every field of MEMORY_FIELDS (times to stored UTC form),
     plus `tags`, `entities` (entity keys) and `versions` (list of dicts with VERSION_FIELDS).
 
+    Args:
+        now: the importing machine's clock; a time later than now + FUTURE_SLACK is refused.
+
     Raises:
-        RecordError: naming the field and the bad value, e.g. `created_at "not-a-date" is not an ISO-8601 time`.
+        RecordError: naming the field and the bad value, e.g. `created_at "not-a-date" is not an
+            ISO-8601 time`; also a time in the future, `created_at` later than `updated_at`, and a
+            version whose `valid_from` is later than its `valid_to`.
     """
-    c = _Checker(obj, line, record)
+    c = _Checker(obj, line, record, now)
     out: dict = {}
     memory_id = obj.get("id")
     if memory_id is not None:
@@ -296,6 +313,7 @@ def check_memory(obj: dict, line: int, record: int) -> dict:
         out[field] = c.time(field)
     for field in _OPTIONAL_TIMES:
         out[field] = c.time(field, optional=True)
+    c.order("created_at", "updated_at", out)
     if out["content_updated_at"] is None:
         out["content_updated_at"] = out["updated_at"]
     out["access_count"] = c.integer("access_count", 0, None, default=0)
@@ -344,14 +362,14 @@ def check_version(obj: object, c: _Checker, index: int) -> dict:
     prefix = f"versions[{index}]"
     if not isinstance(obj, dict):
         raise c.fail(prefix, "must be an object")
-    sub = _Checker(obj, c.line, c.record)
+    sub = _Checker(obj, c.line, c.record, c.now)
     try:
         tags = obj.get("tags", [])
         if isinstance(tags, str):  # tolerate the stored JSON-text form
             tags = json.loads(tags)
         sub.obj = {**obj, "tags": tags}
         project = obj.get("project")
-        return {
+        out = {
             "content": sub.text("content"),
             "kind": sub.choice("kind", Kind),
             "project": sub.text("project") if project is not None else None,
@@ -365,6 +383,8 @@ def check_version(obj: object, c: _Checker, index: int) -> dict:
             "cause": sub.text("cause"),
             "origin_id": sub.integer("origin_id", 1, None) if obj.get("origin_id") is not None else None,
         }
+        sub.order("valid_from", "valid_to", out)
+        return out
     except RecordError as exc:
         exc.field = f"{prefix}.{exc.field}" if exc.field else prefix
         raise
@@ -372,25 +392,27 @@ def check_version(obj: object, c: _Checker, index: int) -> dict:
         raise c.fail(f"{prefix}.tags", "is not a list of strings") from None
 
 
-def check_entity(obj: dict, line: int, record: int) -> dict:
-    """A memsafe `entity` record: name, key (default: `entity_key(name)`), entity_type, aliases, created_at."""
-    c = _Checker(obj, line, record)
+def check_entity(obj: dict, line: int, record: int, *, now: datetime | None = None) -> dict:
+    """A memsafe `entity` record: name, key (always `entity_key(name)`: a file's key is never
+    trusted), file_key (the key the file gives, which its memory and relation records use;
+    default the computed key), entity_type, aliases, created_at."""
+    c = _Checker(obj, line, record, now)
     name = c.text("name")
-    key = obj.get("key")
-    key = c.text("key") if key is not None else entity_key(name)
+    key = entity_key(name)
     return {
         "name": name,
         "key": key,
+        "file_key": c.text("key") if obj.get("key") is not None else key,
         "type": c.text("entity_type") if obj.get("entity_type") is not None else SERVER_MEMORY_DEFAULT_TYPE,
         "aliases": c.strings("aliases"),
         "created_at": c.time("created_at"),
     }
 
 
-def check_relation(obj: dict, line: int, record: int) -> dict:
+def check_relation(obj: dict, line: int, record: int, *, now: datetime | None = None) -> dict:
     """A memsafe `relation` record: source and target entity keys, relation, weight, created/updated."""
-    c = _Checker(obj, line, record)
-    return {
+    c = _Checker(obj, line, record, now)
+    out = {
         "source": c.text("source"),
         "relation": c.text("relation"),
         "target": c.text("target"),
@@ -398,6 +420,21 @@ def check_relation(obj: dict, line: int, record: int) -> dict:
         "created_at": c.time("created_at"),
         "updated_at": c.time("updated_at"),
     }
+    c.order("created_at", "updated_at", out)
+    return out
+
+
+def check_end_counts(counts: object, read: dict[str, int], line: int) -> list["Notice"]:
+    """Fatal notices when the end record's `counts` differ from the records of each type read
+    (a file that lost or gained lines in the middle); [] when they agree."""
+    if not isinstance(counts, dict) or not all(
+            isinstance(counts.get(t, 0), int) and not isinstance(counts.get(t, 0), bool) for t in RECORD_TYPES):
+        return [Notice(line, "end counts must be an object of record counts per type", fatal=True)]
+    return [
+        Notice(line, f"end counts say {counts.get(t, 0)} {t} record(s) but the file holds {read[t]}: "
+                     "lines were lost or added", fatal=True)
+        for t in RECORD_TYPES if counts.get(t, 0) != read[t]
+    ]
 
 
 def check_config(obj: dict, line: int, record: int, known: dict) -> tuple[str, str]:
@@ -418,15 +455,16 @@ def check_config(obj: dict, line: int, record: int, known: dict) -> tuple[str, s
 
 
 def header(*, exported_at: str, memsafe_version: str, schema_version: int, project: str | None,
-           include_forgotten: bool, embedding: tuple[str, int] | None = None) -> dict:
-    """The first line of an export. `embedding` = (model id, dim) when the records carry vectors."""
+           include_forgotten: bool, all_projects: bool = False, embedding: tuple[str, int] | None = None) -> dict:
+    """The first line of an export. `filter` records the scope (`project` plus global memories,
+    or `all_projects`). `embedding` = (model id, dim) when the records carry vectors."""
     out = {
         "format": FORMAT_NAME,
         "version": FORMAT_VERSION,
         "exported_at": exported_at,
         "memsafe_version": memsafe_version,
         "schema_version": schema_version,
-        "filter": {"project": project, "include_forgotten": include_forgotten},
+        "filter": {"project": project, "all_projects": all_projects, "include_forgotten": include_forgotten},
     }
     if embedding is not None:
         out["embedding"] = {"model": embedding[0], "dim": embedding[1], "encoding": VECTOR_ENCODING}

@@ -108,7 +108,8 @@ def test_entities_filtered_by_project(store):
     api.remember(store, "AlphaService is slow", project="alpha", embed_now=False)
     api.remember(store, "BetaService is fast", project="beta", embed_now=False)
     assert [e.name for e in api.graph_entities(store, project="alpha")] == ["AlphaService"]
-    assert {e.name for e in api.graph_entities(store)} == {"AlphaService", "BetaService"}
+    assert {e.name for e in api.graph_entities(store, all_projects=True)} == {"AlphaService", "BetaService"}
+    assert api.graph_entities(store) == []  # no project: global memories only, as recall
 
 
 # -- F15: relations never dangle --------------------------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+from datetime import timedelta
 
 import pytest
 from typer.testing import CliRunner
@@ -59,7 +60,7 @@ def rich_store(store, monkeypatch):
 
 def _export(store, **options) -> list[dict]:
     buf = io.StringIO()
-    api.export(store, buf, include_forgotten=True, **options)
+    api.export(store, buf, include_forgotten=True, **{"all_projects": True, **options})
     return [json.loads(line) for line in buf.getvalue().splitlines()]
 
 
@@ -79,9 +80,10 @@ def test_round_trip_is_identical(rich_store, tmp_path):
     rich_store.close()
     db, new = tmp_path / "db" / "memory.db", tmp_path / "new.db"
     runner = CliRunner()
-    for args in (["--db", str(db), "export", "--include-forgotten", "-o", str(tmp_path / "a.jsonl")],
+    for args in (["--db", str(db), "export", "--all-projects", "--include-forgotten", "-o", str(tmp_path / "a.jsonl")],
                  ["--db", str(new), "import", str(tmp_path / "a.jsonl"), "--no-embed"],
-                 ["--db", str(new), "export", "--include-forgotten", "-o", str(tmp_path / "b.jsonl")]):
+                 ["--db", str(new), "export", "--all-projects", "--include-forgotten", "-o",
+                  str(tmp_path / "b.jsonl")]):
         result = runner.invoke(app, args)
         assert result.exit_code == 0, result.stderr
     a = [json.loads(x) for x in (tmp_path / "a.jsonl").read_text(encoding="utf-8").splitlines()]
@@ -106,7 +108,7 @@ def test_round_trip_is_identical(rich_store, tmp_path):
 
 def test_import_twice_changes_nothing(rich_store, tmp_path):
     path = tmp_path / "a.jsonl"
-    api.export_to_path(rich_store, path, include_forgotten=True)
+    api.export_to_path(rich_store, path, include_forgotten=True, all_projects=True)
     other = _fresh(tmp_path)
     api.import_file(other, path)
     before = (other.counts(), _export(other)[1:], other.conn.execute("SELECT count(*) FROM events").fetchone())
@@ -128,7 +130,7 @@ def test_newer_record_replaces_older_by_uid(rich_store, tmp_path):
     api.import_file(other, path)
     mem = next(r for r in records if r.get("type") == "memory")
     mem["content"] = "replaced text"
-    mem["updated_at"] = "2027-01-01T00:00:00+00:00"
+    mem["updated_at"] = "2026-11-01T00:00:00+00:00"  # later than the store's, not in the future
     _write(path, records)
     report = api.import_file(other, path)
     assert report.memories_updated == 1 and report.memories_added == 0
@@ -203,7 +205,8 @@ def test_export_project_filter_and_stdout(rich_store, cli, tmp_path):
     assert lines[0]["format"] == "memsafe" and lines[0]["filter"]["project"] == "web"
     assert lines[-1]["type"] == "end"
     memories = [r for r in lines if r.get("type") == "memory"]
-    assert memories and all(m["project"] == "web" and m["status"] != "forgotten" for m in memories)
+    assert {m["project"] for m in memories} == {"web", None}  # the project plus global memories, as recall
+    assert all(m["status"] != "forgotten" for m in memories)
 
 
 def test_export_fields_cover_every_column(store):
@@ -336,7 +339,7 @@ def test_vectors_round_trip_byte_identical_without_the_model(store, tmp_path, cl
     identical bytes, and vector recall works in the new store at once."""
     _embedded_store(store)
     path = tmp_path / "move.jsonl"
-    result = cli("export", "--vectors", "-o", str(path))
+    result = cli("export", "--all-projects", "--vectors", "-o", str(path))
     assert result.exit_code == 0, result.stderr
     assert "with 12 vectors" in result.stderr
     records = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines()]
@@ -355,7 +358,7 @@ def test_vectors_round_trip_byte_identical_without_the_model(store, tmp_path, cl
 def test_vectors_from_another_model_are_ignored_with_a_note(store, tmp_path):
     _embedded_store(store, 3)
     path = tmp_path / "a.jsonl"
-    api.export_to_path(store, path, vectors=True)
+    api.export_to_path(store, path, vectors=True, all_projects=True)
     lines = path.read_text(encoding="utf-8").splitlines()
     head = json.loads(lines[0])
     head["embedding"]["model"] = "some/other-model.onnx:1:abc"
@@ -379,7 +382,7 @@ def test_vectors_from_another_model_are_ignored_with_a_note(store, tmp_path):
 def test_a_bad_vector_refuses_the_import_and_names_the_field(store, tmp_path, bad, reason):
     _embedded_store(store, 2)
     path = tmp_path / "a.jsonl"
-    api.export_to_path(store, path, vectors=True)
+    api.export_to_path(store, path, vectors=True, all_projects=True)
     records = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines()]
     memory = next(r for r in records if r.get("type") == "memory")
     memory["vector"] = bad
@@ -394,7 +397,7 @@ def test_a_bad_vector_refuses_the_import_and_names_the_field(store, tmp_path, ba
 def test_a_redacted_memory_gets_a_fresh_vector_not_the_files(store, tmp_path):
     _embedded_store(store, 1)
     path = tmp_path / "a.jsonl"
-    api.export_to_path(store, path, vectors=True)
+    api.export_to_path(store, path, vectors=True, all_projects=True)
     records = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines()]
     memory = next(r for r in records if r.get("type") == "memory")
     memory["content"] = "deploy key AKIAIOSFODNN7EXAMPLE for the billing bucket"
@@ -418,8 +421,9 @@ def test_a_uid_twice_in_one_file_is_reported_and_the_first_kept(store, tmp_path)
     api.export_to_path(store, path)
     records = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines()]
     again = dict(next(r for r in records if r.get("type") == "memory"), content="a second text, same uid",
-                 updated_at="2030-01-01T00:00:00+00:00")
+                 updated_at=clock.to_iso(clock.now() + timedelta(hours=1)))  # later, within the clock slack
     records.insert(-1, again)
+    records[-1]["counts"]["memory"] += 1
     _write(path, records)
     other = _fresh(tmp_path)
     report = api.import_file(other, path)

@@ -33,7 +33,7 @@ from memsafe.store import Store, file_sizes
 
 __all__ = [
     "Opened", "open_store", "clean_text", "clean_tags", "clean_project", "content_hash", "backfill",
-    "remember", "get", "forget", "restore", "purge", "make_scope", "recall", "status",
+    "remember", "get", "in_scope", "forget", "restore", "purge", "make_scope", "recall", "status",
     "config_list", "config_get", "config_set", "config_reset", "set_db_path", "reset_db_path", "config_value",
     "MAX_CONTENT_CHARS", "MAX_QUERY_CHARS",
 ]
@@ -88,7 +88,9 @@ def open_store(db: str | None = None, *, create: bool = True) -> Opened:
 
 
 def clean_text(text: str, what: str = "content", max_chars: int = MAX_CONTENT_CHARS) -> str:
-    """Text fit to store: lone surrogates become U+FFFD, NUL is removed, outer whitespace trimmed.
+    """Text fit to store: lone surrogates become U+FFFD, control characters (NUL included; tab,
+    newline and carriage return kept) become a space, so `retry\\0backoff` stays two words; outer
+    whitespace trimmed.
 
     Raises:
         InvalidInput: empty after trimming (or only invisible characters: zero-width, format,
@@ -96,7 +98,7 @@ def clean_text(text: str, what: str = "content", max_chars: int = MAX_CONTENT_CH
     """
     if not isinstance(text, str):
         raise InvalidInput(f"{what} must be text")
-    cleaned = _fix_surrogates(text).replace("\x00", "").strip()
+    cleaned = _controls_to_space(_fix_surrogates(text)).strip()
     if not _visible(cleaned):
         raise InvalidInput(f"{what} is empty")
     if len(cleaned) > max_chars:
@@ -105,6 +107,14 @@ def clean_text(text: str, what: str = "content", max_chars: int = MAX_CONTENT_CH
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+# C0 controls but tab, newline and carriage return; DEL; C1 controls (Unicode category Cc).
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+
+
+def _controls_to_space(text: str) -> str:
+    """Control characters (category Cc: NUL, ESC, DEL, C1...) but tab, newline and carriage return
+    replaced by a space: deleting them would glue the words on either side into one."""
+    return _CONTROL.sub(" ", text)
 
 
 def _visible(text: str) -> bool:
@@ -129,7 +139,7 @@ def clean_tags(tags: Sequence[str]) -> list[str]:
     if len(tags) > MAX_TAGS:
         raise InvalidInput(f"{len(tags)} tags; at most {MAX_TAGS} are allowed")
     for raw in tags:
-        tag = _fix_surrogates(str(raw)).replace("\x00", "").strip()
+        tag = _controls_to_space(_fix_surrogates(str(raw))).strip()
         if not tag:
             raise InvalidInput("empty tag")
         tag = refuse_secret(tag, "tag").lower()  # scanned before lower-casing, which some patterns need
@@ -155,16 +165,18 @@ def _unit_interval(value: float | None, what: str, default: float) -> float:
     return float(value)
 
 
-def clean_project(project: str | None) -> str | None:
-    """A project name or path as stored: paths (containing / or \\) become `settings.project_key`."""
+def clean_project(project: str | None, *, mode: str = "git-root") -> str | None:
+    """A project name or path as stored: a path (containing / or \\, `.`, `..`, `~`) becomes
+    `settings.project_for_path` (symlinks resolved, up to the repository root in mode 'git-root'),
+    the key `detect_project` gives inside that folder."""
     if project is None:
         return None
-    text = _fix_surrogates(project).replace("\x00", "").strip()
+    text = _controls_to_space(_fix_surrogates(project)).strip()
     if not text:
         raise InvalidInput("empty project")
     refuse_secret(text, "project name")
     if "/" in text or "\\" in text or text in (".", "..") or text.startswith("~"):
-        return settings.project_key(text)
+        return settings.project_for_path(text, mode)
     return text
 
 
@@ -370,18 +382,42 @@ def _near_duplicate(store: Store, embedder, vector, project: str | None) -> dict
     return {"id": other, "similarity": round(similarity, 4)}
 
 
-def get(store: Store, memory_id: int) -> Memory:
-    """One memory by id, whatever its status. Raises NotFound, InvalidInput."""
+def get(store: Store, memory_id: int, *, scope: Scope | None = None) -> Memory:
+    """One memory by id, whatever its status.
+
+    Args:
+        scope: the projects the caller may read (`make_scope`: the current project plus global,
+            or every project); None reads any project (internal callers). A memory of another
+            project is NotFound, with a message that neither confirms nor denies it exists
+            elsewhere and says how to widen (`--all-projects`, MCP `all_projects=true`).
+
+    Raises: NotFound, InvalidInput.
+    """
     memory = store.get_memory(_check_id(memory_id))
+    if memory is not None and scope is not None and not in_scope(memory.project, scope):
+        memory = None
+        if scope.projects:
+            where = f"in project {scope.projects[0]} or among global memories"
+        else:
+            where = "among global memories (no project here)"
+        raise NotFound(f"no memory with id {memory_id} {where}; --all-projects (MCP: all_projects=true) "
+                       "looks in every project")
     if memory is None:
         raise NotFound(f"no memory with id {memory_id}")
     return memory
 
 
+def in_scope(project: str | None, scope: Scope) -> bool:
+    """True if a memory of `project` (None: global) is inside the projects of `scope`."""
+    if scope.projects is None:
+        return True
+    return project in scope.projects or (project is None and scope.include_global)
+
+
 def forget(store: Store, memory_id: int, *, reason: str | None = None) -> Memory:
     """Soft-forget: hidden from every recall path (lexical, vector, graph, export by default),
     kept for audit and `restore`. Raises NotFound, InvalidInput (already forgotten)."""
-    why = _fix_surrogates(reason).strip()[:200] if reason else None
+    why = _controls_to_space(_fix_surrogates(reason)).strip()[:200] if reason else None
     now = clock.now_iso()
     with store.write():
         memory = get(store, memory_id)
@@ -435,7 +471,13 @@ def purge(store: Store, memory_ids: Sequence[int]) -> PurgeReport:
     """Destroy memories: rows, tags, FTS entries, vectors, history, graph links. Irreversible.
 
     Freed pages are zeroed (secure_delete, FTS5 secure-delete) and the WAL is checkpointed and
-    truncated, so the text is gone from the file. A content-free audit stub remains.
+    truncated, so the text is gone from the file. A content-free audit stub remains per memory:
+    action `purge`, its id and `uid=<uid>` (a random id, or for server-memory observations a
+    hash of entity and text), so an import never brings it back (`import_file`).
+
+    Copies memsafe made before (migration backups, `<db>.bak-v<N>`) are not rewritten: those
+    that still hold a purged memory are named in `PurgeReport.backups`, with
+    `PurgeReport.remove_command`, for the user to remove.
 
     Raises:
         InvalidInput: no ids; NotFound: an id does not exist (nothing is purged then).
@@ -456,9 +498,10 @@ def purge(store: Store, memory_ids: Sequence[int]) -> PurgeReport:
         versions = store.delete_memories(ids)
         store.delete_orphan_entities(linked)  # names extracted from the purged text go too
         for i in ids:
-            store.add_event(now, "purge", i, None)
+            store.add_event(now, "purge", i, f"uid={found[i].uid}")
     store.checkpoint()
-    return PurgeReport(purged_ids=ids, versions_removed=versions)
+    backups = store.backups_holding([found[i].uid for i in ids])
+    return PurgeReport(purged_ids=ids, versions_removed=versions, backups=[str(b) for b in backups])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -622,14 +665,14 @@ def recall(
     packed = retrieve.pack(texts, max(1, effective - reserve), tokens.count, tokens.truncate, limit=limit_v)
     used = sum(p.tokens for p in packed)
     graph_text, graph_tokens = graph_api.context_text(
-        store, [scored[p.index][1].id for p in packed], min(reserve, effective - used)
+        store, [scored[p.index][1].id for p in packed], min(reserve, effective - used), scope
     )
     if reserve and any(p.truncated for p in packed) and graph_tokens < reserve:
         # The best memory was cut to fit: give it the graph share the relations do not need.
         packed = retrieve.pack(texts, max(1, effective - graph_tokens), tokens.count, tokens.truncate, limit=limit_v)
         used = sum(p.tokens for p in packed)
         graph_text, graph_tokens = graph_api.context_text(
-            store, [scored[p.index][1].id for p in packed], min(reserve, effective - used)
+            store, [scored[p.index][1].id for p in packed], min(reserve, effective - used), scope
         )
     left = effective - used - graph_tokens
     if left > 0 and len(packed) < limit_v and not any(p.truncated for p in packed):

@@ -6,6 +6,14 @@ spelled names of one entity share a row; the first spelling seen is the display 
 others are kept as aliases (FIELD-CASES F14). Relations never create entities silently: an
 unknown endpoint is an error naming it unless `create=True`, and a batch is atomic (F15).
 Forgotten and archived memories never appear in graph views.
+
+Scope (issue 12): graph views and the relations text in recall follow recall's rule: the
+current project plus global memories, every project only when asked (`all_projects`). Entities
+and relations are not owned by a project, so an entity's visibility comes from the memories
+that name it: a scope sees an entity named by one of its memories (or by no memory at all: made
+by hand, hence global); an entity named only by other projects' memories is not shown, not
+walked through, and its relations are left out, so a name taken from one repository's text
+never appears in another's.
 """
 
 from __future__ import annotations
@@ -14,7 +22,7 @@ import math
 from collections.abc import Mapping, Sequence
 
 from memsafe import clock, graph, tokens
-from memsafe.api.core import _fix_surrogates, clean_project, clean_text, refuse_secret
+from memsafe.api.core import _controls_to_space, _fix_surrogates, clean_text, make_scope, refuse_secret
 from memsafe.errors import InvalidInput, NotFound
 from memsafe.models import (
     EntityInfo,
@@ -57,7 +65,7 @@ def clean_entity_names(names: Sequence[str]) -> list[str]:
 
 
 def _clean_relation(relation: str) -> str:
-    text = " ".join(_fix_surrogates(str(relation)).replace("\x00", "").split())
+    text = " ".join(_controls_to_space(_fix_surrogates(str(relation))).split())
     if not text:
         raise InvalidInput("relation type is empty")
     if len(text) > MAX_RELATION_CHARS:
@@ -235,28 +243,45 @@ def _relation_infos(store: Store, rows: Sequence[tuple]) -> list[RelationInfo]:
     return [RelationInfo(names[r[1]]["name"], r[2], names[r[3]]["name"], r[4]) for r in rows]
 
 
+def _scope(project: str | None, all_projects: bool) -> Scope:
+    return make_scope(project=project, all_projects=all_projects)
+
+
+def _unknown(display: str, scope: Scope) -> NotFound:
+    if scope.projects is None:
+        return NotFound(f"unknown entity {display!r}")
+    where = f"project {scope.projects[0]} or global memories" if scope.projects else "global memories"
+    return NotFound(f"unknown entity {display!r} in the graph of {where}; --all-projects (MCP: all_projects=true) "
+                    "looks in every project")
+
+
 def graph_show(
     store: Store, name: str, *, depth: int = 2, limit: int = 30, project: str | None = None,
-    all_projects: bool = True,
+    all_projects: bool = False,
 ) -> GraphView:
     """Breadth-first neighbourhood of an entity over relations in both directions.
+
+    Scope (as recall's): the entities, relations and memories of `project` plus global ones, or
+    of every project with `all_projects`; with neither, global ones only. An entity named only
+    by another project's memories is neither shown nor walked through (module docstring).
 
     Args:
         depth: hops from the entity (0 = the entity alone), at most 10.
         limit: at most this many entities (the start included); `truncated` says if it cut.
-        project / all_projects: which memories to list per entity (active only, always).
+        project / all_projects: the scope; memories listed per entity are active ones in it.
 
     Raises:
-        NotFound: no such entity. InvalidInput: depth or limit out of range.
+        NotFound: no such entity in scope. InvalidInput: depth or limit out of range.
     """
     display = _clean_name(name)
     if not isinstance(depth, int) or not 0 <= depth <= MAX_DEPTH:
         raise InvalidInput(f"depth must be between 0 and {MAX_DEPTH}, got {depth}")
     if not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
         raise InvalidInput(f"limit must be between 1 and {MAX_LIMIT}, got {limit}")
+    scope = _scope(project, all_projects)
     found = _resolve(store, [display]).get(graph.entity_key(display))
-    if found is None:
-        raise NotFound(f"unknown entity {display!r}")
+    if found is None or not store.visible_entities([found[0]], scope):
+        raise _unknown(display, scope)
     start = found[0]
     distance = {start: 0}
     frontier = [start]
@@ -264,10 +289,12 @@ def graph_show(
     for hop in range(1, depth + 1):
         if not frontier:
             break
+        touching = store.relations_touching(frontier)
+        visible = store.visible_entities([e for r in touching for e in (r[1], r[3]) if e not in distance], scope)
         nxt: list[int] = []
-        for _rid, s, _rel, t, _w in store.relations_touching(frontier):
+        for _rid, s, _rel, t, _w in touching:
             for other in (s, t):
-                if other in distance:
+                if other in distance or other not in visible:
                     continue
                 if len(distance) >= limit:
                     truncated = True
@@ -277,7 +304,6 @@ def graph_show(
         frontier = nxt
     ids = list(distance)
     rows = store.entity_rows(ids)
-    scope = Scope(projects=None if all_projects or project is None else [clean_project(project)])
     mentions = store.entity_memories(ids, scope)
     shown = {i for ids_ in mentions.values() for i in ids_[:MEMORIES_PER_NODE]}
     memories = store.get_memories(list(shown))
@@ -301,20 +327,22 @@ def _preview(text: str) -> str:
     return flat if len(flat) <= PREVIEW_CHARS else flat[: PREVIEW_CHARS - 1] + "…"
 
 
-def graph_entities(store: Store, *, project: str | None = None) -> list[EntityInfo]:
-    """Entities, with how many active memories mention each. With `project`, only entities
-    mentioned by active memories of that project (or global ones), counted there."""
-    scope = None if project is None else Scope(projects=[clean_project(project)], include_global=True)
-    rows = store.list_entities(scope)
+def graph_entities(store: Store, *, project: str | None = None, all_projects: bool = False) -> list[EntityInfo]:
+    """The entities in scope (as `graph_show`), by key, with how many active memories in scope
+    mention each."""
+    rows = store.list_entities(_scope(project, all_projects))
     aliases = store.entity_rows([r["id"] for r in rows])
     return [
         EntityInfo(r["id"], r["name"], r["type"], aliases[r["id"]]["aliases"], r["memories"]) for r in rows
     ]
 
 
-def graph_list(store: Store) -> GraphListing:
-    """Every entity (with active-memory counts and aliases) and every relation."""
-    return GraphListing(graph_entities(store), _relation_infos(store, store.all_relations()))
+def graph_list(store: Store, *, project: str | None = None, all_projects: bool = False) -> GraphListing:
+    """The entities in scope (as `graph_entities`) and the relations between two of them."""
+    entities = graph_entities(store, project=project, all_projects=all_projects)
+    inside = {e.id for e in entities}
+    rels = [r for r in store.all_relations() if r[1] in inside and r[3] in inside]
+    return GraphListing(entities, _relation_infos(store, rels))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -361,16 +389,21 @@ def one_hop(store: Store, entity_ids: Sequence[int], scope: Scope, per_entity: i
     return hops, direct
 
 
-def context_text(store: Store, memory_ids: Sequence[int], max_tokens: int) -> tuple[str, int]:
+def context_text(store: Store, memory_ids: Sequence[int], max_tokens: int, scope: Scope | None = None
+                 ) -> tuple[str, int]:
     """Compact graph context for recalled memories: relations among their entities first, then
     relations with one endpoint among them, heavier first, one `source relation target` line
     each, as many as fit in `max_tokens` (cl100k_base). Returns (text, tokens); ('', 0) if none fit.
+    With `scope`, only relations whose two ends the scope may see (as `graph_show`).
     """
     if max_tokens <= 0 or not memory_ids:
         return "", 0
     by_memory = store.memory_entity_ids(memory_ids)
     entity_ids = {e for ids in by_memory.values() for e in ids}
     rows = store.relations_touching(list(entity_ids))
+    if scope is not None and rows:  # the other end may be a name from another project's text
+        visible = store.visible_entities(list({e for r in rows for e in (r[1], r[3])}), scope)
+        rows = [r for r in rows if r[1] in visible and r[3] in visible]
     if not rows:
         return "", 0
     rows = sorted(rows, key=lambda r: (-(r[1] in entity_ids and r[3] in entity_ids), -r[4], r[0]))

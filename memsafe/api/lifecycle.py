@@ -33,7 +33,7 @@ from memsafe.api.core import (
     make_scope,
 )
 from memsafe.errors import Duplicate, InvalidInput
-from memsafe.models import Hit, Kind, Memory, RecallResult, Status
+from memsafe.models import Hit, Kind, Memory, RecallResult, Scope, Status
 from memsafe.store import Store
 
 __all__ = [
@@ -271,12 +271,13 @@ def _drop_stale_vector(store: Store, memory_id: int) -> None:
     store.update_memory(memory_id, {"embedded": 0})
 
 
-def history(store: Store, memory_id: int) -> HistoryReport:
+def history(store: Store, memory_id: int, *, scope: Scope | None = None) -> HistoryReport:
     """All versions of a memory, oldest first, the current state last (cause `current`).
+    `scope` as in `api.get` (None: any project).
 
     Raises: NotFound, InvalidInput.
     """
-    memory = get(store, _check_id(memory_id))
+    memory = get(store, _check_id(memory_id), scope=scope)
     row = store.raw_row(memory_id)
     out = []
     for n, v in enumerate(store.versions(memory_id), start=1):
@@ -714,37 +715,64 @@ def set_confidence(
 
 
 def consolidate(store: Store, *, dry_run: bool = False, threshold: float | None = None) -> ConsolidateReport:
-    """Merge near-duplicate pairs: active memories in the same project whose vectors have cosine
-    similarity ≥ threshold (default config `near_duplicate_threshold`).
+    """Merge near-duplicates in one run, to the fixpoint: active memories of one project whose
+    vectors have cosine similarity ≥ threshold (default config `near_duplicate_threshold`) are
+    linked, and each connected group (a cluster: three near-copies, or a chain of them) merges
+    into one survivor. A second run finds nothing more.
 
-    The survivor is the more used one (access_count), then the older. It keeps both histories:
-    the merged memory's versions and its last state are copied into the survivor's history
-    (cause `merge`, origin = the merged id), and it takes the union of tags and the higher
-    importance and confidence (its previous state becomes a version, cause `merge`). The merged
-    memory is forgotten with reason `merged into N`. Nothing is deleted.
+    The survivor is the most used one (access_count), then the oldest. It keeps every history:
+    each merged memory's versions and its last state are copied into the survivor's history
+    (cause `merge`, origin = the merged id), and it takes the union of tags and the highest
+    importance and confidence (its previous state becomes a version, cause `merge`). Merged
+    memories are forgotten with reason `merged into N`. Nothing is deleted.
+
+    Returns one `MergePair` per merged memory (`similarity`: its cosine with the survivor, which
+    a chain member may hold below the threshold; it joined through a near-copy).
     """
+    import numpy as np
+
     limit = config_value(store, "near_duplicate_threshold") if threshold is None else threshold
     report = ConsolidateReport(dry_run, limit)
     embedder = _embedder(store)
     if embedder is None or not store.vectors_ready(embedder.model_id):
         return report
-    rows = [r for r in store.decay_rows()]
-    info = {m.id: m for m in store.get_memories([r["id"] for r in rows]).values()}
+    info = store.get_memories([r["id"] for r in store.decay_rows()])
     vectors = store.get_vectors(list(info))
-    used: set[int] = set()
+    by_project: dict[str | None, list[int]] = {}
     for memory_id in sorted(vectors):
-        if memory_id in used:
+        by_project.setdefault(info[memory_id].project, []).append(memory_id)
+    for project, ids in by_project.items():
+        if len(ids) < 2:
             continue
-        m = info[memory_id]
-        for other, distance in store.nearest(vectors[memory_id], m.project, 4):
-            sim = 1.0 - distance
-            if other == memory_id or other in used or other not in info or sim < limit:
+        matrix = np.stack([np.frombuffer(vectors[i], dtype="<f4") for i in ids]).astype(np.float32)
+        matrix /= np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12)
+        parent = list(range(len(ids)))  # union-find over the near-duplicate links
+
+        def root(i: int) -> int:
+            while parent[i] != i:
+                parent[i] = parent[parent[i]]
+                i = parent[i]
+            return i
+
+        block = max(1, 4_000_000 // len(ids))  # rows of the similarity matrix at once (≤ 16 MB)
+        for start in range(0, len(ids), block):
+            sims = matrix[start:start + block] @ matrix.T
+            for r, c in zip(*np.nonzero(sims >= limit)):
+                a, b = root(start + int(r)), root(int(c))
+                if a != b:
+                    parent[max(a, b)] = min(a, b)
+        clusters: dict[int, list[int]] = {}
+        for i in range(len(ids)):
+            clusters.setdefault(root(i), []).append(i)
+        for members in clusters.values():
+            if len(members) < 2:
                 continue
-            a, b = info[memory_id], info[other]
-            survivor, merged = (a, b) if (a.access_count, -a.id) >= (b.access_count, -b.id) else (b, a)
-            report.pairs.append(MergePair(survivor.id, merged.id, round(sim, 4), m.project))
-            used.update((memory_id, other))
-            break
+            best = max(members, key=lambda i: (info[ids[i]].access_count, -ids[i]))
+            for i in members:
+                if i != best:
+                    similarity = float(matrix[i] @ matrix[best])
+                    report.pairs.append(MergePair(ids[best], ids[i], round(similarity, 4), project))
+    report.pairs.sort(key=lambda p: (p.survivor_id, p.merged_id))
     if dry_run:
         return report
     done = []

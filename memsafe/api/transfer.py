@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from memsafe import __version__, clock, settings, transfer
+from memsafe import __version__, clock, graph, settings, transfer
+from memsafe.api import graph as graph_api
 from memsafe.api.core import (
     _screen_secrets,
     backfill,
@@ -36,6 +37,7 @@ from memsafe.api.core import (
     clean_tags,
     clean_text,
     content_hash,
+    make_scope,
     refuse_secret,
 )
 from memsafe.errors import InvalidInput, MemsafeError
@@ -70,6 +72,7 @@ class ImportReport:
 
     Attributes:
         skipped: problems that dropped a record or part of one ("line 7: ..."), in file order.
+        purged: memories skipped because their uid was purged here (see `import_file`).
         notes: records accepted with a default or a legacy spelling.
         embedded / pending: vectors filled after the import, and those still waiting.
     """
@@ -82,6 +85,7 @@ class ImportReport:
     memories_updated: int = 0
     memories_unchanged: int = 0
     duplicates: int = 0
+    purged: int = 0
     entities_added: int = 0
     relations_added: int = 0
     links_added: int = 0
@@ -110,19 +114,40 @@ class _Rollback(Exception):
     """Internal: leave the import transaction without committing."""
 
 
+@dataclass
+class _Purged:
+    """The purge stubs an import honours: {uid: purged at (UTC ISO-8601)}; empty with --allow-purged."""
+
+    stubs: dict[str, str]
+
+    def skip(self, uid: str, line: int | None, record: int | None, report: "ImportReport",
+             problems: list[Notice]) -> bool:
+        """True (and reported) when `uid` was purged here: its memory must not come back."""
+        at = self.stubs.get(uid)
+        if at is None:
+            return False
+        report.purged += 1
+        problems.append(Notice(line, f"uid {uid}: purged on {at[:10]}; skipped (--allow-purged brings it back)",
+                               record=record, skip=True))
+        return True
+
+
 # ---------------------------------------------------------------------------------------------
 # Export
 
 
-def export(store: Store, out: IO[str], *, project: str | None = None, include_forgotten: bool = False,
-           vectors: bool = False, progress: Progress | None = None) -> ExportReport:
+def export(store: Store, out: IO[str], *, project: str | None = None, all_projects: bool = False,
+           include_forgotten: bool = False, vectors: bool = False, progress: Progress | None = None) -> ExportReport:
     """Write the memsafe export (format version `transfer.FORMAT_VERSION`) to a text stream.
 
     Streams: memories are read and written in batches of 500, inside one read snapshot.
     Order: header, config, entities, memories (with tags, entity keys, history), relations, end.
 
     Args:
-        project: only memories of this project (and the entities/relations they reach).
+        project / all_projects: the scope, as recall's: the memories of `project` plus global
+            ones, or every project with `all_projects` (neither: global memories only); with
+            the entities they name, the entities no memory names (made by hand), and the
+            relations between two exported entities.
         include_forgotten: also export forgotten memories (default: active and archived).
         vectors: also write each memory's stored vector (`transfer.VECTOR_ENCODING`, ~2 KB per
             memory at 384 dims) and the model's id in the header; memories still pending have none.
@@ -131,7 +156,8 @@ def export(store: Store, out: IO[str], *, project: str | None = None, include_fo
     Raises:
         InvalidInput: `vectors` is asked for but this store has none (or sqlite-vec is missing).
     """
-    key = clean_project(project) if project else None
+    scope = make_scope(project=project, all_projects=all_projects)
+    key = scope.projects[0] if scope.projects else None
     statuses = [Status.ACTIVE.value, Status.ARCHIVED.value]
     if include_forgotten:
         statuses.append(Status.FORGOTTEN.value)
@@ -145,16 +171,16 @@ def export(store: Store, out: IO[str], *, project: str | None = None, include_fo
                 reason = store.vector_error or "no memory has been embedded yet"
                 raise InvalidInput(f"this store has no vectors to export ({reason}); export without --vectors")
             embedding = (model, int(dim))
-        total = sum(store.counts()[s] for s in statuses) if key is None else None
+        total = sum(store.counts()[s] for s in statuses) if all_projects else None
         out.write(transfer.dump_line(transfer.header(
             exported_at=clock.now_iso(), memsafe_version=__version__, schema_version=store.schema_version(),
-            project=key, include_forgotten=include_forgotten, embedding=embedding,
+            project=key, all_projects=all_projects, include_forgotten=include_forgotten, embedding=embedding,
         )))
         for name, value in sorted(store.config_items().items()):
             if name in settings.CONFIG_KEYS:
                 out.write(transfer.dump_line({"type": "config", "key": name, "value": value}))
                 counts["config"] += 1
-        for entity in store.iter_entities(key):
+        for entity in store.iter_entities(None if all_projects else scope):
             out.write(transfer.dump_line({
                 "type": "entity", "name": entity["name"], "key": entity["key"], "entity_type": entity["type"],
                 "aliases": entity["aliases"], "created_at": entity["created_at"],
@@ -162,7 +188,7 @@ def export(store: Store, out: IO[str], *, project: str | None = None, include_fo
             counts["entity"] += 1
         after = 0
         while True:
-            rows = store.export_memory_rows(after, EXPORT_BATCH, statuses, key)
+            rows = store.export_memory_rows(after, EXPORT_BATCH, statuses, None if all_projects else scope)
             if not rows:
                 break
             ids = [r["id"] for r in rows]
@@ -185,7 +211,7 @@ def export(store: Store, out: IO[str], *, project: str | None = None, include_fo
             after = ids[-1]
             if progress:
                 progress(counts["memory"], total or counts["memory"])
-        for relation in store.iter_relations(key):
+        for relation in store.iter_relations(None if all_projects else scope):
             out.write(transfer.dump_line({"type": "relation", **relation}))
             counts["relation"] += 1
     out.write(transfer.dump_line({"type": "end", "counts": counts}))
@@ -247,8 +273,13 @@ def import_file(
     project: str | None = None,
     progress: Progress | None = None,
     redact: bool = False,
+    allow_purged: bool = False,
 ) -> ImportReport:
     """Import a memsafe export or an MCP memory-server file in one transaction.
+
+    Purge is a promise: a memory whose uid was purged here (the purge's audit stub keeps the
+    uid, never the text) is skipped and reported ("purged on DATE"), on every format, unless
+    `allow_purged`.
 
     Args:
         fmt: 'auto' (detected from the first record), 'memsafe' or 'server-memory'.
@@ -258,6 +289,7 @@ def import_file(
         progress: called with (bytes read, file size).
         redact: store text that looks like a credential with the secret replaced by `[REDACTED:<type>]`;
             without it such a record is invalid (like any malformed record), as `remember` refuses it.
+        allow_purged: bring back memories that were purged here (the explicit way back).
 
     Raises:
         InvalidInput: unreadable file, unknown format, or (without skip_invalid) any malformed
@@ -281,11 +313,12 @@ def import_file(
     problems: list[Notice] = []
     try:
         with store.write():
+            purged = _Purged({} if allow_purged else store.purged_uids())
             if fmt == "memsafe":
-                _import_memsafe(store, path, report, problems, progress, redact)
+                _import_memsafe(store, path, report, problems, progress, redact, purged)
             else:
                 _import_server_memory(store, path, report, problems, clean_project(project) if project else None,
-                                      progress, redact)
+                                      progress, redact, purged)
             problems.sort(key=lambda p: (p.line is None, p.line or 0))  # file order (stable)
             fatal = [p for p in problems if p.fatal]
             if fatal and not skip_invalid:
@@ -331,9 +364,12 @@ def _read(path: Path, progress: Progress | None):
 
 
 def _import_memsafe(store: Store, path: Path, report: ImportReport, problems: list[Notice],
-                    progress: Progress | None, redact: bool = False) -> None:
+                    progress: Progress | None, redact: bool, purged: _Purged) -> None:
     header_seen = False
     end_seen = False
+    now = clock.now()
+    read = dict.fromkeys(transfer.RECORD_TYPES, 0)  # records per type, to check the end record's counts
+    keys: dict[str, str] = {}  # entity key as the file writes it -> identity key of the entity's name
     known_config = {k: spec.parse for k, spec in settings.CONFIG_KEYS.items()}
     record_no = 0
     dim = None  # vector size when the file's vectors are usable here
@@ -356,19 +392,35 @@ def _import_memsafe(store: Store, path: Path, report: ImportReport, problems: li
             if not isinstance(value, dict):
                 raise RecordError("is not a JSON object", line=number, record=record_no)
             kind = value.get("type")
+            if kind in read:
+                read[kind] += 1
             if kind == "memory":
-                rec = transfer.check_memory(value, number, record_no)
+                rec = transfer.check_memory(value, number, record_no, now=now)
+                rec["entities"] = [keys.get(k, k) for k in rec["entities"]]
                 first = seen_uids.get(rec["uid"])
                 if first is not None:
                     problems.append(Notice(number, f"uid {rec['uid']} appeared already on line {first}; skipped",
                                            record=record_no, skip=True))
                     continue
+                if rec["uid"] not in seen_uids and store.memory_by_uid(rec["uid"]) is None \
+                        and purged.skip(rec["uid"], number, record_no, report, problems):
+                    continue
                 _apply_memory(store, rec, report, problems, number, record_no, redact, dim)
                 seen_uids[rec["uid"]] = number  # only once taken: an invalid first copy does not hide a valid one
             elif kind == "entity":
-                _apply_entity(store, transfer.check_entity(value, number, record_no), report)
+                entity = transfer.check_entity(value, number, record_no, now=now)
+                try:
+                    entity["name"] = graph_api.clean_entity_names([entity["name"]])[0]
+                except MemsafeError as exc:
+                    raise RecordError(str(exc), line=number, record=record_no, field="name") from None
+                # The key is the identity key of the name, whatever the file says (a record
+                # {"name": "Bar", "key": "foo"} must not make a second Bar); the file's key still
+                # names the entity in this file's memory and relation records.
+                keys[entity["file_key"]] = entity["key"] = graph.entity_key(entity["name"])
+                _apply_entity(store, entity, report)
             elif kind == "relation":
-                rel = transfer.check_relation(value, number, record_no)
+                rel = transfer.check_relation(value, number, record_no, now=now)
+                rel["source"], rel["target"] = keys.get(rel["source"], rel["source"]), keys.get(rel["target"], rel["target"])
                 ends = [store.entity_id_by_key(rel["source"]), store.entity_id_by_key(rel["target"])]
                 if None in ends:
                     missing = rel["source"] if ends[0] is None else rel["target"]
@@ -395,6 +447,7 @@ def _import_memsafe(store: Store, path: Path, report: ImportReport, problems: li
                 end_seen = True
                 record_no -= 1
                 report.records -= 1
+                end = (number, value.get("counts"))
             else:
                 raise RecordError(f"type {json.dumps(kind)} is not config, entity, memory, relation or end",
                                   line=number, record=record_no, field="type")
@@ -407,6 +460,8 @@ def _import_memsafe(store: Store, path: Path, report: ImportReport, problems: li
         raise InvalidInput(f"{path.name} is empty")
     if not end_seen:
         problems.append(Notice(None, "the file has no end record: it looks truncated", fatal=True))
+    else:
+        problems.extend(transfer.check_end_counts(end[1], read, end[0]))
 
 
 def _usable_vectors(store: Store, embedding: dict | None, problems: list[Notice]) -> int | None:
@@ -433,9 +488,8 @@ def _usable_vectors(store: Store, embedding: dict | None, problems: list[Notice]
 def _apply_entity(store: Store, entity: dict, report: ImportReport) -> int:
     entity_id = store.entity_id_by_key(entity["key"])
     if entity_id is None:
-        entity_id = store.insert_entity(refuse_secret(clean_text(entity["name"], "entity name"), "entity name"),
-                                        refuse_secret(entity["key"], "entity key"),
-                                        refuse_secret(entity["type"], "entity type"), entity["created_at"])
+        entity_id = store.insert_entity(entity["name"], entity["key"], refuse_secret(entity["type"], "entity type"),
+                                        entity["created_at"])
         report.entities_added += 1
     store.add_entity_aliases(entity_id, [refuse_secret(a, "entity alias") for a in entity.get("aliases", [])])
     return entity_id
@@ -539,7 +593,7 @@ def _keep_local_history(store: Store, memory_id: int, file_versions: list[dict],
 
 
 def _import_server_memory(store: Store, path: Path, report: ImportReport, problems: list[Notice],
-                          project: str | None, progress: Progress | None, redact: bool = False) -> None:
+                          project: str | None, progress: Progress | None, redact: bool, purged: _Purged) -> None:
     items: list[tuple[int, object]] = []
     if transfer.first_char(path) == "[":
         try:
@@ -563,6 +617,7 @@ def _import_server_memory(store: Store, path: Path, report: ImportReport, proble
         report.records += 1
         parsed = transfer.check_server_memory(value, number, problems)
         if isinstance(parsed, transfer.SMEntity):
+            parsed.key = _key_of(parsed.name)
             if parsed.key in entities:  # duplicate line or entity split over lines: merge observations
                 seen = entities[parsed.key].observations
                 seen.extend(o for o in parsed.observations if o not in seen)
@@ -592,11 +647,11 @@ def _import_server_memory(store: Store, path: Path, report: ImportReport, proble
             except MemsafeError as exc:
                 problems.append(Notice(entity.line, f"observation: {exc}", fatal=True))
                 continue
-            _apply_observation(store, entity_id, key, content, project, now, report)
+            _apply_observation(store, entity_id, key, content, project, now, report, problems, purged, entity.line)
     for rel in relations:
         ends = []
         for end in (rel.source, rel.target):
-            key = transfer.entity_key(end)
+            key = _key_of(end)
             ends.append(ids.get(key) or store.entity_id_by_key(key))
         if None in ends:
             missing = rel.source if ends[0] is None else rel.target
@@ -612,10 +667,21 @@ def _import_server_memory(store: Store, path: Path, report: ImportReport, proble
             report.relations_added += 1
 
 
+def _key_of(name: str) -> str:
+    """Identity key of a name as `graph add-entity` would store it (cleaned first: a control
+    character is a space there, so it must be here too)."""
+    try:
+        return graph.entity_key(graph.clean_name(clean_text(name, "entity name")))
+    except MemsafeError:
+        return graph.entity_key(name)  # refused later, with the line, when the entity is stored
+
+
 def _apply_observation(store: Store, entity_id: int, key: str, content: str, project: str | None, now: str,
-                       report: ImportReport) -> None:
+                       report: ImportReport, problems: list[Notice], purged: _Purged, line: int) -> None:
     uid = uuid.uuid5(_UID_NAMESPACE, f"server-memory\0{key}\0{content}").hex
     existing = store.memory_by_uid(uid)
+    if existing is None and purged.skip(uid, line, None, report, problems):
+        return
     memory_id = existing["id"] if existing else store.find_duplicate(content_hash(content), project)
     if memory_id is not None:
         report.memories_unchanged += 1

@@ -58,6 +58,9 @@ ProjectOpt = Annotated[
 ProjectPathOpt = Annotated[
     str | None, typer.Option("--project-path", help="Use the project of this path (posix or Windows).")
 ]
+AllProjectsOpt = Annotated[
+    bool, typer.Option("--all-projects", help="Every project (default: the current project plus global memories).")
+]
 KindOpt = Annotated[Kind, typer.Option("--kind", "-k", help="What the memory is.")]
 IdArg = Annotated[int, typer.Argument(metavar="ID", help="Memory id.")]
 TagsOpt = Annotated[list[str] | None, typer.Option("--tag", "-t", help="Tag (repeatable).")]
@@ -150,13 +153,22 @@ def is_terminal() -> bool:
 
 def _project(opened: api.Opened, project: str | None, project_path: str | None) -> tuple[str | None, str]:
     """(project key, the rule that chose it)."""
-    if project_path:
-        return settings.project_key(project_path), "--project-path"
-    if project:
-        return api.clean_project(project), "--project"
     mode = api.config_get(opened.store, "project_mode")
+    if project_path:
+        return settings.project_for_path(project_path, mode), "--project-path"
+    if project:
+        return api.clean_project(project, mode=mode), "--project"
     key = settings.detect_project(mode=mode)
     return key, f"{mode} of {settings.current_dir()}"
+
+
+def _scope(opened: api.Opened, project: str | None, project_path: str | None, all_projects: bool):
+    """The read scope of a command, as recall's: the current (or given) project plus global
+    memories, or every project with --all-projects."""
+    if all_projects and (project or project_path):
+        raise _fail("use --all-projects or --project/--project-path, not both", 2)
+    key = None if all_projects else _project(opened, project, project_path)[0]
+    return api.make_scope(project=key, all_projects=all_projects)
 
 
 def _emit_json(obj) -> None:

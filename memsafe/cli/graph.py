@@ -8,7 +8,19 @@ from typing import Annotated
 import typer
 
 from memsafe import api, render
-from memsafe.cli._common import JsonOpt, _emit_json, _session, app, emit, err, out
+from memsafe.cli._common import (
+    AllProjectsOpt,
+    JsonOpt,
+    ProjectOpt,
+    ProjectPathOpt,
+    _emit_json,
+    _scope,
+    _session,
+    app,
+    emit,
+    err,
+    out,
+)
 
 graph_app = typer.Typer(
     name="graph",
@@ -16,6 +28,13 @@ graph_app = typer.Typer(
     no_args_is_help=True,
 )
 app.add_typer(graph_app, name="graph")
+
+
+def _options(scope) -> dict:
+    """A scope as the graph handlers' keyword arguments."""
+    if scope.projects is None:
+        return {"all_projects": True}
+    return {"project": scope.projects[0] if scope.projects else None}
 
 
 @graph_app.command("add-entity")
@@ -85,18 +104,23 @@ def show(
     entity: Annotated[str, typer.Argument(help="Entity to start from.")],
     depth: Annotated[int, typer.Option("--depth", min=0, max=10, help="Hops to follow (both directions).")] = 2,
     limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="At most this many entities.")] = 30,
+    project: ProjectOpt = None,
+    project_path: ProjectPathOpt = None,
+    all_projects: AllProjectsOpt = False,
     json_: JsonOpt = False,
 ) -> None:
     """Show an entity's neighbourhood (breadth-first, both directions) with its memories.
 
-    Each entity reached is listed with the active memories that mention it.
+    Each entity reached is listed with the active memories that mention it. Like recall, it
+    reads the current project and global memories (--all-projects: every project).
 
     Examples:
 
       memsafe graph show checkout-api --depth 1
     """
     with _session(ctx) as opened:
-        view = api.graph_show(opened.store, entity, depth=depth, limit=limit)
+        scope = _scope(opened, project, project_path, all_projects)
+        view = api.graph_show(opened.store, entity, depth=depth, limit=limit, **_options(scope))
     if json_:
         _emit_json(view)
         return
@@ -108,14 +132,16 @@ def show(
 @graph_app.command()
 def entities(
     ctx: typer.Context,
-    project: Annotated[
-        str | None, typer.Option("--project", "-p", help="Only entities mentioned by this project's memories.")
-    ] = None,
+    project: ProjectOpt = None,
+    project_path: ProjectPathOpt = None,
+    all_projects: AllProjectsOpt = False,
     json_: JsonOpt = False,
 ) -> None:
-    """List entities with how many active memories mention each."""
+    """List entities with how many active memories mention each (current project plus global,
+    or --all-projects)."""
     with _session(ctx) as opened:
-        rows = api.graph_entities(opened.store, project=project)
+        scope = _scope(opened, project, project_path, all_projects)
+        rows = api.graph_entities(opened.store, **_options(scope))
     if json_:
         _emit_json(rows)
     elif not rows:
@@ -125,10 +151,17 @@ def entities(
 
 
 @graph_app.command("list")
-def list_(ctx: typer.Context, json_: JsonOpt = False) -> None:
-    """List every entity and every relation."""
+def list_(
+    ctx: typer.Context,
+    project: ProjectOpt = None,
+    project_path: ProjectPathOpt = None,
+    all_projects: AllProjectsOpt = False,
+    json_: JsonOpt = False,
+) -> None:
+    """List the entities and relations of the current project plus global ones (--all-projects: all)."""
     with _session(ctx) as opened:
-        listing = api.graph_list(opened.store)
+        scope = _scope(opened, project, project_path, all_projects)
+        listing = api.graph_list(opened.store, **_options(scope))
     if json_:
         _emit_json(listing)
         return

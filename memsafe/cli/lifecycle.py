@@ -9,6 +9,7 @@ import typer
 
 from memsafe import api, clock, decay
 from memsafe.cli._common import (
+    AllProjectsOpt,
     IdArg,
     JsonOpt,
     ProjectOpt,
@@ -16,6 +17,7 @@ from memsafe.cli._common import (
     _emit_json,
     _fail,
     _project,
+    _scope,
     _session,
     app,
     emit,
@@ -73,13 +75,21 @@ def update(
 
 
 @app.command()
-def history(ctx: typer.Context, memory_id: IdArg, json_: JsonOpt = False) -> None:
+def history(
+    ctx: typer.Context,
+    memory_id: IdArg,
+    project: ProjectOpt = None,
+    project_path: ProjectPathOpt = None,
+    all_projects: AllProjectsOpt = False,
+    json_: JsonOpt = False,
+) -> None:
     """List every version of a memory, oldest first; the last row is the current state.
 
     Each row: when it held, what ended it (update, decay, restore, merge), its level and status.
+    Reads the current project and global memories unless --all-projects (as `get`).
     """
     with _session(ctx) as opened:
-        report = api.history(opened.store, memory_id)
+        report = api.history(opened.store, memory_id, scope=_scope(opened, project, project_path, all_projects))
     if json_:
         _emit_json(report)
         return
@@ -103,7 +113,7 @@ def list_(
     all_: Annotated[bool, typer.Option("--all", help="Every status.")] = False,
     project: ProjectOpt = None,
     project_path: ProjectPathOpt = None,
-    all_projects: Annotated[bool, typer.Option("--all-projects", help="Every project.")] = False,
+    all_projects: AllProjectsOpt = False,
     limit: Annotated[int | None, typer.Option("--limit", "-n", min=1, help="At most this many.")] = None,
     json_: JsonOpt = False,
 ) -> None:

@@ -8,6 +8,7 @@ import typer
 
 from memsafe import api, render
 from memsafe.cli._common import (
+    AllProjectsOpt,
     IdArg,
     JsonOpt,
     KindOpt,
@@ -17,6 +18,7 @@ from memsafe.cli._common import (
     _emit_json,
     _fail,
     _project,
+    _scope,
     _session,
     app,
     emit,
@@ -146,11 +148,18 @@ def recall(
 def get(
     ctx: typer.Context,
     memory_id: IdArg,
+    project: ProjectOpt = None,
+    project_path: ProjectPathOpt = None,
+    all_projects: AllProjectsOpt = False,
     json_: JsonOpt = False,
 ) -> None:
-    """Show one memory, whatever its status."""
+    """Show one memory, whatever its status.
+
+    Like recall, it reads the current project and global memories: a memory of another project
+    is "not found" unless --all-projects (or that --project) is given.
+    """
     with _session(ctx) as opened:
-        memory = api.get(opened.store, memory_id)
+        memory = api.get(opened.store, memory_id, scope=_scope(opened, project, project_path, all_projects))
     emit(memory, json_, render.memory_table(memory))
 
 
@@ -198,12 +207,17 @@ def purge(
     with _session(ctx) as opened:
         report = api.purge(opened.store, memory_ids)
     if json_:
-        _emit_json(report)
+        from dataclasses import asdict
+
+        _emit_json({**asdict(report), "remove_command": report.remove_command})
     else:
         out().print(
             f"Purged {render.count_of(len(report.purged_ids), 'memory')} "
             f"({render.count_of(report.versions_removed, 'version')} of history removed)"
         )
+    if report.backups:
+        say("Warning", f"the text is still in {render.count_of(len(report.backups), 'backup')} memsafe made before "
+                       f"migrating ({', '.join(report.backups)}); remove them: {report.remove_command}")
 
 
 @app.command()

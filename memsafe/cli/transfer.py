@@ -14,7 +14,20 @@ import typer
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
 
 from memsafe import api, render, settings
-from memsafe.cli._common import JsonOpt, _emit_json, _errors, _fail, _session, app, err, say
+from memsafe.cli._common import (
+    AllProjectsOpt,
+    JsonOpt,
+    ProjectOpt,
+    ProjectPathOpt,
+    _emit_json,
+    _errors,
+    _fail,
+    _scope,
+    _session,
+    app,
+    err,
+    say,
+)
 
 PARTIAL_EXIT = 3  # import finished but skipped something
 
@@ -67,7 +80,9 @@ def _progress(label: str, enabled: bool = True) -> Iterator:
 def export(
     ctx: typer.Context,
     output: Annotated[str, typer.Option("--output", "-o", help="File to write, or - for stdout.")] = "-",
-    project: Annotated[str | None, typer.Option("--project", "-p", help="Only this project's memories.")] = None,
+    project: ProjectOpt = None,
+    project_path: ProjectPathOpt = None,
+    all_projects: AllProjectsOpt = False,
     include_forgotten: Annotated[
         bool, typer.Option("--include-forgotten", help="Also export forgotten memories.")
     ] = False,
@@ -78,16 +93,22 @@ def export(
 ) -> None:
     """Export memories, history, graph and config as memsafe JSON Lines (docs/export-format.md).
 
+    Like recall, it takes the current project and global memories; --all-projects takes every
+    project (a whole backup).
+
     Examples:
 
-      memsafe export -o backup.jsonl --include-forgotten
+      memsafe export -o backup.jsonl --all-projects --include-forgotten
 
-      memsafe export -o move.jsonl --vectors
+      memsafe export -o move.jsonl --all-projects --vectors
 
       memsafe export --project ~/src/web | gzip > web.jsonl.gz
     """
     with _session(ctx) as opened:
-        options = {"project": project, "include_forgotten": include_forgotten, "vectors": vectors}
+        scope = _scope(opened, project, project_path, all_projects)
+        key = scope.projects[0] if scope.projects else None
+        options = {"project": key, "all_projects": all_projects, "include_forgotten": include_forgotten,
+                   "vectors": vectors}
         if output == "-":
             try:
                 report = api.export(opened.store, sys.stdout, **options)
@@ -104,7 +125,11 @@ def export(
     err.print(f"Exported {render.count_of(c['memory'], 'memory')}, {render.count_of(c['entity'], 'entity')}, "
               f"{render.count_of(c['relation'], 'relation')}, {render.count_of(c['config'], 'config')}"
               + (f" with {render.count_of(report.vectors, 'vector')}" if vectors else "")
-              + (f" to {report.path}" if report.path else ""))
+              + (f" to {report.path}" if report.path else "")
+              + (" from every project" if all_projects else
+                 f" from project {key} and global memories (--all-projects: every project)" if key else
+                 " from global memories only (no project here; --all-projects: every project)"),
+              markup=False)
 
 
 @app.command("import")
@@ -125,12 +150,17 @@ def import_(
     redact: Annotated[
         bool, typer.Option("--redact", help="Store text that looks like a credential redacted instead of refusing it.")
     ] = False,
+    allow_purged: Annotated[
+        bool, typer.Option("--allow-purged", help="Bring back memories that were purged here (skipped otherwise).")
+    ] = False,
     json_: JsonOpt = False,
 ) -> None:
     """Import FILE in one transaction: all of it, or nothing (unless --skip-invalid).
 
     Memories merge by uid, so importing the same file twice changes nothing the second time.
-    Exit codes: 0 imported, 1 refused (nothing written), 3 imported with records skipped.
+    A memory purged here is skipped and reported, unless --allow-purged.
+    Exit codes: 0 imported, 1 refused (nothing written), 3 imported with records skipped,
+    130 interrupted (Ctrl-C: it says what was kept).
 
     Examples:
 
@@ -139,15 +169,24 @@ def import_(
       memsafe import ~/.mcp/memory.json --format server-memory --skip-invalid
     """
     with (_dry_run_session(ctx) if dry_run else _session(ctx)) as opened:
-        with _progress("importing") as progress:
-            report = api.import_file(
-                opened.store, file, fmt=format_.value, dry_run=dry_run, skip_invalid=skip_invalid,
-                project=project, progress=progress, redact=redact,
-            )
-        if not (dry_run or no_embed) and report.memories_added + report.memories_updated:
-            with _progress("embedding") as progress:
-                result = api.embed_pending(opened.store, progress=progress)
-            report.embedded, report.pending = result.embedded, result.pending
+        report = None
+        try:
+            with _progress("importing") as progress:
+                report = api.import_file(
+                    opened.store, file, fmt=format_.value, dry_run=dry_run, skip_invalid=skip_invalid,
+                    project=project, progress=progress, redact=redact, allow_purged=allow_purged,
+                )
+            if not (dry_run or no_embed) and report.memories_added + report.memories_updated:
+                with _progress("embedding") as progress:
+                    result = api.embed_pending(opened.store, progress=progress)
+                report.embedded, report.pending = result.embedded, result.pending
+        except KeyboardInterrupt:  # the import is one transaction: before it commits, nothing is kept
+            if report is None or dry_run:
+                say("Error", "interrupted: nothing imported (rolled back)")
+            else:
+                say("Error", f"interrupted: {report.memories_added} memories added, {report.memories_updated} "
+                             f"updated; {opened.store.pending_count()} vectors pending: run `memsafe embed`")
+            raise typer.Exit(130) from None
     if json_:
         _emit_json({**api_dict(report), "partial": report.partial})
     else:
@@ -161,6 +200,7 @@ def import_(
             f"{report.memories_updated} updated, {report.memories_unchanged} unchanged, "
             f"{report.entities_added} entities, {report.relations_added} relations added; "
             f"{len(report.skipped)} skipped"
+            + (f" ({report.purged} purged here before: --allow-purged brings them back)" if report.purged else "")
             + (f"; {report.vectors_imported} vectors taken from the file" if report.vectors_imported else "")
             + (f"; {report.pending} vectors pending (run `memsafe embed`)" if report.pending else ""),
             markup=False,
