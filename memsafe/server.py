@@ -339,7 +339,7 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
 
     @tool(read_only=True)
     def get_memory(id: int, all_projects: bool = False) -> str:
-        """Read one memory by id (this project or global; all_projects for any)."""
+        """One memory by id."""
         with state.store() as opened:
             return render.compact_memory(api.get(opened.store, id, scope=state.scope(opened, all_projects)))
 
@@ -449,7 +449,7 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
 
     @tool(read_only=True)
     def query_graph(entity: str, depth: int = 2, all_projects: bool = False) -> str:
-        """The graph around an entity: relations and memories."""
+        """Relations and memories around an entity."""
         with state.store() as opened:
             key = None if all_projects else state.project(opened)[0]
             view = api.graph_show(opened.store, entity, depth=depth, project=key, all_projects=all_projects)
@@ -459,7 +459,7 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
 
     @tool()
     def export_memories(path: str, all_projects: bool = False) -> str:
-        """Export memories to a new JSONL file (never overwrites)."""
+        """Export memories to a new JSONL file."""
         target = settings.expand_path(os.path.join(state.cwd, os.path.expanduser(path)))
         with state.store() as opened:
             key = None if all_projects else state.project(opened)[0]
