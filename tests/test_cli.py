@@ -230,3 +230,111 @@ def test_project_defaults_to_the_git_root(tmp_path, monkeypatch, cli):
     assert status["project"] == str(repo) and status["project_rule"].startswith("git-root")
     monkeypatch.chdir(tmp_path)
     assert json.loads(cli("recall", "eslint config", "--json").stdout)["results"] == []
+
+
+# -- one scope rule on every read path (issue 12, item 1) ----------------------------------------
+
+#: Commands that print memory text, entity names or relations: each follows recall's scope.
+SCOPED_READS = {"recall", "get", "history", "list", "graph show", "graph entities", "graph list", "export"}
+#: Commands that print no memory content (counts, settings, health) or write.
+NOT_SCOPED_READS = {
+    "bench", "confidence", "config get", "config list", "config reset", "config set", "confirm", "consolidate",
+    "decay", "doctor", "embed", "forget", "graph add-entity", "graph relate", "graph unrelate", "hook install",
+    "hook run", "hook status", "hook uninstall", "import", "purge", "remember", "restore", "serve", "status",
+    "update",
+}
+
+
+def _commands() -> set[str]:
+    import typer.main
+
+    from memsafe.cli import app
+
+    def walk(command, prefix=""):
+        for name, sub in getattr(command, "commands", {}).items():
+            yield from walk(sub, f"{prefix}{name} ") if hasattr(sub, "commands") else [prefix + name]
+
+    return set(walk(typer.main.get_command(app)))
+
+
+def two_projects(tmp_path, monkeypatch, cli) -> dict:
+    """Repositories A and B and a global memory; A's memory names AlphaVault, which a relation
+    ties to SharedLib (named by B's and the global memory). Returns ids and repo paths; cwd is B."""
+    a, b = tmp_path / "repo-a", tmp_path / "repo-b"
+    for repo in (a, b):
+        (repo / ".git").mkdir(parents=True)
+    monkeypatch.chdir(a)
+    ida = json.loads(cli("remember", "AlphaVault keeps the deploy keys under /srv/alpha-vault", "--json").stdout)["id"]
+    assert cli("update", str(ida), "--content", "AlphaVault keeps the deploy keys under /srv/alpha-vault/keys"
+               ).exit_code == 0  # a history version too
+    cli("remember", "SharedLib logs every request", "--global")
+    assert cli("graph", "relate", "SharedLib", "used_by", "AlphaVault").exit_code == 0
+    monkeypatch.chdir(b)
+    idb = json.loads(cli("remember", "BetaQueue retries jobs through SharedLib", "--json").stdout)["id"]
+    return {"a": a, "b": b, "ida": ida, "idb": idb}
+
+
+def test_every_read_command_has_recalls_scope(tmp_path, monkeypatch, cli):
+    """From repository B, no read command shows A's text, A's entity names or relations to them;
+    --all-projects widens each; `get`/`history` of A's id say how to widen."""
+    assert SCOPED_READS | NOT_SCOPED_READS == _commands(), "classify the new command: does it print memory text?"
+    s = two_projects(tmp_path, monkeypatch, cli)
+    ida = str(s["ida"])
+    reads = {
+        "recall": ["recall", "deploy keys SharedLib", "--json"],
+        "get": ["get", ida, "--json"],
+        "history": ["history", ida, "--json"],
+        "list": ["list", "--all", "--json"],
+        "graph show": ["graph", "show", "SharedLib", "--json"],
+        "graph entities": ["graph", "entities", "--json"],
+        "graph list": ["graph", "list", "--json"],
+        "export": ["export", "--include-forgotten"],
+    }
+    assert set(reads) == SCOPED_READS
+    for name, args in reads.items():
+        scoped = cli(*args)
+        shown = (scoped.stdout + scoped.stderr).casefold()
+        assert "alphavault" not in shown and "alpha-vault" not in shown, (name, shown)
+        if name in ("get", "history"):
+            assert scoped.exit_code == 1 and "--all-projects" in scoped.stderr, name
+        else:
+            assert scoped.exit_code == 0, (name, scoped.stderr)
+            assert "sharedlib" in shown, name  # the global memory or its entity is in scope
+        widened = cli(*args, "--all-projects")
+        assert widened.exit_code == 0, (name, widened.stderr)
+        assert "alphavault" in widened.stdout.casefold(), name
+    # the graph: A's entity is unknown from B, and a name from A is not walked through
+    hidden = cli("graph", "show", "AlphaVault")
+    assert hidden.exit_code == 1 and "--all-projects" in hidden.stderr
+    # from A itself, A's memory and the relation are there
+    monkeypatch.chdir(s["a"])
+    assert cli("get", ida).exit_code == 0
+    assert "alphavault" in cli("graph", "show", "SharedLib").stdout.casefold()
+    # outside any repository: global memories only
+    monkeypatch.chdir(tmp_path)
+    assert cli("get", str(s["idb"])).exit_code == 1
+    assert json.loads(cli("list", "--json").stdout)[0]["content"] == "SharedLib logs every request"
+
+
+def test_project_paths_resolve_symlinks_and_subfolders(tmp_path, monkeypatch, cli):
+    """A symlink to the repository and a subfolder of it are the repository's project, on every
+    way a path is given (--project-path, --project, detection from the working directory)."""
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    (repo / "src" / "pkg").mkdir(parents=True)
+    link = tmp_path / "link-to-repo"
+    link.symlink_to(repo)
+    monkeypatch.chdir(repo / "src")
+    inside = json.loads(cli("remember", "The repo pins Node 20", "--json").stdout)
+    assert inside["project"] == str(repo)
+    for args in (["--project-path", str(link)], ["--project-path", str(repo / "src" / "pkg")],
+                 ["--project-path", str(link / "src")], ["--project", str(link)], ["--project", "./pkg"]):
+        doc = json.loads(cli("recall", "Node version", "--json", *args).stdout)
+        assert [r["id"] for r in doc["results"]] == [inside["id"]], args
+        stored = json.loads(cli("remember", f"note via {' '.join(args)}", "--json", *args).stdout)
+        assert stored["project"] == str(repo), args
+    monkeypatch.chdir(link / "src" / "pkg")  # a working directory reached through the symlink
+    assert json.loads(cli("status", "--json").stdout)["project"] == str(repo)
+    # a path that does not exist here (another machine's) is keyed as written
+    assert settings.project_for_path("/nowhere/My Projects/web/") == "/nowhere/My Projects/web"
+    assert settings.project_for_path(r"C:\Users\A B\web") == "c:/Users/A B/web"

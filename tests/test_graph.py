@@ -256,3 +256,39 @@ def test_extraction_is_linear_on_hostile_input(unit):
     (quadratic) would take minutes here; the bounded patterns take a fraction of a second."""
     text = unit * (60_000 // len(unit))
     assert len(graph.extract_entities(text)) <= graph.MAX_ENTITIES_PER_TEXT
+
+
+# -- scope (issue 12, item 1) ------------------------------------------------------------------
+
+
+def test_graph_views_and_recall_relations_keep_each_projects_names(store):
+    """A name taken from project A's text (and relations to it) never shows in B's graph views or
+    in the relations text of B's recall; `all_projects` shows them; hand-made entities are global."""
+    api.remember(store, "AlphaVault keeps deploy keys under /srv/alpha-vault", project="a", embed_now=False)
+    api.remember(store, "BetaQueue retries jobs through SharedLib", project="b", embed_now=False)
+    api.add_entity(store, "Handmade")
+    api.relate(store, "SharedLib", "used_by", "AlphaVault")
+    api.relate(store, "AlphaVault", "backs_up_to", "Handmade")
+    in_b = {e.name for e in api.graph_entities(store, project="b")}
+    assert "AlphaVault" not in in_b and {"SharedLib", "BetaQueue", "Handmade"} <= in_b
+    assert "AlphaVault" in {e.name for e in api.graph_entities(store, all_projects=True)}
+    listing = api.graph_list(store, project="b")
+    assert listing.relations == []  # both relations touch AlphaVault
+    assert len(api.graph_list(store, all_projects=True).relations) == 2
+    with pytest.raises(NotFound, match="all-projects"):
+        api.graph_show(store, "AlphaVault", project="b")
+    # Handmade is two hops from SharedLib, through AlphaVault: not walked through from B
+    view = api.graph_show(store, "SharedLib", depth=3, project="b")
+    assert [n.entity.name for n in view.nodes] == ["SharedLib"] and view.relations == []
+    wide = api.graph_show(store, "SharedLib", depth=3, all_projects=True)
+    assert [n.entity.name for n in wide.nodes] == ["SharedLib", "AlphaVault", "Handmade"]
+    # the relations text in recall
+    for project, shown in (("b", False), ("a", True)):
+        result = api.recall(store, "BetaQueue SharedLib AlphaVault", project=project, mode="lexical", touch=False)
+        assert ("AlphaVault" in result.graph_context) is shown, project
+    widened = api.recall(store, "BetaQueue SharedLib", all_projects=True, mode="lexical", touch=False)
+    assert "AlphaVault" in widened.graph_context
+    # outside any project (an MCP server started in /): global only, never every project
+    with pytest.raises(NotFound):
+        api.graph_show(store, "AlphaVault")
+    assert {e.name for e in api.graph_entities(store)} == {"Handmade"}
