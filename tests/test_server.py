@@ -538,3 +538,64 @@ def test_piped_requests_are_all_answered_before_the_server_exits(paths):
     assert r.returncode == 0, r.stderr[-2000:]
     ids = sorted(str(json.loads(line).get("id")) for line in r.stdout.splitlines())
     assert ids == sorted([str(i) for i in range(21)] + ["99", "None"])
+
+
+# ---------------------------------------------------------------------------------------------
+# One scope rule on every read tool (issue 12, item 1)
+
+#: Tools that return memory text, entity names or relations; each follows recall's scope.
+SCOPED_READ_TOOLS = {"recall", "get_memory", "memory_history", "query_graph", "export_memories"}
+
+
+def test_every_read_tool_has_recalls_scope_even_when_started_in_root(tmp_path, embedder, monkeypatch):
+    """A server started outside any repository (a desktop client starts it in /) answers from
+    global memories only, on every read tool; from repository B it never shows A's text or
+    names; all_projects widens each."""
+    db, home = tmp_path / "db" / "memory.db", tmp_path / "home"
+    a, b = tmp_path / "repo-a", tmp_path / "repo-b"
+    for repo in (a, b):
+        (repo / ".git").mkdir(parents=True)
+    monkeypatch.chdir(a)
+    ida = json.loads(cli(db, "remember", "AlphaVault keeps the deploy keys under /srv/alpha-vault", "--json"
+                         ).stdout)["id"]
+    cli(db, "remember", "SharedLib logs every request", "--global")
+    assert cli(db, "graph", "relate", "SharedLib", "used_by", "AlphaVault").exit_code == 0
+    monkeypatch.chdir(b)
+    cli(db, "remember", "BetaQueue retries jobs through SharedLib")
+    read_only = {t["name"] for t in list_tools(inproc(db))["tools"] if t["annotations"].get("readOnlyHint")}
+    assert read_only - {"status", "healthcheck"} | {"export_memories"} == SCOPED_READ_TOOLS
+
+    def reads(tag: str) -> dict[str, dict]:
+        return {
+            "recall": {"query": "deploy keys SharedLib"},
+            "get_memory": {"id": ida},
+            "memory_history": {"id": ida},
+            "query_graph": {"entity": "SharedLib"},
+            "export_memories": {"path": str(tmp_path / f"{tag}.jsonl")},
+        }
+
+    async def body(s: ClientSession, tag: str):
+        out = {}
+        for name, args in reads(tag).items():
+            scoped = await s.call_tool(name, args)
+            if name == "export_memories":
+                scoped_text = (tmp_path / f"{tag}.jsonl").read_text(encoding="utf-8")
+                args = {"path": str(tmp_path / f"{tag}-all.jsonl")}
+            else:
+                scoped_text = text_of(scoped)
+            widened = await s.call_tool(name, {**args, "all_projects": True})
+            wide_text = (tmp_path / f"{tag}-all.jsonl").read_text(encoding="utf-8") \
+                if name == "export_memories" else text_of(widened)
+            out[name] = (is_error(scoped), scoped_text, is_error(widened), wide_text)
+        out["query_graph A"] = await s.call_tool("query_graph", {"entity": "AlphaVault"})
+        return out
+
+    assert set(reads("x")) == SCOPED_READ_TOOLS
+    for cwd, tag in ((Path("/"), "root"), (b, "b")):
+        got = anyio.run(with_session, db, cwd, home, tmp_path / "err.log", lambda s, t=tag: body(s, t))
+        for name in SCOPED_READ_TOOLS:
+            failed, text, wide_failed, wide = got[name]
+            assert "alphavault" not in text.casefold() and "alpha-vault" not in text.casefold(), (tag, name, text)
+            assert failed == (name in ("get_memory", "memory_history")), (tag, name, text)
+            assert not wide_failed and "alphavault" in wide.casefold(), (tag, name, wide)
+        assert is_error(got["query_graph A"]) and "all_projects" in text_of(got["query_graph A"])
