@@ -430,3 +430,156 @@ def test_a_uid_twice_in_one_file_is_reported_and_the_first_kept(store, tmp_path)
     assert report.memories_added == 1 and report.memories_updated == 0
     assert any("appeared already on line 2" in s for s in report.skipped) and report.partial
     assert [m.content for m in api.list_memories(other)] == ["the first text"]
+
+
+# -- purge is a promise (issue 12, item 2) ---------------------------------------------------------
+
+
+def test_an_import_never_brings_back_a_purged_memory(cli, tmp_path, store):
+    """remember X; export; purge; import: X stays purged ("skipped: purged on DATE"), on the
+    memsafe and server-memory formats and over MCP; --allow-purged is the explicit way back."""
+    from memsafe import server
+
+    x = api.remember(store, "the staging bucket is s3 bucket blue-otter", embed_now=False)
+    backup = tmp_path / "b.jsonl"
+    assert cli("export", "-o", str(backup)).exit_code == 0
+    assert cli("purge", str(x.id), "--yes").exit_code == 0
+    stub = store.conn.execute("SELECT detail FROM events WHERE action = 'purge'").fetchone()[0]
+    assert stub == f"uid={x.uid}"  # content-free: the uid, never the text
+    result = cli("import", str(backup), "--no-embed")
+    assert result.exit_code == 3, result.stderr
+    assert f"uid {x.uid}: purged on {clock.now_iso()[:10]}" in result.stderr
+    assert "0 memories added" in result.stderr and "1 skipped (1 purged here before" in result.stderr
+    assert store.counts()["total"] == 0
+    srv = server.build_server(str(store.path), cwd=str(tmp_path))
+    from test_server import call, text_of
+
+    reply = text_of(call(srv, "import_memories", {"path": str(backup)}))
+    assert "0 added" in reply and "purged on" in reply and store.counts()["total"] == 0
+    back = cli("import", str(backup), "--no-embed", "--allow-purged")
+    assert back.exit_code == 0 and "1 memories added" in back.stderr
+    assert api.get(store, x.id).content == x.content
+    # the server-memory format: observations have stable uids, purged ones stay purged too
+    sm = tmp_path / "memory.jsonl"
+    sm.write_text('{"type":"entity","name":"Ops_Team","entityType":"team","observations":["owns deploys"]}\n',
+                  encoding="utf-8")
+    assert api.import_file(store, sm).memories_added == 1
+    observation = next(m for m in api.list_memories(store) if m.content == "Ops_Team: owns deploys")
+    api.purge(store, [observation.id])
+    again = api.import_file(store, sm)
+    assert again.memories_added == 0 and again.purged == 1 and "purged on" in again.skipped[0]
+    assert api.import_file(store, sm, allow_purged=True).memories_added == 1
+
+
+# -- what an import checks (issue 17, items 8 and 9) ----------------------------------------------------
+
+
+def test_entity_keys_in_a_file_are_recomputed_from_names(tmp_path, store, cli):
+    """{"name":"Bar","key":"foo"} must not make a second Bar: the key comes from the name, and
+    the file's key still links its memory and relation records."""
+    head = transfer.header(exported_at="2026-01-01T00:00:00+00:00", memsafe_version="0", schema_version=1,
+                           project=None, include_forgotten=False)
+    at = "2026-01-02T00:00:00+00:00"
+    records = [
+        head,
+        {"type": "entity", "name": "Bar", "key": "foo", "entity_type": "service", "created_at": at},
+        {"type": "entity", "name": "Baz", "key": "baz", "created_at": at},
+        {"type": "memory", "uid": "u1", "content": "the bar service is slow", "created_at": at, "updated_at": at,
+         "entities": ["foo"]},
+        {"type": "relation", "source": "foo", "relation": "calls", "target": "baz", "created_at": at,
+         "updated_at": at},
+        {"type": "end", "counts": {"entity": 2, "memory": 1, "relation": 1}},
+    ]
+    path = tmp_path / "keys.jsonl"
+    _write(path, records)
+    assert api.import_file(store, path).entities_added == 2
+    again = cli("graph", "add-entity", "Bar", "--json")
+    assert json.loads(again.stdout)["created"] is False
+    listing = api.graph_list(store, all_projects=True)
+    assert [e.name for e in listing.entities] == ["Bar", "Baz"]
+    assert [(r.source, r.relation, r.target) for r in listing.relations] == [("Bar", "calls", "Baz")]
+    assert listing.entities[0].memories == 1
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda r: r.pop(2), "line 4: end counts say 3 memory record(s) but the file holds 2: lines were lost"),
+    (lambda r: r[1].update(created_at="2099-01-01T00:00:00Z"), 'line 2: created_at "2099-01-01T00:00:00Z" is in the future'),
+    (lambda r: r[2].update(created_at="2026-03-01T00:00:00Z", updated_at="2026-02-01T00:00:00Z"),
+     "line 3: created_at 2026-03-01T00:00:00.000000+00:00 is later than updated_at"),
+    (lambda r: r[3].update(versions=[{
+        "content": "old text", "kind": "fact", "tags": [], "importance": 0.5, "confidence": 0.8,
+        "valid_from": "2026-01-05T00:00:00Z", "valid_to": "2026-01-01T00:00:00Z", "cause": "update"}]),
+     "line 4: versions[0].valid_from 2026-01-05T00:00:00.000000+00:00 is later than valid_to"),
+])
+def test_an_inconsistent_file_is_refused_naming_the_line(store, tmp_path, change, message):
+    """A file that lost lines in the middle, a time in the future, created after updated, a
+    version that ends before it starts: refused, naming the line, nothing written."""
+    records = _bulk_records(3)
+    change(records)
+    path = tmp_path / "bad.jsonl"
+    _write(path, records)
+    with pytest.raises(InvalidInput) as info:
+        api.import_file(store, path)
+    assert message in str(info.value) and "nothing imported" in str(info.value)
+    assert store.counts()["total"] == 0
+
+
+# -- Ctrl-C during an import (issue 12, item 11) --------------------------------------------------
+
+
+def _interrupt_when(proc, ready, timeout=60.0) -> None:
+    import signal
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not ready() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert proc.poll() is None, "the import ended before it could be interrupted"
+    proc.send_signal(signal.SIGINT)
+
+
+def _memsafe(db, *args, env=None):
+    import os
+    import subprocess
+    import sys
+
+    return subprocess.Popen([sys.executable, "-m", "memsafe", "--db", str(db), *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, **(env or {})})
+
+
+def test_ctrl_c_during_an_import_says_what_was_kept(tmp_path, embedder):
+    """SIGINT while the records are read: exit 130, "nothing imported (rolled back)", an empty
+    store. SIGINT while vectors are computed: exit 130, what was imported and what is pending."""
+    import apsw
+
+    big = tmp_path / "big.jsonl"
+    _write(big, _bulk_records(40_000))
+    db = tmp_path / "db" / "memory.db"
+    wal = db.with_name(db.name + "-wal")
+    proc = _memsafe(db, "import", str(big), "--no-embed", env={"MEMSAFE_NO_MODEL": "1"})
+    _interrupt_when(proc, lambda: wal.exists() and wal.stat().st_size > 1_000_000)  # writing, not committed
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "interrupted: nothing imported (rolled back)" in err and "Traceback" not in err
+    assert api.open_store(str(db)).store.counts()["total"] == 0
+
+    small = tmp_path / "small.jsonl"
+    _write(small, _bulk_records(3_000))
+
+    def committed() -> bool:
+        try:
+            conn = apsw.Connection(str(db), flags=apsw.SQLITE_OPEN_READONLY)
+            try:
+                return conn.execute("SELECT count(*) FROM memories").fetchone()[0] > 0
+            finally:
+                conn.close()
+        except apsw.Error:
+            return False
+
+    proc = _memsafe(db, "import", str(small))
+    _interrupt_when(proc, committed, timeout=120)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    pending = api.open_store(str(db)).store.pending_count()
+    assert 0 < pending <= 3000
+    assert f"interrupted: 3000 memories added, 0 updated; {pending} vectors pending: run `memsafe embed`" in err

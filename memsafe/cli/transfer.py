@@ -76,6 +76,29 @@ def _progress(label: str, enabled: bool = True) -> Iterator:
         yield update
 
 
+@contextmanager
+def _interrupts() -> Iterator[list]:
+    """SIGINT raises KeyboardInterrupt as usual and is also recorded in the yielded list (truthy
+    once interrupted): native code (onnxruntime importing numpy) can swallow the exception."""
+    import signal
+    import threading
+
+    seen: list = []
+    if threading.current_thread() is not threading.main_thread():
+        yield seen
+        return
+
+    def handler(signum, frame):
+        seen.append(signum)
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield seen
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 @app.command()
 def export(
     ctx: typer.Context,
@@ -168,7 +191,7 @@ def import_(
 
       memsafe import ~/.mcp/memory.json --format server-memory --skip-invalid
     """
-    with (_dry_run_session(ctx) if dry_run else _session(ctx)) as opened:
+    with (_dry_run_session(ctx) if dry_run else _session(ctx)) as opened, _interrupts() as interrupted:
         report = None
         try:
             with _progress("importing") as progress:
@@ -180,6 +203,8 @@ def import_(
                 with _progress("embedding") as progress:
                     result = api.embed_pending(opened.store, progress=progress)
                 report.embedded, report.pending = result.embedded, result.pending
+            if interrupted:  # a Ctrl-C that a native library swallowed (loading the model)
+                raise KeyboardInterrupt
         except KeyboardInterrupt:  # the import is one transaction: before it commits, nothing is kept
             if report is None or dry_run:
                 say("Error", "interrupted: nothing imported (rolled back)")
