@@ -3,6 +3,8 @@ restore, purge, token budgets, over-long input, FTS syntax, Unicode (FIELD-CASES
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -112,8 +114,39 @@ def test_purge_leaves_no_trace_in_the_file_or_wal(store, db_path):
     reopened = api.open_store(str(db_path)).store
     assert reopened.integrity_check() == "ok"
     events = list(reopened.conn.execute("SELECT action, memory_id, detail FROM events WHERE action = 'purge'"))
-    assert events == [("purge", victim.id, None)]
+    assert events == [("purge", victim.id, f"uid={victim.uid}")]  # content-free: an import honours it
     reopened.close()
+
+
+def test_purge_names_the_migration_backups_that_still_hold_the_text(tmp_path):
+    """A store upgraded from an older schema keeps `<db>.bak-v1`; purge cannot take the text
+    out of that copy, so it names it with the command that removes it (issue 17, item 5)."""
+    import shutil
+    from pathlib import Path
+
+    from typer.testing import CliRunner
+
+    from memsafe.cli import app
+
+    db = tmp_path / "old" / "memory.db"
+    db.parent.mkdir()
+    shutil.copyfile(Path(__file__).parent / "fixtures" / "v1.db", db)
+    runner = CliRunner()
+    old = runner.invoke(app, ["--db", str(db), "purge", "2", "--yes", "--json"])
+    assert old.exit_code == 0, old.stderr
+    backup = db.with_name("memory.db.bak-v1")
+    assert backup.exists() and b"Note 1: the retry policy" in backup.read_bytes()
+    doc = json.loads(old.stdout)
+    assert doc["backups"] == [str(backup)] and doc["remove_command"] == f"rm -- {backup}"
+    assert f"still in 1 backup memsafe made before migrating ({backup}); remove them: rm -- {backup}" in \
+        " ".join(old.stderr.split())
+    # a memory made after the migration is in no backup: nothing to say
+    new = json.loads(runner.invoke(app, ["--db", str(db), "remember", "made after the upgrade", "--json"]).stdout)
+    quiet = runner.invoke(app, ["--db", str(db), "purge", str(new["id"]), "--yes"])
+    assert quiet.exit_code == 0 and "backup" not in quiet.stderr
+    backup.unlink()  # the command it gave
+    gone = runner.invoke(app, ["--db", str(db), "purge", "3", "--yes"])
+    assert gone.exit_code == 0 and "backup" not in gone.stderr
 
 
 def test_purge_of_unknown_id_changes_nothing(filled):
