@@ -247,6 +247,28 @@ def test_consolidate_merges_and_keeps_both_histories(store, monkeypatch):
     assert api.consolidate(store).pairs == []  # nothing left to merge
 
 
+def test_consolidate_merges_a_whole_cluster_in_one_run(store):
+    """Three near-copies (cosines 0.985-0.996, threshold 0.92) merge in one run, into the oldest,
+    with every history kept; a second run finds nothing (issue 17, item 7)."""
+    texts = ["The deploy script retries three times before failing.",
+             "The deploy script retries 3 times before failing.",
+             "The deploy script retries three times before it fails."]
+    ids = [api.remember(store, t, project="web").id for t in texts]
+    other = api.remember(store, "The office closes at six", project="web")
+    api.update(store, ids[2], content="The deploy script retries three times before it fails!")
+    dry = api.consolidate(store, dry_run=True)
+    assert [(p.survivor_id, p.merged_id) for p in dry.pairs] == [(ids[0], ids[1]), (ids[0], ids[2])]
+    assert all(p.similarity > 0.95 for p in dry.pairs)
+    report = api.consolidate(store)
+    assert [(p.survivor_id, p.merged_id) for p in report.pairs] == [(ids[0], ids[1]), (ids[0], ids[2])]
+    assert [api.get(store, i).status for i in ids] == ["active", "forgotten", "forgotten"]
+    assert api.get(store, other.id).status == "active"
+    copied = [(v.origin_id, v.content) for v in api.history(store, ids[0]).versions if v.origin_id]
+    assert len(copied) == 3 and set(copied) == {(ids[1], texts[1]), (ids[2], texts[2]),
+                                                 (ids[2], "The deploy script retries three times before it fails!")}
+    assert api.consolidate(store).pairs == []  # the fixpoint in one run
+
+
 def test_purging_a_merged_memory_removes_its_copies_from_the_survivor(store):
     a = api.remember(store, "The cache TTL is 300 seconds")
     b = api.remember(store, "The cache TTL is 300 seconds.")
