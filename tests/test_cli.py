@@ -338,3 +338,43 @@ def test_project_paths_resolve_symlinks_and_subfolders(tmp_path, monkeypatch, cl
     # a path that does not exist here (another machine's) is keyed as written
     assert settings.project_for_path("/nowhere/My Projects/web/") == "/nowhere/My Projects/web"
     assert settings.project_for_path(r"C:\Users\A B\web") == "c:/Users/A B/web"
+
+
+def test_control_characters_become_spaces_on_every_input_path(db_path, embedder, tmp_path):
+    """`printf 'retry\\0backoff policy' | memsafe remember -` stored `retrybackoff policy`, so
+    neither word was found (issue 17, item 10). Every input path keeps the words apart."""
+    from memsafe import server, transfer
+
+    proc = subprocess.run([sys.executable, "-m", "memsafe", "--db", str(db_path), "remember", "-"],
+                          input=b"retry\x00backoff policy", capture_output=True)
+    assert proc.returncode == 0, proc.stderr
+    store = api.open_store(str(db_path)).store
+    assert api.get(store, 1).content == "retry backoff policy"
+    for word in ("retry", "backoff"):
+        assert [h.memory.id for h in api.recall(store, word, mode="lexical", touch=False).hits] == [1], word
+    tagged = api.remember(store, "tabs\tand\nnewlines stay; ESC\x1b[31m and DEL\x7f go", tags=["ops\x00prod"])
+    assert tagged.content == "tabs\tand\nnewlines stay; ESC [31m and DEL  go" and tagged.tags == ["ops prod"]
+    assert api.add_entity(store, "Foo\x00Bar").name == "Foo Bar"
+    assert api.relate(store, "Foo Bar", "depends\x00on", "Baz", create=True).relation == "depends on"
+    srv = server.build_server(str(db_path), cwd=str(tmp_path))
+    from test_server import call
+
+    call(srv, "remember", {"content": "cache\x00eviction runs hourly"})
+    assert any(m.content == "cache eviction runs hourly" for m in api.list_memories(store))
+    at = "2026-01-02T00:00:00+00:00"
+    path = tmp_path / "in.jsonl"
+    path.write_text("".join(transfer.dump_line(r) for r in [
+        transfer.header(exported_at=at, memsafe_version="0", schema_version=1, project=None, include_forgotten=False),
+        {"type": "memory", "uid": "n1", "content": "queue\x00depth alarm", "created_at": at, "updated_at": at},
+        {"type": "end", "counts": {"memory": 1}},
+    ]), encoding="utf-8")
+    api.import_file(store, path)
+    sm = tmp_path / "memory.jsonl"
+    sm.write_text('{"type":"entity","name":"Ops\\u0000Team","entityType":"team","observations":["owns\\u0000deploys"]}\n',
+                  encoding="utf-8")
+    api.import_file(store, sm)
+    contents = {m.content for m in api.list_memories(store)}
+    assert {"queue depth alarm", "Ops Team: owns deploys"} <= contents
+    assert "Ops Team" in {e.name for e in api.graph_entities(store)}
+    assert api.add_entity(store, "ops team").created is False  # the same key as the imported name
+    store.close()
