@@ -283,7 +283,9 @@ def consolidate(
 ) -> None:
     """Merge near-duplicate memories (same project, cosine ≥ near_duplicate_threshold).
 
-    The survivor keeps both histories; the other is forgotten with reason `merged into N`.
+    One run reaches the fixpoint: each cluster of near-copies merges into one survivor (the
+    most used, then the oldest), which keeps every history; the others are forgotten with
+    reason `merged into N`.
     """
     with _session(ctx) as opened:
         report = api.consolidate(opened.store, dry_run=dry_run)
@@ -292,6 +294,6 @@ def consolidate(
         return
     verb = "would merge" if dry_run else "merged"
     console = out()
-    console.print(f"{len(report.pairs)} near-duplicate pairs {verb} (threshold {report.threshold})", markup=False)
+    console.print(f"{len(report.pairs)} near-duplicates {verb} (threshold {report.threshold})", markup=False)
     for p in report.pairs:
         console.print(f"  {p.merged_id} → {p.survivor_id}  (cosine {p.similarity:.3f})", markup=False)
