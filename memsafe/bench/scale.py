@@ -241,7 +241,7 @@ def _phase_restore(db: str, target: str) -> dict:
     source = api.open_store(db).store
     path = Path(target + ".jsonl")
     t0 = time.perf_counter()
-    exported = api.export_to_path(source, path, vectors=True, include_forgotten=True)
+    exported = api.export_to_path(source, path, vectors=True, include_forgotten=True, all_projects=True)
     t_export = time.perf_counter() - t0
     source.close()
     for suffix in ("", "-wal", "-shm"):
