@@ -747,7 +747,7 @@ class Store:
     def _exported_entities_sql(self, scope: Scope | None) -> tuple[str, list]:
         """Entities an export of `scope` carries: every one (None), else those named by a memory
         in the scope's projects (any status) or by no memory at all (made by hand: global)."""
-        if scope is None:
+        if scope is None or scope.projects is None:
             return "1", []
         projects, params = self._project_sql(scope)
         return (
@@ -775,7 +775,7 @@ class Store:
             "JOIN entities s ON s.id = r.source_id JOIN entities t ON t.id = r.target_id"
         )
         params: list = []
-        if scope is not None:
+        if scope is not None and scope.projects is not None:
             where, more = self._exported_entities_sql(scope)
             sql += (f" WHERE r.source_id IN (SELECT e.id FROM entities e WHERE {where})"
                     f" AND r.target_id IN (SELECT e.id FROM entities e WHERE {where})")

@@ -180,7 +180,7 @@ def export(store: Store, out: IO[str], *, project: str | None = None, all_projec
             if name in settings.CONFIG_KEYS:
                 out.write(transfer.dump_line({"type": "config", "key": name, "value": value}))
                 counts["config"] += 1
-        for entity in store.iter_entities(None if all_projects else scope):
+        for entity in store.iter_entities(scope):
             out.write(transfer.dump_line({
                 "type": "entity", "name": entity["name"], "key": entity["key"], "entity_type": entity["type"],
                 "aliases": entity["aliases"], "created_at": entity["created_at"],
@@ -188,7 +188,7 @@ def export(store: Store, out: IO[str], *, project: str | None = None, all_projec
             counts["entity"] += 1
         after = 0
         while True:
-            rows = store.export_memory_rows(after, EXPORT_BATCH, statuses, None if all_projects else scope)
+            rows = store.export_memory_rows(after, EXPORT_BATCH, statuses, scope)
             if not rows:
                 break
             ids = [r["id"] for r in rows]
@@ -211,7 +211,7 @@ def export(store: Store, out: IO[str], *, project: str | None = None, all_projec
             after = ids[-1]
             if progress:
                 progress(counts["memory"], total or counts["memory"])
-        for relation in store.iter_relations(None if all_projects else scope):
+        for relation in store.iter_relations(scope):
             out.write(transfer.dump_line({"type": "relation", **relation}))
             counts["relation"] += 1
     out.write(transfer.dump_line({"type": "end", "counts": counts}))
