@@ -300,7 +300,7 @@ def remember(
     reported, not refused.
 
     Args:
-        content: the text; lone surrogates become U+FFFD, NUL is dropped, at most 1,000,000 chars.
+        content: the text (`clean_text`: control characters become spaces), at most 1,000,000 chars.
         project: project key or name; None stores a global memory.
         embed_now: compute the vector now (else it stays pending for `backfill`).
         entities: entity names to link besides those extracted from the content (graph).
@@ -395,7 +395,6 @@ def get(store: Store, memory_id: int, *, scope: Scope | None = None) -> Memory:
     """
     memory = store.get_memory(_check_id(memory_id))
     if memory is not None and scope is not None and not in_scope(memory.project, scope):
-        memory = None
         if scope.projects:
             where = f"in project {scope.projects[0]} or among global memories"
         else:
