@@ -471,6 +471,21 @@ def test_project_scope_is_the_servers_plus_global(db_path, tmp_path, embedder):
     assert f"project       {repo}" in text_of(call(detected, "status"))
 
 
+def test_serve_project_through_a_symlink_or_subfolder_is_the_repository(db_path, tmp_path, embedder):
+    """`serve --project <symlink to the repo>` (or a subfolder) serves the repository's own project."""
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    (repo / "pkg").mkdir()
+    link = tmp_path / "link"
+    link.symlink_to(repo)
+    from_cwd = inproc(db_path, cwd=str(repo))
+    assert f"project {repo}" in text_of(call(from_cwd, "remember", {"content": "The repo pins Node 20"}))
+    for project in (str(link), str(repo / "pkg"), str(link / "pkg")):
+        srv = inproc(db_path, project=project)
+        assert f"project {repo}" in text_of(call(srv, "remember", {"content": f"noted through {project}"}))
+        assert "Node 20" in text_of(call(srv, "recall", {"query": "Node version"}))
+
+
 def test_store_problems_are_tool_errors_and_degraded_health(tmp_path, db_path, monkeypatch):
     broken = inproc(tmp_path)  # a directory, not a database file
     result = call(broken, "status")
