@@ -141,6 +141,7 @@ class StatusReport:
     project: str | None
     project_rule: str
     config: dict
+    encryption: dict = field(default_factory=dict)  # {encrypted, cipher, key_source}; never the key
 
 
 @dataclass

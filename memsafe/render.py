@@ -153,6 +153,11 @@ def status_lines(report: StatusReport) -> list[str]:
         f"project       {report.project or '(none: global memories only)'}   [rule: {report.project_rule}]",
         f"tokens        {report.config['token_encoding']}",
     ]
+    enc = report.encryption
+    if enc.get("encrypted"):
+        lines.append(f"encryption    encrypted, cipher {enc['cipher']}; key from {enc['key_source']}")
+    elif enc:
+        lines.append("encryption    none (plain file; `memsafe encrypt` encrypts it)")
     if vec["available"]:
         lines.append(f"vectors       sqlite-vec {vec['sqlite_vec']}, {vec['vectors']} stored, "
                      f"{report.pending_embeddings} pending")

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import apsw
 
-from memsafe import migrations
+from memsafe import encryption, migrations
 from memsafe.errors import SchemaTooNew, StoreUnavailable
 from memsafe.models import Memory, Scope
 
@@ -86,6 +86,7 @@ class Store:
         self.created = False
         self.backup_path: Path | None = None
         self.vector_error: str | None = None
+        self.key: encryption.Key | None = None
         self._vec_checked = False
         self._vcache: _VectorCache | None = None
         self._vsearches = 0
@@ -125,23 +126,36 @@ class Store:
             except OSError as exc:
                 raise StoreUnavailable(f"cannot create folder {path.parent}: {exc.strerror or exc}") from None
             self.created = True
+        candidates = self._keys_for(path)
         old_umask = os.umask(0o077)
         conn = None
         try:
             flags = apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
-            conn = apsw.Connection(str(path), flags=flags)
-            conn.setbusytimeout(BUSY_TIMEOUT_MS)
-            try:
-                # version and tables from one snapshot: a concurrent first opener commits both at once
-                conn.execute("BEGIN")
+            for attempt, key in enumerate(candidates or [None], start=1):
+                conn = apsw.Connection(str(path), flags=flags)
+                conn.setbusytimeout(BUSY_TIMEOUT_MS)
+                if key is not None:
+                    encryption.apply(conn, key)
                 try:
-                    version = conn.execute("PRAGMA user_version").fetchone()[0]
-                    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-                finally:
-                    conn.execute("COMMIT")
-            except apsw.NotADBError:
-                conn.close()
-                raise StoreUnavailable(f"{path} is not a SQLite database; point --db at a memsafe file") from None
+                    # version and tables from one snapshot: a concurrent first opener commits both at once
+                    conn.execute("BEGIN")
+                    try:
+                        version = conn.execute("PRAGMA user_version").fetchone()[0]
+                        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+                    finally:
+                        conn.execute("COMMIT")
+                except apsw.NotADBError:
+                    conn.close()
+                    if attempt < len(candidates):
+                        continue  # a key file or keyring entry holds the next key first during `rekey`
+                    if key is not None:
+                        raise StoreUnavailable(
+                            f"cannot open {path}: wrong key or not a memsafe store (key from {key.source}); "
+                            "the file was not changed"
+                        ) from None
+                    raise StoreUnavailable(f"{path} is not a SQLite database; point --db at a memsafe file") from None
+                self.key = key
+                break
             # Refuse foreign files before anything writes to them (switching to WAL would).
             if version < 0 or (version > 0 and "memories" not in tables) or (version == 0 and tables):
                 conn.close()
@@ -172,6 +186,33 @@ class Store:
         finally:
             os.umask(old_umask)
         return conn
+
+    @staticmethod
+    def _keys_for(path: Path) -> list[encryption.Key]:
+        """The keys to try on `path`, in order: none for a plain store; the configured keys for an
+        encrypted one, or for a new store while a key is set in the environment.
+
+        Raises:
+            KeyUnavailable: the file is encrypted and no key is configured, or a key is set in the
+                environment for a plain store (both say what to do; the file is not changed).
+        """
+        if encryption.is_encrypted(path):
+            keys = encryption.find_keys(path)
+            if not keys:
+                raise encryption.KeyUnavailable(encryption.no_key_message(path))
+            return keys
+        keys = encryption.explicit_keys()
+        if keys and path.exists() and path.stat().st_size > 0:
+            raise encryption.KeyUnavailable(
+                f"{path} is a plain (unencrypted) store but {keys[0].source} is set; run `memsafe encrypt` "
+                f"to encrypt it with that key, or unset {keys[0].variable}"
+            )
+        return keys[:1]  # a new store is created encrypted when a key is set
+
+    @property
+    def encrypted(self) -> bool:
+        """True when the file is encrypted (see `memsafe.encryption`)."""
+        return self.key is not None
 
     def _migrate(self) -> None:
         """Bring the file to `migrations.latest()` in ONE write transaction: concurrent first
@@ -216,6 +257,9 @@ class Store:
             source = apsw.Connection(str(self.path), flags=apsw.SQLITE_OPEN_READONLY)
             target = apsw.Connection(str(dest))
             try:
+                if self.key is not None:  # an encrypted store's backup is encrypted with the same key
+                    encryption.apply(source, self.key)
+                    encryption.apply(target, self.key)
                 with target.backup("main", source, "main") as b:
                     while not b.done:
                         b.step(1000)

@@ -19,8 +19,12 @@ def isolated(tmp_path, monkeypatch):
     """No test may touch the real user directory, a real project, or a fixed clock left by another."""
     home = tmp_path / "home"
     monkeypatch.setenv("MEMSAFE_HOME", str(home))
-    for var in ("MEMSAFE_DB", "MEMSAFE_NOW", "MEMSAFE_NO_VEC", "MEMSAFE_NO_MODEL", "MEMSAFE_MODEL_DIR"):
+    for var in ("MEMSAFE_DB", "MEMSAFE_NOW", "MEMSAFE_NO_VEC", "MEMSAFE_NO_MODEL", "MEMSAFE_MODEL_DIR",
+                "MEMSAFE_KEY", "MEMSAFE_KEY_FILE", "MEMSAFE_NEW_KEY"):
         monkeypatch.delenv(var, raising=False)
+    # The OS keyring is a real `keyring` with the keyrings.alt file backend, in this test's folder.
+    monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "keyrings.alt.file.PlaintextKeyring")
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg-data"))
     work = tmp_path / "work"
     work.mkdir()
     monkeypatch.chdir(work)

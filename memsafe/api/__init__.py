@@ -9,6 +9,8 @@ travel, decay; transfer: export/import; hooks; doctor); this package re-exports 
 from memsafe.api.core import *  # noqa: F401,F403
 from memsafe.api.core import __all__ as _core_all
 from memsafe.api.doctor import *  # noqa: F401,F403
+from memsafe.api.encryption import *  # noqa: F401,F403
+from memsafe.api.encryption import __all__ as _encryption_all
 from memsafe.api.doctor import __all__ as _doctor_all
 from memsafe.api.graph import *  # noqa: F401,F403
 from memsafe.api.graph import __all__ as _graph_all
@@ -19,4 +21,4 @@ from memsafe.api.lifecycle import __all__ as _lifecycle_all
 from memsafe.api.transfer import *  # noqa: F401,F403
 from memsafe.api.transfer import __all__ as _transfer_all
 
-__all__ = [*_core_all, *_graph_all, *_lifecycle_all, *_transfer_all, *_hooks_all, *_doctor_all]
+__all__ = [*_core_all, *_graph_all, *_lifecycle_all, *_transfer_all, *_hooks_all, *_doctor_all, *_encryption_all]

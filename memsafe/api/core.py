@@ -33,7 +33,7 @@ from memsafe.store import Store, file_sizes
 
 __all__ = [
     "Opened", "open_store", "clean_text", "clean_tags", "clean_project", "content_hash", "backfill",
-    "remember", "get", "in_scope", "forget", "restore", "purge", "make_scope", "recall", "status",
+    "remember", "get", "in_scope", "encryption_state", "forget", "restore", "purge", "make_scope", "recall", "status",
     "config_list", "config_get", "config_set", "config_reset", "set_db_path", "reset_db_path", "config_value",
     "MAX_CONTENT_CHARS", "MAX_QUERY_CHARS",
 ]
@@ -834,7 +834,17 @@ def status(opened: Opened, *, project: str | None, project_rule: str, load_model
         project=project,
         project_rule=project_rule,
         config={"db_origin": opened.origin, "token_encoding": tokens.encoding_name()},
+        encryption=encryption_state(store),
     )
+
+
+def encryption_state(store: Store) -> dict:
+    """{encrypted, cipher, key_source} of an open store, for status and doctor (never the key)."""
+    from memsafe import encryption
+
+    if store.key is None:
+        return {"encrypted": False, "cipher": None, "key_source": None}
+    return {"encrypted": True, "cipher": encryption.cipher_name(), "key_source": store.key.source}
 
 
 def config_list(store: Store) -> dict[str, dict]:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from memsafe import __version__, embed, hooks, migrations, settings, tokens
-from memsafe.api.core import Opened, vector_fix
+from memsafe.api.core import Opened, encryption_state, vector_fix
 from memsafe.errors import MemsafeError
 from memsafe.store import file_sizes
 
@@ -73,6 +73,10 @@ def doctor(opened: Opened, *, repo: str | Path | None = None, load_model: bool =
     else:
         checks.append(Check("schema", "error", f"v{version}, this memsafe writes v{migrations.latest()}",
                             "upgrade memsafe, or open the store once with this version to migrate it"))
+
+    enc = encryption_state(store)
+    checks.append(Check("encryption", "ok", f"encrypted, cipher {enc['cipher']}; key from {enc['key_source']}"
+                        if enc["encrypted"] else "none (plain file; `memsafe encrypt` encrypts it)"))
 
     integrity = store.integrity_check()
     checks.append(

@@ -132,6 +132,8 @@ def export(
         key = scope.projects[0] if scope.projects else None
         options = {"project": key, "all_projects": all_projects, "include_forgotten": include_forgotten,
                    "vectors": vectors}
+        if opened.store.encrypted:
+            say("Warning", "the store is encrypted, but the export is plain JSON Lines: keep it somewhere safe")
         if output == "-":
             try:
                 report = api.export(opened.store, sys.stdout, **options)

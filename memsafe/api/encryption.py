@@ -1,0 +1,167 @@
+"""Responsibility: the encryption handlers: `encrypt`, `decrypt` and `rekey` a SQLite store in
+place, all-or-nothing (see `memsafe.encryption` for keys, cipher and the conversion).
+
+Unlike the other handlers these take the store's path, not an open `Store`: a store is
+converted while nothing has it open.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from memsafe import encryption, settings
+from memsafe.errors import InvalidInput, NotFound
+
+__all__ = ["EncryptionReport", "encrypt", "decrypt", "rekey", "NEW_KEY_ENV"]
+
+NEW_KEY_ENV = "MEMSAFE_NEW_KEY"
+
+
+@dataclass
+class EncryptionReport:
+    """What a conversion did. `key_location` says where the key now lives (never the key)."""
+
+    path: Path
+    action: str  # encrypt | decrypt | rekey
+    memories: int
+    cipher: str | None
+    key_location: str | None
+    backups: list[Path] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def _existing(db: str | None) -> Path:
+    path, _origin = settings.resolve_db_path(db)
+    if not path.is_file():
+        raise NotFound(
+            f"no store at {path}; to start an encrypted store, set {encryption.KEY_FILE_ENV} "
+            "(or MEMSAFE_KEY) and any memsafe command creates it encrypted"
+        )
+    return path
+
+
+def _convert_backups(path: Path, old: encryption.Key | None, new: encryption.Key | None) -> list[Path]:
+    """Convert the migration backups beside the store like the store itself (no plain copy stays)."""
+    done = []
+    for backup in encryption.backups_of(path):
+        if encryption.is_encrypted(backup) == (new is not None):
+            continue  # already in the target form
+        try:
+            source = encryption.working_key(backup, [old]) if old is not None else None
+        except encryption.StoreUnavailable:
+            continue  # encrypted with another key: leave it as it is
+        encryption.convert(backup, old=source, new=new)
+        done.append(backup)
+    return done
+
+
+def encrypt(db: str | None = None) -> EncryptionReport:
+    """Encrypt a plain store in place, with its migration backups.
+
+    The key is MEMSAFE_KEY, else the file MEMSAFE_KEY_FILE (a new key is generated into it when
+    the file does not exist yet), else a new key saved in the OS keyring.
+
+    Raises:
+        NotFound: no store at the path; InvalidInput: already encrypted;
+        KeyUnavailable: nowhere to keep a new key; StoreUnavailable: in use, or the copy failed.
+    """
+    path = _existing(db)
+    if encryption.is_encrypted(path):
+        raise InvalidInput(f"{path} is already encrypted; `memsafe rekey` changes its key")
+    keys = encryption.explicit_keys() if os.environ.get(encryption.KEY_ENV) or (
+        encryption.key_file() and encryption.key_file().exists()) else []
+    undo = None
+    if keys:
+        key = keys[0]
+        location = key.source
+    elif encryption.key_file() is not None:
+        file = encryption.key_file()
+        key = encryption.Key(encryption.new_key(), f"{encryption.KEY_FILE_ENV} ({file})")
+        encryption.write_key_file(file, key.secret + "\n")
+        location, undo = f"a new key in {file} (mode 0600)", lambda: file.unlink(missing_ok=True)
+    else:
+        key = encryption.Key(encryption.new_key(), "the OS keyring")
+        encryption.save_in_keyring(path, key.secret)
+        location = f"a new key in the OS keyring (service '{encryption.KEYRING_SERVICE}', user '{path}')"
+        undo = lambda: encryption.forget_keyring_key(path)  # noqa: E731
+    try:
+        count = encryption.convert(path, old=None, new=key)
+    except BaseException:
+        if undo is not None:
+            undo()
+        raise
+    backups = _convert_backups(path, None, key)
+    return EncryptionReport(path, "encrypt", count, encryption.cipher_name(), location, backups)
+
+
+def decrypt(db: str | None = None) -> EncryptionReport:
+    """Decrypt an encrypted store in place (with its migration backups); a keyring entry is removed.
+
+    Raises:
+        NotFound; InvalidInput: not encrypted; KeyUnavailable / StoreUnavailable: no or wrong key, in use.
+    """
+    path = _existing(db)
+    if not encryption.is_encrypted(path):
+        raise InvalidInput(f"{path} is not encrypted")
+    key = encryption.working_key(path, encryption.find_keys(path))
+    count = encryption.convert(path, old=key, new=None)
+    backups = _convert_backups(path, key, None)
+    notes = []
+    if key.source == "the OS keyring":
+        encryption.forget_keyring_key(path)
+    elif key.variable:
+        notes.append(f"unset {key.variable}: memsafe refuses to open a plain store while a key is set")
+    return EncryptionReport(path, "decrypt", count, None, None, backups, notes)
+
+
+def rekey(db: str | None = None) -> EncryptionReport:
+    """Re-encrypt a store with a new key, where the old one lived (the key file or the keyring:
+    a new key is generated; MEMSAFE_KEY: the new key is MEMSAFE_NEW_KEY).
+
+    Crash safety: the key file or keyring entry first holds the new and the old key (both are
+    tried on open), then the store is converted, then the old key is dropped.
+
+    Raises:
+        NotFound; InvalidInput: not encrypted, or MEMSAFE_KEY without MEMSAFE_NEW_KEY;
+        KeyUnavailable / StoreUnavailable.
+    """
+    path = _existing(db)
+    if not encryption.is_encrypted(path):
+        raise InvalidInput(f"{path} is not encrypted; `memsafe encrypt` encrypts it")
+    old = encryption.working_key(path, encryption.find_keys(path))
+    if old.variable == encryption.KEY_ENV:
+        secret = os.environ.get(NEW_KEY_ENV, "")
+        if not secret.strip():
+            raise InvalidInput(
+                f"the key comes from {encryption.KEY_ENV}: set {NEW_KEY_ENV} to the new key "
+                "(memsafe never takes a key as an argument)"
+            )
+        new = encryption.Key(secret.strip("\r\n"), NEW_KEY_ENV)
+        if new.secret == old.secret:
+            raise InvalidInput(f"{NEW_KEY_ENV} is the same as {encryption.KEY_ENV}")
+        stage = finish = restore = lambda: None  # noqa: E731
+        location = f"{NEW_KEY_ENV}: set {encryption.KEY_ENV} to it from now on"
+    elif old.variable == encryption.KEY_FILE_ENV:
+        file = encryption.key_file()
+        new = encryption.Key(encryption.new_key(), old.source)
+        stage = lambda: encryption.write_key_file(file, f"{new.secret}\n{old.secret}\n")  # noqa: E731
+        finish = lambda: encryption.write_key_file(file, new.secret + "\n")  # noqa: E731
+        restore = lambda: encryption.write_key_file(file, old.secret + "\n")  # noqa: E731
+        location = f"a new key in {file}"
+    else:
+        new = encryption.Key(encryption.new_key(), "the OS keyring")
+        stage = lambda: encryption.save_in_keyring(path, f"{new.secret}\n{old.secret}")  # noqa: E731
+        finish = lambda: encryption.save_in_keyring(path, new.secret)  # noqa: E731
+        restore = lambda: encryption.save_in_keyring(path, old.secret)  # noqa: E731
+        location = "a new key in the OS keyring"
+    stage()
+    try:
+        count = encryption.convert(path, old=old, new=new)
+    except BaseException:
+        restore()
+        raise
+    backups = _convert_backups(path, old, new)
+    finish()
+    return EncryptionReport(path, "rekey", count, encryption.cipher_name(), location, backups)

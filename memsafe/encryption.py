@@ -1,0 +1,369 @@
+"""Responsibility: encryption at rest for the SQLite store: where the key comes from, how a
+connection is keyed, and converting a store between plain and encrypted all-or-nothing.
+
+Part of the storage layer (SQLite only). The cipher is SQLite3 Multiple Ciphers' default,
+ChaCha20-Poly1305 (every page encrypted and authenticated; a wrong key cannot read anything),
+provided by the `apsw-sqlite3mc` distribution, which memsafe uses as its `apsw` module.
+
+Keys, in order of precedence (never from a command-line argument, never logged or printed):
+1. `MEMSAFE_KEY`: the key itself (for scripts);
+2. `MEMSAFE_KEY_FILE`: a file holding the key (first line; made 0600 when memsafe writes it);
+3. the OS keyring (the `keyring` library), service "memsafe", user = the store's absolute path.
+
+A key memsafe generates is `msk1-` + 64 hex digits (256 random bits). Such a key needs no
+password stretching, so it is applied with one KDF iteration (opening costs < 1 ms); any other
+key is a passphrase and gets SQLite3MC's default PBKDF2-SHA256 stretching (about 150 ms).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import apsw
+
+from memsafe.errors import StoreUnavailable
+
+KEY_ENV = "MEMSAFE_KEY"
+KEY_FILE_ENV = "MEMSAFE_KEY_FILE"
+KEYRING_SERVICE = "memsafe"
+CIPHER = "chacha20"
+_SQLITE_HEADER = b"SQLite format 3\x00"
+_GENERATED = re.compile(r"msk1-[0-9a-f]{64}")
+
+
+class KeyUnavailable(StoreUnavailable):
+    """No usable key: none configured, or its source cannot be read. The message says where a key is expected."""
+
+
+@dataclass(frozen=True)
+class Key:
+    """A store key and where it came from (`source` is safe to show; `secret` never is)."""
+
+    secret: str = field(repr=False)
+    source: str
+
+    @property
+    def generated(self) -> bool:
+        """True for a key memsafe generated (256 random bits): applied without password stretching."""
+        return _GENERATED.fullmatch(self.secret) is not None
+
+    @property
+    def variable(self) -> str | None:
+        """The environment variable that set this key, if any."""
+        if self.source.startswith(KEY_FILE_ENV):
+            return KEY_FILE_ENV
+        return KEY_ENV if self.source == KEY_ENV else None
+
+
+def unavailable_reason() -> str | None:
+    """None when this `apsw` can encrypt; else why not and what to run."""
+    if hasattr(apsw, "mc_version"):
+        return None
+    return (
+        "this memsafe's apsw module has no encryption (the plain `apsw` distribution replaced "
+        "`apsw-sqlite3mc`); run: pip install --force-reinstall apsw-sqlite3mc"
+    )
+
+
+def cipher_name() -> str:
+    """The cipher new encrypted stores use, with the library version (for status and doctor)."""
+    return f"{CIPHER} (ChaCha20-Poly1305, {getattr(apsw, 'mc_version', 'SQLite3 Multiple Ciphers')})"
+
+
+def is_encrypted(path: Path) -> bool:
+    """True when `path` is a non-empty file that does not start with SQLite's plain header.
+
+    An encrypted page 1 is indistinguishable from random bytes, so a file that is neither
+    SQLite nor encrypted also answers True; opening it with a key then says which."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(len(_SQLITE_HEADER))
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        return False
+    except OSError:
+        return False
+    return len(head) > 0 and head != _SQLITE_HEADER
+
+
+def new_key() -> str:
+    """A fresh generated key: `msk1-` + 64 hex digits from `secrets` (256 bits)."""
+    return "msk1-" + secrets.token_hex(32)
+
+
+def _lines(text: str, where: str) -> list[str]:
+    """The keys in a key file or keyring entry: one a line, the current first. Two lines appear
+    only while `rekey` runs (new, then old), so a kill -9 at any instant leaves a key that opens."""
+    keys = [line.strip("\r") for line in text.split("\n") if line.strip()]
+    if not keys:
+        raise KeyUnavailable(f"the key in {where} is empty")
+    if any("\x00" in k for k in keys):
+        raise KeyUnavailable(f"the key in {where} contains a NUL character")
+    return keys
+
+
+def key_file() -> Path | None:
+    """The path named by MEMSAFE_KEY_FILE (expanded), or None."""
+    value = os.environ.get(KEY_FILE_ENV)
+    return Path(value).expanduser() if value else None
+
+
+def explicit_keys() -> list[Key]:
+    """The keys set in the environment: `MEMSAFE_KEY`, else the lines of `MEMSAFE_KEY_FILE`.
+
+    Raises:
+        KeyUnavailable: `MEMSAFE_KEY_FILE` names a file that cannot be read, or a key is empty.
+    """
+    value = os.environ.get(KEY_ENV)
+    if value:
+        return [Key(k, KEY_ENV) for k in _lines(value, KEY_ENV)[:1]]
+    path = key_file()
+    if path is None:
+        return []
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = getattr(exc, "strerror", None) or str(exc)
+        hint = "; `memsafe encrypt` writes a new key there" if isinstance(exc, FileNotFoundError) else ""
+        raise KeyUnavailable(f"cannot read the key file {path} ({KEY_FILE_ENV}): {reason}{hint}") from None
+    where = f"{KEY_FILE_ENV} ({path})"
+    return [Key(k, where) for k in _lines(text, where)]
+
+
+def write_key_file(path: Path, text: str) -> None:
+    """Write a key file atomically (a temporary file renamed over it), mode 0600, folder 0700."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(fd, text.encode("utf-8"))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
+def _keyring():
+    """The `keyring` module, or None when it is not installed or has no usable backend."""
+    try:
+        import keyring
+        from keyring.backends import fail
+    except ImportError:
+        return None
+    try:
+        backend = keyring.get_keyring()
+    except Exception:  # a broken backend configuration: treat as none
+        return None
+    if isinstance(backend, fail.Keyring):
+        return None
+    return keyring
+
+
+def keyring_keys(path: Path) -> list[Key]:
+    """The keys saved in the OS keyring for the store at `path` (current first), or []."""
+    kr = _keyring()
+    if kr is None:
+        return []
+    try:
+        text = kr.get_password(KEYRING_SERVICE, str(path))
+    except Exception:  # a locked or failing keyring: no key from it
+        return []
+    return [Key(k, "the OS keyring") for k in _lines(text, "the OS keyring")] if text else []
+
+
+def save_in_keyring(path: Path, text: str) -> None:
+    """Save the key entry for `path` in the OS keyring (replacing any).
+
+    Raises:
+        KeyUnavailable: no keyring backend (the message says to use MEMSAFE_KEY_FILE instead).
+    """
+    kr = _keyring()
+    if kr is None:
+        raise KeyUnavailable(
+            f"no OS keyring is available here; set {KEY_FILE_ENV} to a file path "
+            "(memsafe writes a new key there, mode 0600) and run the command again. Nothing was changed"
+        )
+    try:
+        kr.set_password(KEYRING_SERVICE, str(path), text)
+    except Exception as exc:
+        raise KeyUnavailable(f"cannot save the key in the OS keyring: {exc}. Nothing was changed") from None
+
+
+def forget_keyring_key(path: Path) -> bool:
+    """Remove the keyring entry for `path`; True if one was removed."""
+    kr = _keyring()
+    if kr is None:
+        return False
+    try:
+        kr.delete_password(KEYRING_SERVICE, str(path))
+    except Exception:
+        return False
+    return True
+
+
+def find_keys(path: Path) -> list[Key]:
+    """The keys to try for the store at `path`: the environment's, else the OS keyring's."""
+    return explicit_keys() or keyring_keys(path)
+
+
+def no_key_message(path: Path) -> str:
+    """One line saying that `path` needs a key and where memsafe looks for it."""
+    return (
+        f"cannot open {path}: it is encrypted (or not a SQLite file) and no key was found; "
+        f"memsafe reads the key from {KEY_ENV}, from the file named by {KEY_FILE_ENV}, "
+        f"or from the OS keyring (service '{KEYRING_SERVICE}', user '{path}')"
+    )
+
+
+def apply(conn: apsw.Connection, key: Key) -> None:
+    """Key an open connection before its first read (SQLite3MC `PRAGMA key`).
+
+    Raises:
+        StoreUnavailable: this apsw has no encryption (see `unavailable_reason`).
+    """
+    reason = unavailable_reason()
+    if reason:
+        raise StoreUnavailable(reason)
+    conn.pragma("cipher", CIPHER)
+    if key.generated:
+        conn.pragma("kdf_iter", 1)
+    conn.pragma("hexkey", key.secret.encode("utf-8").hex())
+
+
+def _target_uri(path: Path, key: Key) -> str:
+    """A URI that makes VACUUM INTO write an encrypted file (the key as hex: URI-safe)."""
+    params = f"cipher={CIPHER}" + ("&kdf_iter=1" if key.generated else "")
+    quoted = str(path).replace("%", "%25").replace("?", "%3f").replace("#", "%23").replace("'", "''")
+    return f"file:{quoted}?{params}&hexkey={key.secret.encode('utf-8').hex()}"
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _remove(path: Path) -> None:
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        pass
+
+
+def convert(path: Path, *, old: Key | None, new: Key | None) -> int:
+    """Rewrite the store at `path` with key `new` (None = plain), all-or-nothing.
+
+    The new file is written beside the old one (`<db>.convert-tmp`, never holding plain text
+    when `new` is a key), checked (integrity_check, same row counts) and fsynced, then renamed
+    over the old file (atomic on POSIX). Until that rename the old file is untouched and is the
+    backup: a kill -9 at any instant leaves either the old or the new file, each complete.
+    The store must not be open elsewhere (a running `memsafe serve`): that is checked first.
+
+    Returns:
+        the number of memories in the converted store.
+
+    Raises:
+        StoreUnavailable: the store is in use by another process, or the copy failed its check
+            (the old file is unchanged then).
+    """
+    reason = unavailable_reason()
+    if reason:
+        raise StoreUnavailable(reason)
+    tmp = path.with_name(path.name + ".convert-tmp")
+    for leftover in (tmp, Path(f"{tmp}-journal"), Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
+        _remove(leftover)  # from a conversion killed before its rename
+    flags = apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_URI
+    lock = apsw.Connection(str(path), flags=flags)
+    try:
+        if old is not None:
+            apply(lock, old)
+        lock.setbusytimeout(2000)
+        try:
+            # Leaving WAL needs every other connection closed: this proves no server is using the
+            # file, and removes the WAL so the renamed new file cannot meet the old one's log.
+            mode = lock.pragma("journal_mode", "delete")
+        except apsw.NotADBError:
+            raise StoreUnavailable(f"cannot open {path}: wrong key or not a memsafe store") from None
+        except apsw.BusyError:
+            mode = None
+        if str(mode).lower() != "delete":
+            raise StoreUnavailable(
+                f"{path} is in use by another process (a running `memsafe serve` or `memsafe ui`?); "
+                "stop it and try again. Nothing was changed"
+            )
+        count = lock.execute("SELECT count(*) FROM memories").fetchone()[0]
+        lock.execute("BEGIN IMMEDIATE")  # no writer may change the file until the rename
+        try:
+            reader = apsw.Connection(str(path), flags=flags)
+            try:
+                if old is not None:
+                    apply(reader, old)
+                if new is not None:
+                    reader.execute(f"VACUUM INTO '{_target_uri(tmp, new)}'")
+                else:
+                    reader.execute("VACUUM INTO ?", (str(tmp),))  # keyed like the source: unkeyed below
+            finally:
+                reader.close()
+            check = apsw.Connection(str(tmp), flags=flags)
+            try:
+                if new is not None:
+                    apply(check, new)
+                elif old is not None:
+                    apply(check, old)
+                    check.pragma("rekey", "")  # the copy is decrypted in place (a rollback journal)
+                    check.close()
+                    check = apsw.Connection(str(tmp), flags=flags)
+                result = check.execute("PRAGMA integrity_check").fetchone()[0]
+                copied = check.execute("SELECT count(*) FROM memories").fetchone()[0]
+            finally:
+                check.close()
+            if result != "ok" or copied != count:
+                raise StoreUnavailable(
+                    f"the converted copy of {path} failed its check ({result}, {copied} of {count} memories); "
+                    "the store is unchanged"
+                )
+            os.chmod(tmp, 0o600)
+            _fsync(tmp)
+            os.replace(tmp, path)
+            _fsync(path.parent)
+        finally:
+            if lock.in_transaction:
+                lock.execute("ROLLBACK")
+    except BaseException:
+        for leftover in (tmp, Path(f"{tmp}-journal")):
+            _remove(leftover)
+        raise
+    finally:
+        lock.close()
+    return count
+
+
+def working_key(path: Path, keys: list[Key]) -> Key:
+    """The first of `keys` that opens the encrypted file at `path`.
+
+    Raises:
+        KeyUnavailable: no keys; StoreUnavailable: none of them opens it.
+    """
+    if not keys:
+        raise KeyUnavailable(no_key_message(path))
+    for key in keys:
+        conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+        try:
+            apply(conn, key)
+            conn.execute("PRAGMA user_version").fetchone()
+            return key
+        except apsw.NotADBError:
+            continue
+        finally:
+            conn.close()
+    raise StoreUnavailable(f"cannot open {path}: wrong key or not a memsafe store (key from {keys[0].source})")
+
+
+def backups_of(path: Path) -> list[Path]:
+    """The migration backups memsafe wrote beside the store (`<db>.bak-vN[.M]`)."""
+    return sorted(p for p in path.parent.glob(path.name + ".bak-v*") if p.is_file() and not p.name.endswith("-journal"))

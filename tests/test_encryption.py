@@ -1,0 +1,292 @@
+"""Encryption at rest (issue 18): an opt-in encrypted store (SQLite3 Multiple Ciphers through
+apsw-sqlite3mc) that the CLI, MCP, hooks and cron keep using without a typed password; keys from
+MEMSAFE_KEY, MEMSAFE_KEY_FILE or the OS keyring (a real `keyring` with the keyrings.alt file
+backend, pointed at the test's own folder by tests/conftest.py); no plain text on disk."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import anyio
+import apsw
+import pytest
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+from memsafe import api, encryption
+from memsafe.store import Store
+from conftest import run_memsafe
+
+PHRASE = "ultramarine-platypus-7731 opens the staging vault"
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def files_of(db: Path) -> list[Path]:
+    """Every file memsafe keeps beside the store: main file, WAL, shared memory, backups, temporaries."""
+    return sorted(p for p in db.parent.iterdir() if p.name.startswith(db.name))
+
+
+def plain_bytes_anywhere(db: Path, needle: str) -> list[Path]:
+    raw = needle.encode("utf-8")
+    return [p for p in files_of(db) if p.is_file() and raw in p.read_bytes()]
+
+
+def env_with(tmp_path: Path, **extra: str) -> dict[str, str]:
+    """The environment of a real memsafe process: the test's home and keyring, plus `extra`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMSAFE_KEY")}
+    env.pop("MEMSAFE_NEW_KEY", None)
+    env.update(extra)
+    return env
+
+
+def test_encrypt_recall_rekey_decrypt_round_trip_with_the_os_keyring(cli, db_path):
+    assert cli("remember", PHRASE, "--kind", "fact").exit_code == 0
+    assert cli("remember", "the blue deploy runs at noon").exit_code == 0
+    plain = cli("recall", "platypus vault", "--json").stdout
+
+    r = cli("encrypt")
+    assert r.exit_code == 0, r.stderr
+    assert "OS keyring" in r.stdout and "chacha20" in r.stdout
+    assert encryption.is_encrypted(db_path)
+    assert plain_bytes_anywhere(db_path, "ultramarine-platypus") == []
+    secret = encryption.keyring_keys(db_path)[0].secret
+    assert secret.startswith("msk1-")
+
+    # FTS5 and sqlite-vec keep working inside the encrypted file, in every mode
+    for mode in ("lexical", "vector", "hybrid"):
+        r = cli("recall", "platypus vault", "--mode", mode, "--json")
+        assert r.exit_code == 0, r.stderr
+        assert PHRASE in r.stdout
+    assert cli("recall", "platypus vault", "--json").stdout.count(PHRASE) == plain.count(PHRASE)
+
+    # writes after encryption (WAL included) stay encrypted
+    assert cli("remember", "zanzibar-lighthouse-4410 is the backup host").exit_code == 0
+    assert plain_bytes_anywhere(db_path, "zanzibar-lighthouse") == []
+
+    # status and doctor say so, and no output ever shows the key
+    status = cli("status")
+    assert "encrypted, cipher chacha20" in status.stdout
+    outputs = [status.stdout, cli("status", "--json").stdout, cli("config", "list").stdout,
+               cli("doctor", "--no-model").stdout, cli("export").stdout]
+    assert not any(secret in text for text in outputs)
+    exported = cli("export")
+    assert "plain JSON Lines" in exported.stderr and PHRASE in exported.stdout
+
+    r = cli("rekey")
+    assert r.exit_code == 0, r.stderr
+    new_secret = encryption.keyring_keys(db_path)[0].secret
+    assert new_secret != secret and len(encryption.keyring_keys(db_path)) == 1
+    assert PHRASE in cli("recall", "platypus", "--json").stdout
+
+    r = cli("decrypt")
+    assert r.exit_code == 0, r.stderr
+    assert not encryption.is_encrypted(db_path)
+    assert encryption.keyring_keys(db_path) == []
+    assert PHRASE in cli("recall", "platypus", "--json").stdout
+
+
+def test_a_key_file_is_created_by_encrypt_and_used_by_every_process(cli, db_path, tmp_path, monkeypatch):
+    key_file = tmp_path / "keys" / "memsafe.key"
+    assert cli("remember", PHRASE).exit_code == 0
+    monkeypatch.setenv("MEMSAFE_KEY_FILE", str(key_file))
+    r = cli("encrypt")
+    assert r.exit_code == 0, r.stderr
+    assert key_file.exists() and (key_file.stat().st_mode & 0o777) == 0o600
+    assert encryption.keyring_keys(db_path) == []  # the file, not the keyring
+
+    # a real process (what the git hook, cron and serve are) reads the key file by itself
+    env = env_with(tmp_path, MEMSAFE_KEY_FILE=str(key_file))
+    r = run_memsafe("--db", str(db_path), "recall", "platypus", "--mode", "lexical", "--json", env=env)
+    assert r.returncode == 0 and PHRASE in r.stdout
+
+    # rekey writes the new key into the same file
+    old = key_file.read_text()
+    assert cli("rekey").exit_code == 0
+    assert key_file.read_text() != old and len(key_file.read_text().split()) == 1
+    assert PHRASE in cli("recall", "platypus", "--mode", "lexical", "--json").stdout
+
+
+@pytest.mark.parametrize("command", [("recall", "platypus", "--mode", "lexical"), ("decay", "--quiet"),
+                                     ("remember", "something new")])
+def test_without_a_key_unattended_commands_fail_in_one_line_and_store_nothing(db_path, tmp_path, command):
+    opened = api.open_store(str(db_path))
+    api.remember(opened.store, PHRASE, embed_now=False)
+    opened.store.close()
+    key_file = tmp_path / "k"
+    encryption.write_key_file(key_file, encryption.new_key() + "\n")
+    os.environ["MEMSAFE_KEY_FILE"] = str(key_file)
+    try:
+        assert api.encrypt(str(db_path)).memories == 1
+    finally:
+        del os.environ["MEMSAFE_KEY_FILE"]
+    before = sha(db_path)
+
+    r = run_memsafe("--db", str(db_path), *command, env=env_with(tmp_path))
+    assert r.returncode == 1
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "MEMSAFE_KEY_FILE" in lines[0] and "keyring" in lines[0]
+    assert "Traceback" not in r.stderr
+    assert sha(db_path) == before
+    assert [p.name for p in files_of(db_path)] == [db_path.name]  # no plain-text store made beside it
+
+
+def test_a_wrong_key_is_one_line_and_leaves_the_file_untouched(db_path, tmp_path):
+    opened = api.open_store(str(db_path))
+    api.remember(opened.store, PHRASE, embed_now=False)
+    opened.store.close()
+    os.environ["MEMSAFE_KEY"] = "correct horse battery staple"
+    try:
+        api.encrypt(str(db_path))
+    finally:
+        del os.environ["MEMSAFE_KEY"]
+    before = sha(db_path)
+    r = run_memsafe("--db", str(db_path), "status", env=env_with(tmp_path, MEMSAFE_KEY="wrong horse"))
+    assert r.returncode == 1
+    assert "wrong key or not a memsafe store" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert sha(db_path) == before
+    r = run_memsafe("--db", str(db_path), "status", env=env_with(tmp_path, MEMSAFE_KEY="correct horse battery staple"))
+    assert r.returncode == 0 and "encrypted, cipher chacha20" in r.stdout and "battery" not in r.stdout
+
+
+def test_a_plain_store_opened_with_a_key_is_refused_untouched(db_path, tmp_path):
+    opened = api.open_store(str(db_path))
+    api.remember(opened.store, PHRASE, embed_now=False)
+    opened.store.close()
+    before = sha(db_path)
+    r = run_memsafe("--db", str(db_path), "recall", "platypus", "--mode", "lexical",
+                    env=env_with(tmp_path, MEMSAFE_KEY="some key"))
+    assert r.returncode == 1
+    assert "plain (unencrypted) store but MEMSAFE_KEY is set" in r.stderr and "memsafe encrypt" in r.stderr
+    assert sha(db_path) == before
+
+
+def test_a_new_store_is_created_encrypted_when_a_key_is_set(tmp_path, monkeypatch):
+    monkeypatch.setenv("MEMSAFE_KEY", "team passphrase")
+    db = tmp_path / "new" / "memory.db"
+    opened = api.open_store(str(db))
+    api.remember(opened.store, PHRASE, embed_now=False)
+    assert opened.store.encrypted
+    opened.store.close()
+    assert encryption.is_encrypted(db) and plain_bytes_anywhere(db, "ultramarine") == []
+
+
+def test_migration_backups_are_encrypted_too_and_new_ones_are_born_encrypted(tmp_path, monkeypatch):
+    db = tmp_path / "old.db"
+    shutil.copy(FIXTURES / "v1.db", db)
+    Store(db).close()  # migrates, leaving a plain backup of the v1 file
+    backups = encryption.backups_of(db)
+    assert backups and not encryption.is_encrypted(backups[0])
+    raw = apsw.Connection(str(backups[0]), flags=apsw.SQLITE_OPEN_READONLY)
+    some_text = raw.execute("SELECT content FROM memories LIMIT 1").fetchone()[0]
+    raw.close()
+    key_file = tmp_path / "key"
+    monkeypatch.setenv("MEMSAFE_KEY_FILE", str(key_file))
+    report = api.encrypt(str(db))
+    assert report.backups == backups
+    assert all(encryption.is_encrypted(p) for p in backups)
+    assert plain_bytes_anywhere(db, some_text[:40]) == []
+
+    # a backup written by a migration of an encrypted store is encrypted with its key
+    with Store(db) as store:
+        key = store.key
+    encrypted_backup = tmp_path / "copy.db"
+    shutil.copy(backups[0], encrypted_backup)
+    assert encryption.is_encrypted(encrypted_backup)
+    assert encryption.working_key(encrypted_backup, [key]) == key
+
+
+def test_encrypt_refuses_while_a_server_has_the_store_open(db_path, tmp_path, monkeypatch):
+    opened = api.open_store(str(db_path))
+    api.remember(opened.store, PHRASE, embed_now=False)
+    try:
+        monkeypatch.setenv("MEMSAFE_KEY", "k")
+        before = sha(db_path)
+        with pytest.raises(encryption.StoreUnavailable, match="in use by another process"):
+            api.encrypt(str(db_path))
+        assert not encryption.is_encrypted(db_path) and sha(db_path) == before
+    finally:
+        opened.store.close()
+
+
+KILL_SCRIPT = """
+import os, sys
+os.environ["MEMSAFE_KEY_FILE"] = sys.argv[2]
+from memsafe import api
+api.{action}(sys.argv[1])
+"""
+
+
+@pytest.mark.parametrize("action", ["encrypt", "rekey", "decrypt"])
+def test_kill_9_at_any_instant_leaves_a_store_that_opens(tmp_path, action):
+    """All-or-nothing: whatever instant the process dies, the store opens (old or new form) with a
+    key from the key file, and holds every memory."""
+    db, key_file = tmp_path / "m.db", tmp_path / "key"
+    opened = api.open_store(str(db))
+    with opened.store.write():
+        for i in range(3000):
+            api.remember(opened.store, f"memory {i}: {PHRASE} number {i}", embed_now=False)
+    opened.store.close()
+    if action != "encrypt":
+        os.environ["MEMSAFE_KEY_FILE"] = str(key_file)
+        try:
+            api.encrypt(str(db))
+        finally:
+            del os.environ["MEMSAFE_KEY_FILE"]
+    script = KILL_SCRIPT.format(action=action)
+    outcomes = set()
+    for delay in (0.0, 0.05, 0.1, 0.2, 0.3, 0.45, 0.7, 1.0):
+        proc = subprocess.Popen([sys.executable, "-c", script, str(db), str(key_file)])
+        time.sleep(delay)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        os.environ["MEMSAFE_KEY_FILE"] = str(key_file)
+        try:
+            if encryption.is_encrypted(db):
+                store = Store(db, create=False)
+            else:
+                del os.environ["MEMSAFE_KEY_FILE"]
+                store = Store(db, create=False)
+            with store:
+                assert store.conn.execute("SELECT count(*) FROM memories").fetchone()[0] == 3000
+                assert store.integrity_check() == "ok"
+            outcomes.add(encryption.is_encrypted(db))
+        finally:
+            os.environ.pop("MEMSAFE_KEY_FILE", None)
+    assert outcomes  # every instant checked above
+
+
+async def _mcp_recall(db: Path, home: Path, env: dict, query: str) -> str:
+    params = StdioServerParameters(command=sys.executable, args=["-m", "memsafe", "--db", str(db), "serve"],
+                                   env={**env, "MEMSAFE_HOME": str(home)}, cwd=str(db.parent))
+    with open(os.devnull, "w") as errlog:
+        async with stdio_client(params, errlog=errlog) as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                result = await session.call_tool("recall", {"query": query})
+    return result.content[0].text
+
+
+def test_memsafe_serve_reads_the_key_file_by_itself(db_path, tmp_path, embedder):
+    key_file = tmp_path / "key"
+    opened = api.open_store(str(db_path))
+    api.remember(opened.store, PHRASE)
+    opened.store.close()
+    os.environ["MEMSAFE_KEY_FILE"] = str(key_file)
+    try:
+        api.encrypt(str(db_path))
+    finally:
+        del os.environ["MEMSAFE_KEY_FILE"]
+    text = anyio.run(_mcp_recall, db_path, tmp_path / "home", env_with(tmp_path, MEMSAFE_KEY_FILE=str(key_file)),
+                     "platypus vault")
+    assert "ultramarine-platypus-7731" in text
