@@ -168,6 +168,8 @@ class Store:
                 )
             conn.execute("PRAGMA foreign_keys = ON")
             conn.execute("PRAGMA secure_delete = ON")
+            if self.key is not None:
+                conn.execute("PRAGMA temp_store = MEMORY")  # no plain-text temporary file, ever
             mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
             if mode.lower() != "wal":
                 conn.execute("PRAGMA journal_mode = WAL")

@@ -10,7 +10,7 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from memsafe import __version__, embed, hooks, migrations, settings, tokens
+from memsafe import __version__, embed, encryption, hooks, migrations, settings, tokens
 from memsafe.api.core import Opened, encryption_state, vector_fix
 from memsafe.errors import MemsafeError
 from memsafe.store import file_sizes
@@ -18,7 +18,7 @@ from memsafe.store import file_sizes
 __all__ = ["Check", "DoctorReport", "doctor", "WAL_WARN_BYTES"]
 
 WAL_WARN_BYTES = 256 * 1024 * 1024  # a WAL this large means checkpoints are being starved
-_PACKAGES = ("apsw", "sqlite-vec", "onnxruntime", "tokenizers", "numpy", "tiktoken", "typer", "mcp")
+_PACKAGES = ("apsw-sqlite3mc", "apsw", "sqlite-vec", "onnxruntime", "tokenizers", "numpy", "tiktoken", "typer", "mcp")
 
 
 @dataclass
@@ -75,8 +75,14 @@ def doctor(opened: Opened, *, repo: str | Path | None = None, load_model: bool =
                             "upgrade memsafe, or open the store once with this version to migrate it"))
 
     enc = encryption_state(store)
-    checks.append(Check("encryption", "ok", f"encrypted, cipher {enc['cipher']}; key from {enc['key_source']}"
-                        if enc["encrypted"] else "none (plain file; `memsafe encrypt` encrypts it)"))
+    cipher_problem = encryption.unavailable_reason()
+    if enc["encrypted"]:
+        checks.append(Check("encryption", "ok", f"encrypted, cipher {enc['cipher']}; key from {enc['key_source']}"))
+    elif cipher_problem:
+        checks.append(Check("encryption", "warning", "plain file; this apsw module cannot encrypt",
+                            "pip install --force-reinstall apsw-sqlite3mc"))
+    else:
+        checks.append(Check("encryption", "ok", "none (plain file; `memsafe encrypt` encrypts it)"))
 
     integrity = store.integrity_check()
     checks.append(
