@@ -424,7 +424,7 @@ def check_relation(obj: dict, line: int, record: int, *, now: datetime | None = 
     return out
 
 
-def check_end_counts(counts: object, read: dict[str, int], line: int) -> list["Notice"]:
+def check_end_counts(counts: object, read: dict[str, int], line: int) -> list[Notice]:
     """Fatal notices when the end record's `counts` differ from the records of each type read
     (a file that lost or gained lines in the middle); [] when they agree."""
     if not isinstance(counts, dict) or not all(

@@ -17,12 +17,12 @@ from pathlib import Path
 import anyio
 import apsw
 import pytest
+from conftest import run_memsafe
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 from memsafe import api, encryption
 from memsafe.store import Store
-from conftest import run_memsafe
 
 PHRASE = "ultramarine-platypus-7731 opens the staging vault"
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -34,7 +34,8 @@ def test_markup_and_control_characters_are_shown_literally(db_path):
     hostile = "[/] markup [bold red]hidden[/] [link=http://evil]x[/link] \x1b]0;pwned\x07\x1b[2J end"
     r = run_memsafe("--db", str(db_path), "remember", hostile, "--tag", "[/x]", "--project", "[/p]")
     assert r.returncode == 0, r.stderr
-    for args in (["get", "1", "--all-projects"], ["recall", "markup hidden", "--all-projects"], ["list", "--all-projects"]):
+    for args in (["get", "1", "--all-projects"], ["recall", "markup hidden", "--all-projects"],
+                 ["list", "--all-projects"]):
         r = run_memsafe("--db", str(db_path), *args)
         assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
         assert "\x1b" not in r.stdout and "\x07" not in r.stdout

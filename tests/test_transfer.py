@@ -503,7 +503,8 @@ def test_entity_keys_in_a_file_are_recomputed_from_names(tmp_path, store, cli):
 
 @pytest.mark.parametrize("change, message", [
     (lambda r: r.pop(2), "line 4: end counts say 3 memory record(s) but the file holds 2: lines were lost"),
-    (lambda r: r[1].update(created_at="2099-01-01T00:00:00Z"), 'line 2: created_at "2099-01-01T00:00:00Z" is in the future'),
+    (lambda r: r[1].update(created_at="2099-01-01T00:00:00Z"),
+     'line 2: created_at "2099-01-01T00:00:00Z" is in the future'),
     (lambda r: r[2].update(created_at="2026-03-01T00:00:00Z", updated_at="2026-02-01T00:00:00Z"),
      "line 3: created_at 2026-03-01T00:00:00.000000+00:00 is later than updated_at"),
     (lambda r: r[3].update(versions=[{

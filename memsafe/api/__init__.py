@@ -9,9 +9,9 @@ travel, decay; transfer: export/import; hooks; doctor); this package re-exports 
 from memsafe.api.core import *  # noqa: F401,F403
 from memsafe.api.core import __all__ as _core_all
 from memsafe.api.doctor import *  # noqa: F401,F403
+from memsafe.api.doctor import __all__ as _doctor_all
 from memsafe.api.encryption import *  # noqa: F401,F403
 from memsafe.api.encryption import __all__ as _encryption_all
-from memsafe.api.doctor import __all__ as _doctor_all
 from memsafe.api.graph import *  # noqa: F401,F403
 from memsafe.api.graph import __all__ as _graph_all
 from memsafe.api.hooks import *  # noqa: F401,F403

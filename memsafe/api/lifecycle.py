@@ -748,7 +748,7 @@ def consolidate(store: Store, *, dry_run: bool = False, threshold: float | None 
         matrix /= np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12)
         parent = list(range(len(ids)))  # union-find over the near-duplicate links
 
-        def root(i: int) -> int:
+        def root(i: int, parent: list[int] = parent) -> int:
             while parent[i] != i:
                 parent[i] = parent[parent[i]]
                 i = parent[i]

@@ -120,7 +120,7 @@ class _Purged:
 
     stubs: dict[str, str]
 
-    def skip(self, uid: str, line: int | None, record: int | None, report: "ImportReport",
+    def skip(self, uid: str, line: int | None, record: int | None, report: ImportReport,
              problems: list[Notice]) -> bool:
         """True (and reported) when `uid` was purged here: its memory must not come back."""
         at = self.stubs.get(uid)
@@ -420,7 +420,8 @@ def _import_memsafe(store: Store, path: Path, report: ImportReport, problems: li
                 _apply_entity(store, entity, report)
             elif kind == "relation":
                 rel = transfer.check_relation(value, number, record_no, now=now)
-                rel["source"], rel["target"] = keys.get(rel["source"], rel["source"]), keys.get(rel["target"], rel["target"])
+                for end in ("source", "target"):
+                    rel[end] = keys.get(rel[end], rel[end])
                 ends = [store.entity_id_by_key(rel["source"]), store.entity_id_by_key(rel["target"])]
                 if None in ends:
                     missing = rel["source"] if ends[0] is None else rel["target"]
