@@ -20,11 +20,22 @@ Start-up and stdout hygiene (FIELD-CASES F01-F04, F08):
   `LOG_CAP` characters, so a huge argument never floods an undrained stderr pipe (F03). Replies
   are written from a worker thread, so a slow reader blocks only its own reply.
 
-The graph tools are registered only when their handlers exist in `memsafe.api` (see
-`OPTIONAL_TOOLS`), so this module works before and after the graph branch is merged.
+Protocol rules (issues 12 and 17, docs/mcp.md):
+- Tool calls of one connection take effect one at a time, in the order they were read
+  (`CallOrder`): a `remember` and a `recall` sent at once are answered in that order, and the
+  recall sees the memory. Other requests (ping, tools/list) are answered at once.
+- `notifications/cancelled` for a call still waiting its turn: it never runs. For a call already
+  running: it runs to the end (a write is committed whole) and the log says what it did; as the
+  protocol requires, no reply is sent for it.
+- Input schemas are in the subset strict clients accept (`strict_schema`); an unknown argument
+  is a one-line tool error naming it; null for an optional argument means its default.
+- SIGINT or SIGTERM stops the server: the call running finishes (up to `STOP_GRACE_S`), its
+  reply is written, and the process exits 130 or 143 without a traceback.
 """
 
+import collections
 import contextlib
+import contextvars
 import functools
 import inspect
 import io
@@ -32,6 +43,7 @@ import json
 import logging
 import os
 import re
+import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -42,7 +54,7 @@ from pydantic import Field, ValidationError
 from memsafe import __version__, api, embed, render, settings, tokens
 from memsafe.errors import MemsafeError
 
-__all__ = ["INSTRUCTIONS", "OPTIONAL_TOOLS", "ServerState", "build_server", "serve"]
+__all__ = ["INSTRUCTIONS", "CallOrder", "ServerState", "build_server", "serve", "strict_schema"]
 
 log = logging.getLogger("memsafe.server")
 
@@ -57,13 +69,135 @@ INSTRUCTIONS = (
     "- Memories belong to this project plus global ones; all_projects widens a recall."
 )
 
-# Tools whose handlers come from a branch not merged yet: tool name -> api names it needs (all).
-OPTIONAL_TOOLS: dict[str, tuple[str, ...]] = {
-    "relate_entities": ("relate_many",),
-    "query_graph": ("graph_show",),
-}
-
 KindName = Literal["fact", "preference", "decision", "task", "conversation", "ephemeral", "general"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Order of tool calls within one connection, and cancellation
+
+# The outcome of the tool call running in this context ("done: …" or "failed: …"), set by the
+# tool adapter in its worker thread (anyio copies the context into it) and read by the
+# middleware when the client cancelled the call.
+_CALL: contextvars.ContextVar[dict | None] = contextvars.ContextVar("memsafe_call", default=None)
+
+
+class _NotRun(Exception):
+    """A tool call cancelled by the client before its turn came."""
+
+
+def _key(request_id) -> str:
+    """A JSON-RPC id as a dict key (1 and "1" stay apart)."""
+    return json.dumps(request_id)
+
+
+class CallOrder:
+    """The tool calls of one connection, run one at a time in the order they were read, and
+    what became of the ones the client cancelled.
+
+    The SDK runs every request in its own task, so a `remember` and a `recall` sent at once
+    raced, and the recall often ran first without the new memory (issue 17.4). The stdin
+    reader calls `read` for each `tools/call` in arrival order, `cancel` for each
+    `notifications/cancelled`, and `answered` for each reply written; the server middleware
+    wraps each call in `turn`, which waits until every call read before it has finished. A call
+    the reader never saw (an in-process client) runs at once. One event loop; no locks.
+
+    Cancellation (issue 12.5), logged on stderr either way: a call still waiting its turn never
+    runs; a call running, or finished with its reply not yet written, is complete (a write is
+    committed whole) and the SDK sends no reply for it, as the protocol requires.
+    """
+
+    def __init__(self) -> None:
+        self._queue: list[str] = []  # calls read and not finished, oldest first
+        self._running: str | None = None
+        self._cancelled: set[str] = set()  # cancelled while waiting or running
+        self._finished: dict[str, str] = {}  # finished, reply not yet written: key -> outcome
+        self._changed = None  # anyio.Event, made on first wait (inside the event loop)
+
+    def read(self, request_id) -> None:
+        """A `tools/call` with this id was read from the client."""
+        self._queue.append(_key(request_id))
+
+    def cancel(self, request_id) -> None:
+        """The client cancelled this call."""
+        key = _key(request_id)
+        if key in self._finished:
+            log.warning("call %s was cancelled after it completed, so its reply may be dropped: %s",
+                        key, self._finished.pop(key))
+        elif key in self._queue:
+            self._cancelled.add(key)
+            if key != self._running:
+                log.info("call %s cancelled by the client before it ran: not done", key)
+                self._queue.remove(key)
+                self._notify()
+
+    def answered(self, request_id) -> None:
+        """A reply with this id was written. A call the SDK answered without running it (no
+        such tool, a call before `initialize`) must not hold up the ones after it."""
+        key = _key(request_id)
+        self._finished.pop(key, None)
+        if key in self._queue and key != self._running:
+            self._queue.remove(key)
+            self._notify()
+
+    def waiting(self) -> int:
+        """Calls read and not finished, the running one included."""
+        return len(self._queue)
+
+    @contextlib.asynccontextmanager
+    async def turn(self, request_id, name: str):
+        """Wait until every call read before this one has finished, then run it (the body).
+
+        Raises:
+            _NotRun: the client cancelled it while it waited.
+        """
+        import anyio
+
+        key = _key(request_id)
+        call: dict = {}
+        token = _CALL.set(call)
+        try:
+            if key not in self._queue and key not in self._cancelled:
+                yield  # not read by our reader: nothing to order it against
+                return
+            while key not in self._cancelled and self._queue[0] != key:
+                await self._wait()
+            if key in self._cancelled:  # the SDK cancels this task next; don't run it meanwhile
+                with anyio.move_on_after(5):
+                    await anyio.sleep_forever()
+                raise _NotRun
+            self._running = key
+            try:
+                yield
+            finally:
+                self._running = None
+                self._queue.remove(key)
+                outcome = f"{name}: {call.get('outcome', 'no outcome')}"
+                if key in self._cancelled:
+                    log.warning("call %s was cancelled while running and completed anyway; no reply is sent: %s",
+                                key, _cap(outcome, 300))
+                else:
+                    self._finished[key] = _cap(outcome, 300)
+                self._notify()
+        finally:
+            self._cancelled.discard(key)
+            _CALL.reset(token)
+
+    async def idle(self) -> None:
+        """Return once no call is running."""
+        while self._running is not None:
+            await self._wait()
+
+    async def _wait(self) -> None:
+        import anyio
+
+        if self._changed is None:
+            self._changed = anyio.Event()
+        await self._changed.wait()
+
+    def _notify(self) -> None:
+        if self._changed is not None:
+            self._changed.set()
+            self._changed = None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -94,6 +228,7 @@ class ServerState:
         self._warm_lock = threading.Lock()
         self._warm_thread: threading.Thread | None = None
         self.stopping = threading.Event()
+        self.order = CallOrder()
 
     @contextlib.contextmanager
     def store(self) -> Iterator[api.Opened]:
@@ -194,30 +329,32 @@ def _describe(obj) -> str:
     return render.compact_value(obj)
 
 
-def _slim(schema: Any) -> Any:
-    """Drop what costs tokens and tells a model nothing: pydantic's `title`s, `anyOf [T, null]`
-    (kept as T; omitting the argument means null), `default: null` and `default: false`.
-    Validation is unaffected: the SDK validates arguments with the function's own pydantic
-    model, not with this advertised schema."""
+def strict_schema(schema: Any) -> Any:
+    """A tool's input schema in the subset strict clients accept (OpenAI strict function calling,
+    Gemini function declarations; rules checked in tests/test_server.py).
+
+    Every object is closed (`additionalProperties: false`) and lists all its properties in
+    `required`; pydantic's `title`s and `default`s are dropped. An argument whose default is None
+    stays nullable (`anyOf [T, null]`), so a client that must send every argument sends null for
+    "not given"; an argument with another default (false, a kind, a depth) is advertised with its
+    type alone: a strict client picks a value, any other client may still leave it out or send
+    null (`_null_means_default`). Validation is unaffected: the SDK validates arguments with
+    the function's own pydantic model, not with this advertised schema."""
     if isinstance(schema, list):
-        return [_slim(s) for s in schema]
+        return [strict_schema(s) for s in schema]
     if not isinstance(schema, dict):
         return schema
     out: dict[str, Any] = {}
     for key, value in schema.items():
-        if key == "title" and isinstance(value, str):
+        if key in ("title", "default"):
             continue
         if key == "properties" and isinstance(value, dict):
-            out[key] = {name: _slim(sub) for name, sub in value.items()}
+            out[key] = {name: strict_schema(sub) for name, sub in value.items()}
         else:
-            out[key] = _slim(value)
-    variants = out.get("anyOf")
-    if isinstance(variants, list) and len(variants) == 2 and {"type": "null"} in variants:
-        other = next(v for v in variants if v != {"type": "null"})
-        del out["anyOf"]
-        out = {**other, **out}
-    if "default" in out and (out["default"] is None or out["default"] is False):
-        del out["default"]
+            out[key] = strict_schema(value)
+    if out.get("type") == "object":
+        out["required"] = list(out.get("properties", {}))
+        out["additionalProperties"] = False
     return out
 
 
@@ -249,9 +386,16 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
     tools: list[Tool] = []
 
     class OneLineTool(Tool):
-        """A tool whose argument errors are one line naming the argument (not pydantic's dump with a URL)."""
+        """A tool whose argument errors are one line naming the argument (not pydantic's dump with
+        a URL), that refuses unknown arguments and takes null for an optional one as its default."""
 
         async def run(self, arguments, context, convert_result=False):
+            fields = self.fn_metadata.arg_model.model_fields
+            unknown = [name for name in arguments if name not in fields]
+            if unknown:
+                raise ToolError(f"unknown argument{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}; "
+                                f"{self.name} takes {', '.join(fields) or 'no arguments'}")
+            arguments = {k: v for k, v in arguments.items() if v is not None or fields[k].is_required()}
             try:
                 return await super().run(arguments, context, convert_result)
             except ToolError as exc:
@@ -261,21 +405,23 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
                 raise ToolError(_argument_errors(cause)) from None
 
     def tool(*, read_only: bool = False, destructive: bool = False, idempotent: bool = False):
-        """Register `fn` as a tool (name = function name, description = docstring), unless it is an
-        optional tool whose handler is missing from `memsafe.api`."""
+        """Register `fn` as a tool: name = function name, description = docstring, input schema =
+        its signature in the strict subset (`strict_schema`)."""
 
         def register(fn: Callable) -> Callable:
-            needs = OPTIONAL_TOOLS.get(fn.__name__)
-            if needs and not all(hasattr(api, name) for name in needs):
-                return fn
-
             @functools.wraps(fn)
             def adapter(**kwargs):
                 log.debug("tool %s %s", fn.__name__, _cap(repr(kwargs), 300))
+                call = _CALL.get()
                 try:
-                    return fn(**kwargs)
+                    result = fn(**kwargs)
                 except MemsafeError as exc:
+                    if call is not None:
+                        call["outcome"] = f"failed: {exc}"
                     raise ToolError(str(exc)) from None
+                if call is not None:
+                    call["outcome"] = f"done: {result.splitlines()[0] if result else ''}"
+                return result
 
             flags: dict[str, bool] = {"read_only_hint": True} if read_only else {"destructive_hint": destructive}
             if idempotent:
@@ -285,7 +431,7 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
                 adapter, name=fn.__name__, description=inspect.cleandoc(fn.__doc__ or ""),
                 annotations=hints, structured_output=False,
             )
-            entry.parameters = _slim(entry.parameters)
+            entry.parameters = strict_schema(entry.parameters)
             tools.append(entry)
             return fn
 
@@ -297,7 +443,7 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
     def remember(
         content: str,
         kind: KindName = "general",
-        tags: list[str] | None = None,
+        tags: list[str] = [],  # noqa: B006 (pydantic copies it)
         importance: float | None = None,
         is_global: Annotated[bool, Field(description="visible in every project")] = False,
         redact: Annotated[bool, Field(description="store credentials redacted, not refuse")] = False,
@@ -319,12 +465,12 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
     def recall(
         query: str,
         limit: int | None = None,
-        budget: Annotated[int | None, Field(description="max tokens returned")] = None,
+        budget: Annotated[int | None, Field(description="max tokens")] = None,
         kind: str | None = None,
-        tags: list[str] | None = None,
+        tags: list[str] = [],  # noqa: B006 (pydantic copies it)
         project: str | None = None,
         all_projects: bool = False,
-        as_of: Annotated[str | None, Field(description="ISO time or '3 days ago': as known then")] = None,
+        as_of: Annotated[str | None, Field(description="as known then, e.g. '3 days ago'")] = None,
     ) -> str:
         """Search memories by meaning and keywords, within a token budget. Call at task start."""
         with state.store() as opened:
@@ -338,24 +484,22 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
         return render.compact_recall(result)
 
     @tool(read_only=True)
-    def get_memory(id: int, all_projects: bool = False) -> str:
-        """One memory by id."""
+    def get_memory(id: int, all_projects: bool = False, history: bool = False) -> str:
+        """One memory by id; history adds its past versions, oldest first."""
         with state.store() as opened:
-            return render.compact_memory(api.get(opened.store, id, scope=state.scope(opened, all_projects)))
+            scope = state.scope(opened, all_projects)
+            if history:
+                return render.compact_history(api.history(opened.store, id, scope=scope))
+            return render.compact_memory(api.get(opened.store, id, scope=scope))
 
     @tool()
-    def forget(id: int, reason: str | None = None) -> str:
-        """Hide a memory from recall (undo: restore_memory)."""
+    def forget(id: int, reason: str | None = None, undo: bool = False) -> str:
+        """Hide a memory from recall; undo=true brings it back."""
         with state.store() as opened:
+            if undo:
+                return f"Restored #{api.restore(opened.store, id).id}"
             memory = api.forget(opened.store, id, reason=reason)
-        return f"Forgot #{memory.id}; restore_memory undoes it"
-
-    @tool()
-    def restore_memory(id: int) -> str:
-        """Bring back a forgotten or archived memory."""
-        with state.store() as opened:
-            memory = api.restore(opened.store, id)
-        return f"Restored #{memory.id}"
+        return f"Forgot #{memory.id}; forget with undo=true brings it back"
 
     @tool(destructive=True)
     def purge_memory(ids: list[int], confirm: Annotated[bool, Field(strict=True)] = False) -> str:
@@ -373,42 +517,18 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
     # -- store -----------------------------------------------------------------------------------
 
     @tool(read_only=True)
-    def status() -> str:
-        """Store, project, model and search status."""
+    def status(check: bool = False) -> str:
+        """Store, project, model and search status; check=true adds health checks with fixes."""
         with state.store() as opened:
             key, rule = state.project(opened)
             report = api.status(opened, project=key, project_rule=rule)
-        return "\n".join(render.status_lines(report))
-
-    @tool()
-    def configure(key: str | None = None, value: str | None = None) -> str:
-        """List settings, or get/set one by key."""
-        with state.store() as opened:
-            if key is None and value is not None:
-                raise ToolError("give the key to set, e.g. key='token_budget', value='3000'")
-            if key is None:
-                items = api.config_list(opened.store)
-                lines = [f"{k} = {v['value']}" for k, v in items.items()]
-                return "\n".join([f"db = {state.db}", *lines])
-            if key == "db":
-                if value is not None:
-                    raise ToolError("the database is chosen when the server starts (--db); it cannot change here")
-                return f"db = {state.db}"
-            if value is None:
-                return f"{key} = {api.config_get(opened.store, key)}"
-            return f"{key} = {api.config_set(opened.store, key, value)}"
-
-    @tool(read_only=True)
-    def healthcheck() -> str:
-        """Health check: lists problems and fixes."""
-        with state.store() as opened:
-            report = api.doctor(opened, repo=state.cwd, load_model=True)
-        c = report.counts
-        head = (f"{'ok' if report.ok else 'problems found'}: schema v{report.schema_version}, {c['active']} active "
-                f"memories, {report.pending_embeddings} awaiting embedding")
-        problems = [f"{check.level} {check.name}: {check.detail}" + (f" (fix: {check.fix})" if check.fix else "")
-                    for check in report.checks if check.level != "ok"]
-        return "\n".join([head, *problems])
+            health = api.doctor(opened, repo=state.cwd, load_model=True) if check else None
+        lines = render.status_lines(report)
+        if health is not None:
+            lines += [f"health: {'ok' if health.ok else 'problems found'}"]
+            lines += [f"{c.level} {c.name}: {c.detail}" + (f" (fix: {c.fix})" if c.fix else "")
+                      for c in health.checks if c.level != "ok"]
+        return "\n".join(lines)
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -426,19 +546,7 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
                                 redact=True)  # an agent's edit: credentials are stored redacted, never raw
         return render.compact_memory(memory)
 
-    @tool(read_only=True)
-    def memory_history(id: int, all_projects: bool = False) -> str:
-        """Past versions of a memory, oldest first."""
-        with state.store() as opened:
-            return render.compact_history(api.history(opened.store, id, scope=state.scope(opened, all_projects)))
-
-    @tool()
-    def decay_now(dry_run: bool = False) -> str:
-        """Decay now: compress or archive stale memories (never deletes)."""
-        with state.store() as opened:
-            return render.compact_decay(api.decay(opened.store, dry_run=dry_run))
-
-    # -- graph (handlers of the graph branch; registered when they exist) ------------------------
+    # -- graph -----------------------------------------------------------------------------------
 
     @tool()
     def relate_entities(relations: list[list[str]], create: bool = False) -> str:
@@ -458,24 +566,21 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
     # -- transfer --------------------------------------------------------------------------------
 
     @tool()
-    def export_memories(path: str, all_projects: bool = False) -> str:
-        """Export memories to a new JSONL file."""
-        target = settings.expand_path(os.path.join(state.cwd, os.path.expanduser(path)))
+    def transfer(path: str, direction: Literal["export", "import"], all_projects: bool = False,
+                 skip_invalid: bool = False) -> str:
+        """Export memories to a new JSONL file, or import one (memsafe or memory-server)."""
+        full = settings.expand_path(os.path.join(state.cwd, os.path.expanduser(path)))
         with state.store() as opened:
-            key = None if all_projects else state.project(opened)[0]
-            report = api.export_to_path(opened.store, target, project=key, all_projects=all_projects, overwrite=False)
-        counts = ", ".join(render.count_of(n, what) for what, n in report.counts.items())
-        return f"Exported to {report.path}: {counts}"
-
-    @tool()
-    def import_memories(path: str, skip_invalid: bool = False) -> str:
-        """Import a memsafe or memory-server JSONL file (merges, idempotent)."""
-        source = settings.expand_path(os.path.join(state.cwd, os.path.expanduser(path)))
-        with state.store() as opened:
-            report = api.import_file(opened.store, source, skip_invalid=skip_invalid)
-        if report.memories_added + report.memories_updated:
+            if direction == "export":
+                key = None if all_projects else state.project(opened)[0]
+                report = api.export_to_path(opened.store, full, project=key, all_projects=all_projects,
+                                            overwrite=False)
+                counts = ", ".join(render.count_of(n, what) for what, n in report.counts.items())
+                return f"Exported to {report.path}: {counts}"
+            imported = api.import_file(opened.store, full, skip_invalid=skip_invalid)
+        if imported.memories_added + imported.memories_updated:
             state.start_warmup(again=True)  # vectors are filled in the background
-        return render.compact_import(report)
+        return render.compact_import(imported)
 
     async def warm_after_handshake(ctx, call_next):
         result = await call_next(ctx)
@@ -483,13 +588,23 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
             state.start_warmup()
         return result
 
+    async def in_order(ctx, call_next):
+        """Tool calls one at a time in arrival order; see `CallOrder`."""
+        if ctx.method != "tools/call":
+            return await call_next(ctx)
+        try:
+            async with state.order.turn(ctx.request_id, (ctx.params or {}).get("name")):
+                return await call_next(ctx)
+        except _NotRun:
+            raise ToolError("cancelled before it ran") from None  # never sent: the call was cancelled
+
     server = MCPServer(
         "memsafe",
         instructions=INSTRUCTIONS,
         version=__version__,
         tools=tools,
         log_level=_log_level(),
-        middleware=[warm_after_handshake],
+        middleware=[warm_after_handshake, in_order],
     )
     server.memsafe = state
     return server
@@ -585,11 +700,12 @@ def _parse_int(digits: str) -> int | None:
 
 
 def check_message(line: str):
-    """(error reply, is a request) for one client line. The error is the JSON-RPC 2.0 reply for a
-    line the SDK cannot take as a message, or None for a good line: -32700 Parse error (not JSON;
-    id null) or -32600 Invalid Request (JSON, but not a JSON-RPC message, e.g. `[]` or
-    `"params": "x"`; the request's id when it has one). The SDK itself drops such lines without a
-    reply, leaving the client waiting (JSON-RPC 2.0 spec, section 5.1)."""
+    """(error reply, message) for one client line: the validated JSON-RPC message (a request,
+    notification or response of mcp_types) and None, or None and the JSON-RPC 2.0 error reply
+    for a line the SDK cannot take as a message: -32700 Parse error (not JSON; id null) or
+    -32600 Invalid Request (JSON, but not a JSON-RPC message, e.g. `[]` or `"params": "x"`; the
+    request's id when it has one). The SDK itself drops such lines without a reply, leaving the
+    client waiting (JSON-RPC 2.0 spec, section 5.1)."""
     import mcp_types as types
 
     try:
@@ -597,49 +713,66 @@ def check_message(line: str):
     except Exception:  # pydantic's ValidationError, for bad JSON as for a bad message
         message = None
     if message is not None and not isinstance(message, types.JSONRPCNotification):
-        return None, isinstance(message, types.JSONRPCRequest)
+        return None, message
     try:
         value = json.loads(line, parse_int=_parse_int)
     except (ValueError, RecursionError):  # RecursionError: nested deeper than Python's stack
         return types.JSONRPCError(jsonrpc="2.0", id=None, error=types.ErrorData(
-            code=types.PARSE_ERROR, message="Parse error: not JSON")), False
+            code=types.PARSE_ERROR, message="Parse error: not JSON")), None
     # A method with an `id` member is a request, never a notification: the SDK would take
     # `"id": 1.5` (or null, true, []) as a notification and never answer it.
     if message is not None and "id" not in value:
-        return None, False
+        return None, message
     request_id = value.get("id") if isinstance(value, dict) else None
     if isinstance(request_id, bool) or not isinstance(request_id, (int, str)):
         request_id = None
     return types.JSONRPCError(jsonrpc="2.0", id=request_id, error=types.ErrorData(
-        code=types.INVALID_REQUEST, message="Invalid Request: not a JSON-RPC 2.0 message of MCP")), False
+        code=types.INVALID_REQUEST, message="Invalid Request: not a JSON-RPC 2.0 message of MCP")), None
 
 
 EOF_DRAIN_S = 120.0  # at the end of input, how long to wait for replies still being computed
+STOP_GRACE_S = 1.0  # after SIGINT/SIGTERM, how long the running tool call may take to finish
 
 
 class _Answers:
-    """Replies owed to the client and replies written, so that the end of its input waits for
-    the answers still being computed (`memsafe serve < requests.jsonl` got no reply to a last
-    request that was in flight when stdin closed)."""
+    """Replies owed to the client, so that the end of its input waits for the answers still being
+    computed (`memsafe serve < requests.jsonl` got no reply to a last request in flight when
+    stdin closed), and a stop waits for the running call's reply. A request the client cancelled
+    is owed nothing (the SDK never answers it)."""
 
-    def __init__(self, stdout):
-        self.stdout, self.owed, self.written = stdout, 0, 0
+    def __init__(self, stdout, order: CallOrder):
+        self.stdout, self.order = stdout, order
+        self.owed: collections.Counter[str] = collections.Counter()  # request id key -> replies owed
+
+    def owe(self, request_id) -> None:
+        self.owed[_key(request_id)] += 1
+
+    def cancel(self, request_id) -> None:
+        self.order.cancel(request_id)
+        self.owed[_key(request_id)] -= 1
+        if self.owed[_key(request_id)] <= 0:
+            del self.owed[_key(request_id)]
 
     async def write(self, text: str) -> None:
         await self.stdout.write(text)
         with contextlib.suppress(ValueError, RecursionError):
             reply = json.loads(text)
             if isinstance(reply, dict) and "id" in reply and ("result" in reply or "error" in reply):
-                self.written += 1
+                self.owed[_key(reply["id"])] -= 1
+                if self.owed[_key(reply["id"])] <= 0:
+                    del self.owed[_key(reply["id"])]
+                self.order.answered(reply["id"])
 
     async def flush(self) -> None:
         await self.stdout.flush()
 
-    async def drained(self, timeout_s: float = EOF_DRAIN_S) -> None:
+    async def drained(self, timeout_s: float = EOF_DRAIN_S, *, unstarted: bool = False) -> None:
+        """Wait (at most `timeout_s`) until every reply owed is written; with `unstarted`, not
+        counting the tool calls still waiting their turn (a stop never starts them)."""
         import anyio
 
         with anyio.move_on_after(timeout_s):
-            while self.written < self.owed:
+            while sum(self.owed.values()) > (self.order.waiting() if unstarted else 0):
                 await anyio.sleep(0.01)
 
 
@@ -649,8 +782,10 @@ MALFORMED_LOGGED = frozenset(10**i for i in range(19))  # which malformed lines 
 async def _lines(stream, replies: list, ready, answers: _Answers):
     """The client's lines for the SDK, surrogate escapes fixed; a line that is not a JSON-RPC
     message is answered with an error reply (through `replies[0]`, the SDK's write stream, once
-    `ready` is set) instead of being passed on. Blank lines are skipped. At the end of input,
-    waits until every request passed on has been answered (`answers`)."""
+    `ready` is set) instead of being passed on. Blank lines are skipped. Tool calls and their
+    cancellations are told to `answers.order` in the order read. At the end of input, waits
+    until every request passed on has been answered (`answers`)."""
+    import mcp_types as types
     from mcp.shared.message import SessionMessage
 
     malformed = 0
@@ -658,12 +793,17 @@ async def _lines(stream, replies: list, ready, answers: _Answers):
         if not line.strip():
             continue
         line = fix_surrogate_escapes(line.lstrip("\ufeff"))  # a byte-order mark some writers put first
-        error, is_request = check_message(line)
+        error, message = check_message(line)
         if error is None:
-            answers.owed += is_request
+            if isinstance(message, types.JSONRPCRequest):
+                answers.owe(message.id)
+                if message.method == "tools/call":
+                    answers.order.read(message.id)
+            elif isinstance(message, types.JSONRPCNotification) and message.method == "notifications/cancelled":
+                answers.cancel((message.params or {}).get("requestId"))
             yield line
             continue
-        answers.owed += 1
+        answers.owe(error.id)
         malformed += 1
         # Logged sparingly (1st, 10th, 100th, ...): one warning per line would fill a stderr pipe
         # nobody drains and block the server for good (FIELD-CASES F03).
@@ -675,7 +815,24 @@ async def _lines(stream, replies: list, ready, answers: _Answers):
     await answers.drained()
 
 
-async def _run_stdio(server, wire_in: int, wire_out: int) -> None:
+async def _stop_on_signal(answers: _Answers) -> int:
+    """Wait for SIGINT or SIGTERM, then for the running tool call to finish and its reply to be
+    written (at most STOP_GRACE_S); returns the exit code, 128 + the signal number."""
+    import anyio
+
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:  # kept open: a 2nd ^C waits too
+        async for signum in signals:
+            break
+        log.info("stopping on signal %d", signum)
+        with anyio.move_on_after(STOP_GRACE_S):
+            await answers.order.idle()
+            await answers.drained(STOP_GRACE_S, unstarted=True)
+    return 128 + signum
+
+
+async def _run_stdio(server, wire_in: int, wire_out: int) -> int:
+    """Serve until the client closes its input (returns 0) or a signal stops the server (returns
+    130 or 143)."""
     import anyio
     from mcp.server.stdio import stdio_server
 
@@ -685,33 +842,65 @@ async def _run_stdio(server, wire_in: int, wire_out: int) -> None:
     )
     replies: list = []
     ready = anyio.Event()
-    stdout = _Answers(anyio.wrap_file(writer))
+    stdout = _Answers(anyio.wrap_file(writer), server.memsafe.order)
     stdin = _lines(anyio.wrap_file(reader), replies, ready, stdout)
-    async with stdio_server(stdin=stdin, stdout=stdout) as (read_stream, write_stream):  # type: ignore[arg-type]
-        replies.append(write_stream)
-        ready.set()
-        # MCPServer.run_stdio_async() claims fds 0/1 itself; with our own wire streams we drive
-        # its low-level server directly (the SDK has no public hook for explicit streams).
-        lowlevel = server._lowlevel_server
-        await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
+
+    async def stop_on_signal() -> None:
+        code = await _stop_on_signal(stdout)
+        _exit(server.memsafe, code)  # the thread blocked reading stdin would never let the loop end
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(stop_on_signal)
+        async with stdio_server(stdin=stdin, stdout=stdout) as (read_stream, write_stream):  # type: ignore[arg-type]
+            replies.append(write_stream)
+            ready.set()
+            # MCPServer.run_stdio_async() claims fds 0/1 itself; with our own wire streams we drive
+            # its low-level server directly (the SDK has no public hook for explicit streams).
+            lowlevel = server._lowlevel_server
+            await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
+        group.cancel_scope.cancel()
+    return 0
+
+
+def _exit(state: ServerState, code: int) -> None:
+    """End the process now: stop the warm-up thread (its batch rolls back if unfinished; the
+    vectors are filled later), flush stdout and stderr, `os._exit`. Used because the thread
+    reading stdin cannot be interrupted, and a warm-up thread still loading the model must not
+    race the interpreter's shutdown (an exit that crashed now and then)."""
+    state.stop(timeout=0.2)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
+
+
+WAITING_NOTE = ("memsafe serve: MCP server on stdin/stdout, waiting for a client (Ctrl-C stops it). "
+                "To use it, add it to an MCP client: claude mcp add memsafe -- memsafe serve\n")
 
 
 def serve(db: str | None = None, project: str | None = None) -> None:
-    """Run the MCP server over stdio until the client closes stdin.
+    """Run the MCP server over stdio until the client closes stdin (exit 0) or SIGINT/SIGTERM
+    stops it (exit 130/143, after the running tool call). Ends the process (`_exit`) once every
+    reply is written.
 
     Raises:
         InvalidInput: empty DB path or project (before anything is served).
     """
-    ServerState(db, project)  # bad arguments fail here, while stdout is still the terminal's
-    wire_in, wire_out = _claim_stdio()
-    _setup_logging()
-    server = build_server(db, project)
-    import anyio
-
-    log.info("serving %s (project: %s)", server.memsafe.db, server.memsafe.project_arg or "from cwd")
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))  # until the loop takes over
+    state = ServerState(db, project)  # bad arguments fail here, while stdout is still the terminal's
+    if os.isatty(0):
+        sys.stderr.write(WAITING_NOTE)
+        sys.stderr.flush()
+    code = 130
     try:
-        anyio.run(_run_stdio, server, wire_in, wire_out)
-    except KeyboardInterrupt:
+        wire_in, wire_out = _claim_stdio()
+        _setup_logging()
+        server = build_server(db, project)
+        state = server.memsafe
+        import anyio
+
+        log.info("serving %s (project: %s)", state.db, state.project_arg or "from cwd")
+        code = anyio.run(_run_stdio, server, wire_in, wire_out)
+    except KeyboardInterrupt:  # Ctrl-C before the event loop took over the signals
         pass
-    finally:
-        server.memsafe.stop()
+    _exit(state, code)
