@@ -111,6 +111,7 @@ class CallOrder:
         self._running: str | None = None
         self._cancelled: set[str] = set()  # cancelled while waiting or running
         self._finished: dict[str, str] = {}  # finished, reply not yet written: key -> outcome
+        self._closed = False  # stopping: no call starts any more
         self._changed = None  # anyio.Event, made on first wait (inside the event loop)
 
     def read(self, request_id) -> None:
@@ -165,6 +166,8 @@ class CallOrder:
                 with anyio.move_on_after(5):
                     await anyio.sleep_forever()
                 raise _NotRun
+            if self._closed:  # the process exits once the running call's reply is written
+                await anyio.sleep_forever()
             self._running = key
             try:
                 yield
@@ -182,8 +185,9 @@ class CallOrder:
             self._cancelled.discard(key)
             _CALL.reset(token)
 
-    async def idle(self) -> None:
-        """Return once no call is running."""
+    async def close(self) -> None:
+        """Start no more calls; return once the one running (if any) has finished."""
+        self._closed = True
         while self._running is not None:
             await self._wait()
 
@@ -825,7 +829,7 @@ async def _stop_on_signal(answers: _Answers) -> int:
             break
         log.info("stopping on signal %d", signum)
         with anyio.move_on_after(STOP_GRACE_S):
-            await answers.order.idle()
+            await answers.order.close()
             await answers.drained(STOP_GRACE_S, unstarted=True)
     return 128 + signum
 

@@ -106,7 +106,7 @@ def test_mcp_errors_name_tool_arguments_not_cli_flags(tmp_path, embedder):
         ("relate_entities", {"relations": [["Zoë", "owns", "payments"]]}),
         ("forget", {"id": 1}),
         ("forget", {"id": 1}),
-        ("configure", {"value": "3"}),
+        ("recall", {"query": "rebase", "since": "yesterday"}),
         ("remember", {"content": "x", "kind": "nope"}),
         ("get_memory", {"id": "abc"}),
     ]
@@ -117,8 +117,8 @@ def test_mcp_errors_name_tool_arguments_not_cli_flags(tmp_path, embedder):
         assert "\n" not in text and "pydantic" not in text, text
     assert "MCP/API: content, tags" in results[1][1]
     assert "create=true" in results[2][1]
-    assert "restore_memory" in results[4][1]
-    assert "give the key" in results[5][1]
+    assert "undo=true" in results[4][1]
+    assert results[5][1].startswith("unknown argument since; recall takes query, ")
     assert "kind: Input should be 'fact'" in results[6][1] and "'nope'" in results[6][1]
     assert "id: Input should be a valid integer" in results[7][1]
 

@@ -5,8 +5,11 @@ scope (F20); plus in-process checks of the tool list (annotations, token cost, o
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
+import signal
 import subprocess
 import sys
 import time
@@ -22,10 +25,7 @@ from memsafe import api, server
 from memsafe.bench.mcp import RawClient, tools_list_tokens
 from memsafe.cli import app
 
-CORE_TOOLS = {
-    "remember", "recall", "get_memory", "forget", "restore_memory", "purge_memory", "status", "configure",
-    "healthcheck", "update_memory", "memory_history", "decay_now", "export_memories", "import_memories",
-}
+CORE_TOOLS = {"remember", "recall", "get_memory", "forget", "purge_memory", "status", "update_memory", "transfer"}
 GRAPH_TOOLS = {"relate_entities", "query_graph"}
 UNICODE = "Müller → 日本語 🚀 naïve"
 
@@ -96,28 +96,22 @@ def test_every_tool_through_a_real_stdio_client(paths, embedder):
         out["recall_as_of"] = await call("recall", {"query": "deploy", "as_of": "2026-01-01T00:00:00Z"})
         out["recall_bad_as_of"] = await call("recall", {"query": "deploy", "as_of": "the day after never"})
         out["update"] = await call("update_memory", {"id": 1, "content": "We deploy with blue-green switches on k8s"})
-        out["history"] = await call("memory_history", {"id": 1})
-        out["decay"] = await call("decay_now", {"dry_run": True})
-        out["export"] = await call("export_memories", {"path": "backup.jsonl", "all_projects": True})
-        out["import"] = await call("import_memories", {"path": "backup.jsonl"})
-        out["import_missing"] = await call("import_memories", {"path": "nope.jsonl"})
+        out["history"] = await call("get_memory", {"id": 1, "history": True})
+        out["export"] = await call("transfer", {"path": "backup.jsonl", "direction": "export", "all_projects": True})
+        out["import"] = await call("transfer", {"path": "backup.jsonl", "direction": "import"})
+        out["import_missing"] = await call("transfer", {"path": "nope.jsonl", "direction": "import"})
         out["get"] = await call("get_memory", {"id": 1})
         out["get_missing"] = await call("get_memory", {"id": 999})
         out["forget"] = await call("forget", {"id": 1, "reason": "superseded"})
         out["forget_again"] = await call("forget", {"id": 1})
         out["recall_after_forget"] = await call("recall", {"query": "blue-green deploy"})
-        out["restore"] = await call("restore_memory", {"id": 1})
+        out["restore"] = await call("forget", {"id": 1, "undo": True})
         out["recall_after_restore"] = await call("recall", {"query": "blue-green deploy"})
         out["purge_unconfirmed"] = await call("purge_memory", {"ids": [2]})
         out["purge"] = await call("purge_memory", {"ids": [2], "confirm": True})
         out["get_purged"] = await call("get_memory", {"id": 2})
         out["status"] = await call("status", {})
-        out["config_list"] = await call("configure", {})
-        out["config_set"] = await call("configure", {"key": "recall_limit", "value": "7"})
-        out["config_get"] = await call("configure", {"key": "recall_limit"})
-        out["config_bad"] = await call("configure", {"key": "recall_limit", "value": "-3"})
-        out["config_unknown"] = await call("configure", {"key": "nope"})
-        out["health"] = await call("healthcheck", {})
+        out["health"] = await call("status", {"check": True})
         out["unknown_tool"] = await call("no_such_tool", {})
         out["ping"] = await s.send_ping()
         return out
@@ -143,30 +137,25 @@ def test_every_tool_through_a_real_stdio_client(paths, embedder):
     assert not is_error(r["update"]) and "on k8s" in text_of(r["update"])
     history = text_of(r["history"])
     assert "2 versions" in history and "update" in history and "switches on k8s" in history
-    assert not is_error(r["decay"]) and "dry run" in text_of(r["decay"])
     assert not is_error(r["export"]) and (paths["cwd"] / "backup.jsonl").exists()
     assert not is_error(r["import"]) and "0 added" in text_of(r["import"])  # merging by uid: nothing new
     assert is_error(r["import_missing"])
     assert "on k8s" in text_of(r["get"]) and "project=" not in text_of(r["get"])
     assert is_error(r["get_missing"]) and "999" in text_of(r["get_missing"])
     assert not is_error(r["forget"]) and is_error(r["forget_again"]) and "restore" in text_of(r["forget_again"])
+    assert text_of(r["restore"]) == "Restored #1"
     assert "#1 " not in text_of(r["recall_after_forget"])
     assert not is_error(r["restore"]) and "#1 " in text_of(r["recall_after_restore"])
     assert is_error(r["purge_unconfirmed"]) and "confirm" in text_of(r["purge_unconfirmed"])
     assert not is_error(r["purge"]) and "#2" in text_of(r["purge"])
     assert is_error(r["get_purged"])
     assert str(paths["db"]) in text_of(r["status"]) and "memories" in text_of(r["status"])
-    assert "token_budget" in text_of(r["config_list"]) and str(paths["db"]) in text_of(r["config_list"])
-    assert text_of(r["config_set"]) == "recall_limit = 7" and text_of(r["config_get"]) == "recall_limit = 7"
-    assert is_error(r["config_bad"]) and "between" in text_of(r["config_bad"])
-    assert is_error(r["config_unknown"]) and "known keys" in text_of(r["config_unknown"])
-    assert text_of(r["health"]).startswith("ok")
+    assert "health: ok" in text_of(r["health"]) and "health" not in text_of(r["status"])
     assert is_error(r["unknown_tool"])
     # the same file, read by the CLI, holds what the server wrote
     opened = api.open_store(str(paths["db"]))
     try:
         assert api.get(opened.store, 1).source == "agent"
-        assert api.config_get(opened.store, "recall_limit") == 7
     finally:
         opened.store.close()
 
@@ -261,7 +250,7 @@ def test_initialize_touches_nothing_and_backfill_runs_after_the_handshake(paths,
         c.initialize()
         c.request("tools/list")
         assert not fresh.exists()  # no open, no migration before a tool needs the store
-        assert not is_error(c.call("healthcheck", {}))
+        assert not is_error(c.call("status", {"check": True}))
         assert fresh.exists()
 
     opened = api.open_store(str(paths["db"]))
@@ -421,10 +410,10 @@ def test_tool_list_annotations_instructions_and_token_cost(db_path):
     listing = list_tools(srv)
     tools = {t["name"]: t for t in listing["tools"]}
     assert set(tools) == CORE_TOOLS | GRAPH_TOOLS
-    for name in ("recall", "status", "get_memory", "healthcheck", "memory_history"):
+    for name in ("recall", "status", "get_memory", "query_graph"):
         assert tools[name]["annotations"].get("readOnlyHint") is True, name
     assert tools["purge_memory"]["annotations"]["destructiveHint"] is True
-    for name in ("remember", "forget", "restore_memory", "configure"):
+    for name in ("remember", "forget", "update_memory", "transfer", "relate_entities"):
         assert tools[name]["annotations"]["destructiveHint"] is False, name
     recall_args = tools["recall"]["inputSchema"]["properties"]
     assert {"query", "as_of", "project", "kind", "tags", "budget", "limit", "all_projects"} <= set(recall_args)
@@ -448,7 +437,7 @@ def test_graph_tools_call_the_graph_handlers(db_path, tmp_path, embedder):
     missing = call(srv, "query_graph", {"entity": "nowhere"})
     assert is_error(missing)
     cost = tools_list_tokens(listing)
-    assert cost["tools"] == 16 and cost["whole"] <= 1000  # the whole tool set
+    assert cost["tools"] == 10 and cost["whole"] <= 1000  # the whole tool set
 
 def test_project_scope_is_the_servers_plus_global(db_path, tmp_path, embedder):
     alpha = inproc(db_path, project="alpha")
@@ -491,8 +480,8 @@ def test_store_problems_are_tool_errors_and_degraded_health(tmp_path, db_path, m
     result = call(broken, "status")
     assert result.is_error and "directory" in text_of(result)
     monkeypatch.setenv("MEMSAFE_NO_VEC", "1")
-    health = text_of(call(inproc(db_path), "healthcheck"))
-    assert health.startswith("problems found") and "error sqlite-vec: disabled by MEMSAFE_NO_VEC" in health
+    health = text_of(call(inproc(db_path), "status", {"check": True}))
+    assert "health: problems found" in health and "error sqlite-vec: disabled by MEMSAFE_NO_VEC" in health
 
 
 def test_bench_measures_tokens_and_cold_start(db_path, embedder):
@@ -559,7 +548,7 @@ def test_piped_requests_are_all_answered_before_the_server_exits(paths):
 # One scope rule on every read tool (issue 12, item 1)
 
 #: Tools that return memory text, entity names or relations; each follows recall's scope.
-SCOPED_READ_TOOLS = {"recall", "get_memory", "memory_history", "query_graph", "export_memories"}
+SCOPED_READ_TOOLS = {"recall", "get_memory", "get_memory history", "query_graph", "transfer export"}
 
 
 def test_every_read_tool_has_recalls_scope_even_when_started_in_root(tmp_path, embedder, monkeypatch):
@@ -578,29 +567,29 @@ def test_every_read_tool_has_recalls_scope_even_when_started_in_root(tmp_path, e
     monkeypatch.chdir(b)
     cli(db, "remember", "BetaQueue retries jobs through SharedLib")
     read_only = {t["name"] for t in list_tools(inproc(db))["tools"] if t["annotations"].get("readOnlyHint")}
-    assert read_only - {"status", "healthcheck"} | {"export_memories"} == SCOPED_READ_TOOLS
+    assert read_only - {"status"} | {"transfer"} == {name.split()[0] for name in SCOPED_READ_TOOLS}
 
-    def reads(tag: str) -> dict[str, dict]:
+    def reads(tag: str) -> dict[str, tuple[str, dict]]:
         return {
-            "recall": {"query": "deploy keys SharedLib"},
-            "get_memory": {"id": ida},
-            "memory_history": {"id": ida},
-            "query_graph": {"entity": "SharedLib"},
-            "export_memories": {"path": str(tmp_path / f"{tag}.jsonl")},
+            "recall": ("recall", {"query": "deploy keys SharedLib"}),
+            "get_memory": ("get_memory", {"id": ida}),
+            "get_memory history": ("get_memory", {"id": ida, "history": True}),
+            "query_graph": ("query_graph", {"entity": "SharedLib"}),
+            "transfer export": ("transfer", {"path": str(tmp_path / f"{tag}.jsonl"), "direction": "export"}),
         }
 
     async def body(s: ClientSession, tag: str):
         out = {}
-        for name, args in reads(tag).items():
-            scoped = await s.call_tool(name, args)
-            if name == "export_memories":
+        for name, (tool, args) in reads(tag).items():
+            scoped = await s.call_tool(tool, args)
+            if tool == "transfer":
                 scoped_text = (tmp_path / f"{tag}.jsonl").read_text(encoding="utf-8")
-                args = {"path": str(tmp_path / f"{tag}-all.jsonl")}
+                args = {**args, "path": str(tmp_path / f"{tag}-all.jsonl")}
             else:
                 scoped_text = text_of(scoped)
-            widened = await s.call_tool(name, {**args, "all_projects": True})
+            widened = await s.call_tool(tool, {**args, "all_projects": True})
             wide_text = (tmp_path / f"{tag}-all.jsonl").read_text(encoding="utf-8") \
-                if name == "export_memories" else text_of(widened)
+                if tool == "transfer" else text_of(widened)
             out[name] = (is_error(scoped), scoped_text, is_error(widened), wide_text)
         out["query_graph A"] = await s.call_tool("query_graph", {"entity": "AlphaVault"})
         return out
@@ -611,6 +600,269 @@ def test_every_read_tool_has_recalls_scope_even_when_started_in_root(tmp_path, e
         for name in SCOPED_READ_TOOLS:
             failed, text, wide_failed, wide = got[name]
             assert "alphavault" not in text.casefold() and "alpha-vault" not in text.casefold(), (tag, name, text)
-            assert failed == (name in ("get_memory", "memory_history")), (tag, name, text)
+            assert failed == (name in ("get_memory", "get_memory history")), (tag, name, text)
             assert not wide_failed and "alphavault" in wide.casefold(), (tag, name, wide)
         assert is_error(got["query_graph A"]) and "all_projects" in text_of(got["query_graph A"])
+# Issue 12.6: strict clients. The published tools/list of a real server is checked against the
+# rules of OpenAI strict function calling and of Gemini function declarations.
+
+# OpenAI, "Structured Outputs: supported schemas" (platform.openai.com/docs/guides/structured-outputs):
+# the root is an object (not anyOf); every object has additionalProperties false and lists all its
+# properties in required; an optional field is a union with null; only these keywords; at most
+# 5,000 properties and 10 levels of nesting; enum values at most 1,000; function names
+# ^[a-zA-Z0-9_-]{1,64}$.
+OPENAI_KEYWORDS = {
+    "type", "description", "properties", "required", "additionalProperties", "items", "enum", "const", "anyOf",
+    "$ref", "$defs", "pattern", "format", "multipleOf", "maximum", "exclusiveMaximum", "minimum",
+    "exclusiveMinimum", "minItems", "maxItems",
+}
+OPENAI_TYPES = {"string", "number", "boolean", "integer", "object", "array", "null"}
+OPENAI_FORMATS = {"date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid"}
+# Gemini API, FunctionDeclaration.parameters: a `Schema`, "a select subset of an OpenAPI 3.0 schema
+# object" (ai.google.dev/api/caching#Schema): only its fields; `type` is one value of its Type enum
+# (an array of types is not accepted); an OBJECT has non-empty properties ("properties: should be
+# non-empty for OBJECT type"); enum is for strings; a string format is "enum" or "date-time";
+# function names start with a letter or underscore, [a-zA-Z0-9_.:-], at most 64.
+GEMINI_KEYWORDS = {
+    "type", "format", "title", "description", "nullable", "enum", "maxItems", "minItems", "properties", "required",
+    "minProperties", "maxProperties", "minLength", "maxLength", "pattern", "example", "anyOf", "propertyOrdering",
+    "default", "items", "minimum", "maximum", "additionalProperties",
+}
+GEMINI_TYPES = {"string", "number", "integer", "boolean", "array", "object", "null"}
+
+
+def openai_strict_problems(schema: dict, where: str = "", depth: int = 1) -> list[str]:
+    problems = [f"{where}: {k} not supported" for k in schema if k not in OPENAI_KEYWORDS]
+    types = schema.get("type", [])
+    types = [types] if isinstance(types, str) else types
+    problems += [f"{where}: type {t}" for t in types if t not in OPENAI_TYPES]
+    if depth > 10:
+        problems.append(f"{where}: nested deeper than 10")
+    if "format" in schema and schema["format"] not in OPENAI_FORMATS:
+        problems.append(f"{where}: format {schema['format']}")
+    if len(schema.get("enum", [])) > 1000:
+        problems.append(f"{where}: enum over 1,000 values")
+    if "object" in types:
+        props = schema.get("properties", {})
+        if schema.get("additionalProperties") is not False:
+            problems.append(f"{where}: additionalProperties is not false")
+        if sorted(schema.get("required", [])) != sorted(props):
+            problems.append(f"{where}: required {schema.get('required')} is not every property {list(props)}")
+        for name, sub in props.items():
+            problems += openai_strict_problems(sub, f"{where}.{name}", depth + 1)
+    if "array" in types:
+        problems += openai_strict_problems(schema.get("items", {}), f"{where}[]", depth + 1)
+    for i, sub in enumerate(schema.get("anyOf", [])):
+        problems += openai_strict_problems(sub, f"{where}|{i}", depth)
+    if not types and "anyOf" not in schema and "enum" not in schema and "const" not in schema:
+        problems.append(f"{where}: no type")
+    return problems
+
+
+def gemini_problems(schema: dict, where: str = "") -> list[str]:
+    problems = [f"{where}: {k} not in Schema" for k in schema if k not in GEMINI_KEYWORDS]
+    kind = schema.get("type")
+    if "anyOf" not in schema and (not isinstance(kind, str) or kind.lower() not in GEMINI_TYPES):
+        problems.append(f"{where}: type {kind!r} is not one Type value")
+    if kind == "object":
+        props = schema.get("properties") or {}
+        if not props:
+            problems.append(f"{where}: properties should be non-empty for OBJECT type")
+        problems += [f"{where}: required {r} is no property" for r in schema.get("required", []) if r not in props]
+        for name, sub in props.items():
+            problems += gemini_problems(sub, f"{where}.{name}")
+    if kind == "array":
+        problems += gemini_problems(schema["items"], f"{where}[]") if "items" in schema else [f"{where}: no items"]
+    if "enum" in schema and (kind != "string" or not all(isinstance(v, str) for v in schema["enum"])):
+        problems.append(f"{where}: enum of non-strings")
+    if kind == "string" and schema.get("format") not in (None, "enum", "date-time"):
+        problems.append(f"{where}: string format {schema['format']}")
+    for i, sub in enumerate(schema.get("anyOf", [])):
+        problems += gemini_problems(sub, f"{where}|{i}")
+    return problems
+
+
+def test_checkers_catch_what_strict_clients_reject():
+    """The rule checks themselves, on the schemas that failed (issue 12.6)."""
+    loose = {"type": "object", "properties": {"q": {"type": "string"}, "n": {"type": "integer", "default": 5}},
+             "required": ["q"]}
+    assert {p.split(": ", 1)[1].split(" ")[0] for p in openai_strict_problems(loose)} >= {
+        "default", "additionalProperties", "required"}
+    assert gemini_problems({"type": "object", "properties": {}}) == [": properties should be non-empty for OBJECT type"]
+    assert gemini_problems({"type": ["integer", "null"]})
+    nullable = {"anyOf": [{"type": "integer"}, {"type": "null"}]}
+    assert not openai_strict_problems(nullable) and not gemini_problems(nullable)
+
+
+def test_strict_clients_accept_every_tool_schema_and_can_call_with_nulls(paths):
+    env = server_env(paths["home"], MEMSAFE_NO_MODEL="1")
+    with RawClient(paths["db"], env=env, cwd=paths["cwd"]) as c:
+        c.initialize()
+        listed = c.request("tools/list")["result"]
+        # a strict client sends every argument, null for "not given"
+        stored = c.call("remember", {"content": "Retries use exponential backoff", "kind": "decision", "tags": [],
+                                     "importance": None, "is_global": False, "redact": False})
+        recalled = c.call("recall", {"query": "retries backoff", "limit": None, "budget": None, "kind": None,
+                                     "tags": [], "project": None, "all_projects": False, "as_of": None})
+        updated = c.call("update_memory", {"id": 1, "content": "Retries use exponential backoff with jitter",
+                                           "kind": None, "tags": None, "importance": None})
+        forgot = c.call("forget", {"id": 1, "reason": None, "undo": False})
+        restored = c.call("forget", {"id": 1, "reason": None, "undo": True})
+        # a lenient client may also send null where the schema has a plain type: its default
+        plain = c.call("get_memory", {"id": 1, "history": None})
+        unknown = c.call("recall", {"query": "retries", "since": "2026-01-01"})
+        two_unknown = c.call("status", {"verbose": True, "check": False, "format": "json"})
+        missing = c.call("recall", {"query": None})
+        assert c.close() == 0
+    tools = listed["tools"]
+    assert {t["name"] for t in tools} == CORE_TOOLS | GRAPH_TOOLS
+    problems = []
+    for t in tools:
+        assert re.fullmatch(r"[a-zA-Z_][a-zA-Z0-9_]{0,63}", t["name"]), t["name"]
+        schema = t["inputSchema"]
+        assert schema["type"] == "object" and "anyOf" not in schema
+        problems += [f"openai {t['name']}{p}" for p in openai_strict_problems(schema)]
+        problems += [f"gemini {t['name']}{p}" for p in gemini_problems(schema)]
+    assert problems == []
+    recall_args = next(t for t in tools if t["name"] == "recall")["inputSchema"]["properties"]
+    assert recall_args["budget"]["anyOf"][1] == {"type": "null"}  # optionals stay nullable
+    assert cost_ok(tools_list_tokens(listed))
+    for result in (stored, recalled, updated, forgot, restored, plain):
+        assert not is_error(result), text_of(result)
+    assert "with jitter" in text_of(recalled) or "backoff" in text_of(recalled)
+    assert "with jitter" in text_of(updated) and "#1 decision" in text_of(updated)  # kind null: unchanged
+    assert text_of(restored) == "Restored #1" and "versions" not in text_of(plain)
+    assert is_error(unknown) and text_of(unknown).startswith("unknown argument since; recall takes query, limit")
+    assert is_error(two_unknown) and text_of(two_unknown).startswith("unknown arguments verbose, format;")
+    assert "\n" not in text_of(unknown) + text_of(two_unknown)
+    assert is_error(missing) and text_of(missing).startswith("invalid arguments: query")
+
+
+def cost_ok(cost: dict) -> bool:
+    return cost["whole"] <= 1000
+
+
+# ---------------------------------------------------------------------------------------------
+# Issue 17.4 and 12.5: order within one connection, and cancellation
+
+
+def _call_line(request_id: int, tool: str, arguments: dict) -> str:
+    return json.dumps({"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
+                       "params": {"name": tool, "arguments": arguments}})
+
+
+def _cancel_line(request_id: int) -> str:
+    return json.dumps({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                       "params": {"requestId": request_id, "reason": "user pressed stop"}})
+
+
+def test_pipelined_calls_take_effect_in_the_order_sent(paths):
+    """A remember and a recall written at once: the recall sees the memory, and the replies come
+    in the order sent (issue 17.4: recall answered first, without it, 5 runs of 5)."""
+    with RawClient(paths["db"], env=server_env(paths["home"]), cwd=paths["cwd"]) as c:
+        c.initialize()
+        for round_ in range(3):
+            fact = f"Release train {round_} leaves on Thursdays"
+            c.write_raw("\n".join([
+                _call_line(100 + round_ * 10, "remember", {"content": fact}),
+                _call_line(101 + round_ * 10, "recall", {"query": f"release train {round_} Thursdays"}),
+                _call_line(102 + round_ * 10, "forget", {"id": round_ + 1}),
+                _call_line(103 + round_ * 10, "get_memory", {"id": round_ + 1}),
+            ]))
+            replies = [c.receive(100 + round_ * 10 + i) for i in range(4)]
+            assert fact in text_of(replies[1]["result"]), text_of(replies[1]["result"])
+            assert "forgotten" in text_of(replies[3]["result"])
+        ids = [json.loads(line).get("id") for line in c.lines]
+        assert c.close() == 0
+    calls = [i for i in ids if isinstance(i, int) and i >= 100]
+    assert calls == sorted(calls)
+
+
+def test_a_cancelled_call_waiting_its_turn_never_runs_and_a_running_one_completes(paths):
+    """Issue 12.5. Before: a remember queued behind a slow call and cancelled is never stored.
+    After: a remember cancelled once it has started is stored whole, and the log says so; no reply
+    is sent for it either way (MCP: the receiver does not answer a cancelled request)."""
+    env = server_env(paths["home"], MEMSAFE_SERVE_WARM="0", MEMSAFE_LOG_LEVEL="DEBUG")
+    with RawClient(paths["db"], env=env, cwd=paths["cwd"]) as c:
+        c.initialize()
+        # status with check=true loads the model (warm-up is off): the remember waits behind it
+        c.write_raw("\n".join([_call_line(10, "status", {"check": True}),
+                               _call_line(11, "remember", {"content": "cancelled while waiting"}),
+                               _cancel_line(11)]))
+        assert not is_error(c.receive(10)["result"])
+        c.write_raw(_call_line(12, "remember", {"content": "cancelled while running"}))
+        deadline = time.monotonic() + 60
+        while b"tool remember" not in bytes(c.stderr) and time.monotonic() < deadline:
+            time.sleep(0.002)
+        c.write_raw(_cancel_line(12))
+        listed = c.call("recall", {"query": "cancelled while", "limit": 5})
+        ids = [json.loads(line).get("id") for line in c.lines]
+        assert c.close() == 0
+    log = bytes(c.stderr).decode()
+    assert "cancelled while running" in text_of(listed) and "cancelled while waiting" not in text_of(listed)
+    assert 11 not in ids
+    assert "call 11 cancelled by the client before it ran: not done" in log
+    if 12 not in ids:  # the cancel came before the reply: the log tells what was done
+        assert re.search(r"call 12 was cancelled (while running and completed anyway|after it completed).*"
+                         r"remember: done: Remembered #1", log), log[-3000:]
+
+
+# ---------------------------------------------------------------------------------------------
+# Issue 12.7: Ctrl-C and SIGTERM
+
+
+@pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_one_signal_stops_the_server_without_losing_the_write_in_flight(paths, signum, code):
+    env = server_env(paths["home"], MEMSAFE_NO_MODEL="1")
+    with RawClient(paths["db"], env=env, cwd=paths["cwd"]) as c:
+        c.initialize()
+        assert not is_error(c.call("remember", {"content": "acknowledged before the signal"}))
+        c.send("tools/call", {"name": "remember", "arguments": {"content": "in flight at the signal"}})
+        time.sleep(0.05)
+        sent = time.monotonic()
+        c.proc.send_signal(signum)
+        assert c.proc.wait(10) == code
+        elapsed = time.monotonic() - sent
+        time.sleep(0.2)  # the stdout reader thread gets the last lines
+        replies = {json.loads(line).get("id") for line in c.lines}
+    assert elapsed < 2.0
+    assert "Traceback" not in bytes(c.stderr).decode()
+    stored = {m.content for m in _memories(paths["db"])}
+    assert "acknowledged before the signal" in stored
+    assert (3 in replies) == ("in flight at the signal" in stored)  # acknowledged exactly when stored
+
+
+def _memories(db: Path) -> list:
+    """Every memory in the file (ids 1..9; these tests store fewer)."""
+    from memsafe.errors import NotFound
+
+    opened = api.open_store(str(db))
+    found = []
+    try:
+        for memory_id in range(1, 10):
+            with contextlib.suppress(NotFound):
+                found.append(api.get(opened.store, memory_id))
+    finally:
+        opened.store.close()
+    return found
+
+
+def test_serve_on_a_terminal_says_it_waits_for_a_client_and_ctrl_c_stops_it(paths):
+    import pty
+
+    primary, secondary = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "memsafe", "--db", str(paths["db"]), "serve"], stdin=secondary,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=paths["cwd"],
+                            env={**os.environ, **server_env(paths["home"])})
+    os.close(secondary)
+    try:
+        first = proc.stderr.readline().decode()
+        proc.send_signal(signal.SIGINT)
+        code = proc.wait(10)
+    finally:
+        os.close(primary)
+        if proc.poll() is None:
+            proc.kill()
+    rest = proc.stderr.read().decode()
+    assert "waiting for a client" in first and "Ctrl-C" in first
+    assert code == 130 and "Traceback" not in rest and proc.stdout.read() == b""

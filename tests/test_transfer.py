@@ -454,7 +454,7 @@ def test_an_import_never_brings_back_a_purged_memory(cli, tmp_path, store):
     srv = server.build_server(str(store.path), cwd=str(tmp_path))
     from test_server import call, text_of
 
-    reply = text_of(call(srv, "import_memories", {"path": str(backup)}))
+    reply = text_of(call(srv, "transfer", {"path": str(backup), "direction": "import"}))
     assert "0 added" in reply and "purged on" in reply and store.counts()["total"] == 0
     back = cli("import", str(backup), "--no-embed", "--allow-purged")
     assert back.exit_code == 0 and "1 memories added" in back.stderr

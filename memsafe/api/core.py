@@ -422,7 +422,7 @@ def forget(store: Store, memory_id: int, *, reason: str | None = None) -> Memory
         memory = get(store, memory_id)
         if memory.status == Status.FORGOTTEN.value:
             raise InvalidInput(
-                f"memory {memory_id} is already forgotten; `restore {memory_id}` brings it back (MCP: restore_memory)"
+                f"memory {memory_id} is already forgotten; `restore {memory_id}` brings it back (MCP: forget with undo=true)"
             )
         store.update_memory(
             memory_id,
