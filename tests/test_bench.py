@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 
 import apsw
 import pytest
@@ -81,3 +82,22 @@ def test_bench_cli_json_on_a_tiny_corpus(cli, tmp_path, corpus):
     assert data["corpus"]["queries"] == {"semantic": 1, "keyword": 1, "graph": 1}
     r = cli("bench", "--corpus", str(tmp_path / "missing.json"))
     assert r.exit_code == 1 and "Traceback" not in r.stderr
+
+
+def test_bench_subprocesses_never_import_a_checkout_in_the_current_folder(tmp_path, monkeypatch):
+    """Issue 12.12: `bench --scale` run from a folder holding a checkout's `memsafe/` died with
+    ImportError, because `python -m memsafe` imported that copy. Every measuring subprocess
+    (scale phases, timed CLI runs, the MCP client) now runs the installed memsafe."""
+    from memsafe import __version__
+    from memsafe.bench import mcp, python_m, scale
+
+    shadow = tmp_path / "checkout"
+    (shadow / "memsafe" / "bench").mkdir(parents=True)
+    (shadow / "memsafe" / "__init__.py").write_text("raise ImportError(\"cannot import name '__version__'\")\n")
+    (shadow / "memsafe" / "bench" / "__init__.py").write_text("")
+    monkeypatch.chdir(shadow)
+    shown = subprocess.run([*python_m("memsafe"), "--version"], capture_output=True, text=True)
+    assert shown.returncode == 0 and shown.stdout.strip() == f"memsafe {__version__}", shown.stderr
+    assert scale._timed_process(["--version"])[2] == 0
+    with mcp.RawClient(tmp_path / "m.db", env={"MEMSAFE_HOME": str(tmp_path / "home")}) as client:
+        assert client.initialize()["serverInfo"]["name"] == "memsafe"

@@ -220,6 +220,19 @@ def test_malformed_lines_get_jsonrpc_error_replies_and_the_server_stays_up(paths
     assert pong["result"] == {} and code == 0
 
 
+def test_the_server_exits_cleanly_when_the_client_leaves_while_the_model_loads(paths):
+    """Why the test above failed now and then under load: stdin closed while the warm-up thread
+    was still loading the model, and the interpreter's shutdown raced onnxruntime's threads
+    ("terminate called without an active exception", exit -6). The server now ends with
+    os._exit once every reply is written, whatever the warm-up thread is doing."""
+    for wait in (0.05, 0.2, 0.4, 0.6):
+        with RawClient(paths["db"], env=server_env(paths["home"]), cwd=paths["cwd"]) as c:
+            c.initialize()
+            time.sleep(wait)
+            code = c.close()
+        assert code == 0 and b"terminate called" not in bytes(c.stderr), (wait, bytes(c.stderr)[-500:])
+
+
 def test_claimed_stdio_sends_native_writes_and_prints_to_stderr(tmp_path):
     """fd 1 itself is redirected, so a native library writing to it cannot reach the wire."""
     script = (

@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 from memsafe import tokens
+from memsafe.bench import python_m
 
 __all__ = ["PROTOCOL_VERSION", "RawClient", "measure", "tools_list_tokens"]
 
@@ -44,7 +45,7 @@ class RawClient:
                  cwd: str | os.PathLike | None = None, drain_stderr: bool = True):
         self.started = time.perf_counter()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "memsafe", "--db", str(db), "serve", *args],
+            [*python_m("memsafe"), "--db", str(db), "serve", *args],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             env={**os.environ, **(env or {})}, cwd=cwd,
         )

@@ -36,6 +36,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from memsafe.bench import python_m
+
 __all__ = ["run_scale", "synthetic_memories", "synthetic_queries"]
 
 SERVICES = ["auth", "billing", "search", "ingest", "notifications", "gateway", "scheduler", "reporting",
@@ -268,7 +270,7 @@ def _phase_restore(db: str, target: str) -> dict:
 
 
 def _child(phase: str, *args: str) -> dict:
-    r = subprocess.run([sys.executable, "-m", "memsafe.bench.scale", phase, *args], capture_output=True, text=True)
+    r = subprocess.run([*python_m("memsafe.bench.scale"), phase, *args], capture_output=True, text=True)
     if r.returncode != 0:
         raise RuntimeError(f"bench phase {phase} failed: {r.stderr.strip()[-2000:]}")
     return json.loads(r.stdout.strip().splitlines()[-1])
@@ -277,7 +279,7 @@ def _child(phase: str, *args: str) -> dict:
 def _timed_process(args: list[str]) -> tuple[float, float, int]:
     """(wall seconds, peak RSS MB, exit code) of one whole `python -m memsafe ...` process."""
     t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "memsafe", *args], stdout=subprocess.DEVNULL,
+    proc = subprocess.Popen([*python_m("memsafe"), *args], stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
