@@ -238,7 +238,7 @@ class ServerState:
     def store(self) -> Iterator[api.Opened]:
         """Open the store for one call and close it afterwards. Open-time warnings (a new empty
         store next to an existing one, a migration backup) go to the log once."""
-        opened = api.open_store(self.db)
+        opened = api.open_store(self.db, origin=self.db_origin)
         try:
             if opened.warnings and not self._warned:
                 self._warned = True

@@ -396,7 +396,7 @@ def test_two_servers_and_the_cli_share_one_file(paths, embedder):
 
 def inproc(db: Path, **kw):
     """An in-process server without the background warm-up (the test session shares one model)."""
-    srv = server.build_server(str(db), **kw)
+    srv = server.build_server(None if db is None else str(db), **kw)
     srv.memsafe.start_warmup = lambda: None
     return srv
 
@@ -486,6 +486,15 @@ def test_serve_project_through_a_symlink_or_subfolder_is_the_repository(db_path,
         srv = inproc(db_path, project=project)
         assert f"project {repo}" in text_of(call(srv, "remember", {"content": f"noted through {project}"}))
         assert "Node 20" in text_of(call(srv, "recall", {"query": "Node version"}))
+
+
+def test_status_names_where_the_database_came_from(tmp_path, monkeypatch, embedder):
+    """Issue 12.13: a database set by MEMSAFE_DB was labelled "(--db)"."""
+    monkeypatch.setenv("MEMSAFE_DB", str(tmp_path / "env.db"))
+    from_env = text_of(call(inproc(None, project="p"), "status"))
+    assert f"{tmp_path / 'env.db'}  (MEMSAFE_DB)" in from_env
+    from_flag = text_of(call(inproc(tmp_path / "flag.db", project="p"), "status"))
+    assert f"{tmp_path / 'flag.db'}  (--db)" in from_flag
 
 
 def test_store_problems_are_tool_errors_and_degraded_health(tmp_path, db_path, monkeypatch):

@@ -59,8 +59,10 @@ class Opened:
     warnings: list[str] = field(default_factory=list)
 
 
-def open_store(db: str | None = None, *, create: bool = True) -> Opened:
+def open_store(db: str | None = None, *, create: bool = True, origin: str | None = None) -> Opened:
     """Resolve the DB path (see `settings.resolve_db_path`) and open it, migrating if needed.
+    `origin` names where `db` came from when the caller resolved it itself (the MCP server
+    resolves it once at start: MEMSAFE_DB, config, default), instead of "--db".
 
     A store created somewhere other than the default path while a store already exists at the
     default path yields a loud warning (FIELD-CASES F18), never a silent fresh store.
@@ -68,7 +70,8 @@ def open_store(db: str | None = None, *, create: bool = True) -> Opened:
     Raises:
         StoreUnavailable, SchemaTooNew, InvalidInput.
     """
-    path, origin = settings.resolve_db_path(db)
+    path, resolved_from = settings.resolve_db_path(db)
+    origin = origin or resolved_from
     store = Store(path, create=create)
     opened = Opened(store, path, origin)
     if store.created:
