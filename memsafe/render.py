@@ -48,6 +48,19 @@ def console(*, stderr: bool = False):
     return _SafeConsole(stderr=stderr, markup=False, highlight=False, soft_wrap=stderr, width=width)
 
 
+def keep_figures(table):
+    """Lay out a rich Table of figures so that no cell is cut to "0.0…" (issue 12.13: the bench
+    table cut its own numbers at 80 columns): a light box without side padding, and each column
+    at least as wide as its widest cell. Returns the table."""
+    from rich import box
+    from rich.cells import cell_len
+
+    table.box, table.pad_edge, table.collapse_padding = box.SIMPLE_HEAD, False, True
+    for column in table.columns:
+        column.min_width = max([cell_len(str(column.header))] + [cell_len(str(c)) for c in column.cells])
+    return table
+
+
 def to_jsonable(obj):
     """Dataclasses (recursively) to plain dicts/lists; everything else unchanged."""
     if is_dataclass(obj) and not isinstance(obj, type):

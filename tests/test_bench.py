@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 
 import apsw
@@ -101,3 +102,26 @@ def test_bench_subprocesses_never_import_a_checkout_in_the_current_folder(tmp_pa
     assert scale._timed_process(["--version"])[2] == 0
     with mcp.RawClient(tmp_path / "m.db", env={"MEMSAFE_HOME": str(tmp_path / "home")}) as client:
         assert client.initialize()["serverInfo"]["name"] == "memsafe"
+
+
+def test_bench_tables_keep_their_figures_at_80_columns():
+    """Issue 12.13: at 80 columns the quality table cut its own numbers ("0.9…")."""
+    from rich.console import Console
+
+    from memsafe.bench import scale
+
+    modes = {m: {"types": {t: {"recall_at_1": 0.912, "recall_at_3": 0.987, "mrr": 0.945} for t in bench.TYPES},
+                 "budget_adherence": 1.0, "mean_utilisation": 0.873, "latency_ms_p50": 12.3, "latency_ms_p95": 103.4}
+             for m in ("lexical", "vector", "hybrid", "hybrid+graph")}
+    report = {"corpus": {"memories": 300, "relations": 120, "queries": {"semantic": 40, "keyword": 40, "graph": 20}},
+              "budgets": [2000, 120], "modes": modes, "embed_ms_p50": 4.2, "embed_ms_p95": 9.1}
+    console = Console(width=80, record=True, file=open(os.devnull, "w"))  # noqa: SIM115
+    console.print(bench.quality_table(report))
+    sizes = [1000, 10000, 100000]
+    rows = {n: {key: 123456.7 for _, keys in scale._ROWS for key in (keys if isinstance(keys, tuple) else (keys,))}
+            for n in sizes}
+    console.print(scale.scale_table({"machine": {"load_avg_at_start": 1.5}, "sizes": rows}, sizes))
+    text = console.export_text()
+    assert "…" not in text
+    assert all(len(line) <= 80 for line in text.splitlines())
+    assert text.count("0.912") == 12 and "hybrid+graph" in text and "103.4" in text and "123456.7" in text

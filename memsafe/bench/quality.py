@@ -260,6 +260,8 @@ def quality_table(report: dict):
     """Rich table: one row per mode × query type, plus per-mode budget and latency columns."""
     from rich.table import Table
 
+    from memsafe.render import keep_figures
+
     c = report["corpus"]
     q = c["queries"]
     table = Table(
@@ -288,7 +290,7 @@ def quality_table(report: dict):
                 f"{data['latency_ms_p95']:.1f}" if n == 0 else "",
                 end_section=n == len(TYPES) - 1,
             )
-    return table
+    return keep_figures(table)
 
 
 def floor_lines(report: dict) -> list[str]:

@@ -398,6 +398,8 @@ def scale_table(result: dict, sizes: list[int]):
     """Rich table of a `run_scale` result: one row per metric, one column per size."""
     from rich.table import Table
 
+    from memsafe.render import keep_figures
+
     table = Table(title=f"memsafe scale benchmark (load avg {result['machine']['load_avg_at_start']})")
     table.add_column("metric")
     for n in sizes:
@@ -408,4 +410,4 @@ def scale_table(result: dict, sizes: list[int]):
             row = result["sizes"][n]
             cells.append(" / ".join(str(row.get(k)) for k in key) if isinstance(key, tuple) else str(row.get(key)))
         table.add_row(label, *cells)
-    return table
+    return keep_figures(table)
