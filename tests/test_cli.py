@@ -378,3 +378,59 @@ def test_control_characters_become_spaces_on_every_input_path(db_path, embedder,
     assert "Ops Team" in {e.name for e in api.graph_entities(store)}
     assert api.add_entity(store, "ops team").created is False  # the same key as the imported name
     store.close()
+
+
+def _json_commands():
+    """(command words, required argument count) of every command that takes --json."""
+    import typer
+
+    from memsafe.cli import app
+
+    def walk(cmd, path):
+        if hasattr(cmd, "commands"):
+            for name, sub in cmd.commands.items():
+                yield from walk(sub, [*path, name])
+        elif any("--json" in getattr(p, "opts", ()) for p in cmd.params):
+            yield path, sum(p.param_type_name == "argument" and p.required for p in cmd.params)
+
+    return list(walk(typer.main.get_command(app), []))
+
+
+def test_every_json_command_reports_errors_as_one_json_document(tmp_path, embedder):
+    """Issue 12.13: with --json, errors were still plain text on stderr. Each command that takes
+    --json is run against a store that cannot open (a directory): the error is one document
+    {"error": {"type", "message"}} on stdout, with the exit code of the plain run, whose error
+    stays one line on stderr. bench and hook are covered below (they never open the store)."""
+    from typer.testing import CliRunner
+
+    from memsafe.cli import app
+
+    runner = CliRunner()
+    failed = []
+    for words, required in _json_commands():
+        if words[0] in ("bench", "hook"):
+            continue
+        args = ["--db", str(tmp_path), *words, *["1"] * required, *(["--yes"] if words == ["purge"] else [])]
+        plain = runner.invoke(app, args)
+        as_json = runner.invoke(app, [*args, "--json"])
+        assert plain.exit_code != 0, (words, plain.stdout)
+        assert as_json.exit_code == plain.exit_code, (words, as_json.stdout, as_json.stderr)
+        doc = json.loads(as_json.stdout)
+        assert set(doc) == {"error"} and set(doc["error"]) == {"type", "message"}, words
+        assert doc["error"]["message"] and "\n" not in doc["error"]["message"]
+        assert as_json.stderr == "" and plain.stdout == "" and plain.stderr.startswith("Error: "), words
+        failed.append(words)
+    assert len(failed) >= 25
+
+
+def test_json_errors_carry_the_error_type_for_usage_and_hook_errors(tmp_path, memsafe_proc):
+    usage = memsafe_proc("--db", str(tmp_path / "m.db"), "get", "abc", "--json")
+    assert usage.returncode == 2 and usage.stderr == ""
+    assert json.loads(usage.stdout)["error"]["type"] == "UsageError"
+    missing = memsafe_proc("--db", str(tmp_path / "m.db"), "get", "7", "--json")
+    assert missing.returncode == 1 and json.loads(missing.stdout) == {
+        "error": {"type": "NotFound", "message": "no memory with id 7"}}
+    hook = memsafe_proc("hook", "status", "--repo", str(tmp_path), "--json")
+    assert hook.returncode != 0 and json.loads(hook.stdout)["error"]["message"], hook.stdout + hook.stderr
+    text = memsafe_proc("--db", str(tmp_path / "m.db"), "get", "7")
+    assert text.returncode == 1 and text.stdout == "" and text.stderr.strip() == "Error: no memory with id 7"

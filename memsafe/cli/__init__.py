@@ -18,7 +18,7 @@ import typer
 from memsafe.cli import memory, graph, lifecycle, transfer, doctor, config, hook, encryption, serve, bench  # noqa: F401  (registers commands)
 # isort: on
 
-from memsafe.cli._common import app, err, say
+from memsafe.cli._common import app, err, error
 
 __all__ = ["app", "main"]
 
@@ -48,14 +48,14 @@ def main() -> None:
         err.print("interrupted")
         sys.exit(130)
     except abort:
-        say("Error", "aborted")
+        error("aborted", "Aborted", sys.argv[1:])
         sys.exit(1)
     except click_error as exc:
         ctx = getattr(exc, "ctx", None)
         hint = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
         message = exc.format_message()
         if message:  # an empty one is `memsafe` with no arguments: the help was already shown
-            say("Error", message + hint)
+            error(message + hint, "UsageError", sys.argv[1:])
         sys.exit(exc.exit_code)
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -44,9 +44,41 @@ def say(kind: str, message: str) -> None:
     err.print(Text.assemble((f"{kind}:", style), " ", line))
 
 
+# -- errors as JSON under --json -------------------------------------------------------------------
+
+_json_errors = False  # set while a command given --json runs (`JsonOpt`'s callback); reset by `_root`
+
+
+def _note_json(value: bool) -> bool:
+    """`--json` callback: errors of this command are printed as JSON too."""
+    global _json_errors
+    _json_errors = _json_errors or bool(value)
+    return value
+
+
+def json_errors(argv: list[str] | None = None) -> bool:
+    """True when errors must be JSON: the command was given --json (for a usage error raised
+    before --json was parsed, `argv` is checked for it too)."""
+    if _json_errors or argv is None:
+        return _json_errors
+    return "--json" in (argv[: argv.index("--")] if "--" in argv else argv)
+
+
+def error(message: str, kind: str = "Error", argv: list[str] | None = None) -> None:
+    """Report an error: one line `Error: …` on stderr, or with --json one document on stdout,
+    `{"error": {"type": KIND, "message": …}}` (issue 12.13: scripts got plain text). `kind` is
+    the exception's class name (NotFound, InvalidInput, UsageError, DatabaseError, …)."""
+    if json_errors(argv):
+        _emit_json({"error": {"type": kind, "message": " ".join(str(message).splitlines())}})
+    else:
+        say("Error", message)
+
+
 # -- shared options ------------------------------------------------------------------------------
 
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document instead of a table.")]
+JsonOpt = Annotated[
+    bool, typer.Option("--json", help="Print one JSON document instead of a table.", callback=_note_json)
+]
 ProjectOpt = Annotated[
     str | None,
     typer.Option(
@@ -98,11 +130,14 @@ def _root(
 
       memsafe recall "how do we merge?"
     """
+    global _json_errors
+    _json_errors = False
     ctx.obj = Ctx(db=db)
 
 
-def _fail(message: str, code: int = 1) -> typer.Exit:
-    say("Error", message)
+def _fail(message: str, code: int = 1, kind: str = "Error") -> typer.Exit:
+    """Report the error (`error`) and return the Exit to raise, with the same code either way."""
+    error(message, kind)
     return typer.Exit(code)
 
 
@@ -114,11 +149,12 @@ def _errors(path=None) -> Iterator[None]:
     except MemsafeError as exc:
         if os.environ.get("MEMSAFE_DEBUG"):
             raise
-        raise _fail(str(exc), exc.exit_code) from None
+        raise _fail(str(exc), exc.exit_code, type(exc).__name__) from None
     except apsw.Error as exc:  # a damaged or unreadable file: say so in one line, never a traceback
         if os.environ.get("MEMSAFE_DEBUG"):
             raise
-        raise _fail(f"database error in {path or 'the database'}: {exc}; run `memsafe doctor`") from None
+        raise _fail(f"database error in {path or 'the database'}: {exc}; run `memsafe doctor`",
+                    kind="DatabaseError") from None
 
 
 @contextmanager

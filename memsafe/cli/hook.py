@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from memsafe import api, clock
-from memsafe.cli._common import JsonOpt, _emit_json, _session, app, err, out, say
+from memsafe.cli._common import JsonOpt, _emit_json, _fail, _session, app, err, out
 from memsafe.errors import MemsafeError
 
 hook_app = typer.Typer(
@@ -49,8 +49,7 @@ def _call(fn, *args, **kwargs):
     try:
         return fn(*args, **kwargs)
     except MemsafeError as exc:
-        say("Error", str(exc))
-        raise typer.Exit(exc.exit_code) from None
+        raise _fail(str(exc), exc.exit_code, type(exc).__name__) from None
 
 
 @hook_app.command()

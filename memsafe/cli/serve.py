@@ -27,4 +27,4 @@ def serve(ctx: typer.Context, project: ProjectOpt = None) -> None:
     try:
         run_server(ctx.obj.db if ctx.obj else None, project)
     except MemsafeError as exc:
-        raise _fail(str(exc), exc.exit_code) from None
+        raise _fail(str(exc), exc.exit_code, type(exc).__name__) from None

@@ -256,5 +256,6 @@ def embed(ctx: typer.Context, json_: JsonOpt = False) -> None:
     elif report.error is None:
         err.print(f"Embedded {report.embedded} memories; {report.pending} pending")
     if report.error:
-        say("Error", f"{report.error}; {report.pending} memories stay pending")
+        if not json_:  # with --json the report above holds the error
+            say("Error", f"{report.error}; {report.pending} memories stay pending")
         raise typer.Exit(1)
