@@ -225,14 +225,61 @@ def compact_value(obj) -> str:
     return json.dumps(to_jsonable(obj), ensure_ascii=False, separators=(",", ":"), default=str)
 
 
+def version_changes(versions) -> list[str]:
+    """What each version (`api.history`) changed from the one before, one string each ("" for the
+    first): "content", "kind decision", "tags ops, ci", "importance 0.8", "status forgotten",
+    "level 2", "project", joined by "; "; "no change" when none of them differs. A tag-only update
+    showed two identical rows (issue 12.13)."""
+    out: list[str] = []
+    previous = None
+    for v in versions:
+        if previous is None:
+            out.append("")
+        else:
+            changed = []
+            if v.content != previous.content:
+                changed.append("content")
+            if v.kind != previous.kind:
+                changed.append(f"kind {v.kind}")
+            if list(v.tags) != list(previous.tags):
+                changed.append("tags " + (", ".join(v.tags) or "none"))
+            for name, label in (("importance", "importance"), ("confidence", "confidence")):
+                if getattr(v, name) != getattr(previous, name):
+                    changed.append(f"{label} {getattr(v, name):g}")
+            if v.project != previous.project:
+                changed.append("project")
+            if v.status != previous.status:
+                changed.append(f"status {v.status}")
+            if v.decay_level != previous.decay_level:
+                changed.append(f"level {v.decay_level}")
+            out.append("; ".join(changed) or "no change")
+        previous = v
+    return out
+
+
+def history_table(report, preview: int = 70):
+    """Rich table of a memory's versions: number, validity, what ended it, what it changed, text."""
+    from rich.table import Table
+
+    table = Table(title=f"memory {report.memory_id}: {len(report.versions)} versions", title_justify="left")
+    for name in ("#", "from", "until", "ended by", "changed", "content"):
+        table.add_column(name, overflow="fold" if name in ("changed", "content") else "ellipsis")
+    for v, changed in zip(report.versions, version_changes(report.versions)):
+        cause = v.cause + (f" (from #{v.origin_id})" if v.origin_id else "")
+        flat = " ".join(v.content.split())
+        text = flat if len(flat) <= preview else flat[: preview - 1] + "…"
+        table.add_row(str(v.number), v.valid_from[:19], (v.valid_to or "now")[:19], cause, changed, text)
+    return table
+
+
 def compact_history(report) -> str:
     """A memory's versions (`api.history`), one line each: number, validity, what ended it,
-    decay level, status, then the text."""
+    what it changed from the version before, decay level, status, then the text."""
     lines = [f"memory #{report.memory_id}: {len(report.versions)} versions, oldest first"]
-    for v in report.versions:
+    for v, changed in zip(report.versions, version_changes(report.versions)):
         cause = v.cause + (f" from #{v.origin_id}" if v.origin_id else "")
-        lines.append(f"v{v.number} {v.valid_from[:19]}→{(v.valid_to or 'now')[:19]} {cause} "
-                     f"level={v.decay_level} {v.status}: {v.content}")
+        lines.append(f"v{v.number} {v.valid_from[:19]}→{(v.valid_to or 'now')[:19]} {cause}"
+                     f"{f' [changed {changed}]' if changed else ''} level={v.decay_level} {v.status}: {v.content}")
     return "\n".join(lines)
 
 

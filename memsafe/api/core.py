@@ -425,7 +425,8 @@ def forget(store: Store, memory_id: int, *, reason: str | None = None) -> Memory
         memory = get(store, memory_id)
         if memory.status == Status.FORGOTTEN.value:
             raise InvalidInput(
-                f"memory {memory_id} is already forgotten; `restore {memory_id}` brings it back (MCP: forget with undo=true)"
+                f"memory {memory_id} is already forgotten; `restore {memory_id}` brings it back "
+                "(MCP: forget with undo=true)"
             )
         store.update_memory(
             memory_id,

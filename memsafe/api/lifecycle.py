@@ -280,13 +280,18 @@ def history(store: Store, memory_id: int, *, scope: Scope | None = None) -> Hist
     memory = get(store, _check_id(memory_id), scope=scope)
     row = store.raw_row(memory_id)
     out = []
+    own_end = None  # when the memory's own previous state ended: the next one began then
     for n, v in enumerate(store.versions(memory_id), start=1):
+        # (a tag-only update leaves content_updated_at alone, so the stored start repeated the
+        # previous state's: two identical rows, issue 12.13)
+        began = own_end if own_end and not v.get("origin_id") else v["valid_from"]
         out.append(Version(n, v["content"], v["kind"], v["project"], v["tags"], v["importance"], v["confidence"],
-                           v["decay_level"], v["status"], v["valid_from"], v["valid_to"], v["cause"],
-                           v.get("origin_id")))
+                           v["decay_level"], v["status"], began, v["valid_to"], v["cause"], v.get("origin_id")))
+        if not v.get("origin_id"):
+            own_end = v["valid_to"]
+    began = own_end or row["content_updated_at"]
     out.append(Version(len(out) + 1, memory.content, memory.kind, memory.project, memory.tags, memory.importance,
-                       memory.confidence, memory.decay_level, memory.status, row["content_updated_at"], None,
-                       "current"))
+                       memory.confidence, memory.decay_level, memory.status, began, None, "current"))
     return HistoryReport(memory_id, out)
 
 

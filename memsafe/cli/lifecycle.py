@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from memsafe import api, clock, decay
+from memsafe import api, clock, decay, render
 from memsafe.cli._common import (
     AllProjectsOpt,
     IdArg,
@@ -85,7 +85,8 @@ def history(
 ) -> None:
     """List every version of a memory, oldest first; the last row is the current state.
 
-    Each row: when it held, what ended it (update, decay, restore, merge), its level and status.
+    Each row: when it held, what ended it (update, decay, restore, merge), and what it changed
+    from the row before (content, kind, tags, importance, status, level).
     Reads the current project and global memories unless --all-projects (as `get`).
     """
     with _session(ctx) as opened:
@@ -93,16 +94,7 @@ def history(
     if json_:
         _emit_json(report)
         return
-    from rich.table import Table
-
-    table = Table(title=f"memory {report.memory_id}: {len(report.versions)} versions", title_justify="left")
-    for name in ("#", "from", "until", "ended by", "level", "status", "content"):
-        table.add_column(name, overflow="fold" if name == "content" else "ellipsis")
-    for v in report.versions:
-        cause = v.cause + (f" (from #{v.origin_id})" if v.origin_id else "")
-        table.add_row(str(v.number), v.valid_from[:19], (v.valid_to or "now")[:19], cause,
-                      str(v.decay_level), v.status, _preview(v.content))
-    out().print(table)
+    out().print(render.history_table(report))
 
 
 @app.command("list")
