@@ -752,19 +752,23 @@ class _Answers:
         self.owed[_key(request_id)] += 1
 
     def cancel(self, request_id) -> None:
+        """The client cancelled this request: no reply is owed (the SDK sends none)."""
         self.order.cancel(request_id)
-        self.owed[_key(request_id)] -= 1
-        if self.owed[_key(request_id)] <= 0:
-            del self.owed[_key(request_id)]
+        self._settle(request_id)
+
+    def _settle(self, request_id) -> None:
+        key = _key(request_id)
+        if self.owed[key] <= 1:
+            self.owed.pop(key, None)
+        else:
+            self.owed[key] -= 1
 
     async def write(self, text: str) -> None:
         await self.stdout.write(text)
         with contextlib.suppress(ValueError, RecursionError):
             reply = json.loads(text)
             if isinstance(reply, dict) and "id" in reply and ("result" in reply or "error" in reply):
-                self.owed[_key(reply["id"])] -= 1
-                if self.owed[_key(reply["id"])] <= 0:
-                    del self.owed[_key(reply["id"])]
+                self._settle(reply["id"])
                 self.order.answered(reply["id"])
 
     async def flush(self) -> None:
