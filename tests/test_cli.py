@@ -295,8 +295,8 @@ def test_every_read_command_has_recalls_scope(tmp_path, monkeypatch, cli):
         scoped = cli(*args)
         shown = (scoped.stdout + scoped.stderr).casefold()
         assert "alphavault" not in shown and "alpha-vault" not in shown, (name, shown)
-        if name in ("get", "history"):
-            assert scoped.exit_code == 1 and "--all-projects" in scoped.stderr, name
+        if name in ("get", "history"):  # with --json the error is a JSON document on stdout
+            assert scoped.exit_code == 1 and "--all-projects" in json.loads(scoped.stdout)["error"]["message"], name
         else:
             assert scoped.exit_code == 0, (name, scoped.stderr)
             assert "sharedlib" in shown, name  # the global memory or its entity is in scope
