@@ -9,8 +9,9 @@ import subprocess
 import sys
 
 import pytest
+from conftest import run_memsafe
 
-from memsafe import api, settings
+from memsafe import __version__, api, settings
 
 
 def one_line_error(result) -> str:
@@ -434,3 +435,38 @@ def test_json_errors_carry_the_error_type_for_usage_and_hook_errors(tmp_path, me
     assert hook.returncode != 0 and json.loads(hook.stdout)["error"]["message"], hook.stdout + hook.stderr
     text = memsafe_proc("--db", str(tmp_path / "m.db"), "get", "7")
     assert text.returncode == 1 and text.stdout == "" and text.stderr.strip() == "Error: no memory with id 7"
+
+
+def test_weights_cannot_both_be_zero_from_the_real_cli(db_path):
+    assert run_memsafe("--db", str(db_path), "config", "set", "weight_vector", "0").returncode == 0
+    proc = run_memsafe("--db", str(db_path), "config", "set", "--", "weight_lexical", "-0.0")
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    assert "cannot both be 0" in proc.stderr
+
+
+def test_version_flag_prints_the_version(tmp_path):
+    # `memsafe --version` said "Error: Missing command." and exited 2
+    r = run_memsafe("--version")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == f"memsafe {__version__}"
+    assert r.stderr == ""
+
+
+def test_config_commands_take_json(cli):
+    # README: "commands that print data take --json"; config get/set/reset did not
+    r = cli("config", "get", "token_budget", "--json")
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout) == {"key": "token_budget", "value": 2000}
+    r = cli("config", "set", "token_budget", "3000", "--json")
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout) == {"key": "token_budget", "value": 3000}
+    r = cli("config", "reset", "token_budget", "--json")
+    assert json.loads(r.stdout) == {"key": "token_budget", "value": 2000}
+    r = cli("config", "get", "db", "--json")
+    assert json.loads(r.stdout)["key"] == "db" and json.loads(r.stdout)["value"].endswith("memory.db")
+
+
+def test_config_type_error_reads_well(cli):
+    r = cli("config", "set", "token_budget", "abc")
+    assert r.exit_code == 1
+    assert "must be an integer" in r.stderr

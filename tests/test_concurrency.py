@@ -68,3 +68,32 @@ def test_simultaneous_first_open_of_a_new_file(tmp_path):
     opened.store.close()
     # the schema is created in one transaction: no opener saw a half-made file and "backed it up"
     assert not list(db.parent.glob("memory.db.bak-v*"))
+
+
+FORK_SCRIPT = r"""
+import os, sys, signal
+from memsafe import api
+db = sys.argv[1]
+o = api.open_store(db)
+api.remember(o.store, "we squash commits before merging")
+assert api.recall(o.store, "how do we merge").hits
+o.store.close()
+pid = os.fork()
+if pid == 0:
+    signal.alarm(30)  # a hung child dies of SIGALRM instead of hanging the test
+    o = api.open_store(db)
+    r = api.recall(o.store, "how do we merge")
+    os._exit(0 if r.hits and r.mode == "hybrid" else 3)
+_, status = os.waitpid(pid, 0)
+print("child", status)
+"""
+
+
+def test_recall_in_a_forked_child_after_a_recall_in_the_parent(tmp_path, embedder):
+    """A program using memsafe.api that forks (multiprocessing's default on Linux) after a recall:
+    the child inherited the parent's embedding thread pool without its thread, so the child's
+    recall waited forever for a query vector."""
+    proc = subprocess.run([sys.executable, "-c", FORK_SCRIPT, str(tmp_path / "f.db")],
+                          capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == "child 0", proc.stdout  # 14: killed by SIGALRM (hung); 768: no hits

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import subprocess
 
+from conftest import run_memsafe
+
 from memsafe import hooks
 
 
@@ -46,3 +48,17 @@ def test_doctor_fails_on_a_hook_whose_python_is_gone(cli, tmp_path):
     result = cli("doctor", "--repo", str(repo), "--no-model")
     assert result.exit_code == 1
     assert "[FAIL] hook" in result.stdout and f"fix: memsafe hook install --repo '{repo}'" in result.stdout
+
+
+def test_status_and_doctor_with_vectors_switched_off_say_to_unset_the_switch(tmp_path, embedder):
+    # MEMSAFE_NO_VEC=1 status advised `pip install --force-reinstall sqlite-vec` and printed
+    # "model not loaded: not loaded: vector search unavailable"
+    db = tmp_path / "m.db"
+    env = {"MEMSAFE_NO_VEC": "1"}
+    r = run_memsafe("--db", str(db), "status", env=env)
+    assert r.returncode == 1
+    assert "unset MEMSAFE_NO_VEC" in r.stdout and "pip install" not in r.stdout
+    assert "not loaded: not loaded" not in r.stdout
+    r = run_memsafe("--db", str(db), "doctor", "--no-model", "--json", env=env)
+    checks = {c["name"]: c for c in json.loads(r.stdout)["checks"]}
+    assert checks["sqlite-vec"]["fix"].startswith("unset MEMSAFE_NO_VEC")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from memsafe import api, hooks, settings
+from memsafe import api, hooks, safety, settings
 from memsafe.errors import InvalidInput
 
 WAIT_S = 60  # the hook works in the background; a loaded machine may take a while
@@ -202,3 +202,23 @@ def test_hook_status_names_the_database_and_memsafe_db_is_written_in(repo, tmp_p
     runner.invoke(app, ["hook", "uninstall", "--repo", str(repo)])
     assert runner.invoke(app, ["hook", "install", "--repo", str(repo)]).exit_code == 0
     assert "the default store" in runner.invoke(app, ["hook", "status", "--repo", str(repo)]).stdout
+
+
+def test_hook_never_stores_part_of_a_credential_cut_by_the_body_limit(store, tmp_path):
+    token = "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"
+    assert safety.scan(token)
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    env_git = ["git", "-C", str(repo)]
+    for args in (["init", "-q", "-b", "main"], ["config", "user.name", "T"], ["config", "user.email", "t@e.x"],
+                 ["config", "commit.gpgsign", "false"]):
+        subprocess.run([*env_git, *args], check=True, capture_output=True)
+    for cut in range(5, len(token), 7):  # the limit falls inside the token at several places
+        body = "x" * (hooks.MAX_BODY_CHARS - cut - 1) + " " + token + " and more text after it"
+        message = f"rotate CI credentials {cut}\n\n{body}\n".encode()
+        subprocess.run([*env_git, "commit", "-q", "--allow-empty", "-F", "-"], input=message, check=True,
+                       capture_output=True)
+        memory = api.remember_commit(store, repo)
+        assert memory is not None
+        assert token[:5] not in memory.content, cut
+        assert len(memory.content) < hooks.MAX_BODY_CHARS + 200

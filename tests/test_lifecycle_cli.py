@@ -208,3 +208,14 @@ def test_decay_in_a_real_process_while_another_process_writes_loses_nothing(db_p
     assert sum(len(r["changes"]) for r in runs) == 30
     assert store.integrity_check() == "ok"
     opened.store.close()
+
+
+def test_update_with_the_same_tags_in_another_order_or_case_changes_nothing(cli):
+    assert cli("remember", "Deploys go through staging first", "--tag", "ops", "--tag", "deploy").exit_code == 0
+    for tags in (["deploy", "ops"], ["OPS", "Deploy"], ["ops", "deploy", "ops"]):
+        args = [a for t in tags for a in ("--tag", t)]
+        result = cli("update", "1", *args)
+        assert result.exit_code == 0, result.output
+        assert "unchanged" in result.stdout
+    history = json.loads(cli("history", "1", "--json").stdout)
+    assert len(history["versions"]) == 1  # the current state only: no version was written

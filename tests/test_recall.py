@@ -238,3 +238,35 @@ def test_only_returned_memories_count_as_accessed(filled):
     for memory_id in ids:
         m = api.get(store, memory_id)
         assert m.access_count == (1 if memory_id == returned else 0)
+
+
+def _row(n: int, content: str, project: str | None = None) -> dict:
+    at = "2026-01-01T00:00:00Z"
+    return {"uid": f"u{n}", "content": content, "project": project, "created_at": at, "updated_at": at,
+            "content_updated_at": at, "content_hash": f"h{n}"}
+
+
+def test_graph_hop_never_takes_a_memory_that_names_the_query_entity(tmp_path):
+    """The hop's 'direct' set (memories naming the queried entity, which the hop must leave out)
+    was cut to that entity's newest 50: an older memory naming both the queried entity and a
+    related one then got the hop boost as if it were only one relation away."""
+    from memsafe.api import graph as graph_api
+    from memsafe.models import Scope
+    from memsafe.store import Store
+
+    store = Store(tmp_path / "g.db")
+    at = "2026-01-01T00:00:00Z"
+    with store.write():
+        a = store.insert_entity("Alpha", "alpha", "concept", at)
+        b = store.insert_entity("Beta", "beta", "concept", at)
+        store.upsert_relation(a, "uses", b, 1.0, at)
+        both = store.insert_memory(_row(0, "alpha uses beta"), [])
+        store.link_memory_entities(both, [a, b])
+        only_b = store.insert_memory(_row(1, "beta alone"), [])
+        store.link_memory_entities(only_b, [b])
+        for n in range(2, 2 + graph_api.HOP_PER_ENTITY + 10):  # newer memories naming alpha only
+            store.link_memory_entities(store.insert_memory(_row(n, f"alpha note {n}"), []), [a])
+    hops, _direct = graph_api.one_hop(store, [a], Scope())
+    store.close()
+    assert only_b in hops
+    assert both not in hops

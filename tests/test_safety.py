@@ -4,6 +4,7 @@ text is never mistaken for one (memsafe.safety, api.remember, CLI `remember --re
 from __future__ import annotations
 
 import json
+import subprocess
 
 import pytest
 
@@ -155,7 +156,6 @@ def test_import_refuses_credentials_unless_redact(store, tmp_path):
 
 
 def test_commit_notes_store_credentials_redacted(store, tmp_path):
-    import subprocess
 
     repo = tmp_path / "repo"
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
@@ -185,3 +185,64 @@ def test_prefilter_never_hides_a_library_finding(monkeypatch):
         full = [safety._library_findings(line) for line in lines]
     assert fast == full
     assert sum(bool(f) for f in full) >= 10  # the comparison covered real library findings
+
+
+AWS = "AKIAIOSFODNN7EXAMPLE"
+
+
+GITHUB = "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"
+
+
+@pytest.mark.parametrize("args", [
+    ["--tag", GITHUB], ["--tag", AWS], ["--entity", AWS], ["--project", "password=hunter2Secret9x"],
+])
+def test_a_credential_in_a_tag_project_or_entity_is_refused_like_in_content(cli, args):
+    result = cli("remember", "CI token rotation happens monthly", *args)
+    assert result.exit_code != 0 and "credential" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert GITHUB.lower() not in cli("list", "--json").stdout.lower()
+    assert cli("remember", "CI token rotation happens monthly", "--tag", "ops").exit_code == 0
+    result = cli("update", "1", *(["--tag", AWS] if args[0] != "--tag" else args))
+    assert result.exit_code != 0 and "credential" in result.stderr
+
+
+def test_graph_names_with_a_credential_are_refused(store):
+    with pytest.raises(SecretDetected, match="credential"):
+        api.relate(store, "deploy bot", f"uses {GITHUB}", "GitHub", create=True)
+    with pytest.raises(SecretDetected, match="credential"):
+        api.add_entity(store, AWS)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "the db password is Xk9#mP2qL7vR",
+        "aws secret access key wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+        "aws key AKIAIOSFODNN7EXAMPLE secret wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+        "staging api key was 9f8e7d6c5b4a39281706f5e4d3c2b1a0",
+    ],
+)
+def test_credentials_written_as_prose_are_refused_and_redacted(cli, text):
+    # these were stored in clear; with --redact the AWS secret key stayed in clear next to a redacted key id
+    r = cli("remember", text)
+    assert r.exit_code == 1 and "looks like a credential" in r.stderr
+    r = cli("remember", text, "--redact", "--json")
+    assert r.exit_code == 0, r.stderr
+    stored = json.loads(r.stdout)["content"]
+    for secret in ("Xk9#mP2qL7vR", "wJalrXUtnFEMI", "9f8e7d6c5b4a"):
+        assert secret not in stored
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "rotate the API key every 90 days",
+        "the password reset flow lives in auth/reset.py",
+        "token bucket limiter allows 100 requests per second",
+        "the secret is kept in Vault under kv/prod",
+        "refresh the access token before it expires",
+    ],
+)
+def test_prose_about_credentials_is_not_a_credential(cli, text):
+    r = cli("remember", text)
+    assert r.exit_code == 0, r.stderr

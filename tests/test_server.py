@@ -888,3 +888,145 @@ def test_serve_on_a_terminal_says_it_waits_for_a_client_and_ctrl_c_stops_it(path
     rest = proc.stderr.read().decode()
     assert "waiting for a client" in first and "Ctrl-C" in first
     assert code == 130 and "Traceback" not in rest and proc.stdout.read() == b""
+
+
+@pytest.fixture
+def srv(tmp_path):
+    home = tmp_path / "home"
+    work = tmp_path / "srv"
+    work.mkdir()
+    env = {"MEMSAFE_HOME": str(home), "MEMSAFE_SERVE_WARM": "0"}
+    return {"db": tmp_path / "db" / "memory.db", "cwd": work, "env": env}
+
+
+def _reply_to_bad_line(c: RawClient, line: str) -> dict:
+    """Write `line`, then a ping; returns the one reply that came before the pong (fails if none)."""
+    before = len(c.lines)
+    c.write_raw(line)
+    pong = c.request("ping", timeout=30)
+    assert pong["result"] == {}
+    replies = [json.loads(x) for x in c.lines[before:]]
+    others = [r for r in replies if r.get("id") != pong["id"]]
+    assert len(others) == 1, (line[:80], replies)
+    return others[0]
+
+
+def test_serve_survives_deeply_nested_json_lines(srv):
+    """`[[[[…]]]]` 100k deep made json.loads raise RecursionError inside the line reader: the
+    server died with a traceback. Such a line is answered -32700 and the server stays up."""
+    deep = [
+        "[" * 100_000 + "]" * 100_000,
+        '{"a":' * 50_000 + "1" + "}" * 50_000,
+        '{"x":"\\ud800","y":' + "[" * 100_000 + "]" * 100_000 + "}",  # goes through the surrogate fixer too
+        '{"x":"\\ud800","y":' + "[" * 900 + "]" * 900 + "}",  # json.loads copes; the fixer's _scrub did not
+    ]
+    with RawClient(srv["db"], env=srv["env"], cwd=srv["cwd"]) as c:
+        c.initialize()
+        errors = [_reply_to_bad_line(c, line) for line in deep]
+        code = c.close()
+    assert [e["error"]["code"] for e in errors] == [-32700, -32700, -32700, -32600]
+    assert all(e["id"] is None for e in errors)
+    assert code == 0
+    assert b"Traceback" not in bytes(c.stderr)
+
+
+@pytest.mark.parametrize("bad_id", ["null", "1.5", "true", "false", "[1]", '{"a":1}', "NaN", "1e400"])
+def test_serve_answers_a_request_whose_id_is_not_a_string_or_integer(srv, bad_id):
+    """`{"id": 1.5, "method": "ping"}` validated as a *notification* (the id was ignored) and got
+    no reply at all, leaving the client waiting; a message with an id member and a method is a
+    request, so a bad id gets -32600 with id null (JSON-RPC 2.0 section 5)."""
+    with RawClient(srv["db"], env=srv["env"], cwd=srv["cwd"]) as c:
+        c.initialize()
+        error = _reply_to_bad_line(c, '{"jsonrpc":"2.0","id":' + bad_id + ',"method":"ping"}')
+        c.close()
+    assert error["error"]["code"] == -32600 and error["id"] is None
+
+
+def test_serve_huge_integer_id_is_an_invalid_request_not_a_parse_error(srv):
+    """A 5000-digit id is valid JSON (Python's int-digit limit made it 'Parse error: not JSON')."""
+    with RawClient(srv["db"], env=srv["env"], cwd=srv["cwd"]) as c:
+        c.initialize()
+        error = _reply_to_bad_line(c, '{"jsonrpc":"2.0","id":' + "9" * 5000 + ',"method":"ping"}')
+        c.close()
+    assert error["error"]["code"] == -32600 and error["id"] is None
+
+
+def test_serve_many_malformed_lines_with_an_undrained_stderr(srv):
+    """FIELD-CASES F03 again: each malformed line logged a warning to stderr; a client that never
+    reads stderr filled the pipe after ~1,000 of them and the server blocked forever."""
+    with RawClient(srv["db"], env=srv["env"], cwd=srv["cwd"], drain_stderr=False) as c:
+        c.initialize()
+        for i in range(3000):  # ~36 KB: fits the stdin pipe even if the server stops reading
+            c.write_raw(f"garbage {i}")
+        pong = c.request("ping", timeout=30)
+        errors = [line for line in c.lines if b'"code":-32700' in line]
+        c.proc.kill()
+    assert pong["result"] == {}
+    assert len(errors) == 3000
+
+
+def test_serve_with_stdout_to_a_file_and_stderr_to_a_pipe(tmp_path):
+    """`memsafe serve < requests > replies.jsonl` from a shell: fd 1 was a seekable file when
+    Python opened it, then pointed at the (unseekable) stderr; reconfiguring sys.stdout raised
+    OSError 'Illegal seek' and the server died before reading anything."""
+    out = tmp_path / "replies.jsonl"
+    requests = "\n".join([
+        '{"jsonrpc":"2.0","id":1,"method":"ping"}',
+        "not json",
+        '{"jsonrpc":"2.0","id":2,"method":"ping"}',
+    ]) + "\n"
+    env = {**os.environ, "MEMSAFE_HOME": str(tmp_path / "home"), "MEMSAFE_SERVE_WARM": "0"}
+    with out.open("wb") as fh:
+        proc = subprocess.run(
+            [sys.executable, "-m", "memsafe", "--db", str(tmp_path / "m.db"), "serve"],
+            input=requests.encode(), stdout=fh, stderr=subprocess.PIPE, env=env, timeout=120,
+        )
+    assert proc.returncode == 0, proc.stderr.decode()[-2000:]
+    replies = [json.loads(line) for line in out.read_text().splitlines()]
+    assert sorted(str(r.get("id")) for r in replies) == ["1", "2", "None"]
+    assert b"Traceback" not in proc.stderr
+
+
+async def _mcp_calls(db, cwd, home, calls):
+    params = StdioServerParameters(command=sys.executable, args=["-m", "memsafe", "--db", str(db), "serve"],
+                                   env={"MEMSAFE_HOME": str(home)}, cwd=str(cwd))
+    out = []
+    with open(home.parent / "server.err", "a", encoding="utf-8") as err:
+        async with stdio_client(params, errlog=err) as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                for name, args in calls:
+                    res = await session.call_tool(name, args)
+                    out.append((res.is_error, "\n".join(c.text for c in res.content)))
+    return out
+
+
+def test_mcp_errors_name_tool_arguments_not_cli_flags(tmp_path, embedder):
+    # update_memory without changes said only "give --content, --tag, ..."; relate_entities only
+    # "(graph add-entity) or pass --create"; forget only "`restore 1` brings it back": CLI words an
+    # agent cannot use. configure with a value and no key silently listed every setting; a bad
+    # kind or id gave a multi-line pydantic dump with a URL
+    cwd = tmp_path / "srv"
+    cwd.mkdir()
+    home = tmp_path / "home"
+    calls = [
+        ("remember", {"content": "We rebase feature branches onto main"}),
+        ("update_memory", {"id": 1}),
+        ("relate_entities", {"relations": [["Zoë", "owns", "payments"]]}),
+        ("forget", {"id": 1}),
+        ("forget", {"id": 1}),
+        ("recall", {"query": "rebase", "since": "yesterday"}),
+        ("remember", {"content": "x", "kind": "nope"}),
+        ("get_memory", {"id": "abc"}),
+    ]
+    results = anyio.run(_mcp_calls, tmp_path / "m.db", cwd, home, calls)
+    assert not results[0][0] and not results[3][0]
+    for is_error, text in results[1:3] + results[4:]:
+        assert is_error, text
+        assert "\n" not in text and "pydantic" not in text, text
+    assert "MCP/API: content, tags" in results[1][1]
+    assert "create=true" in results[2][1]
+    assert "undo=true" in results[4][1]
+    assert results[5][1].startswith("unknown argument since; recall takes query, ")
+    assert "kind: Input should be 'fact'" in results[6][1] and "'nope'" in results[6][1]
+    assert "id: Input should be a valid integer" in results[7][1]

@@ -3,11 +3,18 @@ memory-server format with its odd cases (FIELD-CASES F16, F17), and deferred emb
 
 from __future__ import annotations
 
+import base64
 import io
 import json
+import math
+import struct
+import subprocess
+import sys
 from datetime import timedelta
 
 import pytest
+from conftest import run_memsafe
+from test_safety import AWS, GITHUB
 from typer.testing import CliRunner
 
 from memsafe import api, clock, transfer
@@ -541,8 +548,6 @@ def _interrupt_when(proc, ready, timeout=60.0) -> None:
 
 def _memsafe(db, *args, env=None):
     import os
-    import subprocess
-    import sys
 
     return subprocess.Popen([sys.executable, "-m", "memsafe", "--db", str(db), *args], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env={**os.environ, **(env or {})})
@@ -584,3 +589,175 @@ def test_ctrl_c_during_an_import_says_what_was_kept(tmp_path, embedder):
     pending = api.open_store(str(db)).store.pending_count()
     assert 0 < pending <= 3000
     assert f"interrupted: 3000 memories added, 0 updated; {pending} vectors pending: run `memsafe embed`" in err
+
+
+def _records(path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+
+def _vector_text(values) -> str:
+    return base64.b64encode(struct.pack(f"<{len(values)}f", *values)).decode()
+
+
+@pytest.fixture
+def exported(store, tmp_path):
+    """An export with vectors of a small store: (records, path)."""
+    api.remember(store, "The build uses Bazel with remote caching")
+    api.remember(store, "Postgres listens on port 5433 in the dev containers")
+    path = tmp_path / "export.jsonl"
+    report = api.export_to_path(store, path, vectors=True)
+    assert report.vectors == 2
+    return _records(path), path
+
+
+@pytest.mark.parametrize("values", [
+    [3e38] * 384,  # squares overflow float32: the norm was inf, the stored vector all zeros
+    [1e-45] * 384,  # squares underflow float32: the norm was 0, the stored vector inf/NaN
+    [3e38] + [0.0] * 383,
+    [-1e-40] * 10 + [0.0] * 374,
+])
+def test_imported_vectors_of_extreme_magnitude_are_stored_unit_and_recall_works(exported, tmp_path, values):
+    records, _ = exported
+    target = next(r for r in records if r.get("type") == "memory" and "Bazel" in r["content"])
+    target["vector"] = _vector_text(values)
+    path = tmp_path / "extreme.jsonl"
+    _write(path, records)
+    other = api.open_store(str(tmp_path / "other.db")).store
+    try:
+        report = api.import_file(other, path)
+        assert report.vectors_imported == 2
+        for raw in other.get_vectors([target["id"]]).values():
+            stored = struct.unpack(f"<{len(raw) // 4}f", raw)
+            assert all(math.isfinite(v) for v in stored)
+            assert abs(math.sqrt(sum(v * v for v in stored)) - 1.0) < 1e-3
+        for _ in range(2):  # the second search goes through the process's in-memory copy when large enough
+            hits = api.recall(other, "which port does postgres listen on").hits
+            assert hits and "5433" in hits[0].memory.content
+    finally:
+        other.close()
+
+
+def test_an_invalid_first_copy_of_a_uid_does_not_hide_a_valid_second(exported, tmp_path):
+    records, _ = exported
+    memory = next(r for r in records if r.get("type") == "memory")
+    broken = dict(memory, vector=_vector_text([0.5] * 100))  # wrong length for the header's model
+    records.insert(records.index(memory), broken)
+    path = tmp_path / "dup.jsonl"
+    _write(path, records)
+    other = api.open_store(str(tmp_path / "other.db")).store
+    try:
+        with pytest.raises(InvalidInput):
+            api.import_file(other, path)
+        report = api.import_file(other, path, skip_invalid=True)
+        assert report.memories_added == 2
+        assert other.memory_by_uid(memory["uid"]) is not None
+        assert any("holds 100 values" in s for s in report.skipped)
+        assert not any("appeared already" in s for s in report.skipped)
+    finally:
+        other.close()
+
+
+def test_import_cannot_set_both_fusion_weights_to_zero(exported, tmp_path):
+    records, _ = exported
+    records[1:1] = [{"type": "config", "key": "weight_lexical", "value": 0},
+                    {"type": "config", "key": "weight_vector", "value": "0"}]
+    path = tmp_path / "weights.jsonl"
+    _write(path, records)
+    other = api.open_store(str(tmp_path / "other.db")).store
+    try:
+        with pytest.raises(InvalidInput, match="cannot both be 0"):
+            api.import_file(other, path)
+        assert other.counts()["total"] == 0 and other.config_get("weight_lexical") is None
+        api.config_set(other, "weight_vector", "0")  # the target's own setting, then a file with the other
+        with pytest.raises(InvalidInput, match="cannot both be 0"):
+            api.import_file(other, path)
+        report = api.import_file(other, path, skip_invalid=True)
+        assert api.config_value(other, "weight_lexical") == 1.0
+        assert report.memories_added == 2
+        assert api.recall(other, "bazel").hits
+    finally:
+        other.close()
+
+
+@pytest.mark.parametrize("field", ["tags", "entity_name", "alias", "relation", "status_reason", "version_tags"])
+def test_import_refuses_a_credential_in_any_stored_field(exported, tmp_path, field):
+    records, _ = exported
+    memory = next(r for r in records if r.get("type") == "memory")
+    entity = next(r for r in records if r.get("type") == "entity")
+    if field == "tags":
+        memory["tags"] = ["ops", GITHUB]
+    elif field == "entity_name":
+        records.insert(1, {"type": "entity", "name": AWS, "key": AWS.lower(), "entity_type": "name", "aliases": [],
+                           "created_at": entity["created_at"]})
+    elif field == "alias":
+        entity["aliases"] = [*entity["aliases"], GITHUB]
+    elif field == "relation":
+        records.insert(-1, {"type": "relation", "source": entity["key"], "relation": f"token {GITHUB}",
+                            "target": entity["key"], "weight": 1.0, "created_at": entity["created_at"],
+                            "updated_at": entity["created_at"]})
+    elif field == "status_reason":
+        memory["status_reason"] = f"rotated {AWS}"
+    else:
+        memory["versions"] = [{"content": "old text", "kind": "general", "project": None, "tags": [AWS],
+                               "importance": 0.5, "confidence": 0.8, "status": "active",
+                               "valid_from": memory["created_at"], "valid_to": memory["updated_at"],
+                               "cause": "update"}]
+    path = tmp_path / "secret.jsonl"
+    _write(path, records)
+    other = api.open_store(str(tmp_path / "other.db")).store
+    try:
+        with pytest.raises(InvalidInput, match="credential"):
+            api.import_file(other, path)
+        assert other.counts()["total"] == 0
+    finally:
+        other.close()
+    dump = b"".join(p.read_bytes() for p in tmp_path.glob("other.db*"))
+    assert GITHUB.encode() not in dump and AWS.encode() not in dump
+
+
+def test_server_memory_entity_without_observations_and_relation_types_are_screened(store, tmp_path):
+    path = tmp_path / "sm.jsonl"
+    path.write_text(json.dumps({"type": "entity", "name": AWS, "entityType": "key", "observations": []}) + "\n"
+                    + json.dumps({"type": "entity", "name": "ci", "entityType": "bot", "observations": []}) + "\n"
+                    + json.dumps({"type": "relation", "from": "ci", "to": "ci", "relationType": GITHUB}) + "\n")
+    with pytest.raises(InvalidInput, match="credential"):
+        api.import_file(store, path)
+    assert store.counts()["total"] == 0 and store.entity_id_by_key("ci") is None
+
+
+def test_a_header_with_our_model_but_another_dim_says_so_and_reembeds(exported, tmp_path):
+    records, _ = exported
+    records[0]["embedding"]["dim"] = 512
+    path = tmp_path / "dim.jsonl"
+    _write(path, records)
+    other = api.open_store(str(tmp_path / "other.db")).store
+    try:
+        report = api.import_file(other, path)
+        assert report.vectors_imported == 0 and report.memories_added == 2
+        assert any("(512 dims)" in n and "(384 dims)" in n for n in report.notes)
+        api.embed_pending(other)
+        assert api.recall(other, "postgres port").hits[0].memory.content.startswith("Postgres")
+    finally:
+        other.close()
+
+
+def test_import_dry_run_does_not_create_the_database(tmp_path, embedder):
+    # `import FILE --dry-run` against a new --db created the store file ("Warning: created a new
+    # empty store") although --dry-run promises to write nothing
+    source = tmp_path / "memory.json"
+    source.write_text(
+        '{"type":"entity","name":"Zoë Müller","entityType":"person","observations":["Owns the 支付 service ☕"]}\n'
+        '{"type":"entity","name":"支付","entityType":"service","observations":[]}\n'
+        '{"type":"relation","from":"Zoë Müller","to":"支付","relationType":"owns"}\n',
+        encoding="utf-8",
+    )
+    db = tmp_path / "new" / "memory.db"
+    r = run_memsafe("--db", str(db), "import", str(source), "--dry-run", "--json")
+    assert r.returncode == 0, r.stderr
+    report = json.loads(r.stdout)
+    assert report["dry_run"] and report["memories_added"] == 1 and report["relations_added"] == 1
+    assert not db.exists() and not db.parent.exists()
+    assert "Warning" not in r.stderr
+    r = run_memsafe("--db", str(db), "import", str(source))
+    assert r.returncode == 0, r.stderr and db.exists()

@@ -4,9 +4,13 @@ checked against a numpy brute force over the same vectors."""
 
 from __future__ import annotations
 
+import math
+import struct
+
 import numpy as np
 import pytest
 
+from memsafe import api
 from memsafe.models import Scope
 from memsafe.store import Store
 
@@ -187,3 +191,17 @@ def test_entity_memories_caps_each_entity_to_its_newest(tmp_path):
     assert capped[quiet] == [2]
     assert len(store.entity_memories([busy], web)[busy]) == 40
     store.close()
+
+
+def test_a_degenerate_stored_vector_does_not_break_recall(store):
+    """A zero or non-finite vector already in a store (written by an earlier import) ranks nowhere,
+    and recall still answers instead of failing with a traceback."""
+    good = api.remember(store, "Postgres listens on port 5433 in the dev containers")
+    bad = api.remember(store, "The build uses Bazel with remote caching")
+    with store.write():
+        store.put_vector(bad.id, struct.pack("<384f", *([0.0] * 384)))
+    hits = api.recall(store, "postgres port").hits
+    assert hits[0].memory.id == good.id
+    with store.write():
+        store.put_vector(bad.id, struct.pack("<384f", *([math.inf] * 384)))
+    assert api.recall(store, "bazel build").hits[0].memory.id == bad.id  # found lexically still
