@@ -36,6 +36,13 @@ def bench(
     full_embed_limit: Annotated[
         int, typer.Option("--full-embed-limit", min=100, help="With --scale: embed at most this many with the model.")
     ] = 20000,
+    dataset: Annotated[
+        str | None,
+        typer.Option("--dataset", metavar="FORMAT", help="Benchmark on your own labelled data in this format "
+                     "instead (locomo); give the file as the argument."),
+    ] = None,
+    file: Annotated[str | None, typer.Argument(metavar="[FILE]", help="The labelled dataset file (with --dataset).")]
+    = None,
     json_: JsonOpt = False,
 ) -> None:
     """Benchmark recall quality on a built-in corpus: lexical, vector and hybrid side by side.
@@ -53,7 +60,12 @@ def bench(
       memsafe bench --mcp
 
       memsafe bench --scale 1000,10000 --json
+
+      memsafe bench --dataset locomo locomo10.json --json
     """
+    if dataset is not None or file is not None:
+        _bench_dataset(dataset, file, json_)
+        return
     if mcp:
         _bench_mcp(runs, json_)
         return
@@ -87,6 +99,25 @@ def bench(
         if not json_:  # with --json the report above says which floor ("ok": false)
             say("Error", "a quality floor was missed")
         raise typer.Exit(1)
+
+
+def _bench_dataset(dataset: str | None, file: str | None, json_: bool) -> None:
+    """Recall quality on a labelled dataset file (LoCoMo format): one store per conversation."""
+    if dataset != "locomo":
+        raise _fail("--dataset takes locomo (the LoCoMo format)" if dataset else "give --dataset locomo with FILE")
+    if not file:
+        raise _fail("--dataset locomo needs the dataset FILE as argument")
+    from memsafe.bench import locomo
+    from memsafe.cli.transfer import _progress
+
+    try:
+        with _progress("recall") as progress:
+            report = locomo.run_locomo(file, progress=progress)
+    except MemsafeError as exc:
+        raise _fail(str(exc), exc.exit_code) from None
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise _fail(f"cannot run the dataset {file}: {exc}") from None
+    emit(report, json_, locomo.locomo_table(report))
 
 
 def _bench_mcp(runs: int, json_: bool) -> None:
