@@ -7,7 +7,8 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime
 
 # Words too common to help BM25 rank; dropped from a query unless nothing else is left.
 STOP_WORDS = frozenset(
@@ -88,6 +89,9 @@ def idf(df: int, n: int) -> float:
     return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
 
 
+RRF_K = 60.0  # Cormack, Clarke & Büttcher, SIGIR 2009
+
+
 def rrf(rankings: Sequence[Sequence[int]], weights: Sequence[float], k: float = 60.0) -> dict[int, float]:
     """Weighted reciprocal rank fusion: score(d) = Σ_i w_i / (k + rank_i(d)), ranks 1-based.
 
@@ -101,67 +105,144 @@ def rrf(rankings: Sequence[Sequence[int]], weights: Sequence[float], k: float = 
     return scores
 
 
-def fuse(
-    lexical: Sequence[tuple[int, float]],
-    vector: Sequence[tuple[int, float]],
-    *,
-    method: str = "convex",
-    weight_lexical: float = 1.0,
-    weight_vector: float = 1.0,
-    min_similarity: float = 0.0,
-    rrf_k: float = 60.0,
-    coverage: dict[int, float] | None = None,
-    coverage_power: float = 3.0,
-) -> dict[int, float]:
-    """Fuse a BM25 list and a vector list into one relevance per memory, best = 1.0.
+@dataclass
+class Query:
+    """A recall query read once: the cleaned text, the text the lexical half searches (the date
+    expressions taken out: they name a time, not a word a memory holds), the time windows it
+    names (see `memsafe.when`) and the instant it is asked."""
 
-    Args:
-        lexical: [(id, bm25)] best first, SQLite's bm25 (negative; lower is better).
-        vector: [(id, cosine similarity)] best first.
-        method: 'convex' (default): w_l·lex + w_v·vec over score-normalised inputs, where
-            lex = coverage^p · (0.75 + 0.25 · bm25 / best bm25) (in [0, 1], 0 = no match; coverage
-            from `term_coverage`, or 1 when not given; p = `coverage_power`, so a memory sharing
-            one common word with a long question adds little while one holding every query
-            term adds fully) and
-            vec = max(0, sim − floor) / (best sim − floor) (in [0, 1]), floor = min_similarity
-            when there is a lexical list (else just below the lowest similarity, so a vector-only
-            search keeps its whole order);
-            Bruch, Gai & Ingber, "An Analysis of Fusion Functions for Hybrid Retrieval",
-            ACM TOIS 2023 (convex combination of normalised scores beats RRF and is
-            sample-efficient to tune). 'rrf': weighted reciprocal rank fusion (see `rrf`).
-        min_similarity: cosine below which a memory found only by the vector search is dropped
-            (an unrelated nearest neighbour is not a hit).
+    text: str
+    lexical_text: str
+    windows: list = field(default_factory=list)
+    now: datetime | None = None
+
+
+def parse_query(text: str, now: datetime) -> Query:
+    """Step "time" (reading): the windows a query names and its text without them.
+
+    A query that is only a date ("May 2023") keeps its text for the lexical half."""
+    from memsafe import when
+
+    windows, rest = when.find(text, now)
+    return Query(text, rest if query_terms(rest) else text, windows, now)
+
+
+@dataclass
+class Candidate:
+    """One memory a retriever proposed, with every feature the pure ranking steps read.
+
+    Attributes:
+        bm25: −bm25 / Σ idf of the query terms (SQLite's bm25 over its value for a memory of
+            average length holding each term once; ~1 for a full match), None when BM25 did not
+            find it.
+        coverage: share of the query's IDF mass the memory holds (`term_coverage`).
+        similarity: cosine similarity of query and memory vectors, None when KNN did not find it.
+        hop: strength in [0, 1] of the relation linking it to an entity the query names (graph).
+        words: distinct content words of the memory (`content_words`).
+        created_at / last_used_at: aware UTC; last_used_at = last explicit use, else creation.
+    """
+
+    id: int
+    bm25: float | None = None
+    coverage: float = 0.0
+    lexical_rank: int | None = None
+    similarity: float | None = None
+    vector_rank: int | None = None
+    hop: float = 0.0
+    words: int = 0
+    created_at: datetime | None = None
+    last_used_at: datetime | None = None
+    access_count: int = 0
+    graph_degree: int = 0
+    confidence: float = 0.8
+    decay_level: int = 0
+
+
+def content_words(text: str, limit: int = 64) -> int:
+    """Distinct words of at least 3 letters that are not stop-words, counted up to `limit`:
+    a measure of how much a memory says ("Jon: See ya Gina!" says little)."""
+    seen: set[str] = set()
+    for word in _WORD.findall(text.lower()):
+        if len(word) >= 3 and word not in STOP_WORDS:
+            seen.add(word)
+            if len(seen) >= limit:
+                break
+    return len(seen)
+
+
+def lexical_relevance(bm25: float, coverage: float, coverage_power: float) -> float:
+    """Absolute lexical relevance in [0, 1] of one BM25 hit, comparable across queries and with
+    the vector half (no score relative to the best hit):
+
+        coverage^p · min(1, bm25)
+
+    with `bm25` as in `Candidate` (BM25 over its value for a memory of average length holding
+    each query term once: FTS5 bm25, k1 = 1.2, b = 0.75; Robertson & Zaragoza 2009) and coverage
+    the share of the query's IDF mass the memory holds (`term_coverage`); p = `coverage_power`.
+    """
+    return max(0.0, coverage) ** coverage_power * min(1.0, max(0.0, bm25))
+
+
+@dataclass
+class Fusion:
+    """The settings of `fuse` (config keys of the same names; defaults and how they were chosen
+    in settings.CONFIG_KEYS)."""
+
+    weight_lexical: float = 16.0
+    weight_vector: float = 4.0
+    min_similarity: float = 0.15
+    coverage_power: float = 2.5
+    substance_words: float = 6.0
+    weight_time: float = 3.0
+    weight_hop: float = 0.7
+
+
+def vector_relevance(similarity: float, words: int, f: Fusion) -> float:
+    """Absolute vector relevance in [0, 1]: (sim − floor) / (1 − floor) above the floor
+    (`min_similarity`), else 0, times min(1, words / substance_words), so a short turn that
+    only names a person the query names (MiniLM puts it near any such question) weighs little."""
+    if similarity < f.min_similarity or f.min_similarity >= 1:
+        return 0.0
+    substance = min(1.0, words / f.substance_words) if f.substance_words > 0 else 1.0
+    return (similarity - f.min_similarity) / (1.0 - f.min_similarity) * substance
+
+
+def fuse(cands: Sequence[Candidate], query: Query, f: Fusion) -> dict[int, float]:
+    """Steps "fusion", "time" and "graph": one absolute relevance per candidate.
+
+        relevance = w_l · lexical + w_v · vector + w_t · closeness(created_at, windows)
+
+    Both halves are on absolute scales (`lexical_relevance`, `vector_relevance`): a memory found
+    only by the vector search outranks a strong lexical hit only when its similarity is high in
+    absolute terms, and one below `min_similarity` is dropped (the floor holds in every mode).
+    Time: when the query names a time (`memsafe.when`), a memory dated in the window gains w_t,
+    one near it less (`when.closeness`). Graph: a memory one relation away from an entity the
+    query names gains weight_hop × hop strength, but stays below the best direct hit (it
+    supports that hit, it never displaces it).
 
     Returns:
-        {id: relevance in (0, 1]}, the best memory at exactly 1.0; {} when both lists are empty.
+        {id: relevance ≥ 0}; candidates with nothing (no lexical match, vector below the floor,
+        no hop) are absent.
     """
-    scores: dict[int, float] = {}
-    coverage = coverage or {}
-    if method == "rrf":
-        lexical_ids = {i for i, _ in lexical}
-        kept = [i for i, sim in vector if sim >= min_similarity or i in lexical_ids or not lexical]
-        scores = rrf([[i for i, _ in lexical], kept], [weight_lexical, weight_vector], rrf_k)
-    else:
-        if lexical:
-            best = min(s for _, s in lexical)
-            for i, s in lexical:
-                ratio = s / best if best < 0 else 1.0
-                lex = (coverage[i] ** coverage_power) * (0.75 + 0.25 * ratio) if i in coverage else ratio
-                scores[i] = weight_lexical * lex
-        if vector:
-            top = max(sim for _, sim in vector)
-            # With a lexical list, similarity below the floor adds nothing; alone, the vector
-            # list keeps its whole order (lowest similarity maps to just above 0).
-            floor = min_similarity if lexical else min(min_similarity, min(sim for _, sim in vector) - 1e-3)
-            if top > floor:
-                for i, sim in vector:
-                    if sim > floor:
-                        scores[i] = scores.get(i, 0.0) + weight_vector * (sim - floor) / (top - floor)
-    scores = {i: s for i, s in scores.items() if s > 0}
-    if not scores:
-        return {}
-    top_score = max(scores.values())
-    return {i: s / top_score for i, s in scores.items()}
+    from memsafe import when
+
+    out: dict[int, float] = {}
+    for c in cands:
+        lex = f.weight_lexical * lexical_relevance(c.bm25, c.coverage, f.coverage_power) if c.bm25 is not None else 0.0
+        vec = f.weight_vector * vector_relevance(c.similarity, c.words, f) if c.similarity is not None else 0.0
+        if lex <= 0 and vec <= 0:
+            continue
+        score = lex + vec
+        if query.windows and c.created_at is not None and f.weight_time:
+            score += f.weight_time * when.closeness(c.created_at, query.windows)
+        out[c.id] = score
+    hops = [c for c in cands if c.hop > 0 and f.weight_hop > 0]
+    if hops:
+        ceiling = 0.99 * max(out.values()) if out else 1.0
+        for c in hops:
+            boosted = min(ceiling, out.get(c.id, 0.0) + f.weight_hop * c.hop)
+            out[c.id] = max(out.get(c.id, 0.0), boosted)
+    return out
 
 
 @dataclass
@@ -208,6 +289,26 @@ def final_score(s: Signals, w: Weights) -> float:
     )
 
 
+def rank(cands: Sequence[Candidate], relevance: dict[int, float], w: Weights, now: datetime
+         ) -> list[tuple[float, Candidate]]:
+    """Step "scoring": [(final score, candidate)] best first (ties: lower id first), for the
+    candidates with a relevance. Age is measured from the last explicit use (else creation)."""
+    out = []
+    for c in cands:
+        if c.id not in relevance:
+            continue
+        anchor = c.last_used_at or c.created_at or now
+        signals = Signals(relevance=relevance[c.id], age_days=(now - anchor).total_seconds() / 86400,
+                          access_count=c.access_count, graph_degree=c.graph_degree, confidence=c.confidence,
+                          decay_level=c.decay_level)
+        out.append((final_score(signals, w), c))
+    out.sort(key=lambda pair: (-pair[0], pair[1].id))
+    return out
+
+
+EXCERPT_MIN_TOKENS = 24  # a memory cut to fit gets at least this many tokens, else it is left out
+
+
 @dataclass
 class Packed:
     """One item chosen by `pack`: its index in the input, the text to return and its token count."""
@@ -220,24 +321,53 @@ class Packed:
 
 def pack(texts: Sequence[str], budget: int, count: Callable[[str], int],
          truncate: Callable[[str, int], str], limit: int | None = None) -> list[Packed]:
-    """Greedy packing of texts (already sorted best first) into `budget` tokens.
+    """Step "packing": texts (sorted best first) into `budget` tokens, in rank order, never
+    dropping a better memory silently.
 
-    Each text is taken whole if it fits in what is left, otherwise skipped. If nothing fits,
-    the best text is truncated to the budget, so at least one item is returned (when `texts` is
-    non-empty and the budget holds at least one visible character of the best text). The sum of
-    `tokens` never exceeds `budget`.
+    1. Whole texts that fit, greedily in rank order.
+    2. The best text left out gets an excerpt (cut to what is left) when at least
+       EXCERPT_MIN_TOKENS are left, so a large relevant memory shows instead of vanishing
+       (issue 17, item 6).
+    3. The best text of all is always returned: when it did not fit and too little is left for
+       its excerpt, the lowest-ranked whole texts make room for it (issue 11, item 6).
+
+    At most `limit` items; `left_out` names the better-ranked texts not returned. The sum of
+    `tokens` never exceeds `budget`; a budget too small for one visible character returns nothing.
     """
-    chosen: list[Packed] = []
+    cap = len(texts) if limit is None else max(0, limit)
+    whole: list[Packed] = []
     left = budget
+    skipped: list[int] = []
     for i, text in enumerate(texts):
-        if limit is not None and len(chosen) >= limit:
+        if len(whole) >= cap:
             break
         n = count(text)
         if n <= left:
-            chosen.append(Packed(i, text, n, False))
+            whole.append(Packed(i, text, n, False))
             left -= n
-    if not chosen and texts and budget >= 1:
-        cut = truncate(texts[0], budget)
-        if cut.strip():  # a budget too small for even one visible character returns nothing
-            chosen.append(Packed(0, cut, count(cut), True))
-    return chosen
+        else:
+            skipped.append(i)
+    if skipped and cap:
+        first = skipped[0]
+        need = EXCERPT_MIN_TOKENS if first else min(EXCERPT_MIN_TOKENS, budget)
+        if first == 0:
+            while left < need and whole:  # the best memory always shows: make room for it
+                dropped = whole.pop()
+                left += dropped.tokens
+        if left >= need and (first == 0 or len(whole) < cap) and left >= 1:
+            cut = truncate(texts[first], left)
+            if cut.strip():
+                if len(whole) >= cap:
+                    whole.pop()
+                whole.append(Packed(first, cut, count(cut), True))
+    return sorted(whole, key=lambda p: p.index)
+
+
+def left_out(packed: Sequence[Packed], count: int) -> list[int]:
+    """Indexes (of `count` ranked texts) ranked above the last packed one but not packed: the
+    better matches that did not fit."""
+    if not packed:
+        return list(range(count))
+    last = max(p.index for p in packed)
+    taken = {p.index for p in packed}
+    return [i for i in range(last) if i not in taken]

@@ -494,7 +494,7 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
             scope = state.scope(opened, all_projects)
             if history:
                 return render.compact_history(api.history(opened.store, id, scope=scope))
-            return render.compact_memory(api.get(opened.store, id, scope=scope))
+            return render.compact_memory(api.get(opened.store, id, scope=scope, use=True))
 
     @tool()
     def forget(id: int, reason: str | None = None, undo: bool = False) -> str:

@@ -164,31 +164,33 @@ CONFIG_KEYS: dict[str, ConfigKey] = {
         ),
         ConfigKey("recall_limit", int, 10, "default maximum number of memories per recall", 1, 1000),
         ConfigKey("graph_share", float, 0.15, "share of the effective budget reserved for graph context", 0.0, 0.5),
-        # -- ranking: chosen with `memsafe bench` (94 memories; 35 semantic, 38 keyword, 17 graph
-        # queries), hybrid R@1 semantic / R@1 keyword / R@3 graph. Grid: weight_lexical {1, 1.5, 2}
-        # × min_similarity {0.15, 0.2} × coverage_power {2, 3, 4} × weight_hop {0.3, 0.5, 0.7}:
-        # 0.914–0.971 / 0.974–1.0 / 0.941. Chosen point: 0.971 / 1.0 / 0.941 (graph MRR 0.806),
-        # inside a plateau (coverage_power 2–4 and weight_lexical 1–1.5 give the same figures).
-        # Baselines on the same run: vector alone 0.943 / 0.790 / 0.941; lexical alone 0.057 / 1.0 /
-        # 0.706; RRF (k=60, depth 50) 0.114 / 0.974 / 0.824, RRF depth 10 0.200 / 0.974 / 0.882.
-        # RRF lost semantic R@1 0.971 → 0.114 (k=60, depth 50) and → 0.200 (depth 10).
-        ConfigKey(
-            "fusion", str, "convex", "how BM25 and vector lists are fused: convex (normalised scores) or rrf",
-            choices=("convex", "rrf"),
-        ),
-        # 2, 3 and 4 gave identical figures; 1 (plain coverage) gave semantic R@1 0.80.
-        ConfigKey("coverage_power", float, 3.0, "exponent on the share of query-term IDF a lexical hit holds",
+        # -- ranking (issue 11): relevance = weight_lexical · coverage^coverage_power · min(1, bm25/Σidf)
+        # + weight_vector · (sim − min_similarity)/(1 − min_similarity) · min(1, words/substance_words)
+        # + weight_time · closeness to the time the query names (retrieve.fuse; absolute scales, nothing
+        # relative to the best hit). Chosen with scripts/tune_recall.py over the shipped corpus (90
+        # queries) and the LoCoMo dev split (360 questions of categories 1–4, 99 adversarial) together:
+        # grid coverage_power {1, 2, 2.5, 3} × weight_lexical {2–32} × weight_vector {0.5–8} ×
+        # min_similarity {0.15–0.35} × substance_words {1, 6, 10} × weight_time {0–6}, keeping points
+        # with own semantic R@1 ≥ 0.94, then the best LoCoMo R@5 inside a plateau (±0.5 point for
+        # weight_lexical 16–24, weight_vector 4–6, weight_time 1–3). Chosen point: own semantic R@1
+        # 0.971, keyword R@1 1.0, graph R@3 0.941; LoCoMo 1–4 R@5 55.4, R@10 60.2, adversarial R@5
+        # 55.6, month/year questions R@5 54.0 (the old default: 42.3, 49.2, 29.8, 12.7).
+        # coverage_power 1 gave LoCoMo R@5 54.7 but own semantic R@1 0.69; substance_words 1 (off)
+        # cost LoCoMo R@5 0.8–1.5 and adversarial 5–7 points; weight_time 0 cost month/year R@5 8–13.
+        ConfigKey("coverage_power", float, 2.5, "exponent on the share of query-term IDF a lexical hit holds",
                   0.0, 10.0),
-        # 0.15 ≥ 0.2 on every type (0.2 lost keyword R@1 0.974 at some weights); 0.3 cut semantic R@3 to 0.857.
-        ConfigKey("min_similarity", float, 0.15, "cosine below which a vector-only hit is dropped", 0.0, 1.0),
-        # graph R@1 / MRR 0.588 / 0.777 at 0.5 → 0.647 / 0.806 at 0.7; 0.9 cut graph R@3 to 0.882.
+        ConfigKey("min_similarity", float, 0.15,
+                  "cosine below which a memory found only by the vector search is dropped (absolute floor)", 0.0, 1.0),
+        ConfigKey("substance_words", float, 6.0,
+                  "content words a memory needs for its vector match to count fully (short chit-chat weighs less)",
+                  0.0, 64.0),
+        ConfigKey("weight_time", float, 3.0,
+                  "relevance added to a memory dated inside the time a query names (\"in May 2023\")", 0.0, 10.0),
         ConfigKey("weight_hop", float, 0.7, "relevance added to memories one relation away from a named entity",
                   0.0, 10.0),
-        ConfigKey("rrf_k", float, 60.0, "reciprocal rank fusion constant (Cormack et al. 2009)", 1.0, 1000.0),
         ConfigKey("candidate_depth", int, 50, "candidates taken from each retriever", 5, 1000),
-        # 1.0 and 1.5 equal; 0.3–0.5 lost keyword R@1 to 0.89–0.92.
-        ConfigKey("weight_lexical", float, 1.0, "weight of BM25 in fusion", 0.0, 10.0),
-        ConfigKey("weight_vector", float, 1.0, "weight of the vector similarity in fusion", 0.0, 10.0),
+        ConfigKey("weight_lexical", float, 16.0, "weight of BM25 in fusion", 0.0, 100.0),
+        ConfigKey("weight_vector", float, 4.0, "weight of the vector similarity in fusion", 0.0, 100.0),
         # Recency and access are not tunable on the bench (its memories share one age; recalls there
         # do no access bookkeeping): kept small so they only reorder hits of near-equal relevance.
         ConfigKey("weight_recency", float, 0.05, "weight of recency in the final score", 0.0, 10.0),

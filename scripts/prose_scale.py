@@ -84,11 +84,11 @@ def main(path: str, n: int, queries: int = 60) -> None:
     store = api.open_store(path).store
     embed.get_embedder()
     for q in qs[:5]:
-        api.recall(store, q, all_projects=True, touch=False)
+        api.recall(store, q, all_projects=True)
     lat = []
     for i, q in enumerate(qs[5:]):
         start = time.perf_counter()
-        api.recall(store, q, project=["web", "api", "docs"][i % 3], touch=False)
+        api.recall(store, q, project=["web", "api", "docs"][i % 3])
         lat.append((time.perf_counter() - start) * 1000)
     lat.sort()
     print(f"{n} docstring paragraphs: recall p50 {lat[len(lat) // 2]:.1f} ms, p95 {lat[int(len(lat) * 0.95)]:.1f} ms")

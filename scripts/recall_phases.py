@@ -45,13 +45,13 @@ def main(path: str, n: int = 60) -> None:
     embed.get_embedder()
     queries = synthetic_queries(n + 5)
     for q in queries[:5]:
-        api.recall(store, q, all_projects=True, touch=False)
+        api.recall(store, q, all_projects=True)
     totals.clear()
     calls.clear()
     lat = []
     for i, q in enumerate(queries[5:]):
         start = time.perf_counter()
-        api.recall(store, q, project=PROJECTS[i % len(PROJECTS)], touch=False)
+        api.recall(store, q, project=PROJECTS[i % len(PROJECTS)])
         lat.append((time.perf_counter() - start) * 1000)
     lat.sort()
     print(f"recall p50 {lat[len(lat) // 2]:.1f} ms, p95 {lat[int(len(lat) * 0.95)]:.1f} ms over {n} queries")

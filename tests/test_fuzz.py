@@ -116,19 +116,19 @@ def test_recall_fuzz(fuzz_store):
         since=st.one_of(st.none(), texts, st.sampled_from(["2026-01-01T00:00:00Z", "9999", "-1", "\x00"])),
         budget=st.one_of(st.none(), st.integers(1, 5000), numbers),
         limit=st.one_of(st.none(), st.integers(1, 50), numbers),
-        mode=st.one_of(st.sampled_from(["hybrid", "lexical", "vector"]), texts), touch=st.booleans(),
+        mode=st.one_of(st.sampled_from(["hybrid", "lexical", "vector"]), texts),
         remember_too=maybe_text,
     )
     @example(query="retry OR", project=None, all_projects=True, kinds=[], tags=[], since=None, budget=2**70,
-             limit=2**70, mode="lexical", touch=True, remember_too=None)
+             limit=2**70, mode="lexical", remember_too=None)
     @example(query='"unterminated NEAR( (python title:x ^retry *', project=None, all_projects=False, kinds=[],
-             tags=[], since=None, budget=1, limit=1, mode="hybrid", touch=True, remember_too=None)
-    def run(query, project, all_projects, kinds, tags, since, budget, limit, mode, touch, remember_too):
+             tags=[], since=None, budget=1, limit=1, mode="hybrid", remember_too=None)
+    def run(query, project, all_projects, kinds, tags, since, budget, limit, mode, remember_too):
         if remember_too is not None:
             attempt(api.remember, store, remember_too, project=project, embed_now=False)
         result = attempt(
             api.recall, store, query, project=project, all_projects=all_projects, kinds=kinds, tags=tags,
-            since=since, budget=budget, limit=limit, mode=mode, touch=touch,
+            since=since, budget=budget, limit=limit, mode=mode,
         )
         if result is not None:
             answered.append(len(result.hits))
@@ -189,7 +189,7 @@ def test_config_set_fuzz(fuzz_store):
 
     run()
     assert api.config_list(store)  # every stored value still parses
-    api.recall(store, "anything at all", touch=False)
+    api.recall(store, "anything at all")
 
 
 @pytest.mark.parametrize("embed_now", [False, True])
@@ -199,7 +199,7 @@ def test_megabyte_strings(fuzz_store, embed_now):
     body = ("deploy svc-auth to prod 🚀 after the canary, Müller said; " * 20_000)[: 1_000_000 - 20]
     m = api.remember(store, body + " UNIQUE_TAIL_TOKEN", embed_now=embed_now)
     assert len(api.get(store, m.id).content) <= 1_000_000
-    hits = api.recall(store, "UNIQUE_TAIL_TOKEN", mode="lexical", budget=50, touch=False).hits
+    hits = api.recall(store, "UNIQUE_TAIL_TOKEN", mode="lexical", budget=50).hits
     assert hits and hits[0].memory.id == m.id and hits[0].truncated
     assert attempt(api.remember, store, "y" * 1_000_001, embed_now=embed_now) is None
     assert attempt(api.recall, store, "q " * 600_000) is None

@@ -221,7 +221,7 @@ def test_forgotten_hidden_from_graph_and_purge_removes_links(store):
     assert root.entity.memories == 1
     assert {e.name: e.memories for e in api.graph_entities(store)}["LedgerDB"] == 1
     # recall's graph hop never brings a forgotten memory back
-    result = api.recall(store, "what does CheckoutApi use?", mode="lexical", touch=False)
+    result = api.recall(store, "what does CheckoutApi use?", mode="lexical")
     assert gone.id not in [h.memory.id for h in result.hits]
     api.purge(store, [gone.id, kept.id])
     assert store.conn.execute("SELECT count(*) FROM memory_entities").fetchone()[0] == 0
@@ -244,7 +244,7 @@ def test_recall_pulls_in_one_hop_memory_and_graph_context(store):
     api.remember(store, "checkout-api is written in Go 1.22", embed_now=False)
     target = api.remember(store, "LedgerDB is backed up nightly to object storage", embed_now=False)
     api.relate(store, "checkout-api", "depends_on", "LedgerDB", create=True)
-    result = api.recall(store, "tell me about checkout-api", mode="lexical", touch=False)
+    result = api.recall(store, "tell me about checkout-api", mode="lexical")
     assert target.id in [h.memory.id for h in result.hits]
     assert "checkout-api depends_on LedgerDB" in result.graph_context
     assert result.tokens_used == sum(h.tokens for h in result.hits) + result.graph_tokens

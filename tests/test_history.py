@@ -48,13 +48,13 @@ def test_f11_update_reembeds_and_fts_follows(store, monkeypatch, embedder):
     _at(monkeypatch, T0 + timedelta(days=10))
     updated = api.update(store, a.id, content="This repo uses Bun 1.3")
     assert updated.content == "This repo uses Bun 1.3" and updated.embedded
-    result = api.recall(store, "Bun runtime", touch=False)
+    result = api.recall(store, "Bun runtime")
     assert _ids(result)[0] == a.id
     vec = np.frombuffer(store.get_vector(a.id), dtype=np.float32)
     assert float(vec @ embedder.embed_one("This repo uses Bun 1.3")) > 0.9999
     assert store.vector_count() == 3
     # FTS holds the new text only
-    lexical = api.recall(store, "Node", mode="lexical", touch=False)
+    lexical = api.recall(store, "Node", mode="lexical")
     assert a.id not in _ids(lexical)
     # a second update of the same memory (vec0 row exists): no UNIQUE error
     api.update(store, a.id, content="This repo uses Bun 1.4")
@@ -158,7 +158,7 @@ def test_as_of_between_edits_sees_old_text_despite_confidence_change(store, time
     assert now[a] == "This repo uses Bun 1.3 as its JavaScript runtime"
     # the past is ranked on its own text: Node 18 found by "Node" back then, not today
     assert api.recall_as_of(store, "Node 18", as_of="2026-01-15", mode="lexical").hits[0].memory.id == a
-    assert a not in _ids(api.recall(store, "Node 18", mode="lexical", touch=False))
+    assert a not in _ids(api.recall(store, "Node 18", mode="lexical"))
 
 
 def test_as_of_after_forget_and_after_restore(store, timeline):
@@ -204,7 +204,7 @@ def test_as_of_writes_nothing(store, timeline):
 def test_since_filters_by_creation_time(store, timeline):
     a, b, c = timeline
     since = api.parse_when("2026-03-01")
-    assert _ids(api.recall(store, "test runner Jest", since=since, touch=False)) == [c]
+    assert _ids(api.recall(store, "test runner Jest", since=since)) == [c]
 
 
 def test_as_of_reaches_compressed_originals(store, monkeypatch):
@@ -327,7 +327,7 @@ def test_update_without_vectors_leaves_memory_pending_then_backfill_fixes_it(db_
     opened.store.close()
     monkeypatch.delenv("MEMSAFE_NO_VEC")
     opened = api.open_store(str(db_path))
-    assert api.recall(opened.store, "Bun runtime", touch=False).hits[0].memory.id == m.id  # backfills first
+    assert api.recall(opened.store, "Bun runtime").hits[0].memory.id == m.id  # backfills first
     vec = np.frombuffer(opened.store.get_vector(m.id), dtype=np.float32)
     assert float(vec @ embedder.embed_one("This repo uses Bun 1.3")) > 0.9999
     opened.store.close()

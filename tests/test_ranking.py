@@ -3,6 +3,8 @@ the vector search (F12), and queries that are only FTS syntax or stop-words."""
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
+
 import pytest
 
 from memsafe import api, retrieve, tokens
@@ -18,29 +20,59 @@ def _returned(result) -> str:
 # -- fusion (pure) --------------------------------------------------------------------------------
 
 
-def test_fuse_convex_best_is_one_and_weak_vector_only_hits_dropped():
-    lexical = [(1, -5.0), (2, -1.0)]
-    vector = [(3, 0.9), (1, 0.5), (4, 0.1)]
-    fused = retrieve.fuse(lexical, vector, weight_lexical=1.0, weight_vector=1.0, min_similarity=0.2)
-    assert max(fused.values()) == pytest.approx(1.0)
-    assert 4 not in fused  # vector-only and below min_similarity
-    assert set(fused) == {1, 2, 3}
+Q = retrieve.Query("q", "q")
 
 
-def test_fuse_vector_alone_keeps_its_order():
-    fused = retrieve.fuse([], [(3, 0.15), (1, 0.12), (2, 0.05)], min_similarity=0.2)
-    assert sorted(fused, key=lambda i: -fused[i]) == [3, 1, 2]
+def test_fusion_is_absolute_a_weak_vector_only_hit_never_beats_a_full_keyword_match():
+    # Issue 11, mechanism 1: the old fusion gave the nearest neighbour 1.0 whatever its similarity.
+    f = retrieve.Fusion()
+    full = retrieve.Candidate(1, bm25=1.0, coverage=1.0, similarity=0.3, words=10)
+    weak_vector_only = retrieve.Candidate(2, similarity=0.45, words=10)
+    strong_vector_only = retrieve.Candidate(3, similarity=0.98, words=10)
+    below_floor = retrieve.Candidate(4, similarity=f.min_similarity - 0.01, words=10)
+    fused = retrieve.fuse([full, weak_vector_only, strong_vector_only, below_floor], Q, f)
+    assert fused[1] > fused[2] and 4 not in fused
+    alone = retrieve.fuse([weak_vector_only], Q, f)
+    assert alone[2] == pytest.approx(fused[2])  # no score relative to the best hit
 
 
-def test_fuse_coverage_makes_one_common_word_weak():
-    # Memory 1 holds every query term, memory 2 one of four: the coverage power keeps 2 far below.
-    fused = retrieve.fuse([(2, -3.0), (1, -2.5)], [], coverage={1: 1.0, 2: 0.25}, coverage_power=3.0)
-    assert fused[1] == pytest.approx(1.0) and fused[2] < 0.05
+def test_fusion_chit_chat_naming_the_person_weighs_less_than_content():
+    # Issue 11, mechanism 2: "Jon: See ya Gina!" sits near any question naming Jon.
+    f = retrieve.Fusion()
+    greeting = retrieve.Candidate(1, similarity=0.62, words=retrieve.content_words("Jon: See ya Gina!"))
+    answer = retrieve.Candidate(2, similarity=0.55, words=retrieve.content_words(
+        "Jon: I lost my job at the bank, so I am opening a dance studio downtown next month."))
+    fused = retrieve.fuse([greeting, answer], Q, f)
+    assert fused[2] > fused[1]
 
 
-def test_fuse_rrf_still_available():
-    fused = retrieve.fuse([(1, -2.0), (2, -1.0)], [(2, 0.9), (1, 0.8)], method="rrf")
-    assert set(fused) == {1, 2}
+def test_date_words_are_not_query_terms_and_select_a_window():
+    # Issue 11, mechanism 3.
+    now = datetime(2023, 10, 20, 12, tzinfo=timezone.utc)
+    q = retrieve.parse_query("What did Gina paint in May 2023?", now)
+    assert "may" not in q.lexical_text.lower() and "2023" not in q.lexical_text
+    [w] = q.windows
+    assert (w.start, w.end) == (datetime(2023, 5, 1, tzinfo=timezone.utc), datetime(2023, 6, 1, tzinfo=timezone.utc))
+    [w] = retrieve.parse_query("what did we decide last December", now).windows
+    assert w.start == datetime(2022, 12, 1, tzinfo=timezone.utc)
+    assert retrieve.parse_query("May I ask how deploys work?", now).windows == []
+    in_may = retrieve.Candidate(1, bm25=0.5, coverage=0.5, created_at=datetime(2023, 5, 9, tzinfo=timezone.utc))
+    in_june = retrieve.Candidate(2, bm25=0.5, coverage=0.5, created_at=datetime(2023, 8, 9, tzinfo=timezone.utc))
+    fused = retrieve.fuse([in_june, in_may], q, retrieve.Fusion())
+    assert fused[1] > fused[2]
+
+
+def test_pack_returns_the_best_cut_and_an_excerpt_of_a_large_relevant_memory():
+    # Issue 11 item 6 and issue 17 item 6: nothing better is skipped silently.
+    count = lambda t: len(t.split())  # noqa: E731
+    cut = lambda t, n: " ".join(t.split()[:n])  # noqa: E731
+    big = " ".join(["word"] * 100)
+    packed = retrieve.pack([big, "small note"], 30, count, cut)
+    assert [(p.index, p.truncated, p.tokens) for p in packed] == [(0, True, 28), (1, False, 2)]
+    assert [p.index for p in retrieve.pack([big, "tiny note " * 10], 30, count, cut)] == [0]  # room made
+    packed = retrieve.pack(["one liner", big, "other"], 60, count, cut)
+    assert [(p.index, p.truncated) for p in packed] == [(0, False), (1, True), (2, False)]
+    assert retrieve.left_out(packed, 3) == []
 
 
 def test_fts_terms_keep_identifiers_together():
@@ -58,7 +90,7 @@ def test_fts_terms_keep_identifiers_together():
 def test_syntax_or_stop_word_queries_do_not_error(store, query):
     api.remember(store, "AND OR NOT are FTS5 operators; the of and are stop-words", embed_now=False)
     for mode in ("lexical", "hybrid"):
-        result = api.recall(store, query, mode=mode, touch=False)
+        result = api.recall(store, query, mode=mode)
         assert result.tokens_used <= result.effective_budget
 
 
@@ -83,7 +115,7 @@ def dense_graph(store):
 
 @pytest.mark.parametrize("budget", [1, 5, 20, 40, 80, 200, 2000])
 def test_graph_context_never_pushes_recall_over_budget(dense_graph, budget):
-    result = api.recall(dense_graph, "which service handles the order flow", budget=budget, touch=False)
+    result = api.recall(dense_graph, "which service handles the order flow", budget=budget)
     assert result.tokens_used <= result.effective_budget <= budget
     assert result.tokens_used == sum(h.tokens for h in result.hits) + result.graph_tokens
     assert tokens.count(result.graph_context) == result.graph_tokens
@@ -97,7 +129,7 @@ def test_graph_context_never_pushes_recall_over_budget(dense_graph, budget):
 def test_unused_graph_share_flows_back_to_memories(store):
     for i in range(30):
         api.remember(store, f"deploy note {i}: the pipeline step {i} takes {i} minutes to run", embed_now=False)
-    result = api.recall(store, "deploy pipeline step", budget=300, limit=30, mode="lexical", touch=False)
+    result = api.recall(store, "deploy pipeline step", budget=300, limit=30, mode="lexical")
     assert result.graph_context == ""
     # No relations at all: memories may use more than (1 - graph_share) of the effective budget.
     assert result.tokens_used > int(result.effective_budget * 0.85)
@@ -108,7 +140,7 @@ def test_graph_share_not_taken_from_a_memory_that_would_fit_whole(store):
     m = api.remember(store, text, embed_now=False)
     need = tokens.count(m.content)
     budget = int(need / 0.85) + 2  # effective budget just holds it, 15% less would not
-    result = api.recall(store, "release checklist", budget=budget, mode="lexical", touch=False)
+    result = api.recall(store, "release checklist", budget=budget, mode="lexical")
     assert result.graph_context == ""
     assert [(h.memory.id, h.truncated) for h in result.hits] == [(m.id, False)]
     assert result.tokens_used <= result.effective_budget
@@ -134,14 +166,14 @@ def big_small(tmp_path_factory, embedder):
 
 @pytest.mark.parametrize("mode", ["vector", "hybrid"])
 def test_f12_project_filter_returns_limit(big_small, mode):
-    result = api.recall(big_small, "deploy pipeline", project="small", limit=5, mode=mode, touch=False)
+    result = api.recall(big_small, "deploy pipeline", project="small", limit=5, mode=mode)
     assert len(result.hits) == 5
     assert all(h.memory.project == "small" for h in result.hits)
 
 
 @pytest.mark.parametrize("mode", ["vector", "hybrid"])
 def test_f12_tag_filter_returns_both(big_small, mode):
-    result = api.recall(big_small, "deploy", all_projects=True, tags=["rare"], limit=10, mode=mode, touch=False)
+    result = api.recall(big_small, "deploy", all_projects=True, tags=["rare"], limit=10, mode=mode)
     assert sorted(h.memory.id for h in result.hits) == [18, 212]
 
 
@@ -159,7 +191,7 @@ def test_recall_result_fields_and_render(store):
 
     api.remember(store, "AlphaService depends on BetaService for tokens", embed_now=False)
     api.relate(store, "AlphaService", "depends_on", "BetaService")
-    result = api.recall(store, "AlphaService", touch=False)
+    result = api.recall(store, "AlphaService")
     data = render.recall_dict(result)
     assert {"query", "budget", "effective_budget", "tokens_used", "mode", "scope", "notes", "results",
             "graph_context", "graph_tokens"} <= set(data)
@@ -174,5 +206,5 @@ def test_f12_time_filter_returns_the_recent_ones(store, monkeypatch, mode):
     monkeypatch.setenv("MEMSAFE_NOW", "2026-06-01T12:00:00Z")
     recent = [api.remember(store, f"deploy pipeline change {i} this week", embed_now=False).id for i in range(3)]
     api.backfill(store, limit=None)
-    result = api.recall(store, "deploy pipeline", since="2026-06-01T00:00:00Z", limit=10, mode=mode, touch=False)
+    result = api.recall(store, "deploy pipeline", since="2026-06-01T00:00:00Z", limit=10, mode=mode)
     assert sorted(h.memory.id for h in result.hits) == recent

@@ -357,7 +357,7 @@ def test_vectors_round_trip_byte_identical_without_the_model(store, tmp_path, cl
     assert report.vectors_imported == 12 and other.pending_count() == 0
     ids = [r["id"] for r in records if r.get("type") == "memory"]
     assert other.get_vectors(ids) == store.get_vectors(ids)
-    hit = api.recall(other, "how often does authentication try again?", all_projects=True, mode="vector", touch=False)
+    hit = api.recall(other, "how often does authentication try again?", all_projects=True, mode="vector")
     assert "login" in hit.hits[0].memory.content
     assert other.consistency_problems() == []
 
@@ -673,7 +673,7 @@ def test_import_cannot_set_both_fusion_weights_to_zero(exported, tmp_path):
         with pytest.raises(InvalidInput, match="cannot both be 0"):
             api.import_file(other, path)
         report = api.import_file(other, path, skip_invalid=True)
-        assert api.config_value(other, "weight_lexical") == 1.0
+        assert api.config_value(other, "weight_lexical") == 16.0
         assert report.memories_added == 2
         assert api.recall(other, "bazel").hits
     finally:

@@ -74,9 +74,9 @@ def test_v1_opens_with_every_memory_intact(v1_copy, embedder):
     assert api.get(store, 1).status == "forgotten"
     assert api.config_get(store, "token_budget") == 1500
     # A known query finds the known memory; vectors are backfilled on the way.
-    hits = api.recall(store, "Note 137 service-4 option 5", all_projects=True, touch=False, mode="lexical").hits
+    hits = api.recall(store, "Note 137 service-4 option 5", all_projects=True, mode="lexical").hits
     assert hits[0].memory.id == 138
-    hits = api.recall(store, "Note 137", all_projects=True, touch=False).hits
+    hits = api.recall(store, "Note 137", all_projects=True).hits
     assert 138 in [h.memory.id for h in hits]
     assert store.consistency_problems() == []
     store.close()

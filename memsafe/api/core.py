@@ -33,7 +33,8 @@ from memsafe.store import Store, file_sizes
 
 __all__ = [
     "Opened", "open_store", "clean_text", "clean_tags", "clean_project", "content_hash", "backfill",
-    "remember", "get", "in_scope", "encryption_state", "forget", "restore", "purge", "make_scope", "recall", "status",
+    "remember", "get", "in_scope", "encryption_state", "forget", "restore", "purge", "make_scope", "recall",
+    "score_candidates", "status",
     "config_list", "config_get", "config_set", "config_reset", "set_db_path", "reset_db_path", "config_value",
     "MAX_CONTENT_CHARS", "MAX_QUERY_CHARS",
 ]
@@ -385,7 +386,7 @@ def _near_duplicate(store: Store, embedder, vector, project: str | None) -> dict
     return {"id": other, "similarity": round(similarity, 4)}
 
 
-def get(store: Store, memory_id: int, *, scope: Scope | None = None) -> Memory:
+def get(store: Store, memory_id: int, *, scope: Scope | None = None, use: bool = False) -> Memory:
     """One memory by id, whatever its status.
 
     Args:
@@ -393,6 +394,10 @@ def get(store: Store, memory_id: int, *, scope: Scope | None = None) -> Memory:
             or every project); None reads any project (internal callers). A memory of another
             project is NotFound, with a message that neither confirms nor denies it exists
             elsewhere and says how to widen (`--all-projects`, MCP `all_projects=true`).
+        use: a person or an agent asked for this memory explicitly (CLI `get`, MCP get_memory):
+            count it as used (access_count + 1, last used now), the only use signal besides
+            `confirm` and `update`; being returned by `recall` is not one (issue 11: recall
+            would feed itself). Bookkeeping only: a busy store skips it rather than fail the read.
 
     Raises: NotFound, InvalidInput.
     """
@@ -406,6 +411,12 @@ def get(store: Store, memory_id: int, *, scope: Scope | None = None) -> Memory:
                        "looks in every project")
     if memory is None:
         raise NotFound(f"no memory with id {memory_id}")
+    if use and memory.status == Status.ACTIVE.value:
+        try:
+            with store.write(wait_ms=2000):
+                store.touch([memory.id], clock.now_iso())
+        except StoreUnavailable:
+            pass
     return memory
 
 
@@ -557,18 +568,19 @@ def recall(
     budget: int | None = None,
     limit: int | None = None,
     mode: str = "hybrid",
-    touch: bool = True,
     include_forgotten: bool = False,
 ) -> RecallResult:
     """Find the memories most relevant to `query`, packed into a token budget.
 
-    Pipeline (DESIGN.md): scope → candidates from BM25 (FTS5) and vector KNN → score fusion
-    (`retrieve.fuse`, config `fusion`) → memories one relation away from entities the query
-    names (config `weight_hop`) → multi-signal score → greedy packing into
+    Pipeline (DESIGN.md), one named step each: scope → time (the windows the query names,
+    `retrieve.parse_query`) → candidates (BM25 and vector KNN, plus memories one relation away
+    from entities the query names; `_candidates`) → fusion on absolute scales with the time and
+    graph terms (`retrieve.fuse`) → multi-signal score (`retrieve.rank`) → packing into
     effective budget = budget × safety_multiplier (tokens, cl100k_base, counted on the exact
-    returned text), of which `graph_share` is reserved for graph context (relations among the
-    entities of the packed memories; unused share flows back to memories) → access bookkeeping
-    for the returned memories only. `tokens_used` = memory tokens + `graph_tokens` ≤ effective.
+    returned text), of which `graph_share` is reserved for graph context (`_pack`). No
+    bookkeeping: being returned by recall is not a use (it would feed itself: issue 11); only
+    explicit use counts (`get` from a person or an agent, `confirm`, `update`).
+    `tokens_used` = memory tokens + `graph_tokens` ≤ effective.
 
     Args:
         mode: 'hybrid' (default), 'lexical' or 'vector'.
@@ -588,123 +600,14 @@ def recall(
     if include_forgotten:  # forgotten memories are otherwise invisible to every path (FIELD-CASES F10)
         scope.statuses = [Status.ACTIVE.value, Status.FORGOTTEN.value]
     effective = max(1, int(budget_v * cfg["safety_multiplier"]))
-    depth = max(cfg["candidate_depth"], limit_v)
     notes: list[str] = []
-
-    # The query is embedded on a worker thread (loading the model first in a fresh process) while
-    # this thread runs the BM25 search: ONNX Runtime and SQLite both release the GIL.
-    query_vector = _embed_query_async(store, text) if mode in ("hybrid", "vector") else None
-    tokens.warm()  # a fresh CLI process loads the tokenizer while the model loads on the worker
-    lexical_hits = _lexical(store, text, scope, depth) if mode in ("hybrid", "lexical") else []
-    coverage = _coverage(store, text, lexical_hits) if lexical_hits else {}  # still beside the embedding
-    vector_hits, used_mode = [], mode
-    if query_vector is not None:
-        vector_hits, used_mode = _vector(store, query_vector, mode, scope, depth, notes)
-    if mode == "vector" and used_mode == "lexical":  # vectors unavailable: fall back to BM25
-        lexical_hits = _lexical(store, text, scope, depth)
-        coverage = _coverage(store, text, lexical_hits) if lexical_hits else {}
-    lexical = [i for i, _ in lexical_hits]
-    vector = [i for i, _ in vector_hits]
-
-    fused = retrieve.fuse(
-        lexical_hits,
-        vector_hits,
-        method=cfg["fusion"],
-        weight_lexical=cfg["weight_lexical"],
-        weight_vector=cfg["weight_vector"],
-        min_similarity=cfg["min_similarity"],
-        rrf_k=cfg["rrf_k"],
-        coverage=coverage,
-        coverage_power=cfg["coverage_power"],
-    )
-    # Graph: memories one relation away from an entity the query names join the candidates,
-    # ranked below the best direct hit (they support it, they never displace it).
-    from memsafe.api import graph as graph_api  # late: api.graph imports this module
-
-    weight_hop = cfg["weight_hop"]
-    if weight_hop > 0:
-        hops, _direct = graph_api.one_hop(store, graph_api.query_entities(store, text), scope)
-        ceiling = 0.99 if fused else 1.0
-        for memory_id, strength in hops.items():
-            boosted = min(ceiling, fused.get(memory_id, 0.0) + weight_hop * strength)
-            fused[memory_id] = max(fused.get(memory_id, 0.0), boosted)
-    if not fused:
-        return RecallResult(text, budget_v, effective, 0, [], used_mode, _scope_list(scope), notes)
-
-    memories = store.get_memories(list(fused))
-    degrees = store.entity_degrees(list(fused))
-    w = retrieve.Weights(
-        recency=cfg["weight_recency"],
-        access=cfg["weight_access"],
-        graph=cfg["weight_graph"],
-        confidence=cfg["weight_confidence"],
-        decay=cfg["weight_decay"],
-        recency_half_life_days=cfg["recency_half_life_days"],
-    )
-    now = clock.now()
-    lex_rank = {d: r for r, d in enumerate(lexical, start=1)}
-    vec_rank = {d: r for r, d in enumerate(vector, start=1)}
-    scored: list[tuple[float, Memory]] = []
-    for memory_id, relevance in fused.items():
-        m = memories.get(memory_id)
-        if m is None or m.status not in scope.statuses:
-            continue
-        age_days = (now - clock.parse_iso(m.last_accessed_at or m.created_at)).total_seconds() / 86400
-        signals = retrieve.Signals(
-            relevance=relevance,
-            age_days=age_days,
-            access_count=m.access_count,
-            graph_degree=degrees.get(memory_id, 0),
-            confidence=m.confidence,
-            decay_level=m.decay_level,
-        )
-        scored.append((retrieve.final_score(signals, w), m))
-    scored.sort(key=lambda pair: (-pair[0], pair[1].id))
-
-    # Packing: memories first into (effective − graph share); the relations among their
-    # entities into the graph share; what the graph leaves unused flows back to memories.
-    texts = [m.content for _, m in scored]
-    reserve = int(effective * cfg["graph_share"])
-    packed = retrieve.pack(texts, max(1, effective - reserve), tokens.count, tokens.truncate, limit=limit_v)
-    used = sum(p.tokens for p in packed)
-    graph_text, graph_tokens = graph_api.context_text(
-        store, [scored[p.index][1].id for p in packed], min(reserve, effective - used), scope
-    )
-    if reserve and any(p.truncated for p in packed) and graph_tokens < reserve:
-        # The best memory was cut to fit: give it the graph share the relations do not need.
-        packed = retrieve.pack(texts, max(1, effective - graph_tokens), tokens.count, tokens.truncate, limit=limit_v)
-        used = sum(p.tokens for p in packed)
-        graph_text, graph_tokens = graph_api.context_text(
-            store, [scored[p.index][1].id for p in packed], min(reserve, effective - used), scope
-        )
-    left = effective - used - graph_tokens
-    if left > 0 and len(packed) < limit_v and not any(p.truncated for p in packed):
-        taken = {p.index for p in packed}
-        rest = [i for i in range(len(texts)) if i not in taken]
-        more = retrieve.pack([texts[i] for i in rest], left, tokens.count, tokens.truncate,
-                             limit=limit_v - len(packed))
-        packed += [retrieve.Packed(rest[p.index], p.text, p.tokens, p.truncated) for p in more if not p.truncated]
-        packed.sort(key=lambda p: p.index)
-    hits = [
-        Hit(
-            memory=scored[p.index][1],
-            text=p.text,
-            tokens=p.tokens,
-            score=round(scored[p.index][0], 6),
-            truncated=p.truncated,
-            lexical_rank=lex_rank.get(scored[p.index][1].id),
-            vector_rank=vec_rank.get(scored[p.index][1].id),
-        )
-        for p in packed
-    ]
-    if scored and not hits:
+    q = retrieve.parse_query(text, clock.now())
+    cands, memories, used_mode = _candidates(store, q, scope, max(cfg["candidate_depth"], limit_v), mode, cfg, notes)
+    ranked = score_candidates(cands, q, cfg)
+    hits, graph_text, graph_tokens = _pack(store, ranked, memories, effective, cfg["graph_share"], limit_v, scope,
+                                           notes)
+    if ranked and not hits:
         notes.append(f"a budget of {budget_v} tokens is too small for any memory")
-    if touch and hits:
-        try:  # bookkeeping only: never fail or stall a read because another process holds the lock
-            with store.write(wait_ms=2000):
-                store.touch([h.memory.id for h in hits if h.memory.status == Status.ACTIVE.value], clock.now_iso())
-        except StoreUnavailable:
-            notes.append("access counts not updated: the store is busy")
     return RecallResult(
         query=text,
         budget=budget_v,
@@ -717,6 +620,111 @@ def recall(
         graph_context=graph_text,
         graph_tokens=graph_tokens,
     )
+
+
+def default_config() -> dict:
+    """Every config key's default value."""
+    return {name: spec.default for name, spec in settings.CONFIG_KEYS.items()}
+
+
+def score_candidates(cands: Sequence[retrieve.Candidate], q: retrieve.Query, cfg: dict
+                     ) -> list[tuple[float, retrieve.Candidate]]:
+    """Steps fusion (with time and graph) and scoring, pure: [(score, candidate)] best first."""
+    fusion = retrieve.Fusion(
+        weight_lexical=cfg["weight_lexical"], weight_vector=cfg["weight_vector"],
+        min_similarity=cfg["min_similarity"], coverage_power=cfg["coverage_power"],
+        substance_words=cfg["substance_words"], weight_time=cfg["weight_time"], weight_hop=cfg["weight_hop"],
+    )
+    weights = retrieve.Weights(
+        recency=cfg["weight_recency"], access=cfg["weight_access"], graph=cfg["weight_graph"],
+        confidence=cfg["weight_confidence"], decay=cfg["weight_decay"],
+        recency_half_life_days=cfg["recency_half_life_days"],
+    )
+    return retrieve.rank(cands, retrieve.fuse(cands, q, fusion), weights, q.now or clock.now())
+
+
+def _candidates(store: Store, q: retrieve.Query, scope: Scope, depth: int, mode: str, cfg: dict, notes: list[str]
+                ) -> tuple[list[retrieve.Candidate], dict[int, Memory], str]:
+    """Step "candidates": BM25 (on the query without its date words) and vector KNN in `scope`,
+    plus memories one relation away from an entity the query names (when weight_hop > 0), with
+    the features the pure steps read. Returns (candidates in scope, their memories, mode used)."""
+    from memsafe.api import graph as graph_api  # late: api.graph imports this module
+
+    # The query is embedded on a worker thread (loading the model first in a fresh process) while
+    # this thread runs the BM25 search: ONNX Runtime and SQLite both release the GIL.
+    query_vector = _embed_query_async(store, q.text) if mode in ("hybrid", "vector") else None
+    tokens.warm()  # a fresh CLI process loads the tokenizer while the model loads on the worker
+    lexical = _lexical(store, q.lexical_text, scope, depth) if mode in ("hybrid", "lexical") else []
+    vector, used_mode = ([], mode) if query_vector is None else _vector(store, query_vector, mode, scope, depth, notes)
+    if mode == "vector" and used_mode == "lexical":  # vectors unavailable: fall back to BM25
+        lexical = _lexical(store, q.lexical_text, scope, depth)
+    by_id: dict[int, retrieve.Candidate] = {}
+    if lexical:
+        coverage, idf_sum = _coverage(store, q.lexical_text, lexical)
+        for rank, (i, bm25) in enumerate(lexical, start=1):
+            by_id[i] = retrieve.Candidate(i, bm25=-bm25 / idf_sum if idf_sum > 0 else 0.0,
+                                          coverage=coverage.get(i, 0.0), lexical_rank=rank)
+    for rank, (i, sim) in enumerate(vector, start=1):
+        c = by_id.setdefault(i, retrieve.Candidate(i))
+        c.similarity, c.vector_rank = sim, rank
+    if cfg["weight_hop"] > 0:
+        hops, _direct = graph_api.one_hop(store, graph_api.query_entities(store, q.text), scope)
+        for i, strength in hops.items():
+            by_id.setdefault(i, retrieve.Candidate(i)).hop = strength
+    memories = store.get_memories(list(by_id))
+    degrees = store.entity_degrees(list(by_id))
+    cands = []
+    for i, c in by_id.items():
+        m = memories.get(i)
+        if m is None or m.status not in scope.statuses:
+            continue
+        c.words = retrieve.content_words(m.content)
+        c.created_at = clock.parse_iso(m.created_at)
+        c.last_used_at = clock.parse_iso(m.last_accessed_at) if m.last_accessed_at else None
+        c.access_count, c.confidence, c.decay_level = m.access_count, m.confidence, m.decay_level
+        c.graph_degree = degrees.get(i, 0)
+        cands.append(c)
+    return cands, memories, used_mode
+
+
+def _pack(store: Store, ranked: list[tuple[float, retrieve.Candidate]], memories: dict[int, Memory], effective: int,
+          graph_share: float, limit: int, scope: Scope, notes: list[str]) -> tuple[list[Hit], str, int]:
+    """Step "packing": memories first into (effective − graph share); the relations among their
+    entities into the graph share; what the graph leaves unused flows back to memories. Notes
+    name a memory cut to fit and better matches that did not fit. Returns (hits, graph text, its tokens)."""
+    from memsafe.api import graph as graph_api  # late: api.graph imports this module
+
+    texts = [memories[c.id].content for _, c in ranked]
+    reserve = int(effective * graph_share)
+
+    def fill(room: int) -> tuple[list[retrieve.Packed], str, int]:
+        packed = retrieve.pack(texts, max(1, room), tokens.count, tokens.truncate, limit=limit)
+        used = sum(p.tokens for p in packed)
+        text, n = graph_api.context_text(store, [ranked[p.index][1].id for p in packed],
+                                         min(reserve, effective - used), scope)
+        return packed, text, n
+
+    packed, graph_text, graph_tokens = fill(effective - reserve)
+    if reserve and graph_tokens < reserve and (
+        any(p.truncated for p in packed) or len(packed) < min(limit, len(texts))
+    ):  # a memory was cut or left out: give memories the graph share the relations do not need
+        packed, graph_text, graph_tokens = fill(effective - graph_tokens)
+    for p in packed:
+        if p.truncated:
+            m = memories[ranked[p.index][1].id]
+            notes.append(f"memory {m.id} cut to {p.tokens} of {tokens.count(m.content)} tokens to fit the budget; "
+                         f"`get {m.id}` shows it whole")
+    skipped = [ranked[i][1].id for i in retrieve.left_out(packed, len(texts))]
+    if skipped and packed:
+        shown = ", ".join(map(str, skipped[:5])) + (f" and {len(skipped) - 5} more" if len(skipped) > 5 else "")
+        notes.append(f"better-ranked memories did not fit the budget: {shown}; raise the budget or `get` them")
+    hits = [
+        Hit(memory=memories[c.id], text=p.text, tokens=p.tokens, score=round(score, 6), truncated=p.truncated,
+            lexical_rank=c.lexical_rank, vector_rank=c.vector_rank)
+        for p in packed
+        for score, c in [ranked[p.index]]
+    ]
+    return hits, graph_text, graph_tokens
 
 
 def _lexical(store: Store, text: str, scope: Scope, depth: int) -> list[tuple[int, float]]:
@@ -752,11 +760,14 @@ def _vector(store: Store, query_vector: Future, mode: str, scope: Scope, depth: 
     return hits, mode
 
 
-def _coverage(store: Store, text: str, hits: list[tuple[int, float]]) -> dict[int, float]:
-    """`retrieve.term_coverage` of the BM25 hits: the share of the query's IDF mass each one holds."""
+def _coverage(store: Store, text: str, hits: list[tuple[int, float]]) -> tuple[dict[int, float], float]:
+    """`retrieve.term_coverage` of the BM25 hits (the share of the query's IDF mass each one
+    holds), and Σ idf of the query terms as FTS5's bm25 computes it (ln((N − df + 0.5) /
+    (df + 0.5)), at least 1e-6), the scale of a full match."""
     terms = retrieve.fts_terms(text)
     n, df, matches = store.fts_term_stats(terms, [i for i, _ in hits])
-    return retrieve.term_coverage({t: retrieve.idf(df[t], n) for t in terms}, matches)
+    idf_sum = sum(max(1e-6, math.log((n - df[t] + 0.5) / (df[t] + 0.5))) for t in terms)
+    return retrieve.term_coverage({t: retrieve.idf(df[t], n) for t in terms}, matches), idf_sum
 
 
 _embed_pool = None

@@ -368,8 +368,9 @@ def recall_as_of(
         else:
             vector = _vector_ranking(store, embedder, text, visible, depth, lexical, notes)
 
-    weights = (config_value(store, "weight_lexical"), config_value(store, "weight_vector"))
-    fused = retrieve.rrf([lexical, vector], weights, config_value(store, "rrf_k"))
+    # The scratch index gives ranks, not scores comparable with recall's: fuse by rank (RRF), then
+    # share recall's scoring step with `as_of` as "now".
+    fused = retrieve.rrf([lexical, vector], (1.0, 1.0), retrieve.RRF_K)
     if not fused:
         return RecallResult(text, budget_v, effective, 0, [], used_mode, _scope_list(scope), notes)
     degrees = store.entity_degrees(list(fused))
@@ -384,17 +385,15 @@ def recall_as_of(
     )
     lex_rank = {d: r for r, d in enumerate(lexical, start=1)}
     vec_rank = {d: r for r, d in enumerate(vector, start=1)}
-    scored: list[tuple[float, Memory]] = []
-    for memory_id, fused_score in fused.items():
-        s = visible[memory_id]
-        anchor = clock.parse_iso(s.last_accessed_at or s.created_at)
-        signals = retrieve.Signals(
-            relevance=fused_score / top, age_days=(at_dt - anchor).total_seconds() / 86400,
-            access_count=s.access_count, graph_degree=degrees.get(memory_id, 0), confidence=s.confidence,
-            decay_level=s.decay_level,
-        )
-        scored.append((retrieve.final_score(signals, w), _memory_from_state(s, at)))
-    scored.sort(key=lambda pair: (-pair[0], pair[1].id))
+    cands = [
+        retrieve.Candidate(i, created_at=clock.parse_iso(visible[i].created_at),
+                           last_used_at=clock.parse_iso(visible[i].last_accessed_at) if visible[i].last_accessed_at else None,
+                           access_count=visible[i].access_count, graph_degree=degrees.get(i, 0),
+                           confidence=visible[i].confidence, decay_level=visible[i].decay_level)
+        for i in fused
+    ]
+    ranked = retrieve.rank(cands, {i: f / top for i, f in fused.items()}, w, at_dt)
+    scored = [(score, _memory_from_state(visible[c.id], at)) for score, c in ranked]
     packed = retrieve.pack([m.content for _, m in scored], effective, tokens.count, tokens.truncate, limit=limit_v)
     hits = [
         Hit(memory=scored[p.index][1], text=p.text, tokens=p.tokens, score=round(scored[p.index][0], 6),

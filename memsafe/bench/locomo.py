@@ -237,7 +237,7 @@ def run_locomo(path: str | Path, *, modes: Sequence[str] = MODES, config: Mappin
                 try:
                     effective_config = _ranking_config(store)
                     with _now(last):
-                        api.recall(store, "warm up", touch=False, mode=mode)
+                        api.recall(store, "warm up", mode=mode)
                         for q in qs:
                             t0 = time.perf_counter()
                             result = api.recall(store, q["question"], mode=mode, budget=BUDGET, limit=LIMIT)

@@ -84,7 +84,8 @@ def bench(
         _emit_json(report)
     else:
         console = out()
-        console.print(bench_mod.quality_table(report))
+        for table in bench_mod.quality_tables(report):
+            console.print(table)
         for line in bench_mod.floor_lines(report):
             console.print(line, markup=False, highlight=False)
         console.print(f"{report['seconds']:.1f} s", markup=False)

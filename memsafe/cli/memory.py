@@ -159,7 +159,7 @@ def get(
     is "not found" unless --all-projects (or that --project) is given.
     """
     with _session(ctx) as opened:
-        memory = api.get(opened.store, memory_id, scope=_scope(opened, project, project_path, all_projects))
+        memory = api.get(opened.store, memory_id, scope=_scope(opened, project, project_path, all_projects), use=True)
     emit(memory, json_, render.memory_table(memory))
 
 

@@ -1,0 +1,152 @@
+"""Responsibility: the time a query asks about. Finds date expressions in free text ("in May
+2023", "last December", "early June", "last week", "3 days ago", "2022") and turns them into a
+UTC time window, so recall can favour memories dated in or near it, and so the date words do not
+count as query terms that no memory holds. Pure: "now" is a parameter; no database, no model.
+
+Spans are found by a regular expression (cheap, so a query without a date word costs nothing);
+each span is read by `dateparser` (the library memsafe already uses for `--as-of`), whose
+`period` (day, week, month, year) gives the window's length.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+
+_MONTHS = ("january|february|march|april|may|june|july|august|september|october|november|december"
+           "|jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec")
+_DAYS = "monday|tuesday|wednesday|thursday|friday|saturday|sunday"
+_NUM = r"(?:\d{1,3}|one|two|three|four|five|six|seven|eight|nine|ten|a|an|a few|couple of|a couple of)"
+_YEAR = r"(?:19|20)\d\d"
+_PART = r"(?:(?:early|beginning of|start of|mid|middle of|late|end of)\s+(?:in\s+)?)?"
+
+# Alternatives, longest first. A bare month name counts only beside a day, a year, a part of
+# month or a preposition of time ("in May", "of June"), so "may" the verb is never a date.
+_SPAN = re.compile(
+    r"\b(?:"
+    rf"{_PART}(?:(?:\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?)?(?:{_MONTHS})\.?(?:\s+\d{{1,2}}(?:st|nd|rd|th)?)?,?\s+{_YEAR})"
+    rf"|\d{{4}}-\d{{2}}-\d{{2}}"
+    rf"|{_PART}(?:last|this|next|past|previous)\s+(?:week(?:end)?|month|year|{_MONTHS}|{_DAYS})"
+    rf"|{_NUM}\s+(?:days?|weeks?|months?|years?)\s+ago"
+    rf"|yesterday|today|tonight"
+    rf"|{_PART}(?:\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?(?:{_MONTHS})|(?:{_MONTHS})\s+\d{{1,2}}(?:st|nd|rd|th)?)\b"
+    rf"|(?:(?<=\bin\s)|(?<=\bduring\s)|(?<=\bof\s)|(?<=\bsince\s))(?:{_MONTHS})\b"
+    rf"|(?:early|mid|late)\s+(?:{_MONTHS}|{_YEAR})\b"
+    rf"|(?:(?<=\bin\s)|(?<=\bduring\s)|(?<=\bsince\s)|(?<=\bof\s)){_YEAR}\b"
+    rf"|{_YEAR}(?=\s*[?.!,]|\s*$)"
+    r")",
+    re.IGNORECASE,
+)
+_PARTS = {"early": (0.0, 1 / 3), "beginning of": (0.0, 1 / 3), "start of": (0.0, 1 / 3),
+          "mid": (1 / 3, 2 / 3), "middle of": (1 / 3, 2 / 3),
+          "late": (2 / 3, 1.0), "end of": (2 / 3, 1.0)}
+_WORDS_NUM = {"one": "1", "two": "2", "three": "3", "four": "4", "five": "5", "six": "6", "seven": "7",
+              "eight": "8", "nine": "9", "ten": "10", "a": "1", "an": "1", "a few": "3", "couple of": "2",
+              "a couple of": "2"}
+
+
+@dataclass(frozen=True)
+class Window:
+    """A time a query asks about: [start, end) in UTC, and the query's text span that named it."""
+
+    start: datetime
+    end: datetime
+    span: str
+
+
+def find(text: str, now: datetime) -> tuple[list[Window], str]:
+    """The time windows a query names, and the query with their spans removed.
+
+    Args:
+        text: free text (a recall query).
+        now: aware datetime, "now" for relative expressions (memsafe's clock).
+
+    Returns:
+        ([Window] in the order named, text without the date spans). A span dateparser cannot
+        read is left in the text and yields no window.
+    """
+    windows: list[Window] = []
+    kept: list[str] = []
+    last = 0
+    for m in _SPAN.finditer(text):
+        window = _read(m.group(0), now)
+        if window is None:
+            continue
+        windows.append(window)
+        kept.append(text[last:m.start()])
+        last = m.end()
+    kept.append(text[last:])
+    return windows, " ".join(" ".join(kept).split())
+
+
+def _read(span: str, now: datetime) -> Window | None:
+    """One span → its Window, or None when dateparser cannot read it."""
+    raw = " ".join(span.lower().split())
+    part = None
+    for name in sorted(_PARTS, key=len, reverse=True):
+        if raw.startswith(name + " "):
+            part, raw = name, raw[len(name):].strip()
+            raw = raw[3:] if raw.startswith("in ") else raw
+            break
+    previous = raw.startswith(("last ", "past ", "previous "))
+    words = raw.split(" ", 1)
+    if previous and len(words) == 2 and re.fullmatch(f"(?:{_MONTHS})", words[1]):
+        raw = words[1]  # "last December": the latest December before this month
+    for word, digit in _WORDS_NUM.items():
+        raw = re.sub(rf"^{word}\s+(?=(?:day|week|month|year)s?\s+ago)", digit + " ", raw)
+    base = now.astimezone(timezone.utc).replace(tzinfo=None)
+    try:
+        data = _parse(raw, base)
+    except Exception:  # dateparser raises assorted errors on odd input
+        return None
+    if data is None:
+        return None
+    date, period = data
+    if previous and raw == words[-1] and date.month == base.month and date.year == base.year:
+        date = date.replace(year=date.year - 1)
+    start, end = _period(date, period)
+    if part:
+        lo, hi = _PARTS[part]
+        length = end - start
+        start, end = start + length * lo, start + length * hi
+    return Window(start.replace(tzinfo=timezone.utc), end.replace(tzinfo=timezone.utc), span)
+
+
+def _parse(raw: str, base: datetime) -> tuple[datetime, str] | None:
+    """(naive UTC date, period: day | week | month | year) of a date expression, or None."""
+    from dateparser.date import DateDataParser  # heavy import: only when a query names a date
+
+    settings = {"PREFER_DATES_FROM": "past", "RELATIVE_BASE": base, "RETURN_TIME_AS_PERIOD": True}
+    data = DateDataParser(languages=["en"], settings=settings).get_date_data(raw)
+    if data is None or data.date_obj is None:
+        return None
+    return data.date_obj.replace(tzinfo=None), data.period or "day"
+
+
+def _period(date: datetime, period: str) -> tuple[datetime, datetime]:
+    day = date.replace(hour=0, minute=0, second=0, microsecond=0)
+    if period == "year":
+        start = day.replace(month=1, day=1)
+        return start, start.replace(year=start.year + 1)
+    if period == "month":
+        start = day.replace(day=1)
+        return start, (start + timedelta(days=32)).replace(day=1)
+    if period == "week":
+        start = day - timedelta(days=day.weekday())
+        return start, start + timedelta(days=7)
+    return day, day + timedelta(days=1)
+
+
+def closeness(at: datetime, windows: list[Window]) -> float:
+    """How well an instant fits the windows: 1 inside one; outside, 0.5^(distance / length),
+    the distance to the nearest window edge in units of that window's length (at least a
+    day), so a memory a week before "last week" scores 0.5. 0 when there is no window."""
+    best = 0.0
+    for w in windows:
+        if w.start <= at < w.end:
+            return 1.0
+        length = max((w.end - w.start).total_seconds(), 86400.0)
+        distance = (w.start - at).total_seconds() if at < w.start else (at - w.end).total_seconds()
+        best = max(best, 0.5 ** (distance / length))
+    return best

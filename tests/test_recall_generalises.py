@@ -1,0 +1,133 @@
+"""Issue 11 (recall that generalises) and issue 17 item 6, through the real handlers, the real model
+and real SQLite files: the absolute similarity floor, no self-feeding, the time a query names, the
+best memory kept when the budget is small, and `bench --dataset locomo` on a small fixture written
+here (in the LoCoMo format; no LoCoMo text)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from memsafe import api, tokens
+
+NOTES = [
+    "The warehouse service keeps stock levels in Postgres and syncs them to the ERP every night at two.",
+    "Retro: the team wants shorter stand-ups on Mondays.",
+    "Buy oat milk and coffee beans on the way home.",
+    "The holiday rota for December is pinned in the team channel.",
+    "Grafana dashboards live in the ops repository under dashboards/.",
+    "Our office plant needs water every Thursday.",
+    "The new intern starts on the fourth floor next week.",
+    "Lunch order: two pizzas, one without cheese.",
+    "The printer on the third floor jams with thick paper.",
+    "Parking permits are renewed in January.",
+]
+
+
+def test_min_similarity_is_an_absolute_floor_when_no_keyword_matches(store):
+    # Issue 11 item 6: with min_similarity 0.5 and no keyword in common, unrelated notes at ~0.2
+    # came back (the floor applied only beside a lexical list).
+    for note in NOTES:
+        api.remember(store, note)
+    api.config_set(store, "min_similarity", "0.5")
+    result = api.recall(store, "quantum chromodynamics lattice simulation")
+    assert result.hits == []
+
+
+def test_recall_does_not_feed_itself_but_explicit_use_counts(store):
+    # Issue 11 mechanism 4: each recall raised the access count of what it returned.
+    m = api.remember(store, NOTES[0])
+    for _ in range(3):
+        assert api.recall(store, "warehouse stock levels").hits[0].memory.id == m.id
+    after = api.get(store, m.id)
+    assert after.access_count == 0 and after.last_accessed_at is None
+    api.get(store, m.id, use=True)  # `memsafe get` and MCP get_memory
+    assert api.get(store, m.id).access_count == 1
+
+
+def test_a_memory_dated_in_the_month_the_query_names_comes_first(store, monkeypatch):
+    # Issue 11 mechanism 3: "in May 2023" matched nothing and counted as missing terms.
+    monkeypatch.setenv("MEMSAFE_NOW", "2023-03-10T10:00:00+00:00")
+    march = api.remember(store, "Gina: I went to the pottery class and made a blue bowl.")
+    monkeypatch.setenv("MEMSAFE_NOW", "2023-05-12T10:00:00+00:00")
+    may = api.remember(store, "Gina: The pottery class was great, I made a small vase.")
+    monkeypatch.setenv("MEMSAFE_NOW", "2023-09-01T10:00:00+00:00")
+    result = api.recall(store, "What did Gina make at the pottery class in May 2023?")
+    assert [h.memory.id for h in result.hits][:2] == [may.id, march.id]
+
+
+def test_the_best_memory_is_returned_cut_with_a_note_when_the_budget_is_small(store):
+    # Issue 11 item 6: `recall "warehouse" --budget 30` returned a low-scoring memory instead.
+    best = api.remember(store, "The warehouse service " + " ".join(f"stores bin {i} stock in aisle {i}." for i in range(40)))
+    api.remember(store, "Warehouse: door code changed.")
+    result = api.recall(store, "warehouse service stock bins", budget=30)
+    assert result.hits[0].memory.id == best.id and result.hits[0].truncated
+    assert any(f"memory {best.id} cut" in n for n in result.notes)
+    assert result.tokens_used <= result.effective_budget
+
+
+def test_a_large_relevant_memory_appears_as_an_excerpt_not_silently_dropped(store):
+    # Issue 17 item 6: a one-liner and a long design note on the same subject.
+    short = api.remember(store, "Kafka retention is 7 days on the orders topic.")
+    design = api.remember(store, "Kafka retention design note. " + " ".join(
+        f"Section {i}: the retention of topic {i} is tuned by segment size and cleanup policy." for i in range(250)))
+    assert tokens.count(api.get(store, design.id).content) > 2000
+    result = api.recall(store, "kafka retention", budget=2000)
+    shown = {h.memory.id: h for h in result.hits}
+    assert short.id in shown and design.id in shown and shown[design.id].truncated
+    assert result.tokens_used <= result.effective_budget
+
+
+def _fixture() -> list[dict]:
+    """Two short conversations in the LoCoMo format, written for this test."""
+    def turns(session, lines):
+        return [{"speaker": s, "dia_id": f"D{session}:{n}", "text": t} for n, (s, t) in enumerate(lines, 1)]
+
+    conv = {
+        "speaker_a": "Ana", "speaker_b": "Ben",
+        "session_1_date_time": "10:00 am on 3 March, 2023",
+        "session_1": turns(1, [("Ana", "Hi Ben!"), ("Ben", "Hey Ana, I adopted a grey cat named Pixel."),
+                               ("Ana", "See ya Ben!")]),
+        "session_2_date_time": "4:30 pm on 20 May, 2023",
+        "session_2": turns(2, [("Ana", "I ran my first half marathon in Lisbon last weekend."),
+                               ("Ben", "Well done Ana!")]),
+    }
+    qa = [
+        {"question": "What is the name of Ben's cat?", "answer": "Pixel", "evidence": ["D1:2"], "category": 4},
+        {"question": "Where did Ana run in May 2023?", "answer": "Lisbon", "evidence": ["D2:1; D9:9"], "category": 2},
+        {"question": "What did Ana adopt?", "answer": "x", "evidence": ["D:1:2"], "category": 5},
+        {"question": "No evidence here", "answer": "x", "evidence": ["D7:7"], "category": 1},
+    ]
+    return [{"sample_id": "t-1", "conversation": conv, "qa": qa}]
+
+
+def test_bench_dataset_locomo_on_a_small_fixture(cli, tmp_path):
+    path = tmp_path / "tiny-locomo.json"
+    path.write_text(json.dumps(_fixture()), encoding="utf-8")
+    r = cli("bench", "--dataset", "locomo", str(path), "--json")
+    assert r.exit_code == 0, r.stderr
+    data = json.loads(r.stdout)
+    assert data["dataset"]["questions"] == {"overall": 2, "adversarial": 1}  # the one without evidence skipped
+    assert data["dataset"]["turns"] == 5
+    for mode in ("lexical", "vector", "hybrid"):
+        row = data["modes"][mode]["overall"]
+        assert set(row) == {"r@1", "r@3", "r@5", "r@10", "hit@5", "mrr@10"}
+        assert data["modes"][mode]["latency_ms_p50"] > 0
+    assert data["modes"]["hybrid"]["overall"]["r@5"] == 100.0
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--dataset", "locomo"], "needs the dataset FILE"),
+    (["--dataset", "squad", "x.json"], "--dataset takes locomo"),
+])
+def test_bench_dataset_bad_input_is_one_line(cli, args, message):
+    r = cli("bench", *args)
+    assert r.exit_code != 0 and message in r.stderr and "Traceback" not in r.stderr
+
+
+def test_bench_dataset_not_locomo_is_one_line(cli, tmp_path):
+    path = tmp_path / "x.json"
+    path.write_text('{"a": 1}', encoding="utf-8")
+    r = cli("bench", "--dataset", "locomo", str(path))
+    assert r.exit_code != 0 and "LoCoMo format" in r.stderr and "Traceback" not in r.stderr
