@@ -90,10 +90,10 @@ def _commit(sha: str) -> str:
 
 def _rich(name: str) -> str:
     import rich.console
+    import rich.live
     import rich.panel
     import rich.progress
     import rich.prompt
-    import rich.live
     import rich.syntax
     import rich.table
     import rich.text

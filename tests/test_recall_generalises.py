@@ -59,7 +59,8 @@ def test_a_memory_dated_in_the_month_the_query_names_comes_first(store, monkeypa
 
 def test_the_best_memory_is_returned_cut_with_a_note_when_the_budget_is_small(store):
     # Issue 11 item 6: `recall "warehouse" --budget 30` returned a low-scoring memory instead.
-    best = api.remember(store, "The warehouse service " + " ".join(f"stores bin {i} stock in aisle {i}." for i in range(40)))
+    text = "The warehouse service " + " ".join(f"stores bin {i} stock in aisle {i}." for i in range(40))
+    best = api.remember(store, text)
     api.remember(store, "Warehouse: door code changed.")
     result = api.recall(store, "warehouse service stock bins", budget=30)
     assert result.hits[0].memory.id == best.id and result.hits[0].truncated

@@ -249,7 +249,7 @@ def update(
         if not changed:
             return memory
         store.add_version(row, old_tags, now, "update")
-        changes["updated_at"] = now
+        changes["updated_at"] = changes["last_accessed_at"] = now  # an edit is an explicit use (decay, recency)
         store.update_memory(memory_id, changes)
         if tag_list is not None:
             store.set_tags(memory_id, tag_list)
@@ -385,13 +385,13 @@ def recall_as_of(
     )
     lex_rank = {d: r for r, d in enumerate(lexical, start=1)}
     vec_rank = {d: r for r, d in enumerate(vector, start=1)}
-    cands = [
-        retrieve.Candidate(i, created_at=clock.parse_iso(visible[i].created_at),
-                           last_used_at=clock.parse_iso(visible[i].last_accessed_at) if visible[i].last_accessed_at else None,
-                           access_count=visible[i].access_count, graph_degree=degrees.get(i, 0),
-                           confidence=visible[i].confidence, decay_level=visible[i].decay_level)
-        for i in fused
-    ]
+    cands = []
+    for i in fused:
+        s = visible[i]
+        used = clock.parse_iso(s.last_accessed_at) if s.last_accessed_at else None
+        cands.append(retrieve.Candidate(i, created_at=clock.parse_iso(s.created_at), last_used_at=used,
+                                        access_count=s.access_count, graph_degree=degrees.get(i, 0),
+                                        confidence=s.confidence, decay_level=s.decay_level))
     ranked = retrieve.rank(cands, {i: f / top for i, f in fused.items()}, w, at_dt)
     scored = [(score, _memory_from_state(visible[c.id], at)) for score, c in ranked]
     packed = retrieve.pack([m.content for _, m in scored], effective, tokens.count, tokens.truncate, limit=limit_v)

@@ -38,7 +38,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from memsafe import api, clock
-from memsafe.bench.quality import MODES, _percentile
+from memsafe.bench.quality import MODES, RANKING_KEYS, _percentile
 from memsafe.errors import Duplicate
 
 KS = (1, 3, 5, 10)
@@ -252,7 +252,7 @@ def run_locomo(path: str | Path, *, modes: Sequence[str] = MODES, config: Mappin
     report: dict = {"dataset": {"path": str(path), "conversations": len(data), "turns": turns, "questions": counts},
                     "config": effective_config, "modes": {}}
     for mode, rows in per_mode.items():
-        def pick(keep: Callable[[dict], bool]) -> dict:
+        def pick(keep: Callable[[dict], bool], rows: list[dict] = rows) -> dict:
             return _mean([{k: v for k, v in r.items() if not k.startswith("_")} for r in rows if keep(r)])
 
         report["modes"][mode] = {
@@ -270,8 +270,6 @@ def run_locomo(path: str | Path, *, modes: Sequence[str] = MODES, config: Mappin
 
 
 def _ranking_config(store) -> dict:
-    from memsafe.bench.quality import RANKING_KEYS
-
     return {k: v["value"] for k, v in api.config_list(store).items() if k.startswith(RANKING_KEYS)}
 
 
