@@ -231,13 +231,14 @@ def test_limits_and_options_are_validated(store):
             api.remember(store, "another thing", **kwargs)
 
 
-def test_only_returned_memories_count_as_accessed(filled):
+def test_only_explicit_use_counts_as_access_never_being_recalled(filled):
+    # Issue 11: recall raising the access count of what it returned made recall feed itself.
     store, ids = filled
-    result = api.recall(store, "ERR_SSL_PROTOCOL", limit=1)
-    returned = result.hits[0].memory.id
+    returned = api.recall(store, "ERR_SSL_PROTOCOL", limit=1).hits[0].memory.id
+    assert all(api.get(store, i).access_count == 0 for i in ids)
+    api.get(store, returned, use=True)
     for memory_id in ids:
-        m = api.get(store, memory_id)
-        assert m.access_count == (1 if memory_id == returned else 0)
+        assert api.get(store, memory_id).access_count == (1 if memory_id == returned else 0)
 
 
 def _row(n: int, content: str, project: str | None = None) -> dict:

@@ -47,14 +47,15 @@ def test_recall_does_not_feed_itself_but_explicit_use_counts(store):
 
 
 def test_a_memory_dated_in_the_month_the_query_names_comes_first(store, monkeypatch):
-    # Issue 11 mechanism 3: "in May 2023" matched nothing and counted as missing terms.
-    monkeypatch.setenv("MEMSAFE_NOW", "2023-03-10T10:00:00+00:00")
-    march = api.remember(store, "Gina: I went to the pottery class and made a blue bowl.")
+    # Issue 11 mechanism 3: "in May 2023" matched nothing and counted as missing terms, and the
+    # memory's date was never compared with it (recency put the later one first).
     monkeypatch.setenv("MEMSAFE_NOW", "2023-05-12T10:00:00+00:00")
     may = api.remember(store, "Gina: The pottery class was great, I made a small vase.")
-    monkeypatch.setenv("MEMSAFE_NOW", "2023-09-01T10:00:00+00:00")
+    monkeypatch.setenv("MEMSAFE_NOW", "2023-09-20T10:00:00+00:00")
+    september = api.remember(store, "Gina: May I bring a friend to the pottery class? Best class of 2023!")
+    monkeypatch.setenv("MEMSAFE_NOW", "2023-10-01T10:00:00+00:00")
     result = api.recall(store, "What did Gina make at the pottery class in May 2023?")
-    assert [h.memory.id for h in result.hits][:2] == [may.id, march.id]
+    assert [h.memory.id for h in result.hits][:2] == [may.id, september.id]
 
 
 def test_the_best_memory_is_returned_cut_with_a_note_when_the_budget_is_small(store):
