@@ -3,21 +3,40 @@ restore, purge, recall, status and config."""
 
 from __future__ import annotations
 
-import functools
-import hashlib
 import math
 import os
-import re
 import threading
-import unicodedata
 import uuid
 from collections.abc import Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from memsafe import clock, embed, retrieve, safety, settings, tokens
-from memsafe.errors import Duplicate, InvalidInput, NotFound, SecretDetected, StoreUnavailable
+from memsafe import clock, embed, retrieve, settings, tokens
+from memsafe.api import graph as graph_api
+from memsafe.api.hygiene import (  # noqa: F401  re-exported: the handler modules and tests import them from here
+    MAX_CONTENT_CHARS,
+    MAX_QUERY_CHARS,
+    MAX_TAG_CHARS,
+    MAX_TAGS,
+    _check_id,
+    _controls_to_space,
+    _enum_value,
+    _fix_surrogates,
+    _name_findings,
+    _screen_secrets,
+    _shown,
+    _unit_interval,
+    _visible,
+    _whole,
+    clean_project,
+    clean_tags,
+    clean_text,
+    content_hash,
+    make_scope,
+    refuse_secret,
+)
+from memsafe.errors import Duplicate, InvalidInput, NotFound, StoreUnavailable
 from memsafe.models import (
     Hit,
     Kind,
@@ -33,16 +52,12 @@ from memsafe.store import Store, file_sizes
 
 __all__ = [
     "Opened", "open_store", "clean_text", "clean_tags", "clean_project", "content_hash", "backfill",
-    "remember", "get", "in_scope", "encryption_state", "forget", "restore", "purge", "make_scope", "recall",
+    "remember", "get", "in_scope", "encryption_state", "forget", "purge", "make_scope", "recall",
     "score_candidates", "status",
     "config_list", "config_get", "config_set", "config_reset", "set_db_path", "reset_db_path", "config_value",
     "MAX_CONTENT_CHARS", "MAX_QUERY_CHARS",
 ]
 
-MAX_CONTENT_CHARS = 1_000_000
-MAX_QUERY_CHARS = 100_000
-MAX_TAG_CHARS = 64
-MAX_TAGS = 50
 BACKFILL_BATCH = 256  # pending vectors filled per recall, so one call stays bounded
 
 
@@ -85,155 +100,6 @@ def open_store(db: str | None = None, *, create: bool = True, origin: str | None
     if store.backup_path:
         opened.warnings.append(f"migrated {path}; backup of the previous version at {store.backup_path}")
     return opened
-
-
-# ---------------------------------------------------------------------------------------------
-# Input hygiene
-
-
-def clean_text(text: str, what: str = "content", max_chars: int = MAX_CONTENT_CHARS) -> str:
-    """Text fit to store: lone surrogates become U+FFFD, control characters (NUL included; tab,
-    newline and carriage return kept) become a space, so `retry\\0backoff` stays two words; outer
-    whitespace trimmed.
-
-    Raises:
-        InvalidInput: empty after trimming (or only invisible characters: zero-width, format,
-            lone combining marks), or longer than `max_chars` characters.
-    """
-    if not isinstance(text, str):
-        raise InvalidInput(f"{what} must be text")
-    cleaned = _controls_to_space(_fix_surrogates(text)).strip()
-    if not _visible(cleaned):
-        raise InvalidInput(f"{what} is empty")
-    if len(cleaned) > max_chars:
-        raise InvalidInput(f"{what} is {len(cleaned):,} characters; the limit is {max_chars:,}")
-    return cleaned
-
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
-# C0 controls but tab, newline and carriage return; DEL; C1 controls (Unicode category Cc).
-_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
-
-
-def _controls_to_space(text: str) -> str:
-    """Control characters (category Cc: NUL, ESC, DEL, C1...) but tab, newline and carriage return
-    replaced by a space: deleting them would glue the words on either side into one."""
-    return _CONTROL.sub(" ", text)
-
-
-def _visible(text: str) -> bool:
-    """True if any character is a letter, number, punctuation or symbol (not only spaces, controls,
-    zero-width or format characters, or lone combining marks)."""
-    return any(unicodedata.category(c)[0] in "LNPS" for c in text)
-
-
-def _fix_surrogates(text: str) -> str:
-    return _SURROGATE.sub("\ufffd", text)
-
-
-def content_hash(content: str) -> str:
-    """sha256 of the NFC-normalised content with whitespace runs collapsed (duplicate detection)."""
-    normal = " ".join(unicodedata.normalize("NFC", content).split())
-    return hashlib.sha256(normal.encode("utf-8")).hexdigest()
-
-
-def clean_tags(tags: Sequence[str]) -> list[str]:
-    """Trimmed, lower-cased, de-duplicated tags. Raises InvalidInput for an empty or over-long tag."""
-    out: dict[str, None] = {}
-    if len(tags) > MAX_TAGS:
-        raise InvalidInput(f"{len(tags)} tags; at most {MAX_TAGS} are allowed")
-    for raw in tags:
-        tag = _controls_to_space(_fix_surrogates(str(raw))).strip()
-        if not tag:
-            raise InvalidInput("empty tag")
-        tag = refuse_secret(tag, "tag").lower()  # scanned before lower-casing, which some patterns need
-        if len(tag) > MAX_TAG_CHARS:
-            raise InvalidInput(f"tag {tag[:20]!r}… is longer than {MAX_TAG_CHARS} characters")
-        out.setdefault(tag, None)
-    return list(out)
-
-
-def _enum_value(enum: type, value, what: str) -> str:
-    try:
-        return enum(value).value
-    except ValueError:
-        allowed = ", ".join(e.value for e in enum)
-        raise InvalidInput(f"unknown {what} {_shown(value)}; use one of: {allowed}") from None
-
-
-def _unit_interval(value: float | None, what: str, default: float) -> float:
-    if value is None:
-        return default
-    if not isinstance(value, (int, float)) or math.isnan(value) or not 0.0 <= value <= 1.0:
-        raise InvalidInput(f"{what} must be between 0 and 1, got {_shown(value)}")
-    return float(value)
-
-
-def clean_project(project: str | None, *, mode: str = "git-root") -> str | None:
-    """A project name or path as stored: a path (containing / or \\, `.`, `..`, `~`) becomes
-    `settings.project_for_path` (symlinks resolved, up to the repository root in mode 'git-root'),
-    the key `detect_project` gives inside that folder."""
-    if project is None:
-        return None
-    text = _controls_to_space(_fix_surrogates(project)).strip()
-    if not text:
-        raise InvalidInput("empty project")
-    refuse_secret(text, "project name")
-    if "/" in text or "\\" in text or text in (".", "..") or text.startswith("~"):
-        return settings.project_for_path(text, mode)
-    return text
-
-
-def refuse_secret(text: str, what: str) -> str:
-    """`text` (a tag, project, entity or relation name: stored and shown as it is, so it cannot be
-    redacted) unless it looks like a credential. Raises SecretDetected."""
-    problem = _name_findings(text)
-    if problem:
-        raise SecretDetected(f"refused: the {what} looks like a credential ({problem}); memsafe does not store secrets")
-    return text
-
-
-@functools.lru_cache(maxsize=4096)
-def _name_findings(text: str) -> str:
-    """`safety.describe` of the credentials in a name ('' if none). Names repeat (tags, projects,
-    entity keys in every record of an import), so the scan result is kept per process."""
-    findings = safety.scan(text)
-    return safety.describe(findings) if findings else ""
-
-
-def _screen_secrets(text: str, redact: bool) -> str:
-    """Refuse (or, with `redact`, redact) credentials in content before it is stored."""
-    findings = safety.scan(text)
-    if not findings:
-        return text
-    if not redact:
-        raise SecretDetected(
-            f"refused: the content looks like a credential ({safety.describe(findings)}); memsafe does not "
-            "store secrets. To keep the rest of the note with each secret replaced by [REDACTED:<type>], "
-            "remember it again with --redact (MCP/API: redact=true)"
-        )
-    return clean_text(safety.redact(text, findings))
-
-
-def _shown(value, width: int = 40) -> str:
-    """repr of a user value, cut to `width` characters (messages never echo megabytes)."""
-    text = repr(value)
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
-def _whole(value, key: str, what: str) -> int:
-    """An integer argument within the bounds of config key `key` (e.g. limit within recall_limit's).
-    Raises InvalidInput naming the range."""
-    spec = settings.CONFIG_KEYS[key]
-    if not isinstance(value, int) or isinstance(value, bool) or not spec.low <= value <= spec.high:
-        raise InvalidInput(f"{what} must be a whole number from {spec.low:g} to {spec.high:g}, got {_shown(value)}")
-    return value
-
-
-def _check_id(memory_id: int) -> int:
-    if not isinstance(memory_id, int) or isinstance(memory_id, bool) or memory_id < 1 or memory_id > 2**63 - 1:
-        raise InvalidInput(f"memory id must be a positive integer, got {_shown(memory_id)}")
-    return memory_id
 
 
 # ---------------------------------------------------------------------------------------------
@@ -325,8 +191,6 @@ def remember(
     importance_v = _unit_interval(importance, "importance", 0.5)
     confidence_v = _unit_interval(confidence, "confidence", 0.8)
     digest = content_hash(text)
-    from memsafe.api import graph as graph_api  # late: api.graph imports this module
-
     entity_names = graph_api.clean_entity_names(entities)
 
     existing = store.find_duplicate(digest, project_v)
@@ -447,40 +311,6 @@ def forget(store: Store, memory_id: int, *, reason: str | None = None) -> Memory
     return get(store, memory_id)
 
 
-def restore(store: Store, memory_id: int) -> Memory:
-    """Bring a forgotten or archived memory back to active; a compressed memory (decay level
-    1–3) also gets its full original text back from history (exact bytes; the compressed state
-    becomes a version, cause `restore`).
-
-    Raises:
-        NotFound; InvalidInput if it is already active and uncompressed; Duplicate if an active
-        memory with the same content now exists in its project.
-    """
-    from memsafe.api import lifecycle  # lifecycle builds on this module
-
-    _check_id(memory_id)
-    prepared = lifecycle.uncompress_prepare(store, memory_id)  # embeds outside the transaction
-    now = clock.now_iso()
-    with store.write():
-        memory = get(store, memory_id)
-        if memory.status == Status.ACTIVE.value and memory.decay_level == 0:
-            raise InvalidInput(f"memory {memory_id} is already active")
-        row = store.raw_row(memory_id)
-        other = store.find_duplicate(row["content_hash"], row["project"])
-        if other is not None and other != memory_id:
-            raise Duplicate(f"memory {other} holds the same content; forget it first", other)
-        if memory.status != Status.ACTIVE.value:
-            store.update_memory(
-                memory_id,
-                {"status": Status.ACTIVE.value, "status_reason": None, "status_changed_at": now, "updated_at": now},
-            )
-            store.add_event(now, "restore", memory_id, f"from {memory.status}")
-        if memory.decay_level and prepared is not None:
-            lifecycle.uncompress_apply(store, memory_id, prepared, now)
-            store.add_event(now, "uncompress", memory_id, f"from level {memory.decay_level}")
-    return get(store, memory_id)
-
-
 def purge(store: Store, memory_ids: Sequence[int]) -> PurgeReport:
     """Destroy memories: rows, tags, FTS entries, vectors, history, graph links. Irreversible.
 
@@ -536,24 +366,6 @@ def _config_snapshot(store: Store) -> dict:
         name: spec.parse(stored[name]) if name in stored else spec.default
         for name, spec in settings.CONFIG_KEYS.items()
     }
-
-
-def make_scope(
-    *,
-    project: str | None,
-    all_projects: bool = False,
-    kinds: Sequence[str] = (),
-    tags: Sequence[str] = (),
-    since: str | None = None,
-) -> Scope:
-    """The recall scope: the project (if any) plus global memories, or every project."""
-    return Scope(
-        projects=None if all_projects else ([clean_project(project)] if project else []),
-        include_global=True,
-        kinds=[_enum_value(Kind, k, "kind") for k in kinds],
-        tags=clean_tags(tags),
-        since=since,
-    )
 
 
 def recall(
@@ -648,8 +460,6 @@ def _candidates(store: Store, q: retrieve.Query, scope: Scope, depth: int, mode:
     """Step "candidates": BM25 (on the query without its date words) and vector KNN in `scope`,
     plus memories one relation away from an entity the query names (when weight_hop > 0), with
     the features the pure steps read. Returns (candidates in scope, their memories, mode used)."""
-    from memsafe.api import graph as graph_api  # late: api.graph imports this module
-
     # The query is embedded on a worker thread (loading the model first in a fresh process) while
     # this thread runs the BM25 search: ONNX Runtime and SQLite both release the GIL.
     query_vector = _embed_query_async(store, q.text) if mode in ("hybrid", "vector") else None
@@ -692,8 +502,6 @@ def _pack(store: Store, ranked: list[tuple[float, retrieve.Candidate]], memories
     """Step "packing": memories first into (effective − graph share); the relations among their
     entities into the graph share; what the graph leaves unused flows back to memories. Notes
     name a memory cut to fit and better matches that did not fit. Returns (hits, graph text, its tokens)."""
-    from memsafe.api import graph as graph_api  # late: api.graph imports this module
-
     texts = [memories[c.id].content for _, c in ranked]
     reserve = int(effective * graph_share)
 

@@ -22,7 +22,7 @@ import math
 from collections.abc import Mapping, Sequence
 
 from memsafe import clock, graph, tokens
-from memsafe.api.core import _controls_to_space, _fix_surrogates, clean_text, make_scope, refuse_secret
+from memsafe.api.hygiene import _controls_to_space, _fix_surrogates, clean_text, make_scope, refuse_secret
 from memsafe.errors import InvalidInput, NotFound
 from memsafe.models import (
     EntityInfo,

@@ -39,7 +39,7 @@ from memsafe.store import Store
 __all__ = [
     "Version", "HistoryReport", "DecayChange", "DecayReport", "ConfidenceChange", "ReviewResult",
     "MergePair", "ConsolidateReport", "parse_when", "update", "history", "recall_as_of", "decay",
-    "decay_policy", "confirm", "set_confidence", "consolidate", "list_memories",
+    "decay_policy", "confirm", "set_confidence", "consolidate", "list_memories", "restore",
     "CONFIDENCE_MIN", "CONFIDENCE_MAX",
 ]
 
@@ -593,6 +593,38 @@ def _apply_change(store: Store, p, row: dict, original: str, names: list[str], v
             _drop_stale_vector(store, p.id)
     store.add_event(now_iso, "decay", p.id, f"level {p.from_level}->{p.to_level}")
     return True
+
+
+def restore(store: Store, memory_id: int) -> Memory:
+    """Bring a forgotten or archived memory back to active; a compressed memory (decay level
+    1–3) also gets its full original text back from history (exact bytes; the compressed state
+    becomes a version, cause `restore`).
+
+    Raises:
+        NotFound; InvalidInput if it is already active and uncompressed; Duplicate if an active
+        memory with the same content now exists in its project.
+    """
+    _check_id(memory_id)
+    prepared = uncompress_prepare(store, memory_id)  # embeds outside the transaction
+    now = clock.now_iso()
+    with store.write():
+        memory = get(store, memory_id)
+        if memory.status == Status.ACTIVE.value and memory.decay_level == 0:
+            raise InvalidInput(f"memory {memory_id} is already active")
+        row = store.raw_row(memory_id)
+        other = store.find_duplicate(row["content_hash"], row["project"])
+        if other is not None and other != memory_id:
+            raise Duplicate(f"memory {other} holds the same content; forget it first", other)
+        if memory.status != Status.ACTIVE.value:
+            store.update_memory(
+                memory_id,
+                {"status": Status.ACTIVE.value, "status_reason": None, "status_changed_at": now, "updated_at": now},
+            )
+            store.add_event(now, "restore", memory_id, f"from {memory.status}")
+        if memory.decay_level and prepared is not None:
+            uncompress_apply(store, memory_id, prepared, now)
+            store.add_event(now, "uncompress", memory_id, f"from level {memory.decay_level}")
+    return get(store, memory_id)
 
 
 def uncompress_prepare(store: Store, memory_id: int) -> tuple[str, bytes | None] | None:

@@ -1,0 +1,187 @@
+"""Responsibility: input hygiene shared by every handler module: text, tags, project names and
+names that may not hold credentials, as stored; numbers and ids checked; the recall scope.
+Imports no other handler module, so `api.core`, `api.graph`, `api.lifecycle` and `api.transfer`
+all build on it without importing each other in a circle."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import math
+import re
+import unicodedata
+from collections.abc import Sequence
+
+from memsafe import safety, settings
+from memsafe.errors import InvalidInput, SecretDetected
+from memsafe.models import Kind, Scope
+
+MAX_CONTENT_CHARS = 1_000_000
+MAX_QUERY_CHARS = 100_000
+MAX_TAG_CHARS = 64
+MAX_TAGS = 50
+
+
+
+
+def clean_text(text: str, what: str = "content", max_chars: int = MAX_CONTENT_CHARS) -> str:
+    """Text fit to store: lone surrogates become U+FFFD, control characters (NUL included; tab,
+    newline and carriage return kept) become a space, so `retry\\0backoff` stays two words; outer
+    whitespace trimmed.
+
+    Raises:
+        InvalidInput: empty after trimming (or only invisible characters: zero-width, format,
+            lone combining marks), or longer than `max_chars` characters.
+    """
+    if not isinstance(text, str):
+        raise InvalidInput(f"{what} must be text")
+    cleaned = _controls_to_space(_fix_surrogates(text)).strip()
+    if not _visible(cleaned):
+        raise InvalidInput(f"{what} is empty")
+    if len(cleaned) > max_chars:
+        raise InvalidInput(f"{what} is {len(cleaned):,} characters; the limit is {max_chars:,}")
+    return cleaned
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+# C0 controls but tab, newline and carriage return; DEL; C1 controls (Unicode category Cc).
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+
+
+def _controls_to_space(text: str) -> str:
+    """Control characters (category Cc: NUL, ESC, DEL, C1...) but tab, newline and carriage return
+    replaced by a space: deleting them would glue the words on either side into one."""
+    return _CONTROL.sub(" ", text)
+
+
+def _visible(text: str) -> bool:
+    """True if any character is a letter, number, punctuation or symbol (not only spaces, controls,
+    zero-width or format characters, or lone combining marks)."""
+    return any(unicodedata.category(c)[0] in "LNPS" for c in text)
+
+
+def _fix_surrogates(text: str) -> str:
+    return _SURROGATE.sub("\ufffd", text)
+
+
+def content_hash(content: str) -> str:
+    """sha256 of the NFC-normalised content with whitespace runs collapsed (duplicate detection)."""
+    normal = " ".join(unicodedata.normalize("NFC", content).split())
+    return hashlib.sha256(normal.encode("utf-8")).hexdigest()
+
+
+def clean_tags(tags: Sequence[str]) -> list[str]:
+    """Trimmed, lower-cased, de-duplicated tags. Raises InvalidInput for an empty or over-long tag."""
+    out: dict[str, None] = {}
+    if len(tags) > MAX_TAGS:
+        raise InvalidInput(f"{len(tags)} tags; at most {MAX_TAGS} are allowed")
+    for raw in tags:
+        tag = _controls_to_space(_fix_surrogates(str(raw))).strip()
+        if not tag:
+            raise InvalidInput("empty tag")
+        tag = refuse_secret(tag, "tag").lower()  # scanned before lower-casing, which some patterns need
+        if len(tag) > MAX_TAG_CHARS:
+            raise InvalidInput(f"tag {tag[:20]!r}… is longer than {MAX_TAG_CHARS} characters")
+        out.setdefault(tag, None)
+    return list(out)
+
+
+def _enum_value(enum: type, value, what: str) -> str:
+    try:
+        return enum(value).value
+    except ValueError:
+        allowed = ", ".join(e.value for e in enum)
+        raise InvalidInput(f"unknown {what} {_shown(value)}; use one of: {allowed}") from None
+
+
+def _unit_interval(value: float | None, what: str, default: float) -> float:
+    if value is None:
+        return default
+    if not isinstance(value, (int, float)) or math.isnan(value) or not 0.0 <= value <= 1.0:
+        raise InvalidInput(f"{what} must be between 0 and 1, got {_shown(value)}")
+    return float(value)
+
+
+def clean_project(project: str | None, *, mode: str = "git-root") -> str | None:
+    """A project name or path as stored: a path (containing / or \\, `.`, `..`, `~`) becomes
+    `settings.project_for_path` (symlinks resolved, up to the repository root in mode 'git-root'),
+    the key `detect_project` gives inside that folder."""
+    if project is None:
+        return None
+    text = _controls_to_space(_fix_surrogates(project)).strip()
+    if not text:
+        raise InvalidInput("empty project")
+    refuse_secret(text, "project name")
+    if "/" in text or "\\" in text or text in (".", "..") or text.startswith("~"):
+        return settings.project_for_path(text, mode)
+    return text
+
+
+def refuse_secret(text: str, what: str) -> str:
+    """`text` (a tag, project, entity or relation name: stored and shown as it is, so it cannot be
+    redacted) unless it looks like a credential. Raises SecretDetected."""
+    problem = _name_findings(text)
+    if problem:
+        raise SecretDetected(f"refused: the {what} looks like a credential ({problem}); memsafe does not store secrets")
+    return text
+
+
+@functools.lru_cache(maxsize=4096)
+def _name_findings(text: str) -> str:
+    """`safety.describe` of the credentials in a name ('' if none). Names repeat (tags, projects,
+    entity keys in every record of an import), so the scan result is kept per process."""
+    findings = safety.scan(text)
+    return safety.describe(findings) if findings else ""
+
+
+def _screen_secrets(text: str, redact: bool) -> str:
+    """Refuse (or, with `redact`, redact) credentials in content before it is stored."""
+    findings = safety.scan(text)
+    if not findings:
+        return text
+    if not redact:
+        raise SecretDetected(
+            f"refused: the content looks like a credential ({safety.describe(findings)}); memsafe does not "
+            "store secrets. To keep the rest of the note with each secret replaced by [REDACTED:<type>], "
+            "remember it again with --redact (MCP/API: redact=true)"
+        )
+    return clean_text(safety.redact(text, findings))
+
+
+def _shown(value, width: int = 40) -> str:
+    """repr of a user value, cut to `width` characters (messages never echo megabytes)."""
+    text = repr(value)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _whole(value, key: str, what: str) -> int:
+    """An integer argument within the bounds of config key `key` (e.g. limit within recall_limit's).
+    Raises InvalidInput naming the range."""
+    spec = settings.CONFIG_KEYS[key]
+    if not isinstance(value, int) or isinstance(value, bool) or not spec.low <= value <= spec.high:
+        raise InvalidInput(f"{what} must be a whole number from {spec.low:g} to {spec.high:g}, got {_shown(value)}")
+    return value
+
+
+def _check_id(memory_id: int) -> int:
+    if not isinstance(memory_id, int) or isinstance(memory_id, bool) or memory_id < 1 or memory_id > 2**63 - 1:
+        raise InvalidInput(f"memory id must be a positive integer, got {_shown(memory_id)}")
+    return memory_id
+
+
+def make_scope(
+    *,
+    project: str | None,
+    all_projects: bool = False,
+    kinds: Sequence[str] = (),
+    tags: Sequence[str] = (),
+    since: str | None = None,
+) -> Scope:
+    """The recall scope: the project (if any) plus global memories, or every project."""
+    return Scope(
+        projects=None if all_projects else ([clean_project(project)] if project else []),
+        include_global=True,
+        kinds=[_enum_value(Kind, k, "kind") for k in kinds],
+        tags=clean_tags(tags),
+        since=since,
+    )
