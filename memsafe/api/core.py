@@ -574,8 +574,15 @@ def _coverage(store: Store, text: str, hits: list[tuple[int, float]]) -> tuple[d
     (df + 0.5)), at least 1e-6), the scale of a full match."""
     terms = retrieve.fts_terms(text)
     n, df, matches = store.fts_term_stats(terms, [i for i, _ in hits])
-    idf_sum = sum(max(1e-6, math.log((n - df[t] + 0.5) / (df[t] + 0.5))) for t in terms)
+    # As FTS5: an idf ≤ 0 counts 1e-6. A writer between the counts can make df exceed n.
+    idf_sum = sum(_fts_idf(n, df[t]) for t in terms)
     return retrieve.term_coverage({t: retrieve.idf(df[t], n) for t in terms}, matches), idf_sum
+
+
+def _fts_idf(n: int, df: int) -> float:
+    """FTS5's bm25 idf of a term in `df` of `n` rows: ln((n − df + 0.5) / (df + 0.5)), at least 1e-6."""
+    ratio = (n - df + 0.5) / (df + 0.5)
+    return math.log(ratio) if ratio > 1.0 else 1e-6
 
 
 _embed_pool = None
