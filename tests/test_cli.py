@@ -352,7 +352,7 @@ def test_control_characters_become_spaces_on_every_input_path(db_path, embedder,
     store = api.open_store(str(db_path)).store
     assert api.get(store, 1).content == "retry backoff policy"
     for word in ("retry", "backoff"):
-        assert [h.memory.id for h in api.recall(store, word, mode="lexical", touch=False).hits] == [1], word
+        assert [h.memory.id for h in api.recall(store, word, mode="lexical").hits] == [1], word
     tagged = api.remember(store, "tabs\tand\nnewlines stay; ESC\x1b[31m and DEL\x7f go", tags=["ops\x00prod"])
     assert tagged.content == "tabs\tand\nnewlines stay; ESC [31m and DEL  go" and tagged.tags == ["ops prod"]
     assert api.add_entity(store, "Foo\x00Bar").name == "Foo Bar"

@@ -161,7 +161,7 @@ def test_levels_in_order_and_restore_after_level_2_gives_exact_bytes(store, monk
     vec = np.frombuffer(store.get_vector(m.id), dtype=np.float32)
     assert float(vec @ embedder.embed_one(decay.brief(ORIGINAL, store.entity_names(m.id)))) > 0.9999
     assert store.vector_count() == 1
-    lexical = api.recall(store, "Production approval on-call", mode="lexical", touch=False)
+    lexical = api.recall(store, "Production approval on-call", mode="lexical")
     assert lexical.hits == []  # those words were only in the dropped sentences
 
     _at(monkeypatch, T0 + timedelta(days=116))
@@ -184,7 +184,7 @@ def test_one_long_jump_passes_every_level_in_order_and_archive_restores_fully(st
     assert versions[1].content == decay.summarize(ORIGINAL)
     assert versions[-1].status == "archived"
     assert [x.id for x in api.list_memories(store, status="archived")] == [m.id]
-    assert api.recall(store, "deploy pipeline rollback", touch=False).hits == []  # excluded from recall
+    assert api.recall(store, "deploy pipeline rollback").hits == []  # excluded from recall
     _at(monkeypatch, T0 + timedelta(days=365))
     restored = api.restore(store, m.id)
     assert restored.content == ORIGINAL and restored.status == "active"
@@ -242,19 +242,23 @@ def test_remainder_is_banked_and_not_forgiven_by_unrelated_reads(store, monkeypa
     api.set_confidence(store, m.id, value=0.8)  # metadata edit, same value
     hits = api.recall(store, "lunch fridays noon", limit=1)  # returns the other memory only
     assert [h.memory.id for h in hits.hits] == [other.id]
+    api.get(store, other.id, use=True)  # explicit use (being recalled is not one: issue 11)
     api.recall_as_of(store, "staging database", as_of="2026-01-20")
     report = api.decay(store, now=T0 + timedelta(days=61))
     assert m.id in [c.id for c in report.changes]  # 61 idle days: nothing was forgiven
-    assert other.id not in [c.id for c in report.changes]  # its recall was a real access
+    assert other.id not in [c.id for c in report.changes]  # its explicit use was a real access
 
 
-def test_daily_recalled_memory_keeps_high_strength(store, monkeypatch):
+def test_memory_used_every_week_keeps_high_strength(store, monkeypatch):
+    # Issue 11: only explicit use (here `get`, as `memsafe get` and MCP get_memory do) counts;
+    # being recalled alone neither ranks a memory up nor protects it from decay.
     daily = _remember(store, monkeypatch, "Run make lint before every push.")
     idle = _remember(store, monkeypatch, "Run the nightly fuzzers before releases.")
     for day in range(1, 396, 7):
         _at(monkeypatch, T0 + timedelta(days=day))
         hits = api.recall(store, "make lint before push", limit=1)
         assert hits.hits[0].memory.id == daily.id
+        api.get(store, daily.id, use=True)
     report = api.decay(store, now=T0 + timedelta(days=396))
     changed = {c.id for c in report.changes}
     assert daily.id not in changed and idle.id in changed

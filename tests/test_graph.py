@@ -284,9 +284,9 @@ def test_graph_views_and_recall_relations_keep_each_projects_names(store):
     assert [n.entity.name for n in wide.nodes] == ["SharedLib", "AlphaVault", "Handmade"]
     # the relations text in recall
     for project, shown in (("b", False), ("a", True)):
-        result = api.recall(store, "BetaQueue SharedLib AlphaVault", project=project, mode="lexical", touch=False)
+        result = api.recall(store, "BetaQueue SharedLib AlphaVault", project=project, mode="lexical")
         assert ("AlphaVault" in result.graph_context) is shown, project
-    widened = api.recall(store, "BetaQueue SharedLib", all_projects=True, mode="lexical", touch=False)
+    widened = api.recall(store, "BetaQueue SharedLib", all_projects=True, mode="lexical")
     assert "AlphaVault" in widened.graph_context
     # outside any project (an MCP server started in /): global only, never every project
     with pytest.raises(NotFound):

@@ -114,7 +114,7 @@ def test_remember_redact_stores_redacted(store):
     assert m.content == "staging: DB_PASSWORD=[REDACTED:secret-keyword], host db1"
     raw = store.conn.execute("SELECT group_concat(content) FROM memories").fetchone()[0]
     assert "S3cr3tP4ssw0rd" not in raw
-    hits = api.recall(store, "staging DB host", touch=False).hits
+    hits = api.recall(store, "staging DB host").hits
     assert hits and hits[0].memory.id == m.id
 
 
