@@ -200,10 +200,12 @@ class Fusion:
 def vector_relevance(similarity: float, words: int, f: Fusion) -> float:
     """Absolute vector relevance in [0, 1]: (sim − floor) / (1 − floor) above the floor
     (`min_similarity`), else 0, times min(1, words / substance_words), so a short turn that
-    only names a person the query names (MiniLM puts it near any such question) weighs little."""
+    only names a person the query names (MiniLM puts it near any such question) weighs little
+    (a memory with no such word counts as one)."""
     if similarity < f.min_similarity or f.min_similarity >= 1:
         return 0.0
-    substance = min(1.0, words / f.substance_words) if f.substance_words > 0 else 1.0
+    # at least one word's worth: a memory of symbols only (emoji) stays findable by meaning
+    substance = min(1.0, max(1, words) / f.substance_words) if f.substance_words > 0 else 1.0
     return (similarity - f.min_similarity) / (1.0 - f.min_similarity) * substance
 
 

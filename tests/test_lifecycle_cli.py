@@ -116,10 +116,13 @@ def test_f19_pinned_untouched_dry_run_dry_apply_idempotent(cli, db_path, monkeyp
         api.remember(store, f"Ordinary note {i}: the build step {i} takes {i + 3} minutes. It is cached.",
                      kind="task" if i % 2 else "general")
     daily = api.remember(store, "The release checklist lives in docs/release.md").id
-    for day in range(1, 397, 7):  # F19's daily recall, sampled weekly to keep the test fast
+    for day in range(1, 397, 7):  # F19's daily use, sampled weekly to keep the test fast
         _now(monkeypatch, T0 + timedelta(days=day))
         hits = api.recall(store, "release checklist", limit=1)
         assert hits.hits[0].memory.id == daily
+        # Issue 11: being recalled is not a use (recall would feed itself); the agent's explicit
+        # read of what it recalled is (`memsafe get`, MCP get_memory).
+        api.get(store, daily, use=True)
     store.close()
 
     _now(monkeypatch, "2027-02-01T00:00:00Z")
