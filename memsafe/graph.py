@@ -9,6 +9,7 @@ and never a plain English word at the start of a sentence or a stop-word.
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from collections.abc import Iterable, Sequence
@@ -98,6 +99,7 @@ _KEBAB_SUFFIX_STOP = frozenset(
 _KEBAB_PREFIX_STOP = frozenset("multi non self semi cross well anti".split())
 
 
+@functools.lru_cache(maxsize=8192)
 def _is_identifier(word: str) -> str | None:
     """The identifier type of one word, or None: snake_case, CamelCase/camelCase, code-with-digits."""
     core = word.strip("_-")
@@ -127,8 +129,9 @@ def _is_identifier(word: str) -> str | None:
     return None
 
 
-def _sentence_start(text: str, pos: int) -> bool:
-    return bool(_SENTENCE_END.search(text[max(0, pos - 3) : pos]))
+def _sentence_start(before: str) -> bool:
+    """Whether a word preceded by `before` (the up to 3 characters before it) starts a sentence."""
+    return bool(_SENTENCE_END.search(before))
 
 
 def extract_entities(text: str, extra: Iterable[str] = ()) -> list[Entity]:
@@ -144,8 +147,12 @@ def extract_entities(text: str, extra: Iterable[str] = ()) -> list[Entity]:
         entities; a capitalised word inside a sentence is.
     """
     found: dict[str, tuple[int, Entity]] = {}
+    offered: set[str] = set()  # raw names already judged: a repeat can change nothing (linear on repeats)
 
     def add(name: str, kind: str, pos: int) -> None:
+        if name in offered:
+            return
+        offered.add(name)
         name = clean_name(name).lstrip(" \"'([{<").rstrip(" .,;:!?\"')]}>")
         if len(name) < 2 or len(name) > MAX_ENTITY_CHARS:
             return
@@ -167,11 +174,14 @@ def extract_entities(text: str, extra: Iterable[str] = ()) -> list[Entity]:
     masked = list(text)
 
     def consume(m: re.Match, group: int = 0) -> None:
-        for i in range(m.start(group), m.end(group)):
-            masked[i] = " "
+        start, end = m.span(group)
+        masked[start:end] = " " * (end - start)
 
     def current() -> str:
         return "".join(masked)
+
+    def masked_before(pos: int) -> str:  # the 3 masked characters before pos, without a full rebuild
+        return "".join(masked[max(0, pos - 3) : pos])
 
     for m in _URL.finditer(text):
         consume(m)
@@ -195,12 +205,16 @@ def extract_entities(text: str, extra: Iterable[str] = ()) -> list[Entity]:
     for m in _FLAG.finditer(current()):
         add(m.group(0), "flag", m.start())
         consume(m)
+    not_a_name: dict[str, bool] = {}
     for m in _VERSION.finditer(current()):
         name = m.group(1)
-        if entity_key(name) in STOP_WORDS or entity_key(name) in _NOT_NAMES or len(name) < 2:
+        if name not in not_a_name:
+            key = entity_key(name)
+            not_a_name[name] = key in STOP_WORDS or key in _NOT_NAMES or len(name) < 2
+        if not_a_name[name]:
             continue
         add(m.group(0), "version", m.start())
-        plain_start = name[:1].isupper() and name[1:].islower() and _sentence_start(current(), m.start())
+        plain_start = name[:1].isupper() and name[1:].islower() and _sentence_start(masked_before(m.start()))
         if not plain_start:  # `Release v2.4.0` names a release, not an entity called Release
             add(name, _is_identifier(name) or "name", m.start())
         consume(m)
@@ -228,7 +242,7 @@ def extract_entities(text: str, extra: Iterable[str] = ()) -> list[Entity]:
             word[0].isupper()
             and word[1:].islower()
             and len(word) >= 3
-            and not _sentence_start(snapshot, m.start())
+            and not _sentence_start(snapshot[max(0, m.start() - 3) : m.start()])
         ):
             add(word, "name", m.start())
 
