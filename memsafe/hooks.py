@@ -1,20 +1,37 @@
-"""Responsibility: the git post-commit hook: installing, chaining, removing it, and reading a
-commit into a note. Talks to git (subprocess) and the hooks folder; never to the database.
+"""Responsibility: the git hooks: installing, chaining, removing them; the queue of commits they
+hand to memsafe; reading commits (one, or a whole history) into notes. Talks to git (subprocess),
+the hooks folder and the queue folder; never to the database.
 
-The hook is a small POSIX sh script marked `# memsafe-hook`. It runs any hook it replaced
-(kept beside it as `post-commit.pre-memsafe`), then starts `<python> -m memsafe hook run` in
-the background with all output going to a log file, and exits with the chained hook's status.
-So it returns at once and can never block or fail a commit. The hooks folder comes from
+Two small POSIX sh scripts marked `# memsafe-hook`:
+
+- `post-commit` reads, in the foreground (one `git rev-parse`, milliseconds), the new commit and
+  the branch it was made on, writes them as one entry in the queue, and starts
+  `<python> -m memsafe hook run` in the background. During a rebase, and for `commit --amend`, it
+  does nothing: those rewrite commits, and `post-rewrite` reports them once.
+- `post-rewrite` (git runs it once per rebase or amend, with the `old new` list on stdin) writes
+  that whole list as one queue entry and starts the same background run.
+
+The queue is a folder in the repository's git folder (`<git-common-dir>/memsafe-queue`), one file
+per entry, written whole then renamed into place. `hook run` drains it under an exclusive lock,
+oldest entry first, so commits made in a burst are remembered in the order they were made, with
+the branch they were made on, by one process at a time; a run that finds the lock taken exits at
+once (the holder reads the queue again before it lets go). Each script runs any hook it replaced
+(kept beside it as `<name>.pre-memsafe`) first, sends all memsafe output to a log file, and exits
+with the chained hook's status, so it never blocks or fails a commit. The hooks folder comes from
 `git rev-parse --git-path hooks`, which honours `core.hooksPath` and linked worktrees.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shlex
 import stat
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,7 +39,10 @@ from memsafe import settings
 from memsafe.errors import InvalidInput
 
 HOOK_NAME = "post-commit"
+REWRITE_HOOK = "post-rewrite"
+HOOK_NAMES = (HOOK_NAME, REWRITE_HOOK)
 MARKER = "# memsafe-hook"
+QUEUE_DIR = "memsafe-queue"  # inside the repository's common git folder
 CHAINED_SUFFIX = ".pre-memsafe"
 MAX_FILES = 20  # changed file names listed in a commit note
 MAX_BODY_CHARS = 4000  # commit body kept in a note
@@ -35,6 +55,7 @@ class HookStatus:
 
     Attributes:
         installed: memsafe's hook is the post-commit hook.
+        rewrite_installed: memsafe's post-rewrite hook (rebase and amend) is in place too.
         chained: path of the hook memsafe's hook runs first (the one it replaced), if any.
         foreign: a post-commit hook that is not memsafe's is in place.
         hooks_path: the `core.hooksPath` setting, if any.
@@ -54,6 +75,7 @@ class HookStatus:
     python: str | None = None
     python_ok: bool = True
     db: str | None = None
+    rewrite_installed: bool = False
     actions: list[str] = field(default_factory=list)
 
 
@@ -69,9 +91,9 @@ class CommitInfo:
     files: list[str]
 
 
-def _git(repo: Path, *args: str, check: bool = True) -> bytes:
+def _git(repo: Path, *args: str, check: bool = True, timeout: float | None = GIT_TIMEOUT_S) -> bytes:
     try:
-        done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, timeout=GIT_TIMEOUT_S)
+        done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, timeout=timeout)
     except FileNotFoundError:
         raise InvalidInput("git is not installed or not on PATH") from None
     except subprocess.TimeoutExpired:
@@ -112,21 +134,54 @@ def log_file() -> Path:
     return settings.data_dir() / "hook.log"
 
 
-def hook_script(python: str, db: str | None, log: Path, workdir: Path) -> str:
-    """The post-commit script (POSIX sh). Paths are quoted for the shell."""
-    db_args = f" --db {shlex.quote(db)}" if db else ""
+_HEAD_SH = """{{ read -r gitdir; read -r common; read -r commit; read -r ref; }} <<MEMSAFE_EOF
+$(git rev-parse --path-format=absolute --git-dir --git-common-dir HEAD --symbolic-full-name HEAD 2>/dev/null)
+MEMSAFE_EOF
+branch=${{ref#refs/heads/}}; [ "$branch" = "$ref" ] && branch=
+rebasing=; {{ [ -d "$gitdir/rebase-merge" ] || [ -d "$gitdir/rebase-apply" ]; }} && rebasing=1
+q="$common/{queue}"; name="$(date +%s)-$$-{hook}"
+"""
+
+
+def hook_script(python: str, db: str | None, log: Path, workdir: Path, name: str = HOOK_NAME) -> str:
+    """The `post-commit` or `post-rewrite` script (POSIX sh; see the module docstring). Paths are
+    quoted for the shell. Raises ValueError for another hook name."""
     q = shlex.quote
-    return f"""#!/bin/sh
-{MARKER} v1: remembers each commit. Installed by `memsafe hook install`; undo with `memsafe hook uninstall`.
-# Never blocks or fails a commit: memsafe runs in the background, its errors go to {log}.
+    db_args = f" --db {q(db)}" if db else ""
+    run = (f"(cd {q(str(workdir))} 2>/dev/null || cd /\n {q(python)} -m memsafe{db_args} hook run --repo \"$repo\" "
+           f"--queue \"$q\" </dev/null >>{q(str(log))} 2>&1 &) >/dev/null 2>&1")
+    head = f"""#!/bin/sh
+{MARKER} v2: remembers each commit, and follows rebases and amends. Installed by `memsafe hook install`;
+# undo with `memsafe hook uninstall`. Never blocks or fails git: memsafe runs in the background, its errors
+# go to {log}.
 status=0
-chained="$(dirname "$0")/{HOOK_NAME}{CHAINED_SUFFIX}"
-if [ -x "$chained" ]; then "$chained" "$@"; status=$?; fi
-commit=$(git rev-parse HEAD 2>/dev/null) || exit $status
+chained="$(dirname "$0")/{name}{CHAINED_SUFFIX}"
 repo=$(pwd)
-(cd {q(str(workdir))} 2>/dev/null || cd /
- {q(python)} -m memsafe{db_args} hook run --repo "$repo" --commit "$commit" </dev/null >>{q(str(log))} 2>&1 &) \\
- >/dev/null 2>&1 || true
+""" + _HEAD_SH.format(queue=QUEUE_DIR, hook=name)
+    if name == HOOK_NAME:
+        # a rebase reports its commits once, in post-rewrite; so does an amend (its reflog line)
+        return head + f"""if [ -x "$chained" ]; then "$chained" "$@"; status=$?; fi
+[ -n "$commit" ] && [ -z "$rebasing" ] || exit $status
+case "$(tail -n 1 "$gitdir/logs/HEAD" 2>/dev/null)" in *"\tcommit (amend): "*) exit $status;; esac
+mkdir -p "$q" 2>/dev/null && printf 'commit %s\\n%s\\n' "$branch" "$commit" >"$q/.$name" \\
+ && mv -f "$q/.$name" "$q/$name" || exit $status
+{run} || true
+exit $status
+"""
+    if name != REWRITE_HOOK:
+        raise ValueError(f"memsafe has no {name} hook")
+    # the branch of a rebase: HEAD may still be detached when git runs post-rewrite
+    return head + f"""if [ -z "$branch" ]; then
+  for d in rebase-merge rebase-apply; do [ -f "$gitdir/$d/head-name" ] && ref=$(cat "$gitdir/$d/head-name"); done
+  case "$ref" in refs/heads/*) branch=${{ref#refs/heads/}};; esac
+fi
+if mkdir -p "$q" 2>/dev/null && {{ printf 'rewrite %s %s\\n' "$1" "$branch"; cat; }} >"$q/.$name"; then
+  if [ -x "$chained" ]; then tail -n +2 "$q/.$name" | "$chained" "$@"; status=$?; fi
+  # an amend inside a rebase is reported again, whole, by the rebase's own post-rewrite
+  if [ "$1" = amend ] && [ -n "$rebasing" ]; then rm -f "$q/.$name"; exit $status; fi
+  mv -f "$q/.$name" "$q/$name" && {run} || true
+elif [ -x "$chained" ]; then "$chained" "$@"; status=$?
+fi
 exit $status
 """
 
@@ -162,6 +217,7 @@ def status(path: str | Path | None = None) -> HookStatus:
         chained=str(chained) if ours and (chained.exists() or chained.is_symlink()) else None,
         hooks_path=configured, log_file=str(log_file()), python=python,
         python_ok=python is None or Path(python).exists(), db=db,
+        rewrite_installed=MARKER in (_read(folder / REWRITE_HOOK) or ""),
     )
 
 
@@ -174,42 +230,62 @@ def _read(path: Path) -> str | None:
         raise InvalidInput(f"cannot read {path}: {exc.strerror or exc}") from None
 
 
+def _foreign(hook: Path) -> bool:
+    text = _read(hook)
+    return (text is not None or hook.is_symlink()) and MARKER not in (text or "")
+
+
 def install(path: str | Path | None = None, *, db: str | None = None) -> HookStatus:
-    """Install (or refresh) the post-commit hook. An existing foreign hook is renamed to
-    `post-commit.pre-memsafe` and run first by memsafe's hook; `uninstall` puts it back.
+    """Install (or refresh) the post-commit and post-rewrite hooks. An existing foreign hook is
+    renamed to `<name>.pre-memsafe` and run first by memsafe's hook; `uninstall` puts it back.
 
     Args:
         db: a database path to bake into the hook (default: resolved when the hook runs).
 
     Raises:
-        InvalidInput: not a repository, or the hooks folder cannot be written.
+        InvalidInput: not a repository, or the hooks folder cannot be written (nothing is changed
+            then, except a hooks folder that had to be created).
     """
     current = status(path)
     folder = Path(current.hooks_dir)
-    hook = Path(current.hook_file)
-    chained = folder / (HOOK_NAME + CHAINED_SUFFIX)
     log = log_file()
-    tmp = hook.with_name(f".{HOOK_NAME}.memsafe-tmp")
-    renamed = False
+    for name in HOOK_NAMES:
+        chained = folder / (name + CHAINED_SUFFIX)
+        if _foreign(folder / name) and (chained.exists() or chained.is_symlink()):
+            raise InvalidInput(f"{folder / name} is not memsafe's and {chained} already exists; move one of them away")
     try:
         if not folder.is_dir():
             folder.mkdir(parents=True)
             why = f" (core.hooksPath = {current.hooks_path})" if current.hooks_path else ""
             current.actions.append(f"created the hooks folder {folder}{why}")
         log.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        if current.foreign and (chained.exists() or chained.is_symlink()):
-            raise InvalidInput(f"{hook} is not memsafe's and {chained} already exists; move one of them away")
+    except OSError as exc:
+        raise InvalidInput(f"cannot write the hook in {folder}: {exc.strerror or exc}") from None
+    baked = str(settings.expand_path(db)) if db else None
+    for name in HOOK_NAMES:
+        _install_one(folder, name, hook_script(sys.executable, baked, log, log.parent, name), current.actions)
+    after = status(path)
+    after.actions = current.actions
+    return after
+
+
+def _install_one(folder: Path, name: str, script: str, actions: list[str]) -> None:
+    """Write one hook; a foreign hook of that name is kept as `<name>.pre-memsafe`. Raises InvalidInput."""
+    hook = folder / name
+    chained = folder / (name + CHAINED_SUFFIX)
+    foreign = _foreign(hook)
+    refresh = hook.is_file() and not foreign
+    tmp = hook.with_name(f".{name}.memsafe-tmp")
+    renamed = False
+    try:
         # Write the new hook completely first; only then move the user's hook aside and ours in,
         # so a full disk or a read-only folder never leaves the repository without its hook.
-        tmp.write_text(
-            hook_script(sys.executable, str(settings.expand_path(db)) if db else None, log, log.parent),
-            encoding="utf-8",
-        )
+        tmp.write_text(script, encoding="utf-8")
         tmp.chmod(tmp.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH | stat.S_IRUSR)
-        if current.foreign:
+        if foreign:
             os.rename(hook, chained)
             renamed = True
-            current.actions.append(f"kept the existing hook as {chained}; it still runs first")
+            actions.append(f"kept the existing hook as {chained}; it still runs first")
         os.replace(tmp, hook)
     except OSError as exc:
         if renamed and not hook.exists():
@@ -217,40 +293,47 @@ def install(path: str | Path | None = None, *, db: str | None = None) -> HookSta
         if tmp.is_file():
             tmp.unlink()
         raise InvalidInput(f"cannot write the hook in {folder}: {exc.strerror or exc}") from None
-    current.actions.append(("refreshed " if current.installed else "installed ") + str(hook))
-    after = status(path)
-    after.actions = current.actions
-    return after
+    actions.append(("refreshed " if refresh else "installed ") + str(hook))
 
 
 def uninstall(path: str | Path | None = None) -> HookStatus:
-    """Remove memsafe's hook and put back the hook it replaced, if any.
+    """Remove memsafe's hooks and put back the hooks they replaced, if any.
 
     Raises:
         InvalidInput: memsafe's hook is not installed (a foreign hook is never touched).
     """
     current = status(path)
-    hook = Path(current.hook_file)
-    if not current.installed:
+    if not current.installed and not current.rewrite_installed:
         what = "another program's post-commit hook is in place; left alone" if current.foreign else "nothing to do"
         raise InvalidInput(f"memsafe's hook is not installed in {current.hooks_dir} ({what})")
+    folder = Path(current.hooks_dir)
     actions = []
-    try:
-        hook.unlink()
-        actions.append(f"removed {hook}")
-        if current.chained:
-            os.rename(current.chained, hook)
-            actions.append(f"restored the previous hook {hook}")
-    except OSError as exc:
-        raise InvalidInput(f"cannot change {hook}: {exc.strerror or exc}") from None
+    for name in HOOK_NAMES:
+        hook = folder / name
+        chained = folder / (name + CHAINED_SUFFIX)
+        if MARKER not in (_read(hook) or ""):
+            continue
+        try:
+            hook.unlink()
+            actions.append(f"removed {hook}")
+            if chained.exists() or chained.is_symlink():
+                os.rename(chained, hook)
+                actions.append(f"restored the previous hook {hook}")
+        except OSError as exc:
+            raise InvalidInput(f"cannot change {hook}: {exc.strerror or exc}") from None
     after = status(path)
     after.actions = actions
     return after
 
 
-def read_commit(repo: str | Path, commit: str = "HEAD") -> CommitInfo:
+_CURRENT = object()  # read_commit's default branch: the one checked out now
+
+
+def read_commit(repo: str | Path, commit: str = "HEAD", branch: str | None | object = _CURRENT) -> CommitInfo:
     """Read one commit through git (messages re-encoded to UTF-8 by git when they declare an
-    encoding, else decoded as UTF-8 or Latin-1). Raises InvalidInput."""
+    encoding, else decoded as UTF-8 or Latin-1). `branch`: the branch the commit was made on, as
+    the hook read it when the commit was made (None: detached HEAD); by default the branch checked
+    out now. Raises InvalidInput."""
     root = Path(repo)
     if not commit or commit.startswith("-") or any(c.isspace() or c == "\x00" for c in commit):
         raise InvalidInput(f"{commit[:40]!r} is not a commit (a hash or a ref such as HEAD)")
@@ -261,10 +344,125 @@ def read_commit(repo: str | Path, commit: str = "HEAD") -> CommitInfo:
         raise InvalidInput(f"cannot read commit {commit} in {root}")
     full, short, subject = (_text(p).strip() for p in parts[:3])
     body = _text(b"\x00".join(parts[3:])).strip()
-    branch = _text(_git(root, "symbolic-ref", "--short", "-q", "HEAD", check=False)).strip() or None
+    if branch is _CURRENT:
+        branch = current_branch(root)
     names = _git(root, "diff-tree", "--no-commit-id", "--name-only", "-r", "-z", "--root", full)
     files = [_text(n) for n in names.split(b"\x00") if n]
     return CommitInfo(full, short, subject, body, branch, files)
+
+
+def current_branch(root: Path) -> str | None:
+    """The branch checked out in `root`, or None on a detached HEAD."""
+    return _text(_git(root, "symbolic-ref", "--short", "-q", "HEAD", check=False)).strip() or None
+
+
+def history(root: Path, *, since: str | None = None, max_count: int | None = None,
+            branch: str | None = None) -> Iterator[CommitInfo]:
+    """The commits reachable from HEAD, oldest first, read in one `git log` (what `hook backfill`
+    remembers); each carries `branch`. `since`: a date git understands (`2024-01-31`, `3 months
+    ago`); `max_count`: the most recent N only. Raises InvalidInput (git failed: no commit yet,
+    a bad date)."""
+    args = ["log", "--reverse", "--encoding=UTF-8", "-z", "--name-only", "--no-renames",
+            "--format=%x1e%H%x1f%h%x1f%s%x1f%b%x1f"]
+    if since:
+        args.append(f"--since={since}")
+    if max_count is not None:
+        args.append(f"--max-count={max_count}")
+    if not _git(root, "rev-parse", "-q", "--verify", "HEAD^{commit}", check=False).strip():
+        return
+    raw = _git(root, *args, "HEAD", "--", timeout=None)
+    for record in raw.split(b"\x1e")[1:]:
+        parts = record.split(b"\x1f")
+        if len(parts) < 5:
+            raise InvalidInput(f"cannot read the history of {root}")
+        full, short, subject = (_text(p).strip() for p in parts[:3])
+        body = _text(b"\x1f".join(parts[3:-1])).strip()
+        files = [_text(n) for n in parts[-1].split(b"\x00") if n.strip(b"\n")]
+        yield CommitInfo(full, short, subject, body, branch, [f.strip("\n") for f in files])
+
+
+QUEUE_VERSION = 1
+
+
+@dataclass
+class QueueEntry:
+    """One queue file: a commit made (`kind` 'commit', `commits` = [sha]), or commits rewritten
+    (`kind` 'rebase' or 'amend', `pairs` = [(old sha, new sha)] in git's order). `branch` as the hook
+    read it in the foreground (None: detached HEAD)."""
+
+    path: Path
+    kind: str
+    branch: str | None
+    commits: list[str] = field(default_factory=list)
+    pairs: list[tuple[str, str]] = field(default_factory=list)
+
+
+def queue_dir(root: Path) -> Path:
+    """The queue folder of the repository at `root` (shared by its worktrees)."""
+    common = _text(_git(root, "rev-parse", "--path-format=absolute", "--git-common-dir").strip())
+    return Path(common) / QUEUE_DIR
+
+
+def _sha(word: str) -> bool:
+    return 7 <= len(word) <= 64 and all(c in "0123456789abcdef" for c in word)
+
+
+def read_queue(folder: Path) -> list[QueueEntry]:
+    """The entries waiting in `folder`, oldest first (file time, then name). Files being written
+    (dot names) are left alone; a file that does not parse gets kind 'bad'."""
+    entries = []
+    try:
+        names = [p for p in folder.iterdir() if not p.name.startswith(".") and p.is_file()]
+    except FileNotFoundError:
+        return []
+    timed = []
+    for p in names:
+        try:
+            timed.append((p.stat().st_mtime_ns, p.name, p))
+        except FileNotFoundError:
+            continue  # taken by another run meanwhile
+    for _, _, path in sorted(timed):
+        try:
+            lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+        except FileNotFoundError:
+            continue
+        head = lines[0].split(" ") if lines else []
+        rest = [line.split() for line in lines[1:] if line.strip()]
+        if head[:1] == ["commit"] and len(rest) == 1 and _sha(rest[0][0]):
+            entries.append(QueueEntry(path, "commit", " ".join(head[1:]) or None, commits=[rest[0][0]]))
+        elif head[:1] == ["rewrite"] and len(head) >= 2 and all(len(r) >= 2 and _sha(r[0]) and _sha(r[1]) for r in rest):
+            entries.append(QueueEntry(path, head[1], " ".join(head[2:]) or None, pairs=[(r[0], r[1]) for r in rest]))
+        else:
+            entries.append(QueueEntry(path, "bad", None))
+    return entries
+
+
+def enqueue_commit(folder: Path, commit: str, branch: str | None) -> Path:
+    """Add a commit to the queue as the post-commit hook does (for `hook run --commit`, which
+    hooks installed by older versions call). Returns the entry's path."""
+    folder.mkdir(parents=True, exist_ok=True)
+    name = f"{int(time.time())}-{os.getpid()}-{time.monotonic_ns()}-commit"
+    tmp = folder / f".{name}"
+    tmp.write_text(f"commit {branch or ''}\n{commit}\n", encoding="utf-8")
+    os.replace(tmp, folder / name)
+    return folder / name
+
+
+@contextmanager
+def queue_lock(folder: Path) -> Iterator[bool]:
+    """Hold the queue's exclusive lock if no other process holds it: yields True, or False at
+    once when it is taken. The kernel drops the lock when its holder dies."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / ".lock", "a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def commit_note(info: CommitInfo, max_files: int = MAX_FILES) -> str:

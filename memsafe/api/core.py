@@ -164,6 +164,7 @@ def remember(
     embed_now: bool = True,
     entities: Sequence[str] = (),
     redact: bool = False,
+    uid: str | None = None,
 ) -> Memory:
     """Store a memory. Returns it with its new id; `near_duplicate` names the closest memory in
     the same project when it is nearly the same (cosine ≥ `near_duplicate_threshold`); it is
@@ -176,6 +177,8 @@ def remember(
         entities: entity names to link besides those extracted from the content (graph).
         redact: store content that looks like a credential with each secret replaced by
             `[REDACTED:<type>]` (see `memsafe.safety`) instead of refusing it.
+        uid: the stable uid to give the memory (a git commit's, see `api.hooks.commit_uid`);
+            default a random one. The caller makes sure it is not taken.
 
     Raises:
         InvalidInput: bad content, kind, source, tag or number.
@@ -211,7 +214,7 @@ def remember(
             raise Duplicate(f"already remembered as memory {existing}", existing)
         memory_id = store.insert_memory(
             {
-                "uid": uuid.uuid4().hex,
+                "uid": uid or uuid.uuid4().hex,
                 "content": text,
                 "kind": kind_v,
                 "project": project_v,

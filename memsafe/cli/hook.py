@@ -1,5 +1,5 @@
-"""Responsibility: `memsafe hook install | uninstall | status` (and the hidden `hook run` the
-post-commit hook calls)."""
+"""Responsibility: `memsafe hook install | uninstall | status | backfill` (and the hidden `hook run`
+the installed hooks start in the background)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from memsafe.cli._common import JsonOpt, _emit_json, _fail, _session, app, err, 
 from memsafe.errors import MemsafeError
 
 hook_app = typer.Typer(
-    help="Remember every git commit automatically (a post-commit hook).", no_args_is_help=True,
+    help="Remember every git commit automatically (post-commit and post-rewrite hooks).", no_args_is_help=True,
 )
 app.add_typer(hook_app, name="hook")
 
@@ -32,6 +32,8 @@ def _show(status: api.HookStatus, json_: bool) -> None:
     console = out()
     state = "installed" if status.installed else ("another hook is in place" if status.foreign else "not installed")
     rows = [("repository", status.repo), ("hooks folder", status.hooks_dir), ("post-commit", state)]
+    if status.installed or status.rewrite_installed:
+        rows.append(("post-rewrite", "installed" if status.rewrite_installed else "not installed (run `hook install`)"))
     if status.hooks_path:
         rows.append(("core.hooksPath", status.hooks_path))
     if status.chained:
@@ -59,10 +61,12 @@ def install(
     uninstall_: Annotated[bool, typer.Option("--uninstall", help="Same as `memsafe hook uninstall`.")] = False,
     json_: JsonOpt = False,
 ) -> None:
-    """Install the post-commit hook: each commit (subject, body, hash, branch, files) becomes a memory.
+    """Install the git hooks: each commit (subject, body, hash, branch, files) becomes a memory.
 
-    Honours core.hooksPath and worktrees; an existing hook is kept and still runs first.
-    The hook returns at once (memsafe works in the background) and never fails a commit.
+    A rebase or `commit --amend` updates the memories of the commits it rewrites (post-rewrite
+    hook), never duplicates them. Honours core.hooksPath and worktrees; an existing hook is kept
+    and still runs first. The hooks return at once (memsafe works in the background) and never
+    fail git.
     A database given with --db or MEMSAFE_DB is written into the hook (git tools that commit
     without your shell's environment still reach it); otherwise the default store is used.
 
@@ -81,7 +85,7 @@ def install(
 
 @hook_app.command()
 def uninstall(repo: RepoOpt = None, json_: JsonOpt = False) -> None:
-    """Remove memsafe's post-commit hook and restore the hook it replaced."""
+    """Remove memsafe's hooks and restore the hooks they replaced."""
     _show(_call(api.hook_uninstall, repo), json_)
 
 
@@ -91,18 +95,68 @@ def status_(repo: RepoOpt = None, json_: JsonOpt = False) -> None:
     _show(_call(api.hook_status, repo), json_)
 
 
+@hook_app.command()
+def backfill(
+    ctx: typer.Context,
+    repo: RepoOpt = None,
+    since: Annotated[
+        str | None, typer.Option("--since", help="Only commits after this date (any date git understands).")
+    ] = None,
+    max_: Annotated[int | None, typer.Option("--max", min=1, help="Only the most recent N commits.")] = None,
+    json_: JsonOpt = False,
+) -> None:
+    """Remember the repository's existing history, as the hook would have (one memory per commit).
+
+    Commits reachable from HEAD, oldest first. Run it again at any time: commits already
+    remembered (by the hook or an earlier backfill) are skipped. Embedding is deferred, so a
+    large history is quick; `memsafe embed` (or the next recall) computes the vectors.
+
+    Examples:
+
+      memsafe hook backfill
+
+      memsafe hook backfill --since 2024-01-01 --max 500
+    """
+    from memsafe.cli.transfer import _progress
+
+    with _session(ctx) as opened, _progress("remembering commits", not json_) as progress:
+        report = api.backfill_commits(opened.store, repo, since=since, max_count=max_, progress=progress)
+    if json_:
+        _emit_json(report)
+        return
+    rate = report.remembered / report.seconds if report.seconds else 0.0
+    out().print(
+        f"{report.remembered:,} commit{'s' if report.remembered != 1 else ''} remembered, {report.skipped:,} already "
+        f"known, from {report.seen:,} in {report.repo} ({report.seconds:.1f} s, {rate:,.0f}/s)",
+        markup=False, highlight=False,
+    )
+    if report.pending:
+        err.print(f"{report.pending:,} vectors pending: run `memsafe embed` (or the next recall fills them)",
+                  markup=False, highlight=False)
+
+
 @hook_app.command(hidden=True)
 def run(
     ctx: typer.Context,
     repo: Annotated[str, typer.Option("--repo", help="Repository root.")] = ".",
-    commit: Annotated[str, typer.Option("--commit", help="Commit to remember.")] = "HEAD",
+    queue: Annotated[str | None, typer.Option("--queue", help="The hooks' queue folder to drain.")] = None,
+    commit: Annotated[
+        str | None, typer.Option("--commit", help="Queue this commit first (hooks installed by memsafe < 0.2).")
+    ] = None,
 ) -> None:
-    """Remember one commit (what the installed hook runs). Always exits 0; errors go to stderr (the hook log)."""
+    """Drain the hooks' queue (what the installed hooks start). Always exits 0; errors go to stderr (the hook log)."""
     try:
+        if commit:
+            from memsafe import hooks
+
+            root = hooks.repo_root(repo)
+            hooks.enqueue_commit(hooks.queue_dir(root), commit, hooks.current_branch(root))
         with _session(ctx) as opened:
-            api.remember_commit(opened.store, repo, commit=commit)
+            report = api.drain_queue(opened.store, repo, queue)
+        for name, reason in report.failed:
+            sys.stderr.write(f"{clock.now_iso()} memsafe hook run: queue entry {name} in {repo} failed: {reason}\n")
     except typer.Exit as exc:
         if exc.exit_code:
-            sys.stderr.write(f"{clock.now_iso()} memsafe hook run failed for {commit} in {repo}\n")
+            sys.stderr.write(f"{clock.now_iso()} memsafe hook run failed in {repo}\n")
     except Exception as exc:  # a hook must never fail loudly; the log keeps the reason
         sys.stderr.write(f"{clock.now_iso()} memsafe hook run: {type(exc).__name__}: {exc}\n")
