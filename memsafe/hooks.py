@@ -148,30 +148,35 @@ def hook_script(python: str, db: str | None, log: Path, workdir: Path, name: str
     quoted for the shell. Raises ValueError for another hook name."""
     q = shlex.quote
     db_args = f" --db {q(db)}" if db else ""
-    run = (f"(cd {q(str(workdir))} 2>/dev/null || cd /\n {q(python)} -m memsafe{db_args} hook run --repo \"$repo\" "
-           f"--queue \"$q\" </dev/null >>{q(str(log))} 2>&1 &) >/dev/null 2>&1")
+    # One background run at a time: a run alive (its pid in .pid) drains this entry too (see drain_queue).
+    run = (f"pid=$(cat \"$q/.pid\" 2>/dev/null); [ -n \"$pid\" ] && kill -0 \"$pid\" 2>/dev/null && exit $status\n"
+           f"cd {q(str(workdir))} 2>/dev/null || cd /\n"
+           f"{q(python)} -m memsafe{db_args} hook run --repo \"$repo\" --queue \"$q\" </dev/null >>{q(str(log))} 2>&1 &\n"
+           f"echo $! >\"$q/.pid\" 2>/dev/null")
     head = f"""#!/bin/sh
 {MARKER} v2: remembers each commit, and follows rebases and amends. Installed by `memsafe hook install`;
 # undo with `memsafe hook uninstall`. Never blocks or fails git: memsafe runs in the background, its errors
 # go to {log}.
 status=0
-chained="$(dirname "$0")/{name}{CHAINED_SUFFIX}"
-repo=$(pwd)
-""" + _HEAD_SH.format(queue=QUEUE_DIR, hook=name)
+chained="${{0%/*}}/{name}{CHAINED_SUFFIX}"
+repo=$PWD
+"""
     if name == HOOK_NAME:
-        # a rebase reports its commits once, in post-rewrite; so does an amend (its reflog line)
+        # A rebase reports its commits once, in post-rewrite; so does an amend (its reflog line).
+        # The first test costs no process, so a rebase of many commits pays almost nothing here.
         return head + f"""if [ -x "$chained" ]; then "$chained" "$@"; status=$?; fi
-[ -n "$commit" ] && [ -z "$rebasing" ] || exit $status
+d=${{GIT_DIR:-.git}}; {{ [ -d "$d/rebase-merge" ] || [ -d "$d/rebase-apply" ]; }} && exit $status
+""" + _HEAD_SH.format(queue=QUEUE_DIR, hook=name) + f"""[ -n "$commit" ] && [ -z "$rebasing" ] || exit $status
 case "$(tail -n 1 "$gitdir/logs/HEAD" 2>/dev/null)" in *"\tcommit (amend): "*) exit $status;; esac
 mkdir -p "$q" 2>/dev/null && printf 'commit %s\\n%s\\n' "$branch" "$commit" >"$q/.$name" \\
  && mv -f "$q/.$name" "$q/$name" || exit $status
-{run} || true
+{run}
 exit $status
 """
     if name != REWRITE_HOOK:
         raise ValueError(f"memsafe has no {name} hook")
     # the branch of a rebase: HEAD may still be detached when git runs post-rewrite
-    return head + f"""if [ -z "$branch" ]; then
+    return head + _HEAD_SH.format(queue=QUEUE_DIR, hook=name) + f"""if [ -z "$branch" ]; then
   for d in rebase-merge rebase-apply; do [ -f "$gitdir/$d/head-name" ] && ref=$(cat "$gitdir/$d/head-name"); done
   case "$ref" in refs/heads/*) branch=${{ref#refs/heads/}};; esac
 fi
@@ -179,7 +184,8 @@ if mkdir -p "$q" 2>/dev/null && {{ printf 'rewrite %s %s\\n' "$1" "$branch"; cat
   if [ -x "$chained" ]; then tail -n +2 "$q/.$name" | "$chained" "$@"; status=$?; fi
   # an amend inside a rebase is reported again, whole, by the rebase's own post-rewrite
   if [ "$1" = amend ] && [ -n "$rebasing" ]; then rm -f "$q/.$name"; exit $status; fi
-  mv -f "$q/.$name" "$q/$name" && {run} || true
+  mv -f "$q/.$name" "$q/$name" || exit $status
+{run}
 elif [ -x "$chained" ]; then "$chained" "$@"; status=$?
 fi
 exit $status
@@ -463,6 +469,17 @@ def queue_lock(folder: Path) -> Iterator[bool]:
             yield True
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def release_pid(folder: Path) -> None:
+    """Remove the queue's `.pid` file if it names this process (the hooks start no new run while
+    the process it names is alive)."""
+    path = folder / ".pid"
+    try:
+        if path.read_text().strip() == str(os.getpid()):
+            path.unlink()
+    except (FileNotFoundError, ValueError, OSError):
+        pass
 
 
 def commit_note(info: CommitInfo, max_files: int = MAX_FILES) -> str:

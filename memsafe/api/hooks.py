@@ -124,7 +124,9 @@ def drain_queue(store: Store, repo: str | Path, folder: str | Path | None = None
                     entry.path.replace(entry.path.with_name(".failed-" + entry.path.name))
                     continue
                 entry.path.unlink(missing_ok=True)
-        # Read again after letting go: a run that found the lock taken left its entry to us.
+        # Let go of the pid file, then read again: a hook that saw this run alive (or a run that
+        # found the lock taken) left its entry to us, and one that comes later starts its own run.
+        hooks.release_pid(queue)
         if not hooks.read_queue(queue):
             return report
 
@@ -165,7 +167,7 @@ def _follow_rewrite(store: Store, root: Path, project: str | None, old: str, new
         return
     note = hooks.commit_note(hooks.read_commit(root, new, branch))
     try:
-        update(store, before["id"], content=note, redact=True)
+        update(store, before["id"], content=note, redact=True, embed_now=False)
     except Duplicate:  # the same note is already another memory (an identical commit): nothing to add
         forget(store, before["id"], reason=f"commit rewritten as {new[:12]}")
         report.forgotten += 1

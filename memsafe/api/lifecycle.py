@@ -193,8 +193,11 @@ def update(
     project: str | None = None,
     clear_project: bool = False,
     redact: bool = False,
+    embed_now: bool = True,
 ) -> Memory:
     """Change a memory, keeping its previous state as a version (cause `update`).
+
+    `embed_now=False` leaves the new text's vector pending (deferred embedding, as `remember`).
 
     New content goes through the same credential check as `remember` (refused, or redacted with
     `redact`).
@@ -224,7 +227,7 @@ def update(
         raise InvalidInput("nothing to update; give --content, --tag/--no-tags, --kind, --importance, --project "
                            "or --global (MCP/API: content, tags, kind, importance)")
 
-    embedder = _embedder(store) if text is not None else None
+    embedder = _embedder(store) if text is not None and embed_now else None
     vector = embedder.embed_one(text) if embedder is not None else None
     now = clock.now_iso()
     with store.write():
