@@ -658,12 +658,13 @@ class Store:
         except apsw.SQLError:
             return self.conn.execute("SELECT count(*) FROM vec_memories").fetchone()[0]
 
-    def pending_embeddings(self, limit: int) -> list[tuple[int, str]]:
-        """Memories (any status but forgotten) whose vector is missing, oldest first."""
+    def pending_embeddings(self, limit: int, after_id: int = 0) -> list[tuple[int, str]]:
+        """Memories (any status but forgotten) whose vector is missing, oldest first, ids > after_id."""
         return list(
             self.conn.execute(
-                "SELECT id, content FROM memories WHERE embedded = 0 AND status != 'forgotten' ORDER BY id LIMIT ?",
-                (limit,),
+                "SELECT id, content FROM memories WHERE embedded = 0 AND status != 'forgotten' AND id > ? "
+                "ORDER BY id LIMIT ?",
+                (after_id, limit),
             )
         )
 

@@ -222,3 +222,125 @@ def test_hook_never_stores_part_of_a_credential_cut_by_the_body_limit(store, tmp
         assert memory is not None
         assert token[:5] not in memory.content, cut
         assert len(memory.content) < hooks.MAX_BODY_CHARS + 200
+
+
+def wait_until(predicate, what: str):
+    deadline = time.monotonic() + WAIT_S
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.2)
+    log = hooks.log_file()
+    raise AssertionError(f"{what}; log: {log.read_text() if log.exists() else '-'}")
+
+
+def active_notes(db: Path) -> list[str]:
+    opened = api.open_store(str(db))
+    try:
+        return sorted(r["content"] for r in opened.store.export_memory_rows(0, 1000, ["active"], None))
+    finally:
+        opened.store.close()
+
+
+def short(repo: Path, rev: str = "HEAD") -> str:
+    return git(repo, "rev-parse", "--short", rev).stdout.decode().strip()
+
+
+def test_rebase_and_amend_update_memories_in_place(repo, db_path):
+    """Issue 17.1: a rebase or an amend updates each rewritten commit's memory (its history keeps
+    the old note); nothing is duplicated, and the memory follows the new hash."""
+    assert api.hook_install(repo, db=str(db_path)).rewrite_installed
+    commit(repo, b"base")
+    git(repo, "checkout", "-q", "-b", "feature")
+    for i in range(3):
+        commit(repo, f"feature step {i}".encode(), {f"f{i}.txt": str(i)})
+    git(repo, "checkout", "-q", "main")
+    commit(repo, b"main moves on", {"main.txt": "m"})
+    git(repo, "checkout", "-q", "feature")
+    wait_for_memories(db_path, 5)
+    before = {m.id: m.content for m in wait_for_memories(db_path, 5)}
+
+    git(repo, "rebase", "-q", "main")
+    new_shorts = git(repo, "log", "--format=%h", "main..feature").stdout.decode().split()
+    wait_until(lambda: all(any(n.startswith(f"git commit {s} on feature:") for n in active_notes(db_path))
+                           for s in new_shorts), "the rebase was not followed")
+    git(repo, "commit", "-q", "--amend", "-m", "feature step 2, reworded")
+    amended = short(repo)
+    notes = wait_until(lambda: (n := active_notes(db_path)) and any(f"git commit {amended} on feature: feature step 2, "
+                                                                     "reworded" in x for x in n) and n,
+                       "the amend was not followed")
+    assert len(notes) == 5, notes  # one memory per commit, none duplicated
+    opened = api.open_store(str(db_path))
+    try:
+        memories = [opened.store.get_memory(r["id"]) for r in opened.store.export_memory_rows(0, 100, ["active"], None)]
+        amended_memory = next(m for m in memories if amended in m.content)
+        assert "feature step 2" in before[amended_memory.id]  # the same memory, updated in place
+        versions = api.history(opened.store, amended_memory.id).versions
+        assert [v.cause for v in versions[:-1]] == ["update", "update"]  # rebase, then amend
+        assert amended_memory.uid == api.commit_uid(amended_memory.project, git(repo, "rev-parse", "HEAD")
+                                                    .stdout.decode().strip())
+    finally:
+        opened.store.close()
+
+
+def test_branch_and_order_are_read_when_the_commit_is_made(repo, db_path):
+    """Issue 12.10: `commit && checkout -b` records the branch the commit was made on, and commits
+    made in a burst are remembered in the order they were made."""
+    api.hook_install(repo, db=str(db_path))
+    commit(repo, b"first on main")
+    git(repo, "checkout", "-q", "-b", "release/1.2")
+    for i in range(4):
+        commit(repo, f"burst {i}".encode())
+    memories = wait_for_memories(db_path, 5)
+    assert " on main: first on main" in memories[0].content
+    assert [m.content.split(": ", 1)[1].split("\n")[0] for m in memories] == [
+        "first on main", "burst 0", "burst 1", "burst 2", "burst 3"]  # ids follow commit order
+    assert all(" on release/1.2: " in m.content for m in memories[1:])
+
+
+def test_backfill_is_idempotent_and_skips_what_the_hook_remembered(repo, db_path, cli):
+    """Issue 16.3: `hook backfill` remembers the history as the hook would have; a second run adds
+    nothing, and a commit the hook already remembered is not added again."""
+    for i in range(6):
+        commit(repo, f"old change {i}\n\nwhy {i}".encode(), {f"d/{i}.py": str(i), "README.md": str(i)})
+    api.hook_install(repo, db=str(db_path))
+    commit(repo, b"made with the hook")
+    [hooked] = wait_for_memories(db_path, 1)
+
+    result = cli("hook", "backfill", "--repo", str(repo), "--json")
+    assert result.exit_code == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert (report["seen"], report["remembered"], report["skipped"]) == (7, 6, 1)
+    notes = active_notes(db_path)
+    assert len(notes) == 7 and notes.count(hooked.content) == 1
+    # the same note the hook writes
+    sha = git(repo, "rev-parse", "HEAD~2").stdout.decode().strip()
+    info = hooks.read_commit(repo, sha, "main")
+    assert hooks.commit_note(info) in notes and "files (2): README.md, d/4.py" in hooks.commit_note(info)
+    again = json.loads(cli("hook", "backfill", "--repo", str(repo), "--json").stdout)
+    assert (again["remembered"], again["skipped"]) == (0, 7)
+    limited = json.loads(cli("hook", "backfill", "--repo", str(repo), "--max", "2", "--json").stdout)
+    assert limited["seen"] == 2
+    bad = cli("hook", "backfill", "--repo", str(repo), "--since", "not a date at all ;;")
+    assert bad.exit_code in (0, 1) and "Traceback" not in bad.stderr
+
+
+def test_queue_entries_are_drained_in_order_once(repo, store):
+    """Entries queued while no run drains (as the hooks queue them) are all applied, oldest first,
+    by one drain; a second drain finds nothing."""
+    commit(repo, b"one")
+    first = git(repo, "rev-parse", "HEAD").stdout.decode().strip()
+    commit(repo, b"two")
+    second = git(repo, "rev-parse", "HEAD").stdout.decode().strip()
+    folder = hooks.queue_dir(repo)
+    hooks.enqueue_commit(folder, first, "main")
+    hooks.enqueue_commit(folder, second, None)
+    (folder / "garbage").write_text("not an entry\n")
+    report = api.drain_queue(store, repo)
+    assert (report.remembered, len(report.failed)) == (2, 1)
+    notes = [store.get_memory(r["id"]).content for r in store.export_memory_rows(0, 10, ["active"], None)]
+    assert notes[0].startswith(f"git commit {first[:7]}") and " on main: one" in notes[0]
+    assert "(detached HEAD): two" in notes[1]
+    assert hooks.read_queue(folder) == [] and (folder / ".failed-garbage").exists()
+    assert api.drain_queue(store, repo).remembered == 0

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import os
 import threading
+import time
 import uuid
 from collections.abc import Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -59,6 +60,7 @@ __all__ = [
 ]
 
 BACKFILL_BATCH = 256  # pending vectors filled per recall, so one call stays bounded
+RECALL_EMBED_SECONDS = 2.0  # a recall embeds pending memories for at most this long, then answers
 
 
 # ---------------------------------------------------------------------------------------------
@@ -117,24 +119,35 @@ def _vector_bytes(vec) -> bytes:
     return vec.astype("float32").tobytes()
 
 
-def backfill(store: Store, *, limit: int | None = BACKFILL_BATCH, batch_size: int = embed.BATCH_SIZE) -> int:
+def backfill(store: Store, *, limit: int | None = BACKFILL_BATCH, batch_size: int = embed.BATCH_SIZE,
+             max_seconds: float | None = None) -> int:
     """Fill pending vectors (deferred embeddings) in batches. Returns how many were written.
 
     Each batch is embedded outside any transaction, then written in one short transaction;
-    a memory changed meanwhile is skipped (its content no longer matches) and stays pending.
+    a memory changed meanwhile (an update, a decay step) is skipped: it stays pending for a later
+    call and is not retried in this one. So the work is bounded whatever other processes do:
+    `limit` counts the memories embedded (written or skipped), not only those written, and
+    `max_seconds` (wall clock) stops before a new batch once it has passed; a batch then holds
+    `batch_size` texts, so the overrun is at most one small batch.
     """
     embedder = _embedder(store)
     if embedder is None:
         return 0
     with store.write():
         store.ensure_vector_table(embedder.model_id, embedder.dim)
-    done = 0
-    chunk = max(batch_size, BACKFILL_BATCH)  # rows per transaction; embedded in length-sorted batches
-    while limit is None or done < limit:
-        take = chunk if limit is None else min(chunk, limit - done)
-        rows = store.pending_embeddings(take)
+    deadline = None if max_seconds is None else time.monotonic() + max_seconds
+    done = attempted = last_id = 0
+    # rows per transaction; embedded in length-sorted batches (one batch when time-bounded)
+    chunk = batch_size if deadline is not None else max(batch_size, BACKFILL_BATCH)
+    while limit is None or attempted < limit:
+        if deadline is not None and time.monotonic() >= deadline:
+            break
+        take = chunk if limit is None else min(chunk, limit - attempted)
+        rows = store.pending_embeddings(take, after_id=last_id)
         if not rows:
             break
+        attempted += len(rows)
+        last_id = rows[-1][0]
         vectors = embedder.embed([content for _, content in rows], batch_size=batch_size)
         with store.write():
             current = {m.id: m.content for m in store.get_memories([i for i, _ in rows]).values()}
@@ -559,7 +572,7 @@ def _vector(store: Store, query_vector: Future, mode: str, scope: Scope, depth: 
     hits: list[tuple[int, float]] = []
     try:
         if store.pending_count() or not store.vectors_ready(embedder.model_id):
-            backfill(store)  # also rebuilds vectors made by another model
+            backfill(store, max_seconds=RECALL_EMBED_SECONDS)  # also rebuilds vectors made by another model
         if store.vectors_ready(embedder.model_id):
             hits = [(i, 1.0 - d) for i, d in store.vector_search(_vector_bytes(qvec), scope, depth)]
     except embed.ModelUnavailable as exc:
@@ -567,7 +580,8 @@ def _vector(store: Store, query_vector: Future, mode: str, scope: Scope, depth: 
         mode = "lexical"
     pending = store.pending_count()
     if pending:
-        notes.append(f"{pending} memories still wait for embedding; found lexically only")
+        notes.append(f"{pending} memories still wait for embedding (a recall embeds for at most "
+                     f"{RECALL_EMBED_SECONDS:g} s; `memsafe embed` does the rest); found lexically only")
     return hits, mode
 
 
