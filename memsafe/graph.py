@@ -21,6 +21,7 @@ MAX_ENTITY_CHARS = 120
 MAX_ENTITIES_PER_TEXT = 32
 QUERY_CHARS = 2000  # a query's entities are looked for in its first 2000 characters
 QUERY_WORDS = 64  # ... and word runs in its first 64 words
+TEXT_CHARS = 100_000  # a memory's entities are looked for in its first 100,000 characters
 
 
 def entity_key(name: str) -> str:
@@ -143,7 +144,7 @@ def extract_entities(text: str, extra: Iterable[str] = ()) -> list[Entity]:
 
     Returns:
         At most MAX_ENTITIES_PER_TEXT entities (explicit ones are never dropped), each at most
-        MAX_ENTITY_CHARS characters. Plain words, stop-words and sentence-initial capitals are not
+        MAX_ENTITY_CHARS characters, found in the first TEXT_CHARS characters. Plain words, stop-words and sentence-initial capitals are not
         entities; a capitalised word inside a sentence is.
     """
     found: dict[str, tuple[int, Entity]] = {}
@@ -168,8 +169,10 @@ def extract_entities(text: str, extra: Iterable[str] = ()) -> list[Entity]:
         if name and entity_key(name) not in {e.key for e in explicit}:
             explicit.append(Entity(name[:MAX_ENTITY_CHARS], "entity"))
 
+    # At most MAX_ENTITIES_PER_TEXT are kept, in order of first appearance: the start of a long
+    # text names them (a 1 MB memory would cost ~1 s to read whole, for nothing).
     # Full-width and other compatibility forms read as their plain letters (F14).
-    text = unicodedata.normalize("NFKC", text)
+    text = unicodedata.normalize("NFKC", text[:TEXT_CHARS])
     # Mask spans as they are consumed so smaller patterns don't re-read them.
     masked = list(text)
 

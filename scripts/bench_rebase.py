@@ -103,10 +103,10 @@ def one_run(base: Path, n: int, with_memsafe: bool, empty_hook: bool = False) ->
     peak = [0]
     done = threading.Event()
 
-    def sample() -> None:
+    def sample() -> None:  # runs in every variant, so its own cost weighs on all of them alike
         while not done.is_set():
-            peak[0] = max(peak[0], hook_processes(db)) if db else 0
-            time.sleep(0.01)
+            peak[0] = max(peak[0], hook_processes(db or repo))
+            time.sleep(0.05)
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
@@ -114,7 +114,10 @@ def one_run(base: Path, n: int, with_memsafe: bool, empty_hook: bool = False) ->
     git(repo, "rebase", "-q", "main")
     rebase_s = time.perf_counter() - start
     result = {"rebase_s": rebase_s}
-    if with_memsafe:
+    if not with_memsafe:
+        done.set()
+        sampler.join()
+    else:
         shorts = git(repo, "log", "--format=%h", "main..feature").split()
 
         def settled() -> bool:

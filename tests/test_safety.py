@@ -246,3 +246,30 @@ def test_credentials_written_as_prose_are_refused_and_redacted(cli, text):
 def test_prose_about_credentials_is_not_a_credential(cli, text):
     r = cli("remember", text)
     assert r.exit_code == 0, r.stderr
+
+
+@pytest.mark.parametrize("filler", ["abcdefghij" * 3, "0123456789abcdef", "word and another word "])
+def test_a_secret_across_a_window_boundary_of_a_long_line_is_found(filler):
+    """Long lines are scanned in overlapping windows (safety.WINDOW, safety.OVERLAP): a secret that
+    straddles a window boundary, at every offset across it, is still found and redacted whole."""
+    secrets = [("AKIAIOSFODNN7EXAMPLE", "aws-access-key"),
+               ("ghp_1234567890abcdefghijklmnopqrstuvwxyzAB", "github-token"),
+               ("password = hunter2xyzQ9ab", "secret-keyword")]
+    step = safety.WINDOW - safety.OVERLAP
+    for secret, kind in secrets:
+        for shift in range(-len(secret) - 2, 3, 5):
+            start = step + shift  # the second window starts at `step`; the first ends at WINDOW
+            head = (filler * (start // len(filler) + 2))[:start]
+            text = head + " " + secret + " " + filler * ((3 * safety.WINDOW) // len(filler))
+            assert "\n" not in text and len(text) > 2 * safety.WINDOW
+            findings = safety.scan(text)
+            assert kind in {f.type for f in findings}, (secret, shift)
+            assert secret.split(" = ")[-1] not in safety.redact(text, findings)
+
+
+def test_a_finding_inside_a_long_token_is_widened_to_the_whole_token():
+    token = "AKIAIOSFODNN7EXAMPLE" + "x" * 50_000
+    text = "key " + "y" * 30_000 + "/" + token + " after"
+    findings = safety.scan(text)
+    assert [text[f.start : f.end] for f in findings] == ["y" * 30_000 + "/" + token]
+    assert safety.redact(text, findings) == "key [REDACTED:aws-access-key] after"

@@ -43,6 +43,10 @@ def bench(
     ] = None,
     file: Annotated[str | None, typer.Argument(metavar="[FILE]", help="The labelled dataset file (with --dataset).")]
     = None,
+    inputs: Annotated[
+        bool,
+        typer.Option("--inputs", help="Measure storing one 1 MB memory of each hostile shape instead (limit 2 s)."),
+    ] = False,
     json_: JsonOpt = False,
 ) -> None:
     """Benchmark recall quality on a built-in corpus: lexical, vector and hybrid side by side.
@@ -62,7 +66,12 @@ def bench(
       memsafe bench --scale 1000,10000 --json
 
       memsafe bench --dataset locomo locomo10.json --json
+
+      memsafe bench --inputs
     """
+    if inputs:
+        _bench_inputs(json_)
+        return
     if dataset is not None or file is not None:
         _bench_dataset(dataset, file, json_)
         return
@@ -151,3 +160,15 @@ def _bench_scale(sizes_text: str, full_embed_limit: int, json_: bool) -> None:
     except (ValueError, RuntimeError) as exc:
         raise _fail(str(exc)) from None
     emit(result, json_, bench_scale.scale_table(result, sizes))
+
+
+def _bench_inputs(json_: bool) -> None:
+    """Time storing one 1,000,000-character memory of each shape (letters, hex, base64, prose,
+    repeated tokens, long lines); exits 1 if one takes 2 s or more."""
+    from memsafe.bench import inputs as bench_inputs
+
+    result = bench_inputs.run_inputs(progress=lambda msg: err.print(msg, markup=False, highlight=False))
+    emit(result, json_, bench_inputs.inputs_table(result))
+    if not result["ok"]:
+        say("Error", f"a memory took {result['limit_s']:g} s or more to store")
+        raise typer.Exit(1)
