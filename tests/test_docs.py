@@ -72,4 +72,4 @@ def test_bash_completion_completes_commands():
         pytest.skip("the memsafe console script is not installed next to this interpreter")
     env = {**os.environ, "COMP_WORDS": "memsafe hook ", "COMP_CWORD": "2", "_MEMSAFE_COMPLETE": "complete_bash"}
     done = subprocess.run([str(exe)], capture_output=True, text=True, env=env, timeout=60)
-    assert done.stdout.split() == ["install", "uninstall", "status"]
+    assert done.stdout.split() == ["install", "uninstall", "status", "backfill"]
