@@ -144,8 +144,9 @@ def extract_entities(text: str, extra: Iterable[str] = ()) -> list[Entity]:
 
     Returns:
         At most MAX_ENTITIES_PER_TEXT entities (explicit ones are never dropped), each at most
-        MAX_ENTITY_CHARS characters, found in the first TEXT_CHARS characters. Plain words, stop-words and sentence-initial capitals are not
-        entities; a capitalised word inside a sentence is.
+        MAX_ENTITY_CHARS characters, found in the first TEXT_CHARS characters. Plain words,
+        stop-words and sentence-initial capitals are not entities; a capitalised word inside a
+        sentence is.
     """
     found: dict[str, tuple[int, Entity]] = {}
     offered: set[str] = set()  # raw names already judged: a repeat can change nothing (linear on repeats)

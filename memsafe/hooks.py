@@ -151,7 +151,8 @@ def hook_script(python: str, db: str | None, log: Path, workdir: Path, name: str
     # One background run at a time: a run alive (its pid in .pid) drains this entry too (see drain_queue).
     run = (f"pid=$(cat \"$q/.pid\" 2>/dev/null); [ -n \"$pid\" ] && kill -0 \"$pid\" 2>/dev/null && exit $status\n"
            f"cd {q(str(workdir))} 2>/dev/null || cd /\n"
-           f"{q(python)} -m memsafe{db_args} hook run --repo \"$repo\" --queue \"$q\" </dev/null >>{q(str(log))} 2>&1 &\n"
+           f"{q(python)} -m memsafe{db_args} hook run --repo \"$repo\" --queue \"$q\" "
+           f"</dev/null >>{q(str(log))} 2>&1 &\n"
            f"echo $! >\"$q/.pid\" 2>/dev/null")
     head = f"""#!/bin/sh
 {MARKER} v2: remembers each commit, and follows rebases and amends. Installed by `memsafe hook install`;
@@ -164,8 +165,8 @@ repo=$PWD
     if name == HOOK_NAME:
         # A rebase reports its commits once, in post-rewrite; so does an amend (its reflog line).
         # The first test costs no process, so a rebase of many commits pays almost nothing here.
-        return head + f"""if [ -x "$chained" ]; then "$chained" "$@"; status=$?; fi
-d=${{GIT_DIR:-.git}}; {{ [ -d "$d/rebase-merge" ] || [ -d "$d/rebase-apply" ]; }} && exit $status
+        return head + """if [ -x "$chained" ]; then "$chained" "$@"; status=$?; fi
+d=${GIT_DIR:-.git}; { [ -d "$d/rebase-merge" ] || [ -d "$d/rebase-apply" ]; } && exit $status
 """ + _HEAD_SH.format(queue=QUEUE_DIR, hook=name) + f"""[ -n "$commit" ] && [ -z "$rebasing" ] || exit $status
 case "$(tail -n 1 "$gitdir/logs/HEAD" 2>/dev/null)" in *"\tcommit (amend): "*) exit $status;; esac
 mkdir -p "$q" 2>/dev/null && printf 'commit %s\\n%s\\n' "$branch" "$commit" >"$q/.$name" \\
@@ -436,8 +437,10 @@ def read_queue(folder: Path) -> list[QueueEntry]:
         rest = [line.split() for line in lines[1:] if line.strip()]
         if head[:1] == ["commit"] and len(rest) == 1 and _sha(rest[0][0]):
             entries.append(QueueEntry(path, "commit", " ".join(head[1:]) or None, commits=[rest[0][0]]))
-        elif head[:1] == ["rewrite"] and len(head) >= 2 and all(len(r) >= 2 and _sha(r[0]) and _sha(r[1]) for r in rest):
-            entries.append(QueueEntry(path, head[1], " ".join(head[2:]) or None, pairs=[(r[0], r[1]) for r in rest]))
+        elif head[:1] == ["rewrite"] and len(head) >= 2 and all(len(r) >= 2 and _sha(r[0]) and _sha(r[1])
+                                                                for r in rest):
+            pairs = [(r[0], r[1]) for r in rest]
+            entries.append(QueueEntry(path, head[1], " ".join(head[2:]) or None, pairs=pairs))
         else:
             entries.append(QueueEntry(path, "bad", None))
     return entries

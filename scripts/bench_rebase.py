@@ -3,10 +3,10 @@
 For each N (default 40 and 120) and each of `--runs` runs, it builds a repository with one commit
 on main, N commits on a feature branch and one more on main, then times `git rebase main` on the
 feature branch; also with an empty post-commit hook (git's own cost of starting a hook for each
-rebased commit, which no hook can avoid). With memsafe, the hooks are installed first and their queue is drained before the
-rebase; after it, the script also measures how long until every rewritten commit's memory shows
-the new hash (the background run), the most hook processes alive at once, and checks that the
-store holds exactly one active memory per commit (no duplicates).
+rebased commit, which no hook can avoid). With memsafe, the hooks are installed first and their
+queue is drained before the rebase; after it, the script also measures how long until every
+rewritten commit's memory shows the new hash (the background run), the most hook processes alive
+at once, and checks that the store holds exactly one active memory per commit (no duplicates).
 
 Usage: .venv/bin/python scripts/bench_rebase.py [N ...] [--runs R]
 (works in a temporary folder, with its own MEMSAFE_HOME and git config)
