@@ -16,9 +16,12 @@ from memsafe.api.graph import *  # noqa: F401,F403
 from memsafe.api.graph import __all__ as _graph_all
 from memsafe.api.hooks import *  # noqa: F401,F403
 from memsafe.api.hooks import __all__ as _hooks_all
+from memsafe.api.init import *  # noqa: F401,F403
+from memsafe.api.init import __all__ as _init_all
 from memsafe.api.lifecycle import *  # noqa: F401,F403
 from memsafe.api.lifecycle import __all__ as _lifecycle_all
 from memsafe.api.transfer import *  # noqa: F401,F403
 from memsafe.api.transfer import __all__ as _transfer_all
 
-__all__ = [*_core_all, *_graph_all, *_lifecycle_all, *_transfer_all, *_hooks_all, *_doctor_all, *_encryption_all]
+__all__ = [*_core_all, *_graph_all, *_lifecycle_all, *_transfer_all, *_hooks_all, *_doctor_all, *_encryption_all,
+           *_init_all]

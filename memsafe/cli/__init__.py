@@ -16,6 +16,7 @@ import typer
 # import order = the order of commands in --help
 # isort: off
 from memsafe.cli import memory, graph, lifecycle, transfer, doctor, config, hook, encryption, serve, bench  # noqa: F401  (registers commands)
+from memsafe.cli import init  # noqa: F401,E402  (registers `memsafe init`)
 # isort: on
 
 from memsafe.cli._common import app, err, error
