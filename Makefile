@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: demo test lint clean docs completions man
+.PHONY: demo test lint clean docs completions man install-check
 
 $(BIN)/memsafe: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,6 +18,19 @@ demo: $(BIN)/memsafe
 ## test: run the test suite (offline, real model, real SQLite file)
 test: $(BIN)/memsafe
 	$(BIN)/pytest -q
+
+## install-check: build the wheel, install it with its dependencies in a fresh venv (as pipx or
+## uv tool would), then run it there (CI runs this; needs the package index)
+CHECK := build/install-check
+install-check: $(BIN)/memsafe
+	rm -rf $(CHECK) && mkdir -p $(CHECK)
+	$(BIN)/python -m pip wheel --quiet --no-deps --wheel-dir $(CHECK)/dist .
+	$(PYTHON) -m venv $(CHECK)/venv
+	$(CHECK)/venv/bin/pip install --quiet $(CHECK)/dist/memsafe-*.whl
+	cd $(CHECK) && export MEMSAFE_HOME=$$PWD/home && venv/bin/memsafe --version \
+	  && venv/bin/memsafe remember "The install check ran from the wheel" --global \
+	  && venv/bin/memsafe recall "did the install check run?" | grep -q "install check ran"
+	@echo "install-check: the wheel installs and runs"
 
 ## lint: ruff
 lint: $(BIN)/memsafe
