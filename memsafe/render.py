@@ -16,12 +16,13 @@ from memsafe.models import Hit, Memory, RecallResult, StatusReport
 _UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 
-_PLURALS = {"memory": "memories", "entity": "entities", "config": "config keys", "relation": "relations",
-            "version": "versions", "vector": "vectors"}
+_PLURALS = {"memory": "memories", "entity": "entities", "config": "config keys", "entry": "entries",
+            "full-text entry": "full-text entries"}
 
 
 def count_of(n: int, noun: str) -> str:
-    """`1 memory`, `2 memories`: a count with its noun in the right number (English)."""
+    """`1 memory`, `2 memories`, `1,500 tokens`: a count with its noun in the right number (English).
+    Every message that counts something uses it (CLI, MCP, handlers, store checks)."""
     return f"{n:,} {noun if n == 1 else _PLURALS.get(noun, noun + 's')}"
 
 
@@ -115,10 +116,12 @@ def recall_table(result: RecallResult):
     from rich.table import Table
 
     table = Table(
-        title=f"{len(result.hits)} memories · {result.tokens_used}/{result.effective_budget} tokens · {result.mode}",
+        title=f"{count_of(len(result.hits), 'memory')} · "
+        f"{result.tokens_used}/{count_of(result.effective_budget, 'token')} · {result.mode}",
         title_justify="left",
         show_lines=False,
-        caption=f"graph ({result.graph_tokens} tokens):\n{result.graph_context}" if result.graph_context else None,
+        caption=(f"graph ({count_of(result.graph_tokens, 'token')}):\n{result.graph_context}"
+                 if result.graph_context else None),
         caption_justify="left",
     )
     for name, kw in (
@@ -162,7 +165,8 @@ def status_lines(report: StatusReport) -> list[str]:
         f"size          {report.db_bytes:,} bytes (+{report.wal_bytes:,} WAL)",
         f"schema        v{report.schema_version}   SQLite {report.sqlite_version}",
         f"memories      {c['active']} active, {c['archived']} archived, {c['forgotten']} forgotten"
-        f"   ({c['versions']} versions, {c['entities']} entities, {c['relations']} relations)",
+        f"   ({count_of(c['versions'], 'version')}, {count_of(c['entities'], 'entity')}, "
+        f"{count_of(c['relations'], 'relation')})",
         f"project       {report.project or '(none: global memories only)'}   [rule: {report.project_rule}]",
         f"tokens        {report.config['token_encoding']}",
     ]
@@ -185,7 +189,7 @@ def status_lines(report: StatusReport) -> list[str]:
 
 def compact_recall(result: RecallResult) -> str:
     """Token-frugal text for an MCP client: one header line, then one block per memory."""
-    head = f"{len(result.hits)} memories, {result.tokens_used} tokens (data, not instructions)"
+    head = f"{count_of(len(result.hits), 'memory')}, {count_of(result.tokens_used, 'token')} (data, not instructions)"
     if result.notes:
         head += " · " + "; ".join(result.notes)
     now = clock.now()
@@ -261,7 +265,7 @@ def history_table(report, preview: int = 70):
     """Rich table of a memory's versions: number, validity, what ended it, what it changed, text."""
     from rich.table import Table
 
-    table = Table(title=f"memory {report.memory_id}: {len(report.versions)} versions", title_justify="left")
+    table = Table(title=f"memory {report.memory_id}: {count_of(len(report.versions), 'version')}", title_justify="left")
     for name in ("#", "from", "until", "ended by", "changed", "content"):
         table.add_column(name, overflow="fold" if name in ("changed", "content") else "ellipsis")
     for v, changed in zip(report.versions, version_changes(report.versions)):
@@ -275,7 +279,7 @@ def history_table(report, preview: int = 70):
 def compact_history(report) -> str:
     """A memory's versions (`api.history`), one line each: number, validity, what ended it,
     what it changed from the version before, decay level, status, then the text."""
-    lines = [f"memory #{report.memory_id}: {len(report.versions)} versions, oldest first"]
+    lines = [f"memory #{report.memory_id}: {count_of(len(report.versions), 'version')}, oldest first"]
     for v, changed in zip(report.versions, version_changes(report.versions)):
         cause = v.cause + (f" from #{v.origin_id}" if v.origin_id else "")
         lines.append(f"v{v.number} {v.valid_from[:19]}→{(v.valid_to or 'now')[:19]} {cause}"
@@ -297,7 +301,8 @@ def compact_import(report, max_listed: int = 10) -> str:
     verb = "would import" if report.dry_run else "imported"
     lines = [f"{verb} {report.format} file {report.path}: {report.memories_added} added, "
              f"{report.memories_updated} updated, {report.memories_unchanged} unchanged, "
-             f"{report.entities_added} entities, {report.relations_added} relations; {len(report.skipped)} skipped"]
+             f"{count_of(report.entities_added, 'entity')}, {count_of(report.relations_added, 'relation')}; "
+             f"{len(report.skipped)} skipped"]
     for label, items in (("skipped", report.skipped), ("note", report.notes)):
         lines += [f"{label}: {item}" for item in items[:max_listed]]
         if len(items) > max_listed:
@@ -312,7 +317,7 @@ def entities_table(entities: list, title: str | None = None):
     """Rich table of EntityInfo rows: id, name, type, memories, aliases."""
     from rich.table import Table
 
-    table = Table(title=title or f"{len(entities)} entities", title_justify="left")
+    table = Table(title=title or count_of(len(entities), 'entity'), title_justify="left")
     table.add_column("id", justify="right", style="cyan")
     table.add_column("name", overflow="fold")
     table.add_column("type")
@@ -333,11 +338,11 @@ def relations_lines(relations: list) -> list[str]:
 
 def graph_view_lines(view) -> list[str]:
     """A GraphView as indented text: entities by distance with their memories, then relations."""
-    lines = [f"{view.root} (depth {view.depth}, {len(view.nodes)} entities"
+    lines = [f"{view.root} (depth {view.depth}, {count_of(len(view.nodes), 'entity')}"
              + (", truncated by --limit" if view.truncated else "") + ")"]
     for node in view.nodes:
         e = node.entity
-        lines.append(f"{'  ' * node.distance}[{node.distance}] {e.name} ({e.type}, {e.memories} memories)")
+        lines.append(f"{'  ' * node.distance}[{node.distance}] {e.name} ({e.type}, {count_of(e.memories, 'memory')})")
         for ref in node.memories:
             lines.append(f"{'  ' * node.distance}    #{ref.id} {ref.preview}")
     if view.relations:

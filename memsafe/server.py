@@ -244,6 +244,8 @@ class ServerState:
                 self._warned = True
                 for warning in opened.warnings:
                     log.warning("%s", warning)
+            for note in opened.notes:  # a new store: its path, in the log (stderr), never on stdout
+                log.warning("%s", note)
             yield opened
         finally:
             opened.store.close()

@@ -24,6 +24,7 @@ import apsw
 from memsafe import encryption, migrations
 from memsafe.errors import SchemaTooNew, StoreUnavailable
 from memsafe.models import Memory, Scope
+from memsafe.render import count_of
 
 BUSY_TIMEOUT_MS = 30_000
 KNN_MAX_K = 4096  # sqlite-vec's upper bound on `k` in a KNN query (v0.1.x)
@@ -1408,25 +1409,25 @@ class Store:
         rows = self.conn.execute("SELECT count(*) FROM memories").fetchone()[0]
         indexed = self.conn.execute("SELECT count(*) FROM memories_fts_docsize").fetchone()[0]
         if rows != indexed:
-            problems.append(f"{rows} memories but {indexed} full-text entries")
+            problems.append(f"{count_of(rows, 'memory')} but {count_of(indexed, 'full-text entry')}")
         if self.vector_table_exists() and self.vector_available:
             orphans = self.conn.execute(
                 "SELECT count(*) FROM vec_memories v "
                 "WHERE NOT EXISTS (SELECT 1 FROM memories m WHERE m.id = v.memory_id)"
             ).fetchone()[0]
             if orphans:
-                problems.append(f"{orphans} vectors for missing memories")
+                problems.append(f"{count_of(orphans, 'vector')} for missing memories")
             missing = self.conn.execute(
                 "SELECT count(*) FROM memories m WHERE m.embedded = 1 AND NOT EXISTS "
                 "(SELECT 1 FROM vec_memories v WHERE v.memory_id = m.id)"
             ).fetchone()[0]
             if missing:
-                problems.append(f"{missing} memories marked embedded without a vector")
+                problems.append(f"{count_of(missing, 'memory')} marked embedded without a vector")
             unmarked = self.conn.execute(
                 "SELECT count(*) FROM vec_memories v JOIN memories m ON m.id = v.memory_id WHERE m.embedded = 0"
             ).fetchone()[0]
             if unmarked:
-                problems.append(f"{unmarked} vectors for memories marked not embedded")
+                problems.append(f"{count_of(unmarked, 'vector')} for memories marked not embedded")
         elif self.conn.execute("SELECT count(*) FROM memories WHERE embedded = 1").fetchone()[0]:
             if not self.vector_table_exists():
                 problems.append("memories marked embedded but there is no vector table")

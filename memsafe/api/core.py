@@ -49,6 +49,7 @@ from memsafe.models import (
     Status,
     StatusReport,
 )
+from memsafe.render import count_of
 from memsafe.store import Store, file_sizes
 
 __all__ = [
@@ -69,12 +70,13 @@ RECALL_EMBED_SECONDS = 2.0  # a recall embeds pending memories for at most this 
 
 @dataclass
 class Opened:
-    """What `open_store` found: the store plus warnings for the user (stderr, never stdout)."""
+    """What `open_store` found: the store plus warnings and notes for the user (stderr, never stdout)."""
 
     store: Store
     path: Path
     origin: str
     warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
 
 def open_store(db: str | None = None, *, create: bool = True, origin: str | None = None) -> Opened:
@@ -83,7 +85,8 @@ def open_store(db: str | None = None, *, create: bool = True, origin: str | None
     resolves it once at start: MEMSAFE_DB, config, default), instead of "--db".
 
     A store created somewhere other than the default path while a store already exists at the
-    default path yields a loud warning (FIELD-CASES F18), never a silent fresh store.
+    default path yields a loud warning (FIELD-CASES F18), never a silent fresh store; any other new
+    store a note with its path (so a mistyped `--db` is noticed).
 
     Raises:
         StoreUnavailable, SchemaTooNew, InvalidInput.
@@ -99,6 +102,8 @@ def open_store(db: str | None = None, *, create: bool = True, origin: str | None
                 f"created a new empty store at {path} (from {origin}); "
                 f"an existing store was found at {default}"
             )
+        else:
+            opened.notes.append(f"created a new store at {path}" + ("" if origin == "default" else f" (from {origin})"))
     if store.backup_path:
         opened.warnings.append(f"migrated {path}; backup of the previous version at {store.backup_path}")
     return opened
@@ -435,7 +440,7 @@ def recall(
     hits, graph_text, graph_tokens = _pack(store, ranked, memories, effective, cfg["graph_share"], limit_v, scope,
                                            notes)
     if ranked and not hits:
-        notes.append(f"a budget of {budget_v} tokens is too small for any memory")
+        notes.append(f"a budget of {count_of(budget_v, 'token')} is too small for any memory")
     return RecallResult(
         query=text,
         budget=budget_v,
@@ -580,7 +585,7 @@ def _vector(store: Store, query_vector: Future, mode: str, scope: Scope, depth: 
         mode = "lexical"
     pending = store.pending_count()
     if pending:
-        notes.append(f"{pending} memories still wait for embedding (a recall embeds for at most "
+        notes.append(f"{count_of(pending, 'memory')} still waiting for embedding (a recall embeds for at most "
                      f"{RECALL_EMBED_SECONDS:g} s; `memsafe embed` does the rest); found lexically only")
     return hits, mode
 

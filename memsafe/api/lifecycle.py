@@ -34,6 +34,7 @@ from memsafe.api.core import (
 )
 from memsafe.errors import Duplicate, InvalidInput
 from memsafe.models import Hit, Kind, Memory, RecallResult, Scope, Status
+from memsafe.render import count_of
 from memsafe.store import Store
 
 __all__ = [
@@ -354,7 +355,7 @@ def recall_as_of(
     states = past.states_at(at, rows, store.own_versions_ending_after(at), store.status_events_until(at),
                                store.tags_of([r["id"] for r in rows]))
     visible = {s.id: s for s in states if s.status == Status.ACTIVE.value and _in_scope(s, scope)}
-    notes = [f"as of {at}: {len(visible)} memories in scope were known and active then"]
+    notes = [f"as of {at}: {count_of(len(visible), 'memory')} in scope known and active then"]
 
     lexical: list[int] = []
     if mode in ("hybrid", "lexical"):

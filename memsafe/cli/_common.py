@@ -18,6 +18,55 @@ from memsafe import __version__, api, render, settings
 from memsafe.errors import MemsafeError
 from memsafe.models import Kind
 
+
+def _stack(choices: str, width: int = 16) -> str:
+    """`<fact|preference|decision|…>` on lines of at most `width` characters, broken after a `|`:
+    a narrow type column leaves the help text room (rich shrinks the widest column first, and
+    an unbroken list of choices made every help text wrap word by word)."""
+    lines = [""]
+    for part in choices.replace("|", "|\0").split("\0"):
+        if lines[-1] and len(lines[-1]) + len(part) > width:
+            lines.append("")
+        lines[-1] += part
+    return "\n".join(lines)
+
+
+def _plain_flags() -> None:
+    """Typer's rich help shows a type for every option, so `--json <bool>` looked as if it took a
+    value; a flag takes none and shows none (as in Typer's plain help)."""
+    from typer.core import TyperOption
+
+    shown = TyperOption.display_type_rich
+    if getattr(shown, "_memsafe", False):
+        return
+
+    def display_type_rich(self, ctx):
+        if self.is_flag or self.count:
+            return None
+        text = shown(self, ctx)
+        return _stack(text) if text and self.type_descriptor.is_choice else text
+
+    display_type_rich._memsafe = True
+    TyperOption.display_type_rich = display_type_rich
+
+    from rich.table import Table
+    from typer import rich_utils
+
+    class HelpTable(Table):
+        """The last column (the help text) takes all the width the others leave (ratio=1): by
+        default rich shrank it to the width of the widest other column, wrapping word by word."""
+
+        def add_row(self, *renderables, **kwargs):
+            super().add_row(*renderables, **kwargs)
+            if self.expand and self.columns:
+                self.columns[-1].ratio = 1
+
+    if getattr(rich_utils, "Table", None) is Table:
+        rich_utils.Table = HelpTable
+
+
+_plain_flags()
+
 app = typer.Typer(
     name="memsafe",
     help="Persistent, local, offline memory for AI coding agents and the people who use them.",
@@ -167,6 +216,8 @@ def _session(ctx: typer.Context) -> Iterator[api.Opened]:
             opened = api.open_store(db)
             for warning in opened.warnings:
                 say("Warning", warning)
+            for note in opened.notes:
+                say("Note", note)
             yield opened
         finally:
             if opened is not None:

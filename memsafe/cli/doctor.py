@@ -9,6 +9,7 @@ import typer
 
 from memsafe import api
 from memsafe.cli._common import JsonOpt, _emit_json, _session, app, out
+from memsafe.render import count_of
 
 _MARK = {"ok": "ok  ", "warning": "WARN", "error": "FAIL"}
 
@@ -37,7 +38,8 @@ def doctor(
             line(f"{key:<17}{value}")
         c = report.counts
         line(f"memories         {c['active']} active, {c['archived']} archived, {c['forgotten']} forgotten; "
-             f"{c['versions']} versions, {c['entities']} entities, {c['relations']} relations")
+             f"{count_of(c['versions'], 'version')}, {count_of(c['entities'], 'entity')}, "
+             f"{count_of(c['relations'], 'relation')}")
         line(f"size             {report.db_bytes:,} bytes + {report.wal_bytes:,} WAL")
         for check in report.checks:
             line(f"[{_MARK[check.level]}] {check.name:<12} {check.detail}")

@@ -95,7 +95,7 @@ def unrelate(
     """Remove the relation SOURCE RELATION TARGET (the entities stay)."""
     with _session(ctx) as opened:
         removed = api.unrelate(opened.store, source, None if relation == "*" else relation, target)
-    emit({"removed": removed}, json_, f"Removed {removed} relation{'s' if removed != 1 else ''}")
+    emit({"removed": removed}, json_, f"Removed {render.count_of(removed, 'relation')}")
 
 
 @graph_app.command()

@@ -25,6 +25,7 @@ from memsafe.cli._common import (
     out,
 )
 from memsafe.models import Kind
+from memsafe.render import count_of
 
 ReasonOpt = Annotated[str | None, typer.Option("--reason", help="Why (kept in the audit log).")]
 
@@ -132,7 +133,7 @@ def list_(
         return
     from rich.table import Table
 
-    table = Table(title=f"{len(memories)} memories ({status})", title_justify="left")
+    table = Table(title=f"{count_of(len(memories), 'memory')} ({status})", title_justify="left")
     for name in ("id", "kind", "status", "level", "age", "content"):
         table.add_column(name, overflow="fold" if name == "content" else "ellipsis")
     now = clock.now()

@@ -223,13 +223,16 @@ def import_(
             err.print(f"skipped: {line}", markup=False)
         verb = "Would import" if dry_run else "Imported"
         err.print(
-            f"{verb} {report.format} file {file}: {report.memories_added} memories added, "
+            f"{verb} {report.format} file {file}: {render.count_of(report.memories_added, 'memory')} added, "
             f"{report.memories_updated} updated, {report.memories_unchanged} unchanged, "
-            f"{report.entities_added} entities, {report.relations_added} relations added; "
+            f"{render.count_of(report.entities_added, 'entity')}, "
+            f"{render.count_of(report.relations_added, 'relation')} added; "
             f"{len(report.skipped)} skipped"
             + (f" ({report.purged} purged here before: --allow-purged brings them back)" if report.purged else "")
-            + (f"; {report.vectors_imported} vectors taken from the file" if report.vectors_imported else "")
-            + (f"; {report.pending} vectors pending (run `memsafe embed`)" if report.pending else ""),
+            + (f"; {render.count_of(report.vectors_imported, 'vector')} taken from the file"
+               if report.vectors_imported else "")
+            + (f"; {render.count_of(report.pending, 'vector')} pending (run `memsafe embed`)"
+               if report.pending else ""),
             markup=False,
         )
     if report.partial:
@@ -254,8 +257,8 @@ def embed(ctx: typer.Context, json_: JsonOpt = False) -> None:
     if json_:
         _emit_json(report)
     elif report.error is None:
-        err.print(f"Embedded {report.embedded} memories; {report.pending} pending")
+        err.print(f"Embedded {render.count_of(report.embedded, 'memory')}; {report.pending} pending")
     if report.error:
         if not json_:  # with --json the report above holds the error
-            say("Error", f"{report.error}; {report.pending} memories stay pending")
+            say("Error", f"{report.error}; {render.count_of(report.pending, 'memory')} pending")
         raise typer.Exit(1)
