@@ -1,3 +1,4 @@
+# memsafe shell completion for bash (from `make docs`; `memsafe init` installs it)
 _memsafe_completion() {
     local IFS=$'
 '

@@ -2,7 +2,8 @@
 
     python scripts/gen_docs.py [all|completions|man] [--check]
 
-Completions come from Typer itself (`typer._completion_shared.get_completion_script`). Man
+Completions come from `memsafe.api.init.completion_script` (Typer's scripts; `memsafe init`
+installs the same text). Every man page ends with ENVIRONMENT, FILES and EXIT STATUS. Man
 pages are rendered by click-man's `ManPage` (roff writer), fed from the Typer command tree the
 way click-man's own `generate_man_page` does; click-man's walker cannot be used directly
 because Typer >= 0.26 vendors its own copy of click, whose classes click-man does not
@@ -20,18 +21,53 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PROG = "memsafe"
-COMPLETE_VAR = "_MEMSAFE_COMPLETE"
 SHELLS = {"bash": "memsafe.bash", "zsh": "_memsafe", "fish": "memsafe.fish"}
 
 
 def completion_files() -> dict[str, str]:
-    """{relative path: content} for every completion script."""
-    from typer._completion_shared import get_completion_script
+    """{relative path: content} for every completion script (the same text `memsafe init` installs)."""
+    from memsafe.api.init import completion_script
 
-    return {
-        f"completions/{name}": get_completion_script(prog_name=PROG, complete_var=COMPLETE_VAR, shell=shell) + "\n"
-        for shell, name in SHELLS.items()
-    }
+    return {f"completions/{name}": completion_script(shell, PROG) for shell, name in SHELLS.items()}
+
+
+# Sections every page ends with (roff). Keep in step with README.md ("Environment", "Where data lives").
+ENVIRONMENT = [
+    ("MEMSAFE_DB", "The database file (after \\fB\\-\\-db\\fP, before \\fBmemsafe config set db\\fP)."),
+    ("MEMSAFE_HOME", "Folder for the default database, the settings file and hook.log (tests use it)."),
+    ("MEMSAFE_NOW", "Fix the clock (ISO\\-8601), for tests, benchmarks and reproducible decay runs."),
+    ("MEMSAFE_MODEL_DIR", "A folder with model.onnx and tokenizer.json: another compatible embedding model."),
+    ("MEMSAFE_NO_VEC, MEMSAFE_NO_MODEL", "Run without vectors (troubleshooting); recall uses keywords only."),
+    ("MEMSAFE_EMBED_THREADS", "Threads the embedding model uses."),
+    ("MEMSAFE_LOG_LEVEL", "Log detail of \\fBmemsafe serve\\fP on stderr (DEBUG, INFO, WARNING)."),
+    ("MEMSAFE_DEBUG", "Show tracebacks for user errors."),
+]
+FILES = [
+    ("~/.local/share/memsafe/memory.db", "The default database on Linux (the platform's user data folder "
+     "elsewhere; \\fBmemsafe status\\fP prints the one in use), with its \\-wal and \\-shm files."),
+    ("~/.config/memsafe/settings.json", "User settings written by \\fBmemsafe config set db\\fP."),
+    ("~/.local/share/memsafe/hook.log", "Errors of the git hook's background runs."),
+    (".git/hooks/post\\-commit", "The hook \\fBmemsafe hook install\\fP writes (an existing hook is kept as "
+     "post\\-commit.pre\\-memsafe)."),
+]
+EXIT_STATUS = [
+    ("0", "Success."),
+    ("1", "An error, said in one line on stderr (bad input, unknown id, unreadable database); "
+     "\\fBdoctor\\fP, \\fBstatus\\fP and \\fBembed\\fP also when a check fails."),
+    ("2", "A usage error: unknown command or option, missing argument."),
+    ("3", "\\fBimport \\-\\-skip\\-invalid\\fP imported the valid records and skipped others."),
+    ("130", "Interrupted (Ctrl\\-C)."),
+]
+
+
+def _sections() -> str:
+    """ENVIRONMENT, FILES and EXIT STATUS, the same on every page."""
+    lines = []
+    for title, rows in (("ENVIRONMENT", ENVIRONMENT), ("FILES", FILES), ("EXIT STATUS", EXIT_STATUS)):
+        lines.append(f'.SH "{title}"' if " " in title else f".SH {title}")
+        for term, text in rows:
+            lines += [".TP", f"\\fB{term}\\fP", text]
+    return "\n".join(lines) + "\n"
 
 
 def _short_help(command) -> str:
@@ -57,7 +93,7 @@ def _page(ctx, version: str) -> str:
     commands = getattr(command, "commands", None)
     if commands:
         page.commands = [(name, _short_help(sub)) for name, sub in commands.items() if not sub.hidden]
-    return str(page)
+    return str(page) + _sections()
 
 
 def man_files() -> dict[str, str]:

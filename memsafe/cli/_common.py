@@ -43,8 +43,7 @@ def _plain_flags() -> None:
     def display_type_rich(self, ctx):
         if self.is_flag or self.count:
             return None
-        text = shown(self, ctx)
-        return _stack(text) if text and self.type_descriptor.is_choice else text
+        return shown(self, ctx)
 
     display_type_rich._memsafe = True
     TyperOption.display_type_rich = display_type_rich
@@ -57,9 +56,14 @@ def _plain_flags() -> None:
         default rich shrank it to the width of the widest other column, wrapping word by word."""
 
         def add_row(self, *renderables, **kwargs):
+            if self.expand and len(renderables) >= 5 and "|" in str(renderables[-2]):  # options panel: choices
+                types = rich_utils.Text(_stack(str(renderables[-2])), style=rich_utils.STYLE_TYPES)
+                renderables = (*renderables[:-2], rich_utils.types_highlighter(types), renderables[-1])
             super().add_row(*renderables, **kwargs)
             if self.expand and self.columns:
                 self.columns[-1].ratio = 1
+                if len(self.columns) >= 5:  # the options panel: its type column stays narrow too
+                    self.columns[-2].max_width = 16
 
     if getattr(rich_utils, "Table", None) is Table:
         rich_utils.Table = HelpTable
