@@ -1,11 +1,13 @@
 """`make demo`: remember the commit messages of a real git repository, then ask memsafe about them.
 
 Usage: python scripts/demo.py [REPO]   (default: this repository)
-The store is $MEMSAFE_DB (the Makefile points it at .demo/memory.db).
+The store is $MEMSAFE_DB (the Makefile points it at .demo/memory.db, so the demo never touches
+your own store); it ends by saying how to point the README's commands at it.
 """
 
 from __future__ import annotations
 
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -59,6 +61,11 @@ def main() -> None:
     memsafe("status")
     for question in QUESTIONS:
         memsafe("recall", question, "--limit", "3")
+    print(f"\nThe demo's memories are in {opened.path}, not in your own store. To try the README's")
+    print("commands on them, point memsafe at that file in this shell:\n")
+    print(f"  export MEMSAFE_DB={shlex.quote(str(opened.path))}")
+    print('  .venv/bin/memsafe recall "how are errors shown?"\n')
+    print("(`unset MEMSAFE_DB` goes back to your own store; `make clean` deletes the demo's.)")
 
 
 if __name__ == "__main__":

@@ -201,3 +201,25 @@ def test_rules_block_is_replaced_in_place_not_duplicated(tmp_path):
     new = _with_block(old, api.RULES_BEGIN, RULES_END, f"{api.RULES_BEGIN}\nnew\n{RULES_END}\n")
     assert new == f"intro\n\n{api.RULES_BEGIN}\nnew\n{RULES_END}\n\n## Later section\n"
     assert _without_block(new, api.RULES_BEGIN, RULES_END) == "intro\n\n## Later section\n"
+
+
+def test_docs_agents_md_shows_what_init_writes(machine):
+    # docs/agents.md is what a user copies by hand: its blocks must match what init writes
+    import re
+
+    env, paths = machine
+    r = run_memsafe("init", "--yes", "--no-hook", env=env, cwd=paths["repo"])
+    assert r.returncode == 0, r.stdout + r.stderr
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "agents.md").read_text()
+    blocks = [json.loads(b) for b in re.findall(r"```json\n(.*?)```", doc, re.DOTALL)]
+    assert len(blocks) == 2
+    command = api.memsafe_command()
+    for block, key in zip(blocks, ("desktop", "cursor")):
+        documented = block["mcpServers"]["memsafe"]
+        written = json.loads(paths[key].read_text())["mcpServers"]["memsafe"]
+        assert documented.keys() == written.keys()
+        assert documented["args"] == written["args"][len(command) - 1:]
+    add = next(c for c in _claude_calls(paths) if c[:2] == ["mcp", "add"])
+    assert f"claude {' '.join(add[:add.index('--') + 1])} /abs/path/to/memsafe serve" in doc
+    rules = re.search(r"```markdown\n(.*?)```", doc, re.DOTALL).group(1)
+    assert rules in (paths["repo"] / "CLAUDE.md").read_text()
