@@ -31,9 +31,45 @@ def _stack(choices: str, width: int = 16) -> str:
     return "\n".join(lines)
 
 
-def _plain_flags() -> None:
-    """Typer's rich help shows a type for every option, so `--json <bool>` looked as if it took a
-    value; a flag takes none and shows none (as in Typer's plain help)."""
+def _reflow(paragraph: str) -> str:
+    """A prose paragraph of a docstring as one line, for the terminal to wrap; lists, indented
+    lines (examples) and `\\b` paragraphs keep their line breaks."""
+    lines = paragraph.split("\n")
+    if paragraph.startswith(("\b", " ")) or any(line[:1] in (" ", "-", "*", "|") for line in lines[1:]):
+        return paragraph
+    return " ".join(line.strip() for line in lines)
+
+
+def _no_orphans(divide):
+    """Rich's `divide_line` (greedy: where to break a line of text to fit `width`), changed so the
+    last line never holds a single word when the line before it has two or more: its last word
+    moves down. Breaks only move earlier, so every line still fits."""
+
+    def divide_line(text: str, width: int, fold: bool = True) -> list[int]:
+        breaks = divide(text, width, fold)
+        if breaks:
+            start = breaks[-2] if len(breaks) > 1 else 0
+            tail = text[breaks[-1]:].strip()
+            line = text[start:breaks[-1]].rstrip()
+            cut = text.rfind(" ", start, start + len(line)) + 1  # where the line's last word starts
+            if tail and " " not in tail and cut > start and text[start:cut].strip() \
+                    and len(text[cut:].strip()) <= width:
+                breaks[-1] = cut
+        return breaks
+
+    return divide_line
+
+
+def _tidy_help() -> None:
+    """Four fixes to Typer's rich help (typer >= 0.29), each guarded so another version is left as it is:
+
+    - a flag shows no type (`--json <bool>` looked as if it took a value), as in Typer's plain help;
+    - the help column takes the width the others leave, and choices stack in a narrow type column
+      (rich shrank the help column to the width of the widest other one: text wrapped word by word);
+    - the docstring's line breaks inside a paragraph are not kept (at 80 columns a line broken at
+      100 left one or two words on a line of their own);
+    - no paragraph or cell ends with a word alone on its last line (`_no_orphans`).
+    """
     from typer.core import TyperOption
 
     shown = TyperOption.display_type_rich
@@ -45,7 +81,7 @@ def _plain_flags() -> None:
             return None
         return shown(self, ctx)
 
-    display_type_rich._memsafe = True
+    display_type_rich._memsafe = True  # patched once, even if this module is reloaded
     TyperOption.display_type_rich = display_type_rich
 
     from rich.table import Table
@@ -67,9 +103,25 @@ def _plain_flags() -> None:
 
     if getattr(rich_utils, "Table", None) is Table:
         rich_utils.Table = HelpTable
+    import rich.text
+
+    format_help = rich_utils.rich_format_help
+
+    def rich_format_help(*args, **kwargs):  # only help text: data output wraps as rich does
+        greedy = rich.text.divide_line
+        rich.text.divide_line = _no_orphans(greedy)
+        try:
+            return format_help(*args, **kwargs)
+        finally:
+            rich.text.divide_line = greedy
+
+    if hasattr(rich.text, "divide_line"):
+        rich_utils.rich_format_help = rich_format_help
+    if hasattr(rich_utils, "_fix_linebreaks"):
+        rich_utils._fix_linebreaks = lambda paragraphs, markup_mode: "\n\n".join(_reflow(p) for p in paragraphs)
 
 
-_plain_flags()
+_tidy_help()
 
 app = typer.Typer(
     name="memsafe",
