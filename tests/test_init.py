@@ -85,6 +85,11 @@ def test_dry_run_shows_every_step_and_changes_nothing(machine, tmp_path):
         assert what in r.stdout, what
     assert _snapshot(tmp_path) == before
     assert [c[:2] for c in _claude_calls(paths)] == [["mcp", "get"]]  # only looked
+    plan = json.loads(run_memsafe("init", "--dry-run", "--json", env=env, cwd=paths["repo"]).stdout)
+    assert {c["target"] for c in plan["changes"] if c["state"] == "change"} == {
+        "git hook", "Claude Code", "Claude Desktop", "Cursor", "CLAUDE.md", "bash completion"}
+    assert all("old" not in c and "new" not in c for c in plan["changes"])  # no file's full text
+    assert _snapshot(tmp_path) == before
 
 
 def test_yes_sets_everything_up_keeping_other_servers_and_undo_removes_it(machine):
@@ -125,11 +130,11 @@ def test_yes_sets_everything_up_keeping_other_servers_and_undo_removes_it(machin
 
     # a second run changes nothing
     again = run_memsafe("init", "--yes", "--completions", env=env, cwd=paths["repo"])
-    assert again.returncode == 0 and "0 changes made" in again.stdout, again.stdout
+    assert again.returncode == 0 and "everything is already in place" in again.stdout, again.stdout
     assert (paths["repo"] / "CLAUDE.md").read_text() == claude_md
 
     # undo: everything init added is gone, the rest is as it was
-    r = run_memsafe("init", "--undo", "--yes", "--completions", env=env, cwd=paths["repo"])
+    r = run_memsafe("init", "--undo", "--yes", env=env, cwd=paths["repo"])
     assert r.returncode == 0, r.stdout + r.stderr
     assert (paths["repo"] / "CLAUDE.md").read_text() == "# Project rules\n\nUse tabs.\n"
     assert json.loads(paths["desktop"].read_text()) == DESKTOP_BEFORE

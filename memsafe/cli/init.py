@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shlex
+from dataclasses import asdict
 from typing import Annotated
 
 import typer
@@ -65,8 +66,10 @@ def init(
     db = (ctx.obj.db if ctx.obj else None) or os.environ.get("MEMSAFE_DB") or None
     with _errors(db):
         plan = api.init_plan(repo=repo, db=db, steps=steps, undo=undo)
-    if json_:
-        _emit_json(plan)
+    if json_:  # the plan without the files' full texts (a config file may hold other servers' secrets)
+        hidden = ("old", "new")
+        changes = [{k: v for k, v in asdict(c).items() if k not in hidden} for c in plan.changes]
+        _emit_json({**asdict(plan), "changes": changes})
         return
     console = out()
     line = lambda text="", style=None: console.print(text, style=style, markup=False, highlight=False,  # noqa: E731
@@ -91,7 +94,7 @@ def init(
             line(f"  {diff_line}", colour)
         if dry_run:
             continue
-        if change.step == "completions" and completions is None and yes:
+        if change.step == "completions" and completions is None and yes and not undo:
             line("  skipped: pass --completions to install it with --yes", "dim")
             continue
         if not yes and not typer.confirm(f"  {'Undo' if undo else 'Apply'} this ({change.target})?", default=True):
@@ -109,6 +112,9 @@ def init(
         line(f"  {plan.cron}")
     if not dry_run:
         line()
-        line(f"{count_of(made, 'change')} made" + (f", {failed} failed" if failed else "") + ".")
+        if not any(c.state == "change" for c in plan.changes):
+            line("Nothing to do: " + ("nothing init added is left." if undo else "everything is already in place."))
+        else:
+            line(f"{count_of(made, 'change')} made" + (f", {failed} failed" if failed else "") + ".")
     if failed:
         raise typer.Exit(1)
