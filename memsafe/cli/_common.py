@@ -272,9 +272,9 @@ def _session(ctx: typer.Context) -> Iterator[api.Opened]:
             opened = api.open_store(db)
             for warning in opened.warnings:
                 say("Warning", warning)
-            for note in opened.notes:
-                say("Note", note)
             yield opened
+            for note in opened.notes:  # after the command, so an error stays the one line on stderr
+                say("Note", note)
         finally:
             if opened is not None:
                 opened.store.close()
