@@ -211,8 +211,9 @@ def import_(
             if report is None or dry_run:
                 say("Error", "interrupted: nothing imported (rolled back)")
             else:
-                say("Error", f"interrupted: {report.memories_added} memories added, {report.memories_updated} "
-                             f"updated; {opened.store.pending_count()} vectors pending: run `memsafe embed`")
+                say("Error", f"interrupted: {render.count_of(report.memories_added, 'memory')} added, "
+                             f"{report.memories_updated} updated; "
+                             f"{render.count_of(opened.store.pending_count(), 'vector')} pending: run `memsafe embed`")
             raise typer.Exit(130) from None
     if json_:
         _emit_json({**api_dict(report), "partial": report.partial})
