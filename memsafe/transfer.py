@@ -31,6 +31,7 @@ from typing import IO
 from memsafe import clock
 from memsafe.graph import entity_key
 from memsafe.models import Kind, Source, Status
+from memsafe.render import count_of
 
 FORMAT_NAME = "memsafe"
 FORMAT_VERSION = 1
@@ -431,7 +432,7 @@ def check_end_counts(counts: object, read: dict[str, int], line: int) -> list[No
             isinstance(counts.get(t, 0), int) and not isinstance(counts.get(t, 0), bool) for t in RECORD_TYPES):
         return [Notice(line, "end counts must be an object of record counts per type", fatal=True)]
     return [
-        Notice(line, f"end counts say {counts.get(t, 0)} {t} record(s) but the file holds {read[t]}: "
+        Notice(line, f"end counts say {count_of(counts.get(t, 0), t + ' record')} but the file holds {read[t]}: "
                      "lines were lost or added", fatal=True)
         for t in RECORD_TYPES if counts.get(t, 0) != read[t]
     ]

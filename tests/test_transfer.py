@@ -20,6 +20,7 @@ from typer.testing import CliRunner
 from memsafe import api, clock, transfer
 from memsafe.cli import app
 from memsafe.errors import InvalidInput
+from memsafe.render import count_of
 
 # -- fixtures ----------------------------------------------------------------------------------
 
@@ -464,7 +465,7 @@ def test_an_import_never_brings_back_a_purged_memory(cli, tmp_path, store):
     reply = text_of(call(srv, "transfer", {"path": str(backup), "direction": "import"}))
     assert "0 added" in reply and "purged on" in reply and store.counts()["total"] == 0
     back = cli("import", str(backup), "--no-embed", "--allow-purged")
-    assert back.exit_code == 0 and "1 memories added" in back.stderr
+    assert back.exit_code == 0 and "1 memory added" in back.stderr
     assert api.get(store, x.id).content == x.content
     # the server-memory format: observations have stable uids, purged ones stay purged too
     sm = tmp_path / "memory.jsonl"
@@ -509,7 +510,7 @@ def test_entity_keys_in_a_file_are_recomputed_from_names(tmp_path, store, cli):
 
 
 @pytest.mark.parametrize("change, message", [
-    (lambda r: r.pop(2), "line 4: end counts say 3 memory record(s) but the file holds 2: lines were lost"),
+    (lambda r: r.pop(2), "line 4: end counts say 3 memory records but the file holds 2: lines were lost"),
     (lambda r: r[1].update(created_at="2099-01-01T00:00:00Z"),
      'line 2: created_at "2099-01-01T00:00:00Z" is in the future'),
     (lambda r: r[2].update(created_at="2026-03-01T00:00:00Z", updated_at="2026-02-01T00:00:00Z"),
@@ -588,7 +589,8 @@ def test_ctrl_c_during_an_import_says_what_was_kept(tmp_path, embedder):
     assert proc.returncode == 130, err
     pending = api.open_store(str(db)).store.pending_count()
     assert 0 < pending <= 3000
-    assert f"interrupted: 3000 memories added, 0 updated; {pending} vectors pending: run `memsafe embed`" in err
+    vectors = count_of(pending, "vector")
+    assert f"interrupted: 3,000 memories added, 0 updated; {vectors} pending: run `memsafe embed`" in err
 
 
 def _records(path) -> list[dict]:

@@ -42,6 +42,7 @@ from memsafe.api.core import (
 )
 from memsafe.errors import InvalidInput, MemsafeError
 from memsafe.models import Source, Status
+from memsafe.render import count_of
 from memsafe.store import Store
 from memsafe.transfer import Notice, RecordError
 
@@ -340,7 +341,7 @@ def import_file(
             listed = "; ".join(str(p) for p in fatal[:MAX_LISTED_PROBLEMS])
             more = f" (and {len(fatal) - MAX_LISTED_PROBLEMS} more)" if len(fatal) > MAX_LISTED_PROBLEMS else ""
             raise InvalidInput(
-                f"nothing imported from {path.name}: {len(fatal)} invalid record(s): {listed}{more}. "
+                f"nothing imported from {path.name}: {count_of(len(fatal), 'invalid record')}: {listed}{more}. "
                 "Fix them, or pass --skip-invalid (MCP/API: skip_invalid=true) to import the rest"
             ) from None
     except OSError as exc:
