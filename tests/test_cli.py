@@ -242,7 +242,7 @@ NOT_SCOPED_READS = {
     "bench", "confidence", "config get", "config list", "config reset", "config set", "confirm", "consolidate",
     "decay", "decrypt", "doctor", "embed", "encrypt", "forget", "graph add-entity", "graph relate",
     "graph unrelate", "hook backfill", "hook install", "hook run", "hook status", "hook uninstall", "import",
-    "purge", "rekey", "remember", "restore", "serve", "status", "update",
+    "init", "purge", "rekey", "remember", "restore", "serve", "status", "update",
 }
 
 
