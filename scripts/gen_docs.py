@@ -41,6 +41,8 @@ ENVIRONMENT = [
     ("MEMSAFE_EMBED_THREADS", "Threads the embedding model uses."),
     ("MEMSAFE_LOG_LEVEL", "Log detail of \\fBmemsafe serve\\fP on stderr (DEBUG, INFO, WARNING)."),
     ("MEMSAFE_DEBUG", "Show tracebacks for user errors."),
+    ("MEMSAFE_KEY, MEMSAFE_KEY_FILE", "The key of an encrypted store, or a file holding it (else the OS keyring)."),
+    ("MEMSAFE_NEW_KEY", "The new key for \\fBmemsafe rekey\\fP when the key comes from MEMSAFE_KEY."),
 ]
 FILES = [
     ("~/.local/share/memsafe/memory.db", "The default database on Linux (the platform's user data folder "
