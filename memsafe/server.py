@@ -258,7 +258,10 @@ class ServerState:
         return settings.detect_project(self.cwd, mode=mode), f"{mode} of {self.cwd}"
 
     def scope(self, opened: api.Opened, all_projects: bool = False):
-        """The read scope of a tool call, as recall's: this project plus global, or every project."""
+        """The scope of a tool call, as recall's: this project plus global, or every project (read
+        tools with `all_projects`). Tools that change a memory by id (update_memory, forget with
+        or without undo, purge_memory) take no `all_projects`: they reach this scope only, so an
+        agent cannot read or edit another project's memory by guessing its id (issue 12)."""
         key = None if all_projects else self.project(opened)[0]
         return api.make_scope(project=key, all_projects=all_projects)
 
@@ -503,8 +506,8 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
         """Hide a memory from recall; undo=true brings it back."""
         with state.store() as opened:
             if undo:
-                return f"Restored #{api.restore(opened.store, id).id}"
-            memory = api.forget(opened.store, id, reason=reason)
+                return f"Restored #{api.restore(opened.store, id, scope=state.scope(opened)).id}"
+            memory = api.forget(opened.store, id, reason=reason, scope=state.scope(opened))
         return f"Forgot #{memory.id}; forget with undo=true brings it back"
 
     @tool(destructive=True)
@@ -513,7 +516,7 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
         if not confirm:
             raise ToolError("purge destroys memories for good; call again with confirm=true, or use forget")
         with state.store() as opened:
-            report = api.purge(opened.store, ids)
+            report = api.purge(opened.store, ids, scope=state.scope(opened))
         purged = ", ".join(f"#{i}" for i in report.purged_ids)
         text = f"Purged {purged} ({report.versions_removed} history versions removed); this cannot be undone"
         if report.backups:  # copies memsafe made before a migration: the user removes them
@@ -549,7 +552,7 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
         """Edit a memory; its history keeps the old version."""
         with state.store() as opened:
             memory = api.update(opened.store, id, content=content, kind=kind, tags=tags, importance=importance,
-                                redact=True)  # an agent's edit: credentials are stored redacted, never raw
+                                redact=True, scope=state.scope(opened))  # credentials redacted, never raw
         return render.compact_memory(memory)
 
     # -- graph -----------------------------------------------------------------------------------

@@ -317,6 +317,72 @@ def test_every_read_command_has_recalls_scope(tmp_path, monkeypatch, cli):
     assert json.loads(cli("list", "--json").stdout)[0]["content"] == "SharedLib logs every request"
 
 
+
+def _id_commands() -> set[str]:
+    """Commands with a memory-id argument (ID or ID...)."""
+    import typer.main
+
+    from memsafe.cli import app
+
+    def walk(command, prefix=""):
+        for name, sub in getattr(command, "commands", {}).items():
+            if hasattr(sub, "commands"):
+                yield from walk(sub, f"{prefix}{name} ")
+            elif any(p.name in ("memory_id", "memory_ids") for p in sub.params):
+                yield prefix + name
+
+    return set(walk(typer.main.get_command(app)))
+
+
+def _memory_state(store, memory_id: int) -> tuple:
+    events = list(store.conn.execute("SELECT at, action, detail FROM events WHERE memory_id = ? ORDER BY id",
+                                     (memory_id,)))
+    return store.raw_row(memory_id), store.tags_of([memory_id]).get(memory_id), store.versions(memory_id), events
+
+
+def test_every_command_taking_an_id_has_gets_scope(tmp_path, monkeypatch, cli, db_path):
+    """From repository B, every command that takes a memory id refuses A's memory exactly as it
+    refuses an id that does not exist (no oracle), prints none of A's text and changes nothing of
+    A's; --all-projects (and --project A) reach it, as with `get`."""
+    s = two_projects(tmp_path, monkeypatch, cli)
+    ida, idb = str(s["ida"]), str(s["idb"])
+    monkeypatch.chdir(s["a"])
+    gone = json.loads(cli("remember", "AlphaVault rotates its keys monthly", "--json").stdout)["id"]
+    assert cli("forget", str(gone)).exit_code == 0
+    monkeypatch.chdir(s["b"])
+    missing = "987654"
+
+    def walk(target: str, forgotten: str) -> dict[str, list[str]]:
+        """Each id command with arguments that succeed on a memory it may reach."""
+        return {
+            "get": ["get", target], "history": ["history", target],
+            "update": ["update", target, "--content", "hijacked by project B", "--tag", "pwned"],
+            "confirm": ["confirm", target], "confidence": ["confidence", target, "0.9"],
+            "restore": ["restore", forgotten], "forget": ["forget", target, "--reason", "from B"],
+            "purge": ["purge", idb, target, "--yes"],  # all or nothing: B's own memory stays too
+        }
+
+    assert set(walk(ida, ida)) == _id_commands(), "a new command takes an id: add it to this walk"
+    opened = api.open_store(str(db_path))
+    before = {i: _memory_state(opened.store, i) for i in (s["ida"], gone)}
+    for name, args in walk(ida, str(gone)).items():
+        theirs, nothing = cli(*args), cli(*walk(missing, missing)[name])
+        line = one_line_error(theirs)
+        assert theirs.exit_code == nothing.exit_code == 1 and not theirs.stdout, (name, theirs.stdout)
+        assert "alphavault" not in line.casefold() and "repo-a" not in line, (name, line)
+        target = str(gone) if name == "restore" else ida
+        assert line == one_line_error(nothing).replace(missing, target), (name, line)
+        assert "--all-projects" in line and f"in project {s['b']}" in line, line
+    assert {i: _memory_state(opened.store, i) for i in (s["ida"], gone)} == before
+    assert opened.store.get_memory(s["idb"]).status == "active"
+    # widened: every command reaches A's memories (purge last)
+    for name, args in walk(ida, str(gone)).items():
+        widen = ["--all-projects"] if name in ("update", "purge") else ["--project", str(s["a"])]
+        done = cli(*(a for a in args if a != idb), *widen)
+        assert done.exit_code == 0, (name, done.stderr)
+    assert opened.store.get_memory(s["ida"]) is None and opened.store.get_memory(s["idb"]) is not None
+    opened.store.close()
+
 def test_project_paths_resolve_symlinks_and_subfolders(tmp_path, monkeypatch, cli):
     """A symlink to the repository and a subfolder of it are the repository's project, on every
     way a path is given (--project-path, --project, detection from the working directory)."""

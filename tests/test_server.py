@@ -1030,3 +1030,73 @@ def test_mcp_errors_name_tool_arguments_not_cli_flags(tmp_path, embedder):
     assert results[5][1].startswith("unknown argument since; recall takes query, ")
     assert "kind: Input should be 'fact'" in results[6][1] and "'nope'" in results[6][1]
     assert "id: Input should be a valid integer" in results[7][1]
+
+
+# ---------------------------------------------------------------------------------------------
+# Tools that take an id reach the server's scope only (issue 12: the write side)
+
+
+def memory_state(db: Path, memory_id: int) -> tuple:
+    """Everything stored about one memory: row, tags, versions, audit events (None if gone)."""
+    opened = api.open_store(str(db))
+    try:
+        store = opened.store
+        events = list(store.conn.execute("SELECT at, action, detail FROM events WHERE memory_id = ? ORDER BY id",
+                                         (memory_id,)))
+        return (store.raw_row(memory_id), store.tags_of([memory_id]).get(memory_id), store.versions(memory_id),
+                events)
+    finally:
+        opened.store.close()
+
+
+def test_tools_taking_an_id_never_read_or_change_another_projects_memory(tmp_path, embedder, monkeypatch):
+    """From repository B, every tool that takes a memory id refuses A's memories exactly as it
+    refuses an id that does not exist (no oracle), returns none of A's text, and leaves A's rows,
+    tags, history and audit untouched; the same tools still work on B's own memory."""
+    db, home = tmp_path / "db" / "memory.db", tmp_path / "home"
+    a, b = tmp_path / "repo-a", tmp_path / "repo-b"
+    for repo in (a, b):
+        (repo / ".git").mkdir(parents=True)
+    monkeypatch.chdir(a)
+    active = json.loads(cli(db, "remember", "AlphaVault keeps the deploy keys under /srv/alpha-vault", "-t", "ops",
+                            "--json").stdout)["id"]
+    hidden = json.loads(cli(db, "remember", "AlphaVault rotates its keys monthly", "--json").stdout)["id"]
+    assert cli(db, "forget", str(hidden)).exit_code == 0
+    monkeypatch.chdir(b)
+    own = json.loads(cli(db, "remember", "BetaQueue retries jobs three times", "--json").stdout)["id"]
+    before = {i: memory_state(db, i) for i in (active, hidden)}
+    missing = 987654
+
+    def walk(target: int, gone: int) -> dict[str, tuple[str, dict]]:
+        """Each id-taking tool (and mode) with arguments that would succeed on a memory of its scope."""
+        return {
+            "get_memory": ("get_memory", {"id": target}),
+            "get_memory history": ("get_memory", {"id": target, "history": True}),
+            "update_memory": ("update_memory", {"id": target, "content": "hijacked by project B", "tags": ["pwned"]}),
+            "forget": ("forget", {"id": target, "reason": "from B"}),
+            "restore_memory": ("forget", {"id": gone, "undo": True}),
+            "purge_memory": ("purge_memory", {"ids": [own, target], "confirm": True}),  # all or nothing
+        }
+
+    async def body(s: ClientSession):
+        taking_ids = {t.name for t in (await s.list_tools()).tools if {"id", "ids"} & set(t.input_schema["properties"])}
+        got = {}
+        for label, (name, args) in walk(active, hidden).items():
+            got[label] = (await s.call_tool(name, args), await s.call_tool(name, walk(missing, missing)[label][1]))
+        own_ok = [await s.call_tool(n, a) for n, a in (("update_memory", {"id": own, "importance": 0.9}),
+                                                      ("forget", {"id": own}), ("forget", {"id": own, "undo": True}))]
+        return taking_ids, got, own_ok
+
+    taking_ids, got, own_ok = anyio.run(with_session, db, b, home, tmp_path / "err.log", body)
+    assert taking_ids == {name for name, _ in walk(active, hidden).values()}, "a new tool takes an id: walk it"
+    for name, (theirs, nothing) in got.items():
+        text = text_of(theirs)
+        assert is_error(theirs) and is_error(nothing), (name, text)
+        for leak in ("alphavault", "alpha-vault", "rotates", "repo-a"):
+            assert leak not in text.casefold(), (name, text)
+        expected = text_of(nothing).replace(str(missing), str(hidden if name == "restore_memory" else active))
+        assert text == expected, (name, text, text_of(nothing))
+        assert f"in project {b}" in text, text
+    assert not any(is_error(r) for r in own_ok), [text_of(r) for r in own_ok]
+    assert {i: memory_state(db, i) for i in (active, hidden)} == before
+    assert memory_state(db, own)[0]["status"] == "active"

@@ -54,7 +54,7 @@ from memsafe.store import Store, file_sizes
 
 __all__ = [
     "Opened", "open_store", "clean_text", "clean_tags", "clean_project", "content_hash", "backfill",
-    "remember", "get", "in_scope", "encryption_state", "forget", "purge", "make_scope", "recall",
+    "remember", "get", "reachable", "in_scope", "encryption_state", "forget", "purge", "make_scope", "recall",
     "score_candidates", "status",
     "config_list", "config_get", "config_set", "config_reset", "set_db_path", "reset_db_path", "config_value",
     "MAX_CONTENT_CHARS", "MAX_QUERY_CHARS",
@@ -275,10 +275,8 @@ def get(store: Store, memory_id: int, *, scope: Scope | None = None, use: bool =
     """One memory by id, whatever its status.
 
     Args:
-        scope: the projects the caller may read (`make_scope`: the current project plus global,
-            or every project); None reads any project (internal callers). A memory of another
-            project is NotFound, with a message that neither confirms nor denies it exists
-            elsewhere and says how to widen (`--all-projects`, MCP `all_projects=true`).
+        scope: the projects the caller may reach (`make_scope`: the current project plus global,
+            or every project); None reaches any project (internal callers). See `reachable`.
         use: a person or an agent asked for this memory explicitly (CLI `get`, MCP get_memory):
             count it as used (access_count + 1, last used now), the only use signal besides
             `confirm` and `update`; being returned by `recall` is not one (issue 11: recall
@@ -286,16 +284,7 @@ def get(store: Store, memory_id: int, *, scope: Scope | None = None, use: bool =
 
     Raises: NotFound, InvalidInput.
     """
-    memory = store.get_memory(_check_id(memory_id))
-    if memory is not None and scope is not None and not in_scope(memory.project, scope):
-        if scope.projects:
-            where = f"in project {scope.projects[0]} or among global memories"
-        else:
-            where = "among global memories (no project here)"
-        raise NotFound(f"no memory with id {memory_id} {where}; --all-projects (MCP: all_projects=true) "
-                       "looks in every project")
-    if memory is None:
-        raise NotFound(f"no memory with id {memory_id}")
+    memory = reachable(store, [_check_id(memory_id)], scope)[memory_id]
     if use and memory.status == Status.ACTIVE.value:
         try:
             with store.write(wait_ms=2000):
@@ -305,6 +294,36 @@ def get(store: Store, memory_id: int, *, scope: Scope | None = None, use: bool =
     return memory
 
 
+def reachable(store: Store, memory_ids: Sequence[int], scope: Scope | None, *, after: str = "") -> dict[int, Memory]:
+    """The memories of `memory_ids` (checked ids) that a caller with `scope` may read or change:
+    the one scope check of every handler that takes an id (get, history, update, forget,
+    restore, purge, confirm, confidence), so a write can never read or edit another project's
+    memory by guessing its id (issue 12).
+
+    Args:
+        scope: see `get`; None reaches any project.
+        after: text put after the ids in the NotFound message (e.g. "; nothing was purged").
+
+    Returns: {id: Memory} for every id.
+
+    Raises:
+        NotFound: an id does not exist, or its memory is outside `scope`. Within a scope the two
+            get the same message, which names the scope searched and how to widen it, so it
+            neither confirms nor denies that the memory exists in another project.
+    """
+    found = store.get_memories(memory_ids)
+    missing = [i for i in memory_ids if i not in found or (scope is not None and not in_scope(found[i].project, scope))]
+    if not missing:
+        return found
+    shown = ", ".join(map(str, missing[:10])) + (f" and {len(missing) - 10} more" if len(missing) > 10 else "")
+    if scope is None or scope.projects is None:
+        raise NotFound(f"no memory with id {shown}{after}")
+    where = f"in project {scope.projects[0]} or among global memories" if scope.projects else \
+        "among global memories (no project here)"
+    raise NotFound(f"no memory with id {shown} {where}{after}; --all-projects (MCP: all_projects=true on the "
+                   "read tools) looks in every project")
+
+
 def in_scope(project: str | None, scope: Scope) -> bool:
     """True if a memory of `project` (None: global) is inside the projects of `scope`."""
     if scope.projects is None:
@@ -312,13 +331,14 @@ def in_scope(project: str | None, scope: Scope) -> bool:
     return project in scope.projects or (project is None and scope.include_global)
 
 
-def forget(store: Store, memory_id: int, *, reason: str | None = None) -> Memory:
+def forget(store: Store, memory_id: int, *, reason: str | None = None, scope: Scope | None = None) -> Memory:
     """Soft-forget: hidden from every recall path (lexical, vector, graph, export by default),
-    kept for audit and `restore`. Raises NotFound, InvalidInput (already forgotten)."""
+    kept for audit and `restore`. `scope` as in `get` (a memory outside it is NotFound).
+    Raises NotFound, InvalidInput (already forgotten)."""
     why = _controls_to_space(_fix_surrogates(reason)).strip()[:200] if reason else None
     now = clock.now_iso()
     with store.write():
-        memory = get(store, memory_id)
+        memory = get(store, memory_id, scope=scope)
         if memory.status == Status.FORGOTTEN.value:
             raise InvalidInput(
                 f"memory {memory_id} is already forgotten; `restore {memory_id}` brings it back "
@@ -332,7 +352,7 @@ def forget(store: Store, memory_id: int, *, reason: str | None = None) -> Memory
     return get(store, memory_id)
 
 
-def purge(store: Store, memory_ids: Sequence[int]) -> PurgeReport:
+def purge(store: Store, memory_ids: Sequence[int], *, scope: Scope | None = None) -> PurgeReport:
     """Destroy memories: rows, tags, FTS entries, vectors, history, graph links. Irreversible.
 
     Freed pages are zeroed (secure_delete, FTS5 secure-delete) and the WAL is checkpointed and
@@ -344,8 +364,12 @@ def purge(store: Store, memory_ids: Sequence[int]) -> PurgeReport:
     that still hold a purged memory are named in `PurgeReport.backups`, with
     `PurgeReport.remove_command`, for the user to remove.
 
+    Args:
+        scope: as in `get`: an id outside it counts as missing.
+
     Raises:
-        InvalidInput: no ids; NotFound: an id does not exist (nothing is purged then).
+        InvalidInput: no ids; NotFound: an id does not exist or is outside `scope` (nothing is
+        purged then).
     """
     if isinstance(memory_ids, (str, bytes)) or not isinstance(memory_ids, Iterable):
         raise InvalidInput(f"purge takes a list of memory ids, got {_shown(memory_ids)}")
@@ -354,11 +378,7 @@ def purge(store: Store, memory_ids: Sequence[int]) -> PurgeReport:
         raise InvalidInput("no memory ids to purge")
     now = clock.now_iso()
     with store.write():
-        found = store.get_memories(ids)
-        missing = [i for i in ids if i not in found]
-        if missing:
-            shown = ", ".join(map(str, missing[:10])) + (f" and {len(missing) - 10} more" if len(missing) > 10 else "")
-            raise NotFound(f"no memory with id {shown}; nothing was purged")
+        found = reachable(store, ids, scope, after="; nothing was purged")
         linked = [e for ents in store.memory_entity_ids(ids).values() for e in ents]
         versions = store.delete_memories(ids)
         store.delete_orphan_entities(linked)  # names extracted from the purged text go too

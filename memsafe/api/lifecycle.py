@@ -195,10 +195,13 @@ def update(
     clear_project: bool = False,
     redact: bool = False,
     embed_now: bool = True,
+    scope: Scope | None = None,
 ) -> Memory:
     """Change a memory, keeping its previous state as a version (cause `update`).
 
     `embed_now=False` leaves the new text's vector pending (deferred embedding, as `remember`).
+    `scope` as in `api.get`: a memory outside it is NotFound (it can still be moved to another
+    project with `project`, once reached).
 
     New content goes through the same credential check as `remember` (refused, or redacted with
     `redact`).
@@ -212,7 +215,7 @@ def update(
         NotFound; InvalidInput (nothing to change, bad value, memory not active);
         Duplicate (another memory in the project holds the new content); SecretDetected.
     """
-    _check_id(memory_id)
+    get(store, _check_id(memory_id), scope=scope)  # before any work on the new text
     changes: dict = {}
     text = _screen_secrets(clean_text(content), redact) if content is not None else None
     if kind is not None:
@@ -232,7 +235,7 @@ def update(
     vector = embedder.embed_one(text) if embedder is not None else None
     now = clock.now_iso()
     with store.write():
-        memory = get(store, memory_id)
+        memory = get(store, memory_id, scope=scope)
         if memory.status != Status.ACTIVE.value:
             raise InvalidInput(f"memory {memory_id} is {memory.status}; `memsafe restore {memory_id}` first")
         row, old_tags = _snapshot(store, memory_id)
@@ -599,20 +602,20 @@ def _apply_change(store: Store, p, row: dict, original: str, names: list[str], v
     return True
 
 
-def restore(store: Store, memory_id: int) -> Memory:
+def restore(store: Store, memory_id: int, *, scope: Scope | None = None) -> Memory:
     """Bring a forgotten or archived memory back to active; a compressed memory (decay level
     1–3) also gets its full original text back from history (exact bytes; the compressed state
-    becomes a version, cause `restore`).
+    becomes a version, cause `restore`). `scope` as in `api.get`.
 
     Raises:
-        NotFound; InvalidInput if it is already active and uncompressed; Duplicate if an active
-        memory with the same content now exists in its project.
+        NotFound (also outside `scope`); InvalidInput if it is already active and uncompressed;
+        Duplicate if an active memory with the same content now exists in its project.
     """
-    _check_id(memory_id)
+    get(store, _check_id(memory_id), scope=scope)  # before any work on its text
     prepared = uncompress_prepare(store, memory_id)  # embeds outside the transaction
     now = clock.now_iso()
     with store.write():
-        memory = get(store, memory_id)
+        memory = get(store, memory_id, scope=scope)
         if memory.status == Status.ACTIVE.value and memory.decay_level == 0:
             raise InvalidInput(f"memory {memory_id} is already active")
         row = store.raw_row(memory_id)
@@ -666,13 +669,13 @@ def uncompress_apply(store: Store, memory_id: int, prepared: tuple[str, bytes | 
 # Review and confidence
 
 
-def confirm(store: Store, memory_id: int, *, reason: str | None = None) -> ReviewResult:
+def confirm(store: Store, memory_id: int, *, reason: str | None = None, scope: Scope | None = None) -> ReviewResult:
     """A review: the memory was checked and is still right. Raises its stability with the FSRS
     model (py-fsrs, FSRS-6 default parameters, rating Good, no fuzzing) so it decays slower
     (half-life × 1 + log2(1 + stability / 2.3065 d)), and counts as a real access (the decay
     bank restarts). Audit event `confirm` with the reason.
 
-    Raises: NotFound; InvalidInput (not active).
+    Raises: NotFound (also outside `scope`, as in `api.get`); InvalidInput (not active).
     """
     from fsrs import Card, Rating, Scheduler, State
 
@@ -680,7 +683,7 @@ def confirm(store: Store, memory_id: int, *, reason: str | None = None) -> Revie
     now = clock.to_iso(now_dt)
     scheduler = Scheduler(learning_steps=(), enable_fuzzing=False)
     with store.write():
-        memory = get(store, _check_id(memory_id))
+        memory = get(store, _check_id(memory_id), scope=scope)
         if memory.status != Status.ACTIVE.value:
             raise InvalidInput(f"memory {memory_id} is {memory.status}; restore it before confirming")
         row = store.raw_row(memory_id)
@@ -719,6 +722,7 @@ def set_confidence(
     boost: bool = False,
     weaken: bool = False,
     reason: str | None = None,
+    scope: Scope | None = None,
 ) -> ConfidenceChange:
     """Set, boost or weaken a memory's confidence (kept within 0.01–0.99).
 
@@ -727,7 +731,8 @@ def set_confidence(
     It is metadata: no version is made and `content_updated_at` is unchanged, so older texts stay
     reachable by time travel. Audit event `confidence` with old → new and the reason.
 
-    Raises: NotFound; InvalidInput (not exactly one of value/boost/weaken, or out of range).
+    Raises: NotFound (also outside `scope`, as in `api.get`); InvalidInput (not exactly one of
+    value/boost/weaken, or out of range).
     """
     if sum([value is not None, boost, weaken]) != 1:
         raise InvalidInput("give exactly one of VALUE, --boost or --weaken")
@@ -736,7 +741,7 @@ def set_confidence(
         raise InvalidInput(f"confidence must be between {CONFIDENCE_MIN} and {CONFIDENCE_MAX}, got {value}")
     now = clock.now_iso()
     with store.write():
-        memory = get(store, _check_id(memory_id))
+        memory = get(store, _check_id(memory_id), scope=scope)
         before = memory.confidence
         if value is not None:
             after, how = float(value), "set"

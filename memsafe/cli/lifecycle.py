@@ -51,9 +51,16 @@ def update(
     redact: Annotated[
         bool, typer.Option("--redact", help="Store new content that looks like a credential redacted.")
     ] = False,
+    all_projects: Annotated[
+        bool, typer.Option("--all-projects", help="Reach a memory of any project (default: the current project "
+                           "plus global memories).")
+    ] = False,
     json_: JsonOpt = False,
 ) -> None:
     """Change a memory; the previous version is kept (see `memsafe history ID`).
+
+    Like get, it reaches the current project and global memories (--all-projects: every
+    project); --project and --global move the memory reached.
 
     Examples:
 
@@ -64,10 +71,11 @@ def update(
     if tag and no_tags:
         raise _fail("use either --tag or --no-tags", 2)
     with _session(ctx) as opened:
-        before = api.get(opened.store, memory_id)
+        scope = _scope(opened, None, None, all_projects)
+        before = api.get(opened.store, memory_id, scope=scope)
         memory = api.update(
             opened.store, memory_id, content=content, tags=[] if no_tags else tag, kind=kind.value if kind else None,
-            importance=importance, project=project, clear_project=global_, redact=redact,
+            importance=importance, project=project, clear_project=global_, redact=redact, scope=scope,
         )
     fields = ("content", "kind", "importance", "project", "tags")
     same = all(getattr(before, f) == getattr(memory, f) for f in fields)
@@ -232,10 +240,22 @@ def _print_decay(report) -> None:
 
 
 @app.command()
-def confirm(ctx: typer.Context, memory_id: IdArg, reason: ReasonOpt = None, json_: JsonOpt = False) -> None:
-    """Review a memory: it is still right. It decays slower from now on (FSRS stability)."""
+def confirm(
+    ctx: typer.Context,
+    memory_id: IdArg,
+    reason: ReasonOpt = None,
+    project: ProjectOpt = None,
+    project_path: ProjectPathOpt = None,
+    all_projects: AllProjectsOpt = False,
+    json_: JsonOpt = False,
+) -> None:
+    """Review a memory: it is still right. It decays slower from now on (FSRS stability).
+
+    Like get, it reaches the current project and global memories (--all-projects: every project).
+    """
     with _session(ctx) as opened:
-        result = api.confirm(opened.store, memory_id, reason=reason)
+        result = api.confirm(opened.store, memory_id, reason=reason,
+                             scope=_scope(opened, project, project_path, all_projects))
     if json_:
         _emit_json(result)
     else:
@@ -251,9 +271,14 @@ def confidence(
     boost: Annotated[bool, typer.Option("--boost", help="Raise it (odds × 2).")] = False,
     weaken: Annotated[bool, typer.Option("--weaken", help="Lower it (odds ÷ 2).")] = False,
     reason: ReasonOpt = None,
+    project: ProjectOpt = None,
+    project_path: ProjectPathOpt = None,
+    all_projects: AllProjectsOpt = False,
     json_: JsonOpt = False,
 ) -> None:
     """Set how sure memsafe is that a memory is right. Feeds ranking and decay.
+
+    Like get, it reaches the current project and global memories (--all-projects: every project).
 
     Examples:
 
@@ -264,7 +289,8 @@ def confidence(
     if sum([value is not None, boost, weaken]) != 1:
         raise _fail("give exactly one of VALUE, --boost or --weaken", 2)
     with _session(ctx) as opened:
-        change = api.set_confidence(opened.store, memory_id, value=value, boost=boost, weaken=weaken, reason=reason)
+        change = api.set_confidence(opened.store, memory_id, value=value, boost=boost, weaken=weaken, reason=reason,
+                                    scope=_scope(opened, project, project_path, all_projects))
     emit(change, json_, f"Memory {memory_id}: confidence {change.before:.2f} → {change.after:.2f}")
 
 

@@ -168,11 +168,18 @@ def forget(
     ctx: typer.Context,
     memory_id: IdArg,
     reason: Annotated[str | None, typer.Option("--reason", help="Why (kept in the audit log).")] = None,
+    project: ProjectOpt = None,
+    project_path: ProjectPathOpt = None,
+    all_projects: AllProjectsOpt = False,
     json_: JsonOpt = False,
 ) -> None:
-    """Forget a memory: hidden from every recall, kept for audit; `restore ID` undoes it."""
+    """Forget a memory: hidden from every recall, kept for audit; `restore ID` undoes it.
+
+    Like get, it reaches the current project and global memories (--all-projects: every project).
+    """
     with _session(ctx) as opened:
-        memory = api.forget(opened.store, memory_id, reason=reason)
+        memory = api.forget(opened.store, memory_id, reason=reason,
+                            scope=_scope(opened, project, project_path, all_projects))
     emit(memory, json_, f"Forgot memory {memory.id} (restore with: memsafe restore {memory.id})")
 
 
@@ -180,11 +187,17 @@ def forget(
 def restore(
     ctx: typer.Context,
     memory_id: IdArg,
+    project: ProjectOpt = None,
+    project_path: ProjectPathOpt = None,
+    all_projects: AllProjectsOpt = False,
     json_: JsonOpt = False,
 ) -> None:
-    """Bring a forgotten or archived memory back, with its full original text if decay compressed it."""
+    """Bring a forgotten or archived memory back, with its full original text if decay compressed it.
+
+    Like get, it reaches the current project and global memories (--all-projects: every project).
+    """
     with _session(ctx) as opened:
-        memory = api.restore(opened.store, memory_id)
+        memory = api.restore(opened.store, memory_id, scope=_scope(opened, project, project_path, all_projects))
     emit(memory, json_, f"Restored memory {memory.id}")
 
 
@@ -193,11 +206,15 @@ def purge(
     ctx: typer.Context,
     memory_ids: Annotated[list[int], typer.Argument(metavar="ID...", help="Memory ids.")],
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    project: ProjectOpt = None,
+    project_path: ProjectPathOpt = None,
+    all_projects: AllProjectsOpt = False,
     json_: JsonOpt = False,
 ) -> None:
     """Destroy memories for good: text, vectors, full-text index and history. Cannot be undone.
 
-    Without a terminal, --yes is required.
+    Without a terminal, --yes is required. Like get, it reaches the current project and global
+    memories (--all-projects: every project); an id outside them purges nothing.
     """
     if not yes:
         if not is_terminal():
@@ -205,7 +222,7 @@ def purge(
         if not typer.confirm(f"Permanently destroy memory {', '.join(map(str, memory_ids))}?"):
             raise _fail("nothing purged")
     with _session(ctx) as opened:
-        report = api.purge(opened.store, memory_ids)
+        report = api.purge(opened.store, memory_ids, scope=_scope(opened, project, project_path, all_projects))
     if json_:
         from dataclasses import asdict
 
