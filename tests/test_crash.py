@@ -22,19 +22,23 @@ import sys
 from memsafe import api
 db, tag, mode = sys.argv[1], sys.argv[2], sys.argv[3]
 store = api.open_store(db).store
-print("ready", flush=True)
-i = 0
-while True:
+
+def step(i):
     if mode == "batch":   # import-style: 40 memories per transaction, acknowledged after the commit
         with store.write():
-            ids = [api.remember(store, f"batch {tag} item {i + j} about the deploy pipeline", embed_now=False).id
-                   for j in range(40)]
-        i += 40
-        print(" ".join(map(str, ids)), flush=True)
-    else:
-        m = api.remember(store, f"stream {tag} item {i}: cache and retry notes", embed_now=(i % 2 == 0))
-        i += 1
-        print(m.id, flush=True)
+            return [api.remember(store, f"batch {tag} item {i + j} about the deploy pipeline", embed_now=False).id
+                    for j in range(40)]
+    return [api.remember(store, f"stream {tag} item {i}: cache and retry notes", embed_now=(i % 2 == 0)).id]
+
+# The first write loads the model and the credential scanner (seconds on a loaded machine): the
+# kill window opens only after it, so kills land mid-stream among real writes.
+ids = step(0)
+i = len(ids)
+print("ready", flush=True)
+while True:
+    print(" ".join(map(str, ids)), flush=True)
+    ids = step(i)
+    i += len(ids)
 """
 
 BACKFILLER = r"""
@@ -76,11 +80,13 @@ def test_kill_during_remembers(tmp_path, embedder, mode):
     db = tmp_path / "crash.db"
     rng = random.Random(7 if mode == "stream" else 11)
     acknowledged: set[int] = set()
+    killed: list = []
     for round_ in range(5):
-        acknowledged |= _run_and_kill([WRITER, str(db), f"r{round_}", mode], rng, max_delay=1.5)
+        acknowledged |= _run_and_kill([WRITER, str(db), f"r{round_}", mode], rng, max_delay=1.5, killed=killed)
         opened = _check(db, acknowledged)
         opened.store.close()
     assert len(acknowledged) > 5  # the kills did land mid-stream, after real work
+    assert killed == [1] * 5, "a writer finished before its kill"
 
 
 def test_kill_during_backfill(tmp_path, embedder):
