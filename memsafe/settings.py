@@ -304,7 +304,11 @@ def project_for_path(path: str, mode: str = "git-root") -> str:
         return project_key(text)
     expanded = os.path.expanduser(text)
     real = Path(os.path.realpath(os.path.abspath(expanded)))
-    if not real.exists():
+    try:
+        exists = real.exists()
+    except OSError:  # a name longer than the file system allows (ENAMETOOLONG): no such folder here
+        exists = False
+    if not exists:
         return project_key(str(real))
     if mode == "cwd":
         return project_key(str(real if real.is_dir() else real.parent))

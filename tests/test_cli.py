@@ -536,3 +536,32 @@ def test_config_type_error_reads_well(cli):
     r = cli("config", "set", "token_budget", "abc")
     assert r.exit_code == 1
     assert "must be an integer" in r.stderr
+def test_project_names_and_paths_are_bounded_on_every_path(tmp_path, cli):
+    """A project name or path longer than PATH_MAX is one line and nothing stored, from
+    --project, --project-path and an import record; a path with a component longer than the
+    file system allows (ENAMETOOLONG) is keyed as written, not a traceback; control characters
+    in --project-path become spaces, as everywhere."""
+    huge = "p" * (api.MAX_PROJECT_CHARS + 1)
+    for args in (["--project", huge], ["--project-path", huge], ["--project", "/srv/" + huge]):
+        line = one_line_error(cli("remember", "a note on a huge project", *args))
+        assert "at most 4,096" in line and huge not in line, line
+        assert cli("recall", "note", *args).exit_code == 1
+    long_name = str(tmp_path / ("z" * 300))  # no such folder can exist: NAME_MAX is 255
+    for option in ("--project", "--project-path"):
+        stored = cli("remember", f"kept under an over-long name via {option}", option, long_name, "--json")
+        assert stored.exit_code == 0, stored.stderr
+        assert json.loads(stored.stdout)["project"] == long_name
+    assert len(json.loads(cli("recall", "over-long name", "--project-path", long_name, "--json").stdout)["results"]) == 2
+    ctrl = json.loads(cli("remember", "control chars in a path", "--project-path", "/srv/we\x1bb", "--json").stdout)
+    assert ctrl["project"] == "/srv/we b"
+    # an import record naming a huge project is an invalid record: nothing imported
+    assert cli("export", "--all-projects", "-o", str(tmp_path / "out.jsonl")).exit_code == 0
+    lines = (tmp_path / "out.jsonl").read_text(encoding="utf-8").splitlines()
+    at = next(i for i, line in enumerate(lines) if json.loads(line).get("type") == "memory")
+    record = json.loads(lines[at])
+    record.update(uid="f" * 32, id=None, project="/srv/" + huge, content="imported into a huge project")
+    lines[at] = json.dumps(record)  # in place: the end counts still match
+    (tmp_path / "bad.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    refused = cli("import", str(tmp_path / "bad.jsonl"))
+    assert refused.exit_code == 1 and "at most 4,096" in refused.stderr and huge not in refused.stderr
+    assert "huge project" not in cli("list", "--all-projects", "--json").stdout

@@ -17,6 +17,7 @@ from memsafe import clock, embed, retrieve, settings, tokens
 from memsafe.api import graph as graph_api
 from memsafe.api.hygiene import (  # noqa: F401  re-exported: the handler modules and tests import them from here
     MAX_CONTENT_CHARS,
+    MAX_PROJECT_CHARS,
     MAX_QUERY_CHARS,
     MAX_TAG_CHARS,
     MAX_TAGS,
@@ -57,7 +58,7 @@ __all__ = [
     "remember", "get", "reachable", "in_scope", "encryption_state", "forget", "purge", "make_scope", "recall",
     "score_candidates", "status",
     "config_list", "config_get", "config_set", "config_reset", "set_db_path", "reset_db_path", "config_value",
-    "MAX_CONTENT_CHARS", "MAX_QUERY_CHARS",
+    "MAX_CONTENT_CHARS", "MAX_QUERY_CHARS", "MAX_PROJECT_CHARS",
 ]
 
 BACKFILL_BATCH = 256  # pending vectors filled per recall, so one call stays bounded

@@ -18,6 +18,7 @@ from memsafe.models import Kind, Scope
 
 MAX_CONTENT_CHARS = 1_000_000
 MAX_QUERY_CHARS = 100_000
+MAX_PROJECT_CHARS = 4096  # PATH_MAX on Linux (limits.h): no real project key is longer
 MAX_TAG_CHARS = 64
 MAX_TAGS = 50
 
@@ -102,18 +103,30 @@ def _unit_interval(value: float | None, what: str, default: float) -> float:
     return float(value)
 
 
-def clean_project(project: str | None, *, mode: str = "git-root") -> str | None:
-    """A project name or path as stored: a path (containing / or \\, `.`, `..`, `~`) becomes
-    `settings.project_for_path` (symlinks resolved, up to the repository root in mode 'git-root'),
-    the key `detect_project` gives inside that folder."""
+def clean_project(project: str | None, *, mode: str = "git-root", path: bool = False) -> str | None:
+    """A project name or path as stored: a path (containing / or \\, `.`, `..`, `~`, or any text
+    with `path=True`, as `--project-path` gives) becomes `settings.project_for_path` (symlinks
+    resolved, up to the repository root in mode 'git-root'), the key `detect_project` gives
+    inside that folder. Every way a project is named (CLI, MCP, `serve --project`, import
+    records) comes through here: control characters become spaces, credentials are refused.
+
+    Raises:
+        InvalidInput: empty, or longer than MAX_PROJECT_CHARS (before or after resolving).
+        SecretDetected: it looks like a credential.
+    """
     if project is None:
         return None
-    text = _controls_to_space(_fix_surrogates(project)).strip()
+    text = _controls_to_space(_fix_surrogates(str(project))).strip()
     if not text:
         raise InvalidInput("empty project")
+    if len(text) > MAX_PROJECT_CHARS:
+        raise InvalidInput(f"project name or path is {len(text):,} characters; at most {MAX_PROJECT_CHARS:,}")
     refuse_secret(text, "project name")
-    if "/" in text or "\\" in text or text in (".", "..") or text.startswith("~"):
-        return settings.project_for_path(text, mode)
+    if path or "/" in text or "\\" in text or text in (".", "..") or text.startswith("~"):
+        key = settings.project_for_path(text, mode)
+        if len(key) > MAX_PROJECT_CHARS:
+            raise InvalidInput(f"project path resolves to {len(key):,} characters; at most {MAX_PROJECT_CHARS:,}")
+        return key
     return text
 
 

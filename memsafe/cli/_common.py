@@ -298,7 +298,7 @@ def _project(opened: api.Opened, project: str | None, project_path: str | None) 
     """(project key, the rule that chose it)."""
     mode = api.config_get(opened.store, "project_mode")
     if project_path:
-        return settings.project_for_path(project_path, mode), "--project-path"
+        return api.clean_project(project_path, mode=mode, path=True), "--project-path"
     if project:
         return api.clean_project(project, mode=mode), "--project"
     key = settings.detect_project(mode=mode)
