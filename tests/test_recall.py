@@ -132,7 +132,7 @@ def test_purge_names_the_migration_backups_that_still_hold_the_text(tmp_path):
     db.parent.mkdir()
     shutil.copyfile(Path(__file__).parent / "fixtures" / "v1.db", db)
     runner = CliRunner()
-    old = runner.invoke(app, ["--db", str(db), "purge", "2", "--yes", "--json"])
+    old = runner.invoke(app, ["--db", str(db), "purge", "2", "--yes", "--all-projects", "--json"])
     assert old.exit_code == 0, old.stderr
     backup = db.with_name("memory.db.bak-v1")
     assert backup.exists() and b"Note 1: the retry policy" in backup.read_bytes()
@@ -145,7 +145,7 @@ def test_purge_names_the_migration_backups_that_still_hold_the_text(tmp_path):
     quiet = runner.invoke(app, ["--db", str(db), "purge", str(new["id"]), "--yes"])
     assert quiet.exit_code == 0 and "backup" not in quiet.stderr
     backup.unlink()  # the command it gave
-    gone = runner.invoke(app, ["--db", str(db), "purge", "3", "--yes"])
+    gone = runner.invoke(app, ["--db", str(db), "purge", "3", "--yes", "--all-projects"])
     assert gone.exit_code == 0 and "backup" not in gone.stderr
 
 
