@@ -551,7 +551,8 @@ def test_project_names_and_paths_are_bounded_on_every_path(tmp_path, cli):
         stored = cli("remember", f"kept under an over-long name via {option}", option, long_name, "--json")
         assert stored.exit_code == 0, stored.stderr
         assert json.loads(stored.stdout)["project"] == long_name
-    assert len(json.loads(cli("recall", "over-long name", "--project-path", long_name, "--json").stdout)["results"]) == 2
+    found = json.loads(cli("recall", "over-long name", "--project-path", long_name, "--json").stdout)
+    assert len(found["results"]) == 2
     ctrl = json.loads(cli("remember", "control chars in a path", "--project-path", "/srv/we\x1bb", "--json").stdout)
     assert ctrl["project"] == "/srv/we b"
     # an import record naming a huge project is an invalid record: nothing imported
