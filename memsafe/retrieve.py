@@ -37,6 +37,16 @@ def query_terms(text: str) -> list[str]:
     return list(seen)
 
 
+# Chinese, Japanese and Korean letters (Han, kana, Hangul): written without spaces between words,
+# so unicode61 keeps a whole run as one token and the word index never finds a word inside it.
+_CJK = (
+    "\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f"
+    "\U00020000-\U0002ebef"
+)
+_CJK_RUN = re.compile(f"[{_CJK}]+")
+_IDENTIFIER = re.compile(r"[_.:/@+]|\d")
+MAX_EXACT_TERMS = 16
+
 _COMPOUND = re.compile(r"\w+(?:[.\-/:@+]\w+)*", re.UNICODE)
 
 
@@ -45,11 +55,12 @@ def fts_terms(text: str) -> list[str]:
 
     Words joined by `. - / : @ +` stay together as one quoted phrase (`v2.4.0`, `checkout-api`,
     `deploy.yml`), so identifiers match exactly. Stop-words are dropped unless nothing else is
-    left. Every FTS5 operator character is outside the quotes' content or doubled, so no input
-    can form FTS5 syntax.
+    left. CJK text is left to `exact_terms` (unicode61 keeps a run as one token, so a quoted run
+    would only match the same whole run). Every FTS5 operator character is outside the quotes'
+    content or doubled, so no input can form FTS5 syntax.
     """
     seen: dict[str, None] = {}
-    for word in _COMPOUND.findall(text.lower()):
+    for word in _COMPOUND.findall(_CJK_RUN.sub(" ", text.lower())):  # CJK goes to `exact_terms`
         seen.setdefault(word, None)
     terms = list(seen)
     content = [t for t in terms if t not in STOP_WORDS]
@@ -65,6 +76,78 @@ def fts_query(text: str) -> str | None:
     """
     terms = fts_terms(text)
     return " OR ".join(terms) if terms else None
+
+
+
+
+def exact_terms(text: str) -> list[str]:
+    """The parts of a query that must be found exactly as typed (issue 12 item 9, issue 17 item 3),
+    lower-cased, in order, without duplicates (at most MAX_EXACT_TERMS):
+
+    - identifiers, versions and codes: `fts_terms` compounds of 3+ characters holding a digit,
+      `_` or one of `. : / @ +` (`get_user_by_id`, `v1.9`, `2.4.7`, `deploy.yml`, `e2e`), but not
+      bare numbers; the porter index folds `get_user_by_id` with `get_users_by_ids` and splits
+      `v2.4.7` into `v2`, `4`, `7`, so a typed `2.4.7` never matches it there. Words joined by
+      hyphens only (`checkout-api`) stay with the word index, which matches them as a phrase:
+      they mostly name services the graph knows, and the memory that answers a question about
+      one often does not hold the name (bench graph queries);
+    - CJK text (see `_CJK`): a run of 1–2 characters as it is (a typical Chinese word), a longer
+      run as its overlapping 3-character pieces (no word segmentation: any shared trigram counts).
+
+    Terms of 3+ characters are looked up in the trigram index (`memories_tri`); shorter CJK terms
+    by a bounded scan (`Store.exact_search`).
+    """
+    lowered = text.lower()
+    seen: dict[str, None] = {}
+    for word in _COMPOUND.findall(_CJK_RUN.sub(" ", lowered)):
+        word = word.strip("_")
+        if len(word) >= 3 and _IDENTIFIER.search(word) and not word.isdigit():
+            seen.setdefault(word, None)
+    for run in _CJK_RUN.findall(lowered):
+        pieces = [run] if len(run) <= 2 else [run[i : i + 3] for i in range(len(run) - 2)]
+        for piece in pieces:
+            seen.setdefault(piece, None)
+    return list(seen)[:MAX_EXACT_TERMS]
+
+
+def _edge_class(ch: str) -> str:
+    """'d' digit, 'w' other word character, '' anything else (an identifier's edge may touch it)."""
+    if ch.isdigit():
+        return "d"
+    return "w" if ch.isalpha() or ch == "_" else ""
+
+
+def holds_exact(content: str, term: str) -> bool:
+    """True if `term` (from `exact_terms`) occurs in `content` (case-insensitive) as a whole:
+    not continued by a character of the same kind as its edge. `v1.9` is not in `v1.90`,
+    `get_user_by_id` is not in `get_user_by_ids`, but `2.4.7` is in `deploy-v2.4.7-hotfix` (a
+    letter before a digit is a boundary). CJK terms match anywhere (no spaces between words)."""
+    text = content.lower()
+    if _CJK_RUN.fullmatch(term):
+        return term in text
+    first, last = _edge_class(term[0]), _edge_class(term[-1])
+    start = text.find(term)
+    while start >= 0:
+        end = start + len(term)
+        before = _edge_class(text[start - 1]) if start else ""
+        after = _edge_class(text[end]) if end < len(text) else ""
+        if not (first and before == first) and not (last and after == last):
+            return True
+        start = text.find(term, start + 1)
+    return False
+
+
+def exact_ranking(texts: dict[int, str], terms: Sequence[str], ranking: Sequence[int]) -> list[int]:
+    """`ranking` (ids best first) with the ids whose text holds the most `terms` (`holds_exact`)
+    moved to the front, most terms first; ids holding some term but missing from `ranking` are
+    added. For rankings made without the trigram index (time travel ranks past texts in a
+    scratch index): the same exact-first rule as `Store.fts_search`."""
+    if not terms:
+        return list(ranking)
+    held = {i: n for i, text in texts.items() if (n := sum(holds_exact(text, t) for t in terms))}
+    position = {i: r for r, i in enumerate(ranking)}
+    first = sorted(held, key=lambda i: (-held[i], position.get(i, len(position)), i))
+    return first + [i for i in ranking if i not in held]
 
 
 def term_coverage(idf: dict[str, float], matches: dict[str, set[int]]) -> dict[int, float]:
@@ -149,6 +232,7 @@ class Candidate:
     similarity: float | None = None
     vector_rank: int | None = None
     hop: float = 0.0
+    exact: int = 0  # how many of the query's exact terms it holds (Store.fts_search `held`; retrieve.exact_first)
     words: int = 0
     created_at: datetime | None = None
     last_used_at: datetime | None = None
@@ -245,6 +329,22 @@ def fuse(cands: Sequence[Candidate], query: Query, f: Fusion) -> dict[int, float
             boosted = min(ceiling, out.get(c.id, 0.0) + f.weight_hop * c.hop)
             out[c.id] = max(out.get(c.id, 0.0), boosted)
     return out
+
+
+def exact_first(relevance: dict[int, float], held: dict[int, int]) -> dict[int, float]:
+    """Put memories holding more of the query's exact terms (identifiers, versions, CJK words;
+    `Store.fts_search`'s `held`) above the rest, keeping the fused order inside each tier:
+    rel' = (3·h + rel) / (3·H + 1), h = terms held, H = the most any memory holds. Tiers are
+    2/(3H+1) apart (≥ 0.2 up to H = 3), more than the other signals of `final_score` add
+    together (≤ 0.16 by default), so they never reorder tiers. Issue 12 item 9: an exact
+    identifier in the query finds the memory holding it first, whatever the vectors say.
+
+    Returns `relevance` unchanged when nothing holds an exact term; else new scores in (0, 1].
+    """
+    top = max((held.get(i, 0) for i in relevance), default=0)
+    if not top:
+        return relevance
+    return {i: (3 * held.get(i, 0) + r) / (3 * top + 1) for i, r in relevance.items()}
 
 
 @dataclass

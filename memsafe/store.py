@@ -21,7 +21,7 @@ from pathlib import Path
 
 import apsw
 
-from memsafe import encryption, migrations
+from memsafe import encryption, migrations, retrieve
 from memsafe.errors import SchemaTooNew, StoreUnavailable
 from memsafe.models import Memory, Scope
 from memsafe.render import count_of
@@ -36,6 +36,9 @@ EXACT_SCAN_RATIO = 24  # score a scope row by row when it holds under 1/24 of th
 # higher); else the scope is narrow and is applied first instead. At 100k memories this made
 # BM25 search 3x faster than joining every match to its row (scripts/recall_phases.py).
 OVERFETCH, OVERFETCH_MIN = 10, 500
+# A 1-2 character CJK query term is shorter than a trigram: it is looked up as the OR of the indexed
+# trigrams it starts, at most this many (the ones in most memories first).
+MAX_TRIGRAMS_PER_TERM = 128
 
 _MEMORY_COLUMNS = (
     "id, uid, content, kind, project, source, importance, confidence, created_at, updated_at, "
@@ -225,6 +228,10 @@ class Store:
         if self.schema_version() == target:
             return
         version = None
+        # Foreign keys are off while migrating (they cannot change inside a transaction): a table
+        # rebuild drops the old table, which would otherwise cascade deletes into its children
+        # (https://sqlite.org/lang_altertable.html#otheralter). Migrations check them themselves.
+        self.conn.execute("PRAGMA foreign_keys = OFF")
         try:
             with self.write():
                 version = self.schema_version()  # another process may have migrated meanwhile
@@ -245,6 +252,8 @@ class Store:
                 f"cannot migrate {self.path} from schema {version} to {target}{hint}: {exc}"
                 + (f"; the file is unchanged, a backup is at {self.backup_path}" if self.backup_path else "")
             ) from None
+        finally:
+            self.conn.execute("PRAGMA foreign_keys = ON")
 
     def _backup(self, version: int) -> None:
         """Copy the file (through SQLite's backup API, so WAL content is included) before migrating."""
@@ -560,10 +569,73 @@ class Store:
 
     # -- lexical -------------------------------------------------------------------------------
 
-    def fts_search(self, match: str, scope: Scope, limit: int) -> list[tuple[int, float]]:
-        """BM25 search. `match` must be a safe FTS5 expression (see `retrieve.fts_query`).
-        Returns [(memory id, bm25)] best first (ties by id); bm25 is SQLite's (lower is better).
-        Exact top `limit` within the scope: post-filtered when the scope is broad (see OVERFETCH)."""
+    def fts_search(self, match: str | None, scope: Scope, limit: int, exact: Sequence[str] = ()) -> LexicalHits:
+        """BM25 search, with exact matches first. `match` must be a safe FTS5 expression for the
+        word index (see `retrieve.fts_query`; None: none), `exact` terms from `retrieve.exact_terms`.
+
+        Returns a `LexicalHits`: [(memory id, score)] best first; score is SQLite's bm25 (negative,
+        lower is better). Memories holding exact terms (`exact_search`) come first, most terms
+        held first, with a score below every other hit's: best bm25 × (1 + held / len(exact)).
+        The rest follow by bm25 (ties by id): the exact top `limit` within the scope,
+        post-filtered when the scope is broad (see OVERFETCH). The evidence is kept on the
+        result (`held`, `exact`) for fusion and term coverage.
+        """
+        found = self.exact_search(exact, scope, max(limit * OVERFETCH, OVERFETCH_MIN)) if exact and limit > 0 else {}
+        words = self._bm25_search(match, scope, limit) if match is not None else []
+        held: dict[int, int] = {}
+        for _df, ids in found.values():
+            for i in ids:
+                held[i] = held.get(i, 0) + 1
+        if not held:
+            return LexicalHits(words, {}, found)
+        bm25 = dict(words)
+        best = min([*bm25.values(), -1.0])
+        first = sorted(held, key=lambda i: (-held[i], bm25.get(i, 0.0), i))
+        hits = [(i, best * (1.0 + held[i] / len(exact))) for i in first]
+        hits += [(i, s) for i, s in words if i not in held]
+        return LexicalHits(hits[:limit], held, found)
+
+    def exact_search(self, terms: Sequence[str], scope: Scope, limit: int) -> dict[str, tuple[int, set[int]]]:
+        """Memories in scope holding each term exactly as typed (`retrieve.holds_exact`):
+        {term: (document frequency over the whole store, {ids in scope holding it})}.
+
+        Each term is looked up in the trigram index (`memories_tri`, case-insensitive, no
+        positions) as the AND of its trigrams, then checked against each candidate's text, at
+        most `limit` candidates per term (best trigram bm25 first); its document frequency counts
+        the candidates, an upper bound. A 1-2 character term (CJK: below trigram length) is looked
+        up as the OR of the indexed trigrams it starts (`memories_tri_vocab`, at most
+        MAX_TRIGRAMS_PER_TERM, commonest first); the index is fed the text plus a space, so a word
+        at the very end of a memory still starts one. Indexed lookups only, no scan of the texts.
+        """
+        out: dict[str, tuple[int, set[int]]] = {}
+        if not terms or limit <= 0:
+            return out
+        where, params = self._scope_sql(scope)
+        for term in terms:
+            if len(term) >= 3:  # no positions (detail='none'): every trigram, then check the text
+                match = " AND ".join(dict.fromkeys('"' + term[i : i + 3].replace('"', '""') + '"'
+                                                   for i in range(len(term) - 2)))
+            else:  # shorter than a trigram: the indexed trigrams it starts (the text ends with a space)
+                starts = [r[0] for r in self.conn.execute(
+                    "SELECT term FROM memories_tri_vocab WHERE term >= ? AND term < ? ORDER BY doc DESC LIMIT ?",
+                    (term, term + "\U0010ffff", MAX_TRIGRAMS_PER_TERM),
+                )]
+                if not starts:
+                    out[term] = (0, set())
+                    continue
+                match = " OR ".join('"' + t.replace('"', '""') + '"' for t in starts)
+            (df,) = self.conn.execute("SELECT count(*) FROM memories_tri WHERE memories_tri MATCH ?", (match,)
+                                      ).fetchone()
+            rows = self.conn.execute(
+                "SELECT m.id, m.content FROM memories_tri JOIN memories m ON m.id = memories_tri.rowid "
+                f"WHERE memories_tri MATCH ? AND {where} ORDER BY bm25(memories_tri), m.id LIMIT ?",
+                [match, *params, limit],
+            )
+            out[term] = (df, {i for i, text in rows if retrieve.holds_exact(text, term)})
+        return out
+
+    def _bm25_search(self, match: str, scope: Scope, limit: int) -> list[tuple[int, float]]:
+        """[(memory id, bm25)] of the word index, best first: see `fts_search`."""
         if limit <= 0:
             return []
         where, params = self._scope_sql(scope)
@@ -868,7 +940,13 @@ class Store:
         return self.raw_row(row[0]) if row else None
 
     def memory_id_taken(self, memory_id: int) -> bool:
-        return self.conn.execute("SELECT 1 FROM memories WHERE id = ?", (memory_id,)).fetchone() is not None
+        """True if `memory_id` was ever handed out here: a memory holds it, or the audit log names
+        it (a purged memory leaves a `purge` event). An import inserting explicit ids asks this,
+        so it never reuses a purged id (issue 12 item 3); new ids come from AUTOINCREMENT."""
+        return self.conn.execute(
+            "SELECT 1 FROM memories WHERE id = ?1 UNION ALL SELECT 1 FROM events WHERE memory_id = ?1 LIMIT 1",
+            (memory_id,),
+        ).fetchone() is not None
 
     def replace_versions(self, memory_id: int, versions: Sequence[dict]) -> None:
         """Set a memory's history to exactly `versions` (dicts with the memory_versions columns;
@@ -1389,9 +1467,10 @@ class Store:
     def consistency_problems(self) -> list[str]:
         """Everything that would make the file untrustworthy; [] when it is sound.
 
-        Checks: `PRAGMA integrity_check`, `PRAGMA foreign_key_check`, the FTS5 index against its
-        content table (FTS5 'integrity-check' with rank=1, plus one index row per memory), and the
-        vectors against the rows (no vector for a missing row, `embedded = 1` iff a vector exists).
+        Checks: `PRAGMA integrity_check`, `PRAGMA foreign_key_check`, both FTS5 indexes (words and
+        trigrams) against their content (FTS5 'integrity-check' with rank=1, plus one index row
+        per memory), and the vectors against the rows (no vector for a missing row,
+        `embedded = 1` iff a vector exists).
         Runs the FTS5 check as a command, so it takes the write lock briefly.
         """
         problems: list[str] = []
@@ -1401,15 +1480,16 @@ class Store:
         fk = self.conn.execute("PRAGMA foreign_key_check").fetchall()
         if fk:
             problems.append(f"foreign_key_check: {len(fk)} dangling rows")
-        try:
-            with self.write():
-                self.conn.execute("INSERT INTO memories_fts(memories_fts, rank) VALUES ('integrity-check', 1)")
-        except apsw.Error as exc:
-            problems.append(f"fts integrity-check: {exc}")
         rows = self.conn.execute("SELECT count(*) FROM memories").fetchone()[0]
-        indexed = self.conn.execute("SELECT count(*) FROM memories_fts_docsize").fetchone()[0]
-        if rows != indexed:
-            problems.append(f"{count_of(rows, 'memory')} but {count_of(indexed, 'full-text entry')}")
+        for table, what in (("memories_fts", "full-text"), ("memories_tri", "trigram")):
+            try:
+                with self.write():
+                    self.conn.execute(f"INSERT INTO {table}({table}, rank) VALUES ('integrity-check', 1)")
+            except apsw.Error as exc:
+                problems.append(f"{what} index integrity-check: {exc}")
+            indexed = self.conn.execute(f"SELECT count(*) FROM {table}_docsize").fetchone()[0]
+            if rows != indexed:
+                problems.append(f"{count_of(rows, 'memory')} but {count_of(indexed, what + ' entry')}")
         if self.vector_table_exists() and self.vector_available:
             orphans = self.conn.execute(
                 "SELECT count(*) FROM vec_memories v "
@@ -1432,6 +1512,18 @@ class Store:
             if not self.vector_table_exists():
                 problems.append("memories marked embedded but there is no vector table")
         return problems
+
+
+class LexicalHits(list):
+    """What `Store.fts_search` returns: a list of (memory id, bm25-like score) best first, plus the
+    exact-match evidence behind its order: `held` {id: number of the query's exact terms it
+    holds} and `exact` {term: (document frequency, ids in scope holding it)} (see `exact_search`)."""
+
+    def __init__(self, hits: Iterable[tuple[int, float]], held: dict[int, int],
+                 exact: dict[str, tuple[int, set[int]]]):
+        super().__init__(hits)
+        self.held = held
+        self.exact = exact
 
 
 VECTOR_LOG_KEEP = 50_000  # vector_log rows kept; a copy further behind reloads everything

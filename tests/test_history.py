@@ -331,3 +331,18 @@ def test_update_without_vectors_leaves_memory_pending_then_backfill_fixes_it(db_
     vec = np.frombuffer(opened.store.get_vector(m.id), dtype=np.float32)
     assert float(vec @ embedder.embed_one("This repo uses Bun 1.3")) > 0.9999
     opened.store.close()
+
+
+def test_as_of_finds_exact_identifiers_and_cjk_words_first(store, monkeypatch):
+    """Time travel ranks past texts without the trigram index; the exact-first rule still holds
+    (issue 12 item 9, issue 17 item 3)."""
+    _at(monkeypatch, T0)
+    twin = api.remember(store, "get_users_by_ids looks up many users: pass a list of ids").id
+    exact = api.remember(store, "get_user_by_id raises NotFound for an unknown id").id
+    cjk = api.remember(store, "我们在项目里使用引用计数来管理内存。").id
+    _at(monkeypatch, "2026-02-01T00:00:00Z")
+    for query, want in (("how does get_user_by_id look up users", exact), ("引用", cjk)):
+        for mode in ("hybrid", "lexical"):
+            hits = api.recall_as_of(store, query, as_of="2026-01-15T00:00:00Z", mode=mode).hits
+            assert hits and hits[0].memory.id == want, (query, mode)
+    assert twin != exact

@@ -81,6 +81,44 @@ def test_fts_terms_keep_identifiers_together():
     assert retrieve.fts_terms('"*^') == []
 
 
+def test_exact_terms_are_identifiers_versions_codes_and_cjk_pieces():
+    assert retrieve.exact_terms("what changed in v1.9") == ["v1.9"]
+    assert retrieve.exact_terms("How does get_user_by_id fail?") == ["get_user_by_id"]
+    assert retrieve.exact_terms("2.4.7 and deploy.yml, e2e, 2026, checkout-api") == ["2.4.7", "deploy.yml", "e2e"]
+    assert retrieve.exact_terms("recall 引用") == ["引用"]
+    assert retrieve.exact_terms("悬空指针") == ["悬空指", "空指针"]
+    assert retrieve.exact_terms("使用redis缓存") == ["使用", "缓存"]
+    assert retrieve.fts_terms("使用redis缓存") == ['"redis"']  # CJK runs are not word-index terms
+    assert retrieve.exact_terms("the plain words only") == []
+
+
+@pytest.mark.parametrize(
+    "content, term, held",
+    [
+        ("Use get_user_by_id here.", "get_user_by_id", True),
+        ("get_users_by_ids batches", "get_user_by_id", False),
+        ("see get_user_by_ids", "get_user_by_id", False),
+        ("deploy-v2.4.7-hotfix", "2.4.7", True),
+        ("released 12.4.7", "2.4.7", False),
+        ("v1.9.", "v1.9", True),
+        ("v1.90 is out", "v1.9", False),
+        ("V1.9 IS OUT", "v1.9", True),
+        ("我们使用引用计数", "引用", True),
+        ("我们使用计数", "引用", False),
+    ],
+)
+def test_holds_exact_respects_identifier_edges(content, term, held):
+    assert retrieve.holds_exact(content, term) is held
+
+
+def test_exact_first_lifts_holders_above_any_other_signal():
+    fused = {1: 1.0, 2: 0.2, 3: 0.9, 4: 0.1}
+    out = retrieve.exact_first(fused, {2: 1, 4: 2})
+    assert sorted(out, key=out.get, reverse=True) == [4, 2, 1, 3]
+    assert min(out[2], out[4]) - max(out[1], out[3]) >= 0.2 - 1e-9  # > what recency etc. can add
+    assert retrieve.exact_first(fused, {}) is fused
+
+
 # -- queries of syntax or stop-words only ------------------------------------------------------------
 
 

@@ -271,3 +271,99 @@ def test_graph_hop_never_takes_a_memory_that_names_the_query_entity(tmp_path):
     store.close()
     assert only_b in hops
     assert both not in hops
+
+
+        m = api.get(store, memory_id)
+        assert m.access_count == (1 if memory_id == returned else 0)
+
+
+# -- exact identifiers, versions and CJK words (issue 12 item 9, issue 17 item 3) ------------------
+
+TWINS = [
+    "get_users_by_ids looks up many users at once: pass a list of user ids, it returns the users found.",
+    "get_user_by_id raises NotFound for an unknown id instead of returning None.",
+    "What changed in v1.8: the retry policy changed to exponential backoff with jitter, and more changes.",
+    "Release v1.9 removed the legacy YAML loader; TOML only from now on.",
+    "deploy-v2.4.7-hotfix rolled the cache key format back after the Tuesday outage.",
+    "Release 2.4.6 shipped the new cache key format.",
+]
+
+
+@pytest.mark.parametrize(
+    "query, index",
+    [
+        ("get_user_by_id", 1),  # the porter index folds it with get_users_by_ids
+        ("how does get_user_by_id handle missing users", 1),  # the twin shares every other word
+        ("what changed in v1.9", 3),  # the v1.8 note says "changed" and is nearer by vector
+        ("2.4.7", 4),  # the word index splits v2.4.7 into v2, 4, 7
+    ],
+)
+@pytest.mark.parametrize("mode", ["hybrid", "lexical"])
+def test_exact_identifier_version_or_code_finds_its_memory_first(store, query, index, mode):
+    ids = [api.remember(store, text).id for text in TWINS]
+    assert top_id(store, query, mode=mode) == ids[index]
+
+
+CJK = [
+    "我们在项目里使用引用计数来管理内存。",
+    "悬空指针会导致程序崩溃，释放后要置空",
+    "数据库连接池的大小设置为二十。",
+    "日本語のドキュメントは来週までに翻訳する予定です。",
+]
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "lexical"])
+@pytest.mark.parametrize(
+    "query, index",
+    [("引用", 0), ("引用计数", 0), ("置空", 1), ("悬空", 1), ("连接池", 2), ("翻訳", 3), ("ドキュメント", 3)],
+)
+def test_cjk_words_inside_longer_runs_are_found_by_keyword(store, mode, query, index):
+    ids = [api.remember(store, text).id for text in CJK]
+    api.remember(store, "Reference counting manages memory in the parser.")
+    result = api.recall(store, query, mode=mode)
+    assert result.hits and result.hits[0].memory.id == ids[index], [h.memory.id for h in result.hits]
+    assert result.hits[0].lexical_rank == 1
+
+
+def test_a_cjk_word_stays_on_top_among_two_hundred_memories(store):
+    subjects = ["缓存", "日志", "队列", "索引", "配置", "部署", "测试", "监控", "权限", "接口"]
+    actions = ["需要定期检查", "在周五之前更新", "由运维团队负责", "已经迁移到新集群", "出现过一次故障"]
+    for i in range(200):
+        api.remember(store, f"{subjects[i % 10]}{actions[i % 5]}，编号{i}。" if i % 2 else f"Note {i}: the "
+                     f"{['cache', 'log', 'queue'][i % 3]} service was checked on day {i}.")
+    target = api.remember(store, "释放内存以后指针变成悬空状态，必须立即置为空值。").id
+    api.remember(store, "指针运算在内核模块里很常见。")
+    api.remember(store, "内存分配器使用伙伴系统。")
+    for mode in ("hybrid", "lexical"):
+        assert [h.memory.id for h in api.recall(store, "悬空", mode=mode).hits][:1] == [target]
+
+
+def test_purge_removes_the_text_from_every_index(store, db_path):
+    marker = "Quixotic-zebu_4471 旋转密钥 v9.8.7"
+    victim = api.remember(store, marker)
+    keep = api.remember(store, "The staging cluster runs in eu-west-1.")
+    for query in ("zebu_4471", "旋转", "v9.8.7"):
+        assert [h.memory.id for h in api.recall(store, query, mode="lexical").hits] == [victim.id]
+    api.purge(store, [victim.id])
+    assert api.recall(store, "zebu_4471", mode="lexical").hits == []
+    assert api.recall(store, "旋转", mode="lexical").hits == []
+    assert store.consistency_problems() == []
+    store.close()
+    blob = b"".join(p.read_bytes() for p in db_path.parent.glob(db_path.name + "*"))
+    # the whole text, its trigrams (the trigram index's terms) and its CJK words
+    needles = ["Quixotic", "zebu_4471", "uixotic", "ebu_44", "旋转密钥", "旋转", "密钥", "9.8.7"]
+    for needle in needles:
+        assert needle.encode() not in blob and needle.lower().encode() not in blob, needle
+    assert keep.id != victim.id
+
+
+def test_ids_are_never_reused_after_purge(store):
+    a = api.remember(store, "alpha note about caching").id
+    b = api.remember(store, "beta note about queues").id
+    api.purge(store, [b])  # the largest id
+    c = api.remember(store, "gamma note about logs").id
+    assert c > b > a
+    api.purge(store, [a, c])
+    d = api.remember(store, "delta note about metrics").id
+    assert d > c
+    assert not {a, b, c} & {h.memory.id for h in api.recall(store, "note", mode="lexical").hits}

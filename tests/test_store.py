@@ -184,3 +184,22 @@ def test_without_the_model_recall_is_lexical(db_path, monkeypatch):
             assert "model.onnx not found" in result.notes[0]
     finally:
         embed.reset()
+
+
+@pytest.mark.parametrize("index", ["memories_fts", "memories_tri"])
+def test_consistency_check_covers_both_full_text_indexes(db_path, monkeypatch, index):
+    """doctor (`consistency_problems`) notices a memory missing from the word or the trigram index."""
+    monkeypatch.setenv("MEMSAFE_NO_MODEL", "1")
+    store = Store(db_path)
+    with store.write():
+        memory_id = store.insert_memory(
+            {"uid": "u1", "content": "kept in both indexes", "created_at": "2026-01-01T00:00:00Z",
+             "updated_at": "2026-01-01T00:00:00Z", "content_updated_at": "2026-01-01T00:00:00Z",
+             "content_hash": "h"}, [])
+    assert store.consistency_problems() == []
+    with store.write():
+        store.conn.execute(f"INSERT INTO {index}({index}, rowid, content) VALUES ('delete', ?, ?)",
+                           (memory_id, "kept in both indexes" + (" " if index == "memories_tri" else "")))
+    problems = store.consistency_problems()
+    assert any(("trigram" if index == "memories_tri" else "full-text") in p for p in problems), problems
+    store.close()

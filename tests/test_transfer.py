@@ -763,3 +763,23 @@ def test_import_dry_run_does_not_create_the_database(tmp_path, embedder):
     assert "Warning" not in r.stderr
     r = run_memsafe("--db", str(db), "import", str(source))
     assert r.returncode == 0, r.stderr and db.exists()
+
+
+def test_import_never_takes_an_id_purged_here(store, tmp_path):
+    """Import keeps a file's memory ids when they are free, but an id purged here is not free
+    (issue 12 item 3): the imported memory gets a new id, and nothing answers to the purged one."""
+    a = api.remember(store, "local alpha about caching").id
+    b = api.remember(store, "local beta about queues").id
+    api.purge(store, [b])
+    other = _fresh(tmp_path)
+    api.remember(other, "remote one about logs")
+    remote = api.remember(other, "remote two about metrics")
+    assert remote.id == b
+    path = tmp_path / "remote.jsonl"
+    api.export_to_path(other, path)
+    assert api.import_file(store, path).memories_added == 2
+    ids = {m.content: m.id for m in store.get_memories(range(1, 10)).values()}
+    assert ids["local alpha about caching"] == a
+    assert b not in ids.values()
+    assert ids["remote two about metrics"] > b and ids["remote one about logs"] > b
+    other.close()

@@ -187,3 +187,46 @@ def test_tilde_and_space_path(tmp_path, memsafe_proc):
     assert report["db_path"] == str(expected)
     assert report["counts"]["total"] == 1
     assert not (Path.cwd() / "~").exists()
+
+
+def test_upgrade_keeps_ids_history_and_links_and_never_reuses_ids_purged_before_it(v1_copy, embedder):
+    """m004 rebuilds `memories` with AUTOINCREMENT (issue 12 item 3): every id, tag, history
+    version, graph link and FTS entry survives, and ids purged under the old schema, the largest
+    one included, are never handed out again."""
+    conn = apsw.Connection(str(v1_copy))
+    conn.execute("PRAGMA foreign_keys = ON")
+    with conn:  # what the old code's purge left: rows gone, a content-free 'purge' event
+        for memory_id in (300, 150):
+            conn.execute("DELETE FROM memories WHERE id = ?", (memory_id,))
+            conn.execute("INSERT INTO events(at, action, memory_id) VALUES ('2026-01-16T00:00:00Z', 'purge', ?)",
+                         (memory_id,))
+        conn.execute(
+            "INSERT INTO memory_versions(memory_id, content, kind, project, tags, importance, confidence, "
+            "valid_from, valid_to, cause) VALUES (7, 'older text', 'fact', NULL, '[]', 0.5, 0.8, 'a', 'b', 'update')"
+        )
+        conn.execute("INSERT INTO entities(name, key, type, created_at) VALUES ('Kafka', 'kafka', 'tool', 'a')")
+        conn.execute("INSERT INTO memory_entities(memory_id, entity_id) VALUES (7, last_insert_rowid())")
+    counts = {t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+              for t in ("memories", "memory_tags", "memory_versions", "memory_entities", "events")}
+    conn.close()
+    before = _raw_rows(v1_copy)
+
+    store = api.open_store(str(v1_copy)).store
+    assert "AUTOINCREMENT" in store.conn.execute("SELECT sql FROM sqlite_master WHERE name = 'memories'").fetchone()[0]
+    assert _raw_rows(v1_copy) == before
+    for table, n in counts.items():
+        assert store.conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0] == n, table
+    assert store.versions(7)[0]["content"] == "older text"
+    assert store.entity_names(7) == ["Kafka"]
+    assert store.consistency_problems() == []
+    assert store.memory_id_taken(150) and store.memory_id_taken(300) and not store.memory_id_taken(301)
+    new = api.remember(store, "a memory made after the upgrade: zymurgy notes")
+    assert new.id == 301
+    # both full-text indexes follow inserts and updates through the re-created triggers
+    assert [h.memory.id for h in api.recall(store, "zymurgy", mode="lexical").hits] == [301]
+    found = api.recall(store, "日本", mode="lexical", all_projects=True, include_forgotten=True).hits
+    assert {h.memory.id for h in found} == {1, 51, 101, 151, 201, 251}  # the trigram index was built
+    api.update(store, 301, content="now about fermentation_v2 instead")
+    assert api.recall(store, "zymurgy", mode="lexical").hits == []
+    assert [h.memory.id for h in api.recall(store, "fermentation_v2", mode="lexical").hits] == [301]
+    store.close()

@@ -494,7 +494,8 @@ def score_candidates(cands: Sequence[retrieve.Candidate], q: retrieve.Query, cfg
         confidence=cfg["weight_confidence"], decay=cfg["weight_decay"],
         recency_half_life_days=cfg["recency_half_life_days"],
     )
-    return retrieve.rank(cands, retrieve.fuse(cands, q, fusion), weights, q.now or clock.now())
+    relevance = retrieve.exact_first(retrieve.fuse(cands, q, fusion), {c.id: c.exact for c in cands if c.exact})
+    return retrieve.rank(cands, relevance, weights, q.now or clock.now())
 
 
 def _candidates(store: Store, q: retrieve.Query, scope: Scope, depth: int, mode: str, cfg: dict, notes: list[str]
@@ -515,7 +516,8 @@ def _candidates(store: Store, q: retrieve.Query, scope: Scope, depth: int, mode:
         coverage, idf_sum = _coverage(store, q.lexical_text, lexical)
         for rank, (i, bm25) in enumerate(lexical, start=1):
             by_id[i] = retrieve.Candidate(i, bm25=-bm25 / idf_sum if idf_sum > 0 else 0.0,
-                                          coverage=coverage.get(i, 0.0), lexical_rank=rank)
+                                          coverage=coverage.get(i, 0.0), lexical_rank=rank,
+                                          exact=getattr(lexical, "held", {}).get(i, 0))
     for rank, (i, sim) in enumerate(vector, start=1):
         c = by_id.setdefault(i, retrieve.Candidate(i))
         c.similarity, c.vector_rank = sim, rank
@@ -578,8 +580,11 @@ def _pack(store: Store, ranked: list[tuple[float, retrieve.Candidate]], memories
 
 
 def _lexical(store: Store, text: str, scope: Scope, depth: int) -> list[tuple[int, float]]:
-    match = retrieve.fts_query(text)
-    return store.fts_search(match, scope, depth) if match is not None else []
+    """The BM25 hits of the word index, memories holding the query's exact terms (identifiers,
+    versions, CJK words: `retrieve.exact_terms`) first; the evidence rides on the result
+    (`memsafe.store.LexicalHits`: `held`, `exact`)."""
+    match, exact = retrieve.fts_query(text), retrieve.exact_terms(text)
+    return store.fts_search(match, scope, depth, exact) if match is not None or exact else []
 
 
 def _vector(store: Store, query_vector: Future, mode: str, scope: Scope, depth: int, notes: list[str]
@@ -615,11 +620,14 @@ def _coverage(store: Store, text: str, hits: list[tuple[int, float]]) -> tuple[d
     """`retrieve.term_coverage` of the BM25 hits (the share of the query's IDF mass each one
     holds), and Σ idf of the query terms as FTS5's bm25 computes it (ln((N − df + 0.5) /
     (df + 0.5)), at least 1e-6), the scale of a full match."""
-    terms = retrieve.fts_terms(text)
+    exact = getattr(hits, "exact", {})  # an exact term counts by its exact matches (issue 12.9)
+    terms = [t for t in retrieve.fts_terms(text) if t[1:-1].replace('""', '"') not in exact]
     n, df, matches = store.fts_term_stats(terms, [i for i, _ in hits])
+    for term, (count, ids) in exact.items():
+        df[term], matches[term] = min(count, n), ids
     # As FTS5: an idf ≤ 0 counts 1e-6. A writer between the counts can make df exceed n.
-    idf_sum = sum(_fts_idf(n, df[t]) for t in terms)
-    return retrieve.term_coverage({t: retrieve.idf(df[t], n) for t in terms}, matches), idf_sum
+    idf_sum = sum(_fts_idf(n, df[t]) for t in df)
+    return retrieve.term_coverage({t: retrieve.idf(df[t], n) for t in df}, matches), idf_sum
 
 
 def _fts_idf(n: int, df: int) -> float:

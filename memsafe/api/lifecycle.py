@@ -362,9 +362,9 @@ def recall_as_of(
 
     lexical: list[int] = []
     if mode in ("hybrid", "lexical"):
-        match = retrieve.fts_query(text)
-        if match is not None:
-            lexical = store.scratch_bm25({i: s.content for i, s in visible.items()}, match, depth)
+        match, texts = retrieve.fts_query(text), {i: s.content for i, s in visible.items()}
+        lexical = store.scratch_bm25(texts, match, depth) if match is not None else []
+        lexical = retrieve.exact_ranking(texts, retrieve.exact_terms(text), lexical)[:depth]  # issue 12.9
     vector: list[int] = []
     used_mode = mode
     if mode in ("hybrid", "vector") and visible:

@@ -14,6 +14,10 @@ vocabulary, 1 to ~12 sentences long, spread over projects, kinds and tags), then
   access bookkeeping included): p50 / p95 over `queries` varied queries;
 - recall latency as a whole CLI process (`python -m memsafe recall ... --json`): p50 / p95;
 - remember latency as a whole CLI process (with its embedding): p50 / p95;
+- the full-text indexes alone, in a second store built without the model (every 50th memory
+  with a Chinese or Japanese sentence): remember time per memory, bytes per memory of the word
+  (porter) and trigram indexes, lexical recall p50 for plain words, exact identifiers and CJK
+  words (the trigram index's cost and use);
 - peak RSS of the import process, of the in-process recall ("serve-like") process, and of CLI runs.
 
 Each phase runs in its own child process so peak RSS is per phase and per size, not cumulative.
@@ -269,6 +273,57 @@ def _phase_restore(db: str, target: str) -> dict:
     }
 
 
+# Chinese and Japanese sentences appended to every 50th memory of the lexical phase (issue 17 item 3).
+CJK_NOTES = [
+    "我们在项目里使用引用计数来管理内存。", "悬空指针会导致程序崩溃，释放后要置空。",
+    "数据库连接池的大小设置为二十。", "日本語のドキュメントは来週までに翻訳する予定です。",
+]
+LEXICAL_QUERIES = {
+    "words": None,  # synthetic_queries
+    "exact": ["OC-10042", "ref OC-17777 retry policy", "deploy.yml", "v2.4.7 rollback"],
+    "cjk": ["引用", "悬空", "连接池", "翻訳", "引用计数", "悬空指针"],
+}
+
+
+def _phase_lexical(db: str, n: int, queries: int) -> dict:
+    """The full-text indexes alone (no model): remember cost, bytes per memory of the word (porter)
+    and trigram indexes (dbstat), and lexical recall latency for plain words, exact identifiers
+    and CJK words (the trigram index's jobs: issue 12 item 9, issue 17 item 3)."""
+    os.environ["MEMSAFE_NO_MODEL"] = "1"
+    from memsafe import api
+
+    store = api.open_store(db).store
+    items = synthetic_memories(n)
+    t0 = time.perf_counter()
+    for start in range(0, n, 500):
+        with store.write():
+            for i, item in enumerate(items[start : start + 500], start=start):
+                text = item["content"] + (" " + CJK_NOTES[i // 50 % len(CJK_NOTES)] if i % 50 == 0 else "")
+                api.remember(store, text, kind=item["kind"], project=item["project"], tags=item["tags"],
+                             source="import", embed_now=False)
+    remember_ms = (time.perf_counter() - t0) * 1000 / n
+    store.checkpoint()
+    sizes = dict(store.conn.execute(
+        "SELECT CASE WHEN name LIKE 'memories_tri%' THEN 'tri' WHEN name LIKE 'memories_fts%' THEN 'fts' "
+        "ELSE 'other' END, sum(pgsize) FROM dbstat GROUP BY 1"
+    ))
+    out = {
+        "lexical_remember_ms_mean": round(remember_ms, 2),
+        "word_index_bytes_per_memory": round(sizes.get("fts", 0) / n),
+        "trigram_index_bytes_per_memory": round(sizes.get("tri", 0) / n),
+    }
+    for kind, qs in LEXICAL_QUERIES.items():
+        qs = qs or synthetic_queries(queries, seed=13)
+        lat = []
+        for q in qs * max(1, queries // len(qs)):
+            t = time.perf_counter()
+            api.recall(store, q, mode="lexical", all_projects=True, touch=False)
+            lat.append((time.perf_counter() - t) * 1000)
+        out[f"lexical_recall_{kind}_ms_p50"] = round(_pct(lat, 50), 2)
+    store.close()
+    return out
+
+
 def _child(phase: str, *args: str) -> dict:
     r = subprocess.run([*python_m("memsafe.bench.scale"), phase, *args], capture_output=True, text=True)
     if r.returncode != 0:
@@ -320,6 +375,11 @@ def run_scale(
         row["db_bytes_per_memory"] = round(size / n)
         say(f"[{n}] recall in process")
         row.update(_child("recall", str(db), str(queries)))
+        say(f"[{n}] full-text indexes alone (no model)")
+        lexical_db = base / f"lexical-{n}.db"
+        for suffix in ("", "-wal", "-shm"):
+            Path(str(lexical_db) + suffix).unlink(missing_ok=True)
+        row.update(_child("lexical", str(lexical_db), str(n), str(queries)))
         say(f"[{n}] export with vectors, restore into a new store")
         row.update(_child("restore", str(db), str(base / f"restore-{n}.db")))
         say(f"[{n}] CLI recall / remember")
@@ -356,6 +416,8 @@ def main(argv: list[str]) -> int:
         out = _phase_import(args[0], int(args[1]), int(args[2]), int(args[3]))
     elif phase == "recall":
         out = _phase_recall(args[0], int(args[1]))
+    elif phase == "lexical":
+        out = _phase_lexical(args[0], int(args[1]), int(args[2]))
     elif phase == "restore":
         out = _phase_restore(args[0], args[1])
     else:
@@ -377,6 +439,11 @@ _ROWS = [
     ("recall p50 / p95 in process, all projects (ms)", ("recall_all_projects_ms_p50", "recall_all_projects_ms_p95")),
     ("recall p50 / p95 CLI process (ms)", ("cli_recall_ms_p50", "cli_recall_ms_p95")),
     ("remember p50 / p95 CLI process (ms)", ("cli_remember_ms_p50", "cli_remember_ms_p95")),
+    ("full-text indexes: word / trigram bytes per memory",
+     ("word_index_bytes_per_memory", "trigram_index_bytes_per_memory")),
+    ("remember without model, mean (ms)", "lexical_remember_ms_mean"),
+    ("lexical recall p50: words / identifiers / CJK (ms)",
+     ("lexical_recall_words_ms_p50", "lexical_recall_exact_ms_p50", "lexical_recall_cjk_ms_p50")),
     ("peak RSS import / serve-like / CLI recall (MB)",
      ("import_peak_rss_mb", "serve_like_peak_rss_mb", "cli_recall_peak_rss_mb")),
     ("vectors synthesised (not model-embedded)", "vectors_synthesized"),
