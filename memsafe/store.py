@@ -939,14 +939,19 @@ class Store:
         row = self.conn.execute("SELECT id FROM memories WHERE uid = ?", (uid,)).fetchone()
         return self.raw_row(row[0]) if row else None
 
-    def memory_id_taken(self, memory_id: int) -> bool:
-        """True if `memory_id` was ever handed out here: a memory holds it, or the audit log names
-        it (a purged memory leaves a `purge` event). An import inserting explicit ids asks this,
-        so it never reuses a purged id (issue 12 item 3); new ids come from AUTOINCREMENT."""
-        return self.conn.execute(
-            "SELECT 1 FROM memories WHERE id = ?1 UNION ALL SELECT 1 FROM events WHERE memory_id = ?1 LIMIT 1",
-            (memory_id,),
-        ).fetchone() is not None
+    def memory_id_taken(self, memory_id: int, uid: str | None = None) -> bool:
+        """True if `memory_id` may not be given to the memory `uid`: a memory holds it, or it was
+        handed out before (the audit log names it; a purged memory leaves a `purge` event) to
+        another memory. The memory a purge stub names (`uid=...`) may come back under its own id
+        (import --allow-purged). An import inserting explicit ids asks this, so it never reuses a
+        purged id for another memory (issue 12 item 3); new ids come from AUTOINCREMENT."""
+        if self.conn.execute("SELECT 1 FROM memories WHERE id = ?", (memory_id,)).fetchone():
+            return True
+        if not self.conn.execute("SELECT 1 FROM events WHERE memory_id = ? LIMIT 1", (memory_id,)).fetchone():
+            return False
+        return uid is None or not self.conn.execute(
+            "SELECT 1 FROM events WHERE memory_id = ? AND action = 'purge' AND detail = ?", (memory_id, f"uid={uid}")
+        ).fetchone()
 
     def replace_versions(self, memory_id: int, versions: Sequence[dict]) -> None:
         """Set a memory's history to exactly `versions` (dicts with the memory_versions columns;

@@ -550,7 +550,7 @@ def _apply_memory(store: Store, rec: dict, report: ImportReport, problems: list[
                                        record=record, skip=True))
                 return
         row["uid"] = rec["uid"]
-        if rec["id"] is not None and not store.memory_id_taken(rec["id"]):
+        if rec["id"] is not None and not store.memory_id_taken(rec["id"], rec["uid"]):
             row = {"id": rec["id"], **row}
         memory_id = store.insert_memory(row, tags)
         store.replace_versions(memory_id, rec["versions"])
