@@ -273,10 +273,6 @@ def test_graph_hop_never_takes_a_memory_that_names_the_query_entity(tmp_path):
     assert both not in hops
 
 
-        m = api.get(store, memory_id)
-        assert m.access_count == (1 if memory_id == returned else 0)
-
-
 # -- exact identifiers, versions and CJK words (issue 12 item 9, issue 17 item 3) ------------------
 
 TWINS = [

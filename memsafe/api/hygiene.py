@@ -196,5 +196,5 @@ def make_scope(
         include_global=True,
         kinds=[_enum_value(Kind, k, "kind") for k in kinds],
         tags=clean_tags(tags),
-        since=since,
+        since=None if since is None else clean_text(since, "since"),  # no lone surrogate reaches SQL
     )
