@@ -317,7 +317,7 @@ def _phase_lexical(db: str, n: int, queries: int) -> dict:
         lat = []
         for q in qs * max(1, queries // len(qs)):
             t = time.perf_counter()
-            api.recall(store, q, mode="lexical", all_projects=True, touch=False)
+            api.recall(store, q, mode="lexical", all_projects=True)
             lat.append((time.perf_counter() - t) * 1000)
         out[f"lexical_recall_{kind}_ms_p50"] = round(_pct(lat, 50), 2)
     store.close()
