@@ -495,12 +495,13 @@ def test_json_errors_carry_the_error_type_for_usage_and_hook_errors(tmp_path, me
     assert usage.returncode == 2 and usage.stderr == ""
     assert json.loads(usage.stdout)["error"]["type"] == "UsageError"
     missing = memsafe_proc("--db", str(tmp_path / "m.db"), "get", "7", "--json")
-    assert missing.returncode == 1 and json.loads(missing.stdout) == {
-        "error": {"type": "NotFound", "message": "no memory with id 7"}}
+    scoped = ("no memory with id 7 among global memories (no project here); --all-projects "
+              "(MCP: all_projects=true on the read tools) looks in every project")  # missing or elsewhere: alike
+    assert missing.returncode == 1 and json.loads(missing.stdout) == {"error": {"type": "NotFound", "message": scoped}}
     hook = memsafe_proc("hook", "status", "--repo", str(tmp_path), "--json")
     assert hook.returncode != 0 and json.loads(hook.stdout)["error"]["message"], hook.stdout + hook.stderr
     text = memsafe_proc("--db", str(tmp_path / "m.db"), "get", "7")
-    assert text.returncode == 1 and text.stdout == "" and text.stderr.strip() == "Error: no memory with id 7"
+    assert text.returncode == 1 and text.stdout == "" and text.stderr.strip() == f"Error: {scoped}"
 
 
 def test_weights_cannot_both_be_zero_from_the_real_cli(db_path):
