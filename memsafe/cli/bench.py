@@ -9,7 +9,6 @@ from typing import Annotated
 
 import typer
 
-from memsafe.bench import quality as bench_mod
 from memsafe.cli._common import JsonOpt, _emit_json, _fail, app, emit, err, out, say
 from memsafe.errors import MemsafeError
 
@@ -27,7 +26,7 @@ def bench(
         bool, typer.Option("--mcp", help="Measure the MCP server instead: tools/list tokens and cold start.")
     ] = False,
     runs: Annotated[
-        int, typer.Option("--runs", min=1, max=50, help="With --mcp: cold starts to take the median of.")
+        int, typer.Option("--runs", min=1, max=50, help="With --mcp or --startup: runs to take the median of.")
     ] = 5,
     scale: Annotated[
         str | None,
@@ -46,6 +45,10 @@ def bench(
     inputs: Annotated[
         bool,
         typer.Option("--inputs", help="Measure storing one 1 MB memory of each hostile shape instead (limit 2 s)."),
+    ] = False,
+    startup: Annotated[
+        bool, typer.Option("--startup", help="Measure start-up instead: whole-process times beside `python -c pass`, "
+                           "MCP handshake and remember/recall replies.")
     ] = False,
     json_: JsonOpt = False,
 ) -> None:
@@ -68,7 +71,12 @@ def bench(
       memsafe bench --dataset locomo locomo10.json --json
 
       memsafe bench --inputs
+
+      memsafe bench --startup --runs 9
     """
+    if startup:
+        _bench_startup(runs, json_)
+        return
     if inputs:
         _bench_inputs(json_)
         return
@@ -81,6 +89,8 @@ def bench(
     if scale:
         _bench_scale(scale, full_embed_limit, json_)
         return
+    from memsafe.bench import quality as bench_mod
+
     try:
         report = bench_mod.run_quality(quick=quick, corpus_path=corpus)
     except MemsafeError as exc:
@@ -172,3 +182,14 @@ def _bench_inputs(json_: bool) -> None:
     if not result["ok"]:
         say("Error", f"a memory took {result['limit_s']:g} s or more to store")
         raise typer.Exit(1)
+
+
+def _bench_startup(runs: int, json_: bool) -> None:
+    """Start-up and per-call cost of the CLI and the MCP server, beside `python -c pass`."""
+    from memsafe.bench import startup as bench_startup
+
+    try:
+        report = bench_startup.run_startup(runs, progress=lambda msg: err.print(msg))
+    except (MemsafeError, RuntimeError) as exc:
+        raise _fail(str(exc)) from None
+    emit(report, json_, bench_startup.startup_table(report))

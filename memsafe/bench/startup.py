@@ -1,0 +1,228 @@
+"""Responsibility: `memsafe bench --startup`: what a shell, a git hook and an agent loop pay per call.
+
+Whole-process measures (`timing.interleaved`, each round also timing `python -c pass`, so every
+figure has its ratio to the interpreter's bare start-up under the same load):
+`--version`, `--help`, one completion TAB (bash protocol), `recall --mode lexical`, default
+`recall`, `remember`, and MCP spawn → `initialize` reply.
+
+Measures inside one process (a warm `memsafe serve`, or this process):
+- MCP `remember` reply time (p50) and sequential remembers per second; how long until the last one
+  is vector-searchable (no memory pending);
+- MCP `recall` reply time (p50) at SEED memories;
+- `api.recall` in process (p50), model loaded and warm;
+- after a CLI `remember`, how long until its vector is stored (the deferred embedding).
+
+Everything runs on a temporary store seeded with SEED synthetic memories (`bench.scale`); your
+own store is never touched. Targets are those of issue 13; `met` says whether a median meets them.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from memsafe.bench import timing
+
+__all__ = ["SEED", "run_startup", "startup_table"]
+
+SEED = 1000
+MCP_REMEMBERS = 200
+QUERY = "how is the cache warmed at boot"
+
+
+def memsafe_argv() -> list[str]:
+    """How a user runs memsafe: the console script beside this interpreter, else `python -m memsafe`."""
+    script = Path(sys.executable).with_name("memsafe")
+    return [str(script)] if script.is_file() else [sys.executable, "-m", "memsafe"]
+
+
+def _seed(db: Path, n: int) -> None:
+    from memsafe import api
+    from memsafe.bench.scale import synthetic_memories
+
+    opened = api.open_store(str(db))
+    store = opened.store
+    try:
+        with store.write():
+            for item in synthetic_memories(n):
+                api.remember(store, item["content"], kind=item["kind"], project="web", tags=item["tags"],
+                             source="import", embed_now=False)
+        api.backfill(store, limit=None)
+        store.checkpoint()
+    finally:
+        store.close()
+
+
+def _pending(db: Path) -> int:
+    from memsafe import api
+
+    opened = api.open_store(str(db))
+    try:
+        return opened.store.pending_count()
+    finally:
+        opened.store.close()
+
+
+def _wait_embedded(db: Path, timeout: float = 30.0) -> float | None:
+    """Seconds until no memory is pending in `db` (polled every 20 ms), or None after `timeout`."""
+    started = time.perf_counter()
+    while time.perf_counter() - started < timeout:
+        if _pending(db) == 0:
+            return time.perf_counter() - started
+        time.sleep(0.02)
+    return None
+
+
+def _mcp_measures(db: Path, cwd: str, remembers: int, env: dict) -> dict:
+    """A warm server: remember reply p50 and rate, time to vector-searchable, recall reply p50."""
+    from memsafe.bench.mcp import RawClient
+
+    out: dict = {}
+    with RawClient(db, cwd=cwd, env=env, args=("--project", "web")) as client:
+        client.initialize()
+        first = client.call("recall", {"query": QUERY})  # waits for the model, like an agent's first call
+        if first.get("isError"):
+            raise RuntimeError(f"recall failed: {first['content'][0]['text']}")
+        times = []
+        started = time.perf_counter()
+        for i in range(remembers):
+            t0 = time.perf_counter()
+            result = client.call("remember", {"content": f"mcp bench note {i}: queue {i % 13} drains "
+                                              f"within {i % 7 + 1} minutes after deploy {i}"})
+            times.append(time.perf_counter() - t0)
+            if result.get("isError"):
+                raise RuntimeError(f"remember failed: {result['content'][0]['text']}")
+        total = time.perf_counter() - started
+        searchable = _wait_embedded(db)
+        out["mcp_remember_reply"] = {"seconds": timing.summary(times), "target_s": 0.010}
+        out["mcp_remembers_per_s"] = {"value": round(remembers / total, 1), "target": 100}
+        out["mcp_remember_to_searchable"] = {"seconds": None if searchable is None else round(searchable, 3),
+                                             "target_s": 1.0}
+        times = timing.timed(lambda: client.call("recall", {"query": QUERY}), 30)
+        out["mcp_recall_reply"] = {"seconds": timing.summary(times)}
+    return out
+
+
+def _in_process_recall(db: Path, runs: int = 50) -> dict:
+    from memsafe import api, embed
+
+    opened = api.open_store(str(db))
+    try:
+        embed.get_embedder()
+        for _ in range(3):
+            api.recall(opened.store, QUERY, project="web", touch=False)
+        times = timing.timed(lambda: api.recall(opened.store, QUERY, project="web", touch=False), runs)
+    finally:
+        opened.store.close()
+    return {"seconds": timing.summary(times), "target_s": 0.005}
+
+
+def run_startup(runs: int = 5, *, seed: int = SEED, remembers: int = MCP_REMEMBERS, progress=None) -> dict:
+    """Run every start-up measure (see the module docstring) on a temporary store.
+
+    Returns:
+        {"processes": `timing.interleaved` result (seconds, ratio to `python -c pass`, target, met),
+         "mcp_initialize": {...}, "in_server": {...}, "in_process_recall": {...},
+         "cli_remember_to_searchable": {...}, "seed": n, "machine": {...}}. Seconds throughout.
+
+    Raises:
+        RuntimeError: a command failed or a server did not answer.
+    """
+    from memsafe.bench.mcp import RawClient
+
+    say = progress or (lambda msg: None)
+    load_start = [round(x, 2) for x in os.getloadavg()]
+    with tempfile.TemporaryDirectory(prefix="memsafe-bench-startup-") as tmp:
+        db = Path(tmp) / "bench.db"
+        say(f"seeding {seed} memories …")
+        _seed(db, seed)
+        env = {"MEMSAFE_DB": str(db), "MEMSAFE_HOME": tmp, "COLUMNS": "100"}
+        ms = memsafe_argv()
+        counter = iter(range(10**9))
+
+        def spawn_to_initialize(_round: int) -> float:
+            with RawClient(db, cwd=tmp, env=env) as client:
+                client.initialize()
+                return time.perf_counter() - client.started
+
+        def remember_argv(_round: int) -> list[str]:
+            return [*ms, "remember", f"startup bench note {next(counter)}: the web cache warms at boot",
+                    "--project", "web"]
+
+        measures = [
+            timing.Measure("--version", [*ms, "--version"], env=env, target_ratio=3),
+            timing.Measure("--help", [*ms, "--help"], env=env, target_ratio=3),
+            timing.Measure("completion TAB", ms, env={**env, "_MEMSAFE_COMPLETE": "complete_bash",
+                                                      "COMP_WORDS": "memsafe rec", "COMP_CWORD": "1"},
+                           target_ratio=3),
+            timing.Measure("recall --mode lexical", [*ms, "recall", QUERY, "--project", "web", "--mode", "lexical"],
+                           env=env, target_s=0.200),
+            timing.Measure("recall", [*ms, "recall", QUERY, "--project", "web"], env=env, target_s=0.450),
+            timing.Measure("remember", remember_argv, env=env, target_s=0.300),
+            timing.Measure("MCP spawn → initialize", timer=spawn_to_initialize, target_s=0.500),
+        ]
+        say(f"{runs} rounds of whole-process runs …")
+        processes = timing.interleaved(measures, runs, progress=say)
+        say("CLI remember → vector-searchable …")
+        timing.time_process(remember_argv(0), env=env)
+        cli_searchable = _wait_embedded(db)
+        say(f"MCP: {remembers} sequential remembers, recall …")
+        in_server = _mcp_measures(db, tmp, remembers, env)
+        say("recall in process …")
+        in_process = _in_process_recall(db)
+    return {
+        "processes": processes,
+        "cli_remember_to_searchable": {"seconds": None if cli_searchable is None else round(cli_searchable, 3),
+                                       "target_s": 5.0},
+        "in_server": in_server,
+        "in_process_recall": in_process,
+        "seed": seed,
+        "machine": {"cpus": os.cpu_count(), "load_avg_at_start": load_start,
+                    "load_avg_at_end": [round(x, 2) for x in os.getloadavg()]},
+    }
+
+
+def _mark(met: bool | None) -> str:
+    return "" if met is None else ("yes" if met else "NO")
+
+
+def startup_rows(report: dict) -> list[tuple[str, str, str, str, str]]:
+    """(measure, median, × python -c pass, target, met) rows of a `run_startup` report."""
+    proc = report["processes"]
+    rows = [(timing.BASELINE, f"{proc['baseline']['p50'] * 1000:.0f} ms", "1.0", "", "")]
+    for name, m in proc["measures"].items():
+        target = " ".join(filter(None, [f"≤ {m['target_s'] * 1000:.0f} ms" if m["target_s"] else "",
+                                        f"≤ {m['target_ratio']:g}×" if m["target_ratio"] else ""]))
+        rows.append((name, f"{m['seconds']['p50'] * 1000:.0f} ms", f"{m['ratio']:.1f}", target, _mark(m["met"])))
+
+    def single(name: str, seconds, target_s) -> None:
+        met = None if target_s is None else (seconds is not None and seconds <= target_s)
+        shown = "never" if seconds is None else f"{seconds * 1000:.1f} ms"
+        rows.append((name, shown, "", f"≤ {target_s * 1000:g} ms" if target_s else "", _mark(met)))
+
+    s = report["in_server"]
+    single("MCP remember reply (p50)", s["mcp_remember_reply"]["seconds"]["p50"], 0.010)
+    rate = s["mcp_remembers_per_s"]["value"]
+    rows.append(("MCP sequential remembers", f"{rate:.0f} /s", "", "≥ 100 /s", _mark(rate >= 100)))
+    single("MCP remember → vector-searchable", s["mcp_remember_to_searchable"]["seconds"], 1.0)
+    single(f"MCP recall reply (p50, {report['seed']:,} memories)", s["mcp_recall_reply"]["seconds"]["p50"], None)
+    single(f"recall in process (p50, {report['seed']:,} memories)", report["in_process_recall"]["seconds"]["p50"],
+           0.005)
+    single("CLI remember → vector-searchable", report["cli_remember_to_searchable"]["seconds"], 5.0)
+    return rows
+
+
+def startup_table(report: dict):
+    """A rich table of `startup_rows`."""
+    from rich.table import Table
+
+    table = Table(title=f"memsafe start-up ({report['processes']['runs']} rounds, medians; "
+                        f"load {report['machine']['load_avg_at_start'][0]:.1f})")
+    for col in ("measure", "median", "× python -c pass", "target", "met"):
+        table.add_column(col, justify="left" if col == "measure" else "right")
+    for row in startup_rows(report):
+        table.add_row(*row)
+    return table
