@@ -33,6 +33,11 @@ def _serve_args(argv: list[str]) -> tuple[str | None, str | None] | None:
 
 
 def main() -> None:
+    if sys.argv[1:] == ["--version"]:  # answered without importing the CLI (a shell prompt may call it)
+        from memsafe import __version__
+
+        sys.stdout.write(f"memsafe {__version__}\n")
+        return
     fast = _serve_args(sys.argv[1:])
     if fast is not None:
         from memsafe.errors import MemsafeError

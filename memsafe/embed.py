@@ -15,6 +15,7 @@ pooling over the attention mask, then L2 normalisation. Longer texts are embedde
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.metadata
 import os
@@ -71,6 +72,61 @@ def model_id_of(model_path: Path) -> str:
     return f"{model_path.parent.name}/{model_path.name}:{stat.st_size}:{head}"
 
 
+def _optimized_path(model_path: Path, ort) -> Path | None:
+    """Where the optimised graph of `model_path` is cached: `<settings.cache_dir()>/<name>-<key>.onnx`,
+    the key a hash of the model's identity (`model_id_of`: size + sha256 of its first MiB, plus its
+    mtime) and the onnxruntime version, since a saved optimised graph may hold that version's own
+    fused operators. None when the model file cannot be read."""
+    from memsafe import settings
+
+    try:
+        stat = model_path.stat()
+        ident = f"{model_id_of(model_path)}|{stat.st_mtime_ns}|onnxruntime {ort.__version__}|extended"
+    except OSError:
+        return None
+    key = hashlib.sha256(ident.encode()).hexdigest()[:24]
+    return settings.cache_dir() / f"{model_path.stem}-{key}.onnx"
+
+
+def _session(ort, model_path: Path, options):
+    """An InferenceSession of `model_path`, from its optimised graph cached on disk when there is one.
+
+    onnxruntime optimises a model's graph (constant folding, fused attention, GELU and layer-norm
+    kernels) each time a session is created. The first process saves the graph optimised at
+    ORT_ENABLE_EXTENDED (`SessionOptions.optimized_model_filepath`, written to a temporary file and
+    renamed into place, so a reader never sees half a file); later processes load it with
+    optimisation off and skip that work: its outputs are bit-identical (tests/test_speed.py checks
+    it). A cached file that fails to load is deleted and rebuilt; `MEMSAFE_MODEL_CACHE=0` turns the
+    cache off. The cache costs disk: the optimised graph stores its weights unpacked (~90 MB for
+    the default 23 MB int8 model).
+    """
+    providers = ["CPUExecutionProvider"]
+    cached = None if os.environ.get("MEMSAFE_MODEL_CACHE", "1") == "0" else _optimized_path(model_path, ort)
+    if cached is not None and cached.is_file():
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        try:
+            return ort.InferenceSession(str(cached), sess_options=options, providers=providers)
+        except Exception:  # truncated or corrupt: drop it and build it again below
+            with contextlib.suppress(OSError):
+                cached.unlink()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+    if cached is None:
+        return ort.InferenceSession(str(model_path), sess_options=options, providers=providers)
+    tmp = cached.with_name(f".{cached.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    try:
+        cached.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        options.optimized_model_filepath = str(tmp)
+        session = ort.InferenceSession(str(model_path), sess_options=options, providers=providers)
+        os.replace(tmp, cached)
+        return session
+    except OSError:  # read-only or full disk: run without the cache
+        options.optimized_model_filepath = ""
+        return ort.InferenceSession(str(model_path), sess_options=options, providers=providers)
+    finally:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+
+
 class Embedder:
     """A loaded ONNX sentence-embedding model.
 
@@ -100,9 +156,7 @@ class Embedder:
             default_threads = min(4, os.cpu_count() or 1)
             options.intra_op_num_threads = threads or int(os.environ.get("MEMSAFE_EMBED_THREADS") or default_threads)
             options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-            self.session = ort.InferenceSession(
-                str(model_path), sess_options=options, providers=["CPUExecutionProvider"]
-            )
+            self.session = _session(ort, model_path, options)
         except ModelUnavailable:
             raise
         except Exception as exc:

@@ -58,6 +58,7 @@ __all__ = ["INSTRUCTIONS", "CallOrder", "ServerState", "build_server", "serve", 
 
 log = logging.getLogger("memsafe.server")
 
+NOTICE_WAIT_S = 2.0  # how long a call waits for the warm thread to embed earlier remembers
 LOG_CAP = 500  # characters of one log message; longer messages are cut (FIELD-CASES F03)
 
 INSTRUCTIONS = (
@@ -232,7 +233,14 @@ class ServerState:
         self._warm_lock = threading.Lock()
         self._warm_thread: threading.Thread | None = None
         self.stopping = threading.Event()
+<<<<<<< HEAD
         self.order = CallOrder()
+=======
+        self._wake = threading.Event()  # set by a remember: the warm thread embeds what is pending
+        self._notices: list[str] = []  # near-duplicates found after a reply; told on the next call
+        self._notices_lock = threading.Condition()  # also guards the two counters below
+        self._submitted = self._embedded = 0  # remembers handed to the warm thread / embedded so far
+>>>>>>> 4a43da4 (Deferred embedding: CLI remember stores at once and embeds in a detached background process (one per store, lock file); the MCP remember replies after the commit and its warm thread embeds, telling near-duplicates on the next call; the optimised model graph is cached on disk (bit-identical outputs); --version answered without the CLI; read-only paths skip the credential scan of project names)
 
     @contextlib.contextmanager
     def store(self) -> Iterator[api.Opened]:
@@ -281,26 +289,64 @@ class ServerState:
             self._warm_thread.start()
 
     def _warm(self) -> None:
+        """Load the model, fill what is pending, then stay: each `embed_soon` wakes it to embed the
+        memories `remember` stored without a vector (their near-duplicates become notices)."""
         try:
             tokens.count("warm up")
             if embed.get_embedder() is None:
                 log.info("model unavailable (%s); recall stays lexical", embed.load_error())
                 return
             while not self.stopping.is_set():
+                self._wake.clear()
+                with self._notices_lock:
+                    target = self._submitted
                 with self.store() as opened:
-                    done = api.backfill(opened.store, limit=embed.BATCH_SIZE)
-                if not done:
-                    break
-                log.debug("background backfill: %d vectors", done)
-                self.stopping.wait(0.05)  # let tool calls take the embedder between batches
+                    done, near = api.embed_new(opened.store, limit=embed.BATCH_SIZE)
+                with self._notices_lock:
+                    self._notices += [f"memory #{memory_id} is nearly the same as #{other['id']} (similarity "
+                                      f"{other['similarity']:.2f}): update or forget one" for memory_id, other in near]
+                    if not done:
+                        self._embedded = target
+                        self._notices_lock.notify_all()
+                if done:
+                    log.debug("background embedding: %d vectors", done)
+                    continue
+                self._wake.wait(1.0)  # a remember wakes it at once; the timeout catches other writers
         except MemsafeError as exc:
             log.info("warm-up stopped: %s", exc)
         except Exception:  # never let the background thread take the server down
             log.exception("warm-up failed")
+        finally:
+            with self._notices_lock:  # nobody waits for a thread that is gone
+                self._embedded = 1 << 62
+                self._notices_lock.notify_all()
 
-    def stop(self, timeout: float = 1.0) -> None:
-        """Ask the warm-up thread to stop and wait for it a little."""
+    def embed_soon(self) -> None:
+        """A memory was stored without its vector: have the warm thread embed it now (when warm-up
+        is off, the next recall, `embed` or server start embeds it)."""
+        with self._notices_lock:
+            self._submitted += 1
+        self._wake.set()
+        self.start_warmup()
+
+    def take_notices(self, *, wait_s: float = 0.0) -> list[str]:
+        """Notices for the agent not told yet (near-duplicates found after a remember replied).
+        With `wait_s`, first waits (at most that long) until the warm thread has embedded every
+        memory remembered so far, so a call after a remember reliably carries its warning."""
+        thread = self._warm_thread
+        with self._notices_lock:
+            if wait_s and thread is not None and thread.is_alive():
+                self._notices_lock.wait_for(
+                    lambda: self._embedded >= self._submitted or self.stopping.is_set(), wait_s)
+            taken, self._notices = self._notices, []
+        return taken
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Ask the warm-up thread to stop and wait for it: it stops between two steps, at most one
+        model load or one batch later. Exiting while it is inside onnxruntime aborts the process
+        (SIGABRT in the native library's teardown), so the wait is long and normally short."""
         self.stopping.set()
+        self._wake.set()
         if self._warm_thread is not None:
             self._warm_thread.join(timeout)
 
@@ -423,14 +469,25 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
                 log.debug("tool %s %s", fn.__name__, _cap(repr(kwargs), 300))
                 call = _CALL.get()
                 try:
+<<<<<<< HEAD
                     result = fn(**kwargs)
+=======
+                    reply = fn(**kwargs)
+>>>>>>> 4a43da4 (Deferred embedding: CLI remember stores at once and embeds in a detached background process (one per store, lock file); the MCP remember replies after the commit and its warm thread embeds, telling near-duplicates on the next call; the optimised model graph is cached on disk (bit-identical outputs); --version answered without the CLI; read-only paths skip the credential scan of project names)
                 except MemsafeError as exc:
                     if call is not None:
                         call["outcome"] = f"failed: {exc}"
                     raise ToolError(str(exc)) from None
+<<<<<<< HEAD
                 if call is not None:
                     call["outcome"] = f"done: {result.splitlines()[0] if result else ''}"
                 return result
+=======
+                # A near-duplicate found after a remember replied is told on the next call; calls
+                # other than remember first let the warm thread catch up (sequential remembers never wait).
+                notices = state.take_notices(wait_s=0.0 if fn.__name__ == "remember" else NOTICE_WAIT_S)
+                return "\n".join([reply, *(f"Note: {n}" for n in notices)]) if notices else reply
+>>>>>>> 4a43da4 (Deferred embedding: CLI remember stores at once and embeds in a detached background process (one per store, lock file); the MCP remember replies after the commit and its warm thread embeds, telling near-duplicates on the next call; the optimised model graph is cached on disk (bit-identical outputs); --version answered without the CLI; read-only paths skip the credential scan of project names)
 
             flags: dict[str, bool] = {"read_only_hint": True} if read_only else {"destructive_hint": destructive}
             if idempotent:
@@ -460,10 +517,11 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
         """Save one durable fact, decision, preference or fix for later sessions."""
         with state.store() as opened:
             key = None if is_global else state.project(opened)[0]
-            memory = api.remember(
+            memory = api.remember(  # committed before the reply; embedded by the warm thread
                 opened.store, content, kind=kind, project=key, tags=tags or [], source="agent",
-                importance=importance, redact=redact,
+                importance=importance, redact=redact, embed_now=False,
             )
+        state.embed_soon()
         text = f"Remembered #{memory.id} ({f'project {memory.project}' if memory.project else 'global'})"
         if memory.near_duplicate:
             near = memory.near_duplicate

@@ -30,6 +30,18 @@ def data_dir() -> Path:
     return Path(platformdirs.user_data_dir(APP, appauthor=False))
 
 
+def cache_dir() -> Path:
+    """Folder for caches memsafe can rebuild at any time (the optimised model graph):
+    `MEMSAFE_CACHE_DIR` if set, else platformdirs' user cache dir. Not under `MEMSAFE_HOME`: a
+    cache of the installed model is the same for every store and test home."""
+    folder = os.environ.get("MEMSAFE_CACHE_DIR")
+    if folder:
+        return Path(folder).expanduser().resolve()
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir(APP, appauthor=False))
+
+
 def config_file() -> Path:
     """User config file (JSON) holding machine-level settings such as `db`."""
     home = os.environ.get("MEMSAFE_HOME")

@@ -14,6 +14,13 @@ from typer.testing import CliRunner
 from memsafe import api, embed
 
 
+@pytest.fixture(scope="session", autouse=True)
+def model_cache(tmp_path_factory):
+    """One cache of the optimised model graph for the whole session (subprocesses inherit it)."""
+    os.environ["MEMSAFE_CACHE_DIR"] = str(tmp_path_factory.mktemp("cache"))
+    yield
+
+
 @pytest.fixture(autouse=True)
 def isolated(tmp_path, monkeypatch):
     """No test may touch the real user directory, a real project, or a fixed clock left by another."""

@@ -55,7 +55,7 @@ from memsafe.store import Store, file_sizes
 
 __all__ = [
     "Opened", "open_store", "clean_text", "clean_tags", "clean_project", "content_hash", "backfill",
-    "remember", "get", "reachable", "in_scope", "encryption_state", "forget", "purge", "make_scope", "recall",
+    "remember", "embed_new", "embed_in_background", "get", "reachable", "in_scope", "encryption_state", "forget", "purge", "make_scope", "recall",
     "score_candidates", "status",
     "config_list", "config_get", "config_set", "config_reset", "set_db_path", "reset_db_path", "config_value",
     "MAX_CONTENT_CHARS", "MAX_QUERY_CHARS", "MAX_PROJECT_CHARS",
@@ -166,6 +166,107 @@ def backfill(store: Store, *, limit: int | None = BACKFILL_BATCH, batch_size: in
     return done
 
 
+def embed_new(store: Store, *, limit: int = embed.BATCH_SIZE) -> tuple[int, list[tuple[int, dict]]]:
+    """Embed up to `limit` pending memories (oldest first) and report the near-duplicates among
+    them: what `remember` would have said had it embedded inline (a server's remember replies
+    before its vector exists; its warm thread calls this, FIELD-CASES/issue 13).
+
+    Each memory's nearest neighbour is looked up before its own vector is written, in one short
+    write, so two near-identical memories in the same batch are still reported. A memory changed
+    meanwhile stays pending.
+
+    Returns:
+        (vectors written, [(memory id, {'id': nearest memory, 'similarity': cosine})]).
+
+    Raises:
+        embed.ModelUnavailable: the model fails on these texts (they stay pending).
+    """
+    embedder = _embedder(store)
+    if embedder is None:
+        return 0, []
+    rows = store.pending_embeddings(limit)
+    if not rows:
+        return 0, []
+    vectors = embedder.embed([content for _, content in rows])
+    done, near_found = 0, []
+    with store.write():
+        store.ensure_vector_table(embedder.model_id, embedder.dim)
+        current = store.get_memories([i for i, _ in rows])
+        for (memory_id, content), vec in zip(rows, vectors):
+            memory = current.get(memory_id)
+            if memory is None or memory.content != content:
+                continue
+            near = _near_duplicate(store, embedder, vec, memory.project, exclude=memory_id)
+            store.put_vector(memory_id, _vector_bytes(vec))
+            done += 1
+            if near is not None:
+                near_found.append((memory_id, near))
+    return done, near_found
+
+
+def embed_in_background(db_path: str | os.PathLike) -> bool:
+    """Start a detached process that fills the pending vectors of `db_path` and exits (at most one
+    per database at a time: it holds `<db>.embed.lock`; a second one exits at once, and the holder
+    looks for new pending memories after releasing the lock, so none is left behind).
+
+    Nothing is lost if it never runs or is killed: the memories stay pending, `status` counts them,
+    and the next `embed`, `serve` or default `recall` fills them. `MEMSAFE_BACKGROUND_EMBED=0`
+    turns it off. Returns whether a process was started (False when turned off or spawning failed).
+    """
+    import subprocess
+    import sys
+
+    if os.environ.get("MEMSAFE_BACKGROUND_EMBED", "1") == "0" or os.environ.get("MEMSAFE_NO_MODEL"):
+        return False
+    code = "import sys; from memsafe.api.core import _background_embedder; _background_embedder(sys.argv[1])"
+    detach: dict = {"start_new_session": True} if os.name == "posix" else {
+        "creationflags": getattr(subprocess, "DETACHED_PROCESS", 0) | getattr(subprocess, "CREATE_NO_WINDOW", 0)}
+    try:
+        subprocess.Popen([sys.executable, "-c", code, str(db_path)], stdin=subprocess.DEVNULL,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, close_fds=True, **detach)
+    except OSError:
+        return False
+    return True
+
+
+def _background_embedder(db_path: str) -> None:
+    """Body of the process `embed_in_background` starts (see there)."""
+    try:
+        import fcntl
+    except ImportError:  # Windows: no advisory lock; a second embedder only repeats work, never loses it
+        fcntl = None
+    lock_path = f"{db_path}.embed.lock"
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        for _round in range(10):  # bounded: a memory the model keeps failing on stays pending
+            if fcntl is not None:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except OSError:
+                    return  # another embedder holds it and will see our memories
+            try:
+                opened = open_store(db_path, create=False)
+                try:
+                    while backfill(opened.store, limit=BACKFILL_BATCH):
+                        pass
+                finally:
+                    opened.store.close()
+            finally:
+                if fcntl is not None:
+                    fcntl.flock(fd, fcntl.LOCK_UN)
+            opened = open_store(db_path, create=False)
+            try:  # a memory committed while we held the lock, whose own embedder gave up
+                left = opened.store.pending_count() if _embedder(opened.store) is not None else 0
+            finally:
+                opened.store.close()
+            if not left:
+                return
+    except Exception:  # a detached helper: never a traceback on a terminal that is not ours
+        return
+    finally:
+        os.close(fd)
+
+
 # ---------------------------------------------------------------------------------------------
 # Handlers
 
@@ -180,7 +281,7 @@ def remember(
     source: str = Source.USER.value,
     importance: float | None = None,
     confidence: float | None = None,
-    embed_now: bool = True,
+    embed_now: bool | str = True,
     entities: Sequence[str] = (),
     redact: bool = False,
     uid: str | None = None,
@@ -192,7 +293,10 @@ def remember(
     Args:
         content: the text (`clean_text`: control characters become spaces), at most 1,000,000 chars.
         project: project key or name; None stores a global memory.
-        embed_now: compute the vector now (else it stays pending for `backfill`).
+        embed_now: compute the vector now (True), or leave it pending (False) for `backfill`,
+            `embed_new` or `embed_in_background`; "if-loaded": now only if this process already
+            has the model loaded (a fresh CLI process would spend ~0.3 s loading it), else pending.
+            A pending memory is found by keywords at once and by meaning once embedded.
         entities: entity names to link besides those extracted from the content (graph).
         redact: store content that looks like a credential with each secret replaced by
             `[REDACTED:<type>]` (see `memsafe.safety`) instead of refusing it.
@@ -219,6 +323,8 @@ def remember(
     if existing is not None:
         raise Duplicate(f"already remembered as memory {existing}", existing)
 
+    if embed_now == "if-loaded":
+        embed_now = embed.loaded()
     embedder = _embedder(store) if embed_now else None
     try:
         vector = embedder.embed_one(text) if embedder else None
@@ -257,12 +363,13 @@ def remember(
     return memory
 
 
-def _near_duplicate(store: Store, embedder, vector, project: str | None) -> dict | None:
-    """{'id', 'similarity'} of the closest active memory in exactly this project when its cosine
+def _near_duplicate(store: Store, embedder, vector, project: str | None, exclude: int | None = None) -> dict | None:
+    """{'id', 'similarity'} of the closest active memory in exactly this project (other than
+    `exclude`, the memory itself when another process embedded it meanwhile) when its cosine
     similarity is at least config `near_duplicate_threshold`, else None."""
     if vector is None or not store.vectors_ready(embedder.model_id):
         return None
-    nearest = store.nearest(_vector_bytes(vector), project, 1)
+    nearest = [hit for hit in store.nearest(_vector_bytes(vector), project, 2) if hit[0] != exclude]
     if not nearest:
         return None
     other, distance = nearest[0]

@@ -103,16 +103,21 @@ def _unit_interval(value: float | None, what: str, default: float) -> float:
     return float(value)
 
 
-def clean_project(project: str | None, *, mode: str = "git-root", path: bool = False) -> str | None:
+def clean_project(project: str | None, *, mode: str = "git-root", path: bool = False,
+                  check_secrets: bool = True) -> str | None:
     """A project name or path as stored: a path (containing / or \\, `.`, `..`, `~`, or any text
     with `path=True`, as `--project-path` gives) becomes `settings.project_for_path` (symlinks
     resolved, up to the repository root in mode 'git-root'), the key `detect_project` gives
     inside that folder. Every way a project is named (CLI, MCP, `serve --project`, import
     records) comes through here: control characters become spaces, credentials are refused.
 
+    `check_secrets=False` is only for a name looked up (a recall scope), never stored: it skips
+    the credential scan, which would load detect-secrets into every read-only command; every
+    handler that stores a project name scans it.
+
     Raises:
         InvalidInput: empty, or longer than MAX_PROJECT_CHARS (before or after resolving).
-        SecretDetected: it looks like a credential.
+        SecretDetected: it looks like a credential (unless `check_secrets` is False).
     """
     if project is None:
         return None
@@ -121,7 +126,8 @@ def clean_project(project: str | None, *, mode: str = "git-root", path: bool = F
         raise InvalidInput("empty project")
     if len(text) > MAX_PROJECT_CHARS:
         raise InvalidInput(f"project name or path is {len(text):,} characters; at most {MAX_PROJECT_CHARS:,}")
-    refuse_secret(text, "project name")
+    if check_secrets:
+        refuse_secret(text, "project name")
     if path or "/" in text or "\\" in text or text in (".", "..") or text.startswith("~"):
         key = settings.project_for_path(text, mode)
         if len(key) > MAX_PROJECT_CHARS:
@@ -192,7 +198,7 @@ def make_scope(
 ) -> Scope:
     """The recall scope: the project (if any) plus global memories, or every project."""
     return Scope(
-        projects=None if all_projects else ([clean_project(project)] if project else []),
+        projects=None if all_projects else ([clean_project(project, check_secrets=False)] if project else []),
         include_global=True,
         kinds=[_enum_value(Kind, k, "kind") for k in kinds],
         tags=clean_tags(tags),

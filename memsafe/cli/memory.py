@@ -47,7 +47,7 @@ def remember(
         float | None, typer.Option("--importance", min=0.0, max=1.0, help="0–1, default 0.5.")
     ] = None,
     no_embed: Annotated[
-        bool, typer.Option("--no-embed", help="Store now, compute the vector later (faster).")
+        bool, typer.Option("--no-embed", help="Leave the vector pending for `memsafe embed` (no background embedding).")
     ] = False,
     pin: Annotated[bool, typer.Option("--pin", help="Tag it `pinned`: it never decays.")] = False,
     entity: Annotated[
@@ -58,7 +58,10 @@ def remember(
     ] = False,
     json_: JsonOpt = False,
 ) -> None:
-    """Remember CONTENT. Prints the new memory's id; warns (stderr) about a near-duplicate.
+    """Remember CONTENT. Prints the new memory's id at once; its vector is computed in the background.
+
+    The memory is found by keywords at once and by meaning a few seconds later (a detached
+    `memsafe` process embeds it; if that never runs, the next `embed`, `serve` or `recall` does).
 
     Examples:
 
@@ -71,9 +74,11 @@ def remember(
         key = None if global_ else _project(opened, project, project_path)[0]
         memory = api.remember(
             opened.store, text, kind=kind.value, project=key, tags=[*(tag or []), *(["pinned"] if pin else [])],
-            source=source.value, importance=importance, embed_now=not no_embed, entities=entity or [],
-            redact=redact,
+            source=source.value, importance=importance, embed_now=False if no_embed else "if-loaded",
+            entities=entity or [], redact=redact,
         )
+    if not (no_embed or memory.embedded):
+        api.embed_in_background(opened.path)  # vector-searchable in seconds; keyword-searchable now
     if memory.near_duplicate:
         near = memory.near_duplicate
         say("Warning", f"nearly the same as memory {near['id']} (cosine {near['similarity']:.3f}); "

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
 
 from memsafe import api, render, settings
 from memsafe.cli._common import (
@@ -65,6 +64,8 @@ def _progress(label: str, enabled: bool = True) -> Iterator:
     if not (enabled and err.is_terminal):
         yield None
         return
+    from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
+
     bar = Progress(TextColumn(label), BarColumn(), TaskProgressColumn(), TimeRemainingColumn(), console=err,
                    transient=True)
     with bar:
