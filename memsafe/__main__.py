@@ -2,9 +2,11 @@
 
 `memsafe [--db PATH] serve [--project NAME]` goes straight to the MCP server without loading the
 Typer app (about 0.1 s of imports, which counts against the client's handshake: FIELD-CASES F04);
-every other command line, including `serve --help`, goes through the CLI as usual.
+`memsafe --version` is answered here too; `--help` and completion (TAB) requests answered before
+come from `memsafe.cli_cache`; every other command line goes through the CLI as usual.
 """
 
+import os
 import sys
 
 
@@ -51,9 +53,18 @@ def main() -> None:
         except KeyboardInterrupt:
             sys.exit(130)
         return
+    from memsafe import cli_cache
+
+    key = cli_cache.request_key(sys.argv[1:], os.environ, sys.stdout)
+    if key is not None and cli_cache.replay(key):  # --help or a TAB answered before: no CLI import
+        return
     from memsafe.cli import main as cli_main
 
-    cli_main()
+    if key is None:
+        cli_main()
+        return
+    with cli_cache.recording(key):
+        cli_main()
 
 
 if __name__ == "__main__":

@@ -1,0 +1,180 @@
+"""Issue 13: what each command imports, deferred embedding that is never lost (kill -9), the cached
+optimised model graph, and cached --help / TAB answers. Nothing here is timed: speed is measured by
+`memsafe bench --startup`."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from memsafe import api, embed
+from memsafe.bench import timing
+from memsafe.bench.mcp import RawClient
+
+HEAVY = ("onnxruntime", "numpy", "tokenizers", "mcp", "mcp_types", "detect_secrets")
+
+
+def imported(args: list[str], env: dict, cwd=None) -> tuple[set[str], subprocess.CompletedProcess]:
+    """Top-level packages a real `memsafe ARGS` process imported (`python -X importtime`)."""
+    proc = run(args, {**env, "PYTHONPROFILEIMPORTTIME": "1"}, cwd=cwd)
+    names = {m.group(1).split(".")[0] for m in re.finditer(r"^import time:\s+\d+ \|\s+\d+ \| +(\S+)$",
+                                                              proc.stderr, re.M)}
+    return names, proc
+
+
+def run(args: list[str], env: dict, cwd=None, **kw) -> subprocess.CompletedProcess:
+    """The `memsafe` console script (as a shell's completion script calls it), else `python -m memsafe`."""
+    script = Path(sys.executable).with_name("memsafe")
+    argv = [str(script)] if script.is_file() else [sys.executable, "-m", "memsafe"]
+    return subprocess.run([*argv, *args], capture_output=True, text=True,
+                          env={**os.environ, **env}, cwd=cwd, timeout=300, **kw)
+
+
+@pytest.fixture
+def seeded(tmp_path, store, db_path):
+    api.remember(store, "We deploy with blue-green switches on Fridays", project="web")
+    api.remember(store, "The cache is warmed at boot", project="web")
+    return {"MEMSAFE_DB": str(db_path), "MEMSAFE_CACHE_DIR": str(tmp_path / "cache")}
+
+
+@pytest.mark.parametrize("args", [
+    ["--version"], ["--help"], ["recall", "--help"],
+    ["recall", "deploy", "--project", "web", "--mode", "lexical"],
+    ["recall", "deploy", "--project", "web", "--mode", "lexical", "--json"],
+    ["list", "--project", "web"], ["get", "1"], ["get", "1", "--json"],
+])
+def test_light_commands_import_nothing_heavy(seeded, args):
+    for attempt in ("first", "again"):  # --help: computed, then answered from the cache
+        names, proc = imported(args, seeded)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        assert not names & set(HEAVY), f"{args} ({attempt}) imported {sorted(names & set(HEAVY))}"
+
+
+def test_help_and_tab_answers_come_from_the_cache_and_equal_the_cli(seeded):
+    plain = {**seeded, "MEMSAFE_CLI_CACHE": "0"}
+    tab = {"_MEMSAFE_COMPLETE": "complete_bash", "COMP_WORDS": "memsafe\nrec", "COMP_CWORD": "1"}
+    for args, extra in ((["recall", "--help"], {}), ([], tab)):
+        expected = run(args, {**plain, **extra})
+        assert expected.returncode == 0 and expected.stdout.strip()
+        first = run(args, {**seeded, **extra})
+        names, again = imported(args, {**seeded, **extra})
+        assert first.stdout == again.stdout == expected.stdout
+        assert "typer" not in names and "rich" not in names  # answered without the CLI
+    # the detached prefill answers the next TABs (every command-name prefix) exactly as the CLI would
+    other = {**tab, "COMP_WORDS": "memsafe graph s", "COMP_CWORD": "2"}
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        names, hit = imported([], {**seeded, **other})
+        if "typer" not in names:
+            break
+        time.sleep(0.5)
+    assert "typer" not in names, "the prefill never stored `memsafe graph s<TAB>`"
+    assert hit.stdout == run([], {**plain, **other}).stdout and "show" in hit.stdout
+
+
+def test_a_broken_answer_cache_is_ignored(seeded, tmp_path):
+    run(["--help"], seeded)
+    for f in (tmp_path / "cache").glob("cli-answers-*.json"):
+        f.write_text("{not json")
+    proc = run(["--help"], seeded)
+    assert proc.returncode == 0 and "remember" in proc.stdout
+
+
+def pending(db: Path) -> int:
+    opened = api.open_store(str(db))
+    try:
+        return opened.store.pending_count()
+    finally:
+        opened.store.close()
+
+
+def status_pending(env: dict) -> int:
+    proc = run(["status", "--json"], env)
+    return json.loads(proc.stdout)["pending_embeddings"]
+
+
+def test_mcp_remember_killed_before_its_embedding_is_filled_by_the_next_recall(tmp_path, embedder):
+    """kill -9 between the committed write and its embedding: nothing is lost, `status` counts it
+    pending, and the next process with the model (here a default `recall`) fills it."""
+    db = tmp_path / "db" / "memory.db"
+    env = {"MEMSAFE_HOME": str(tmp_path / "home"), "MEMSAFE_SERVE_WARM": "0", "MEMSAFE_DB": str(db)}
+    client = RawClient(db, env=env, cwd=tmp_path)
+    try:
+        client.initialize()
+        reply = client.call("remember", {"content": "The ledger service retries three times", "is_global": True})
+        assert not reply.get("isError") and "#1" in reply["content"][0]["text"]
+    finally:
+        client.proc.send_signal(signal.SIGKILL)
+        client.proc.wait(30)
+    assert status_pending(env) == 1
+    proc = run(["recall", "how often does the ledger retry", "--json"], env)
+    assert proc.returncode == 0 and [m["id"] for m in json.loads(proc.stdout)["results"]] == [1]
+    assert status_pending(env) == 0
+
+
+def test_cli_remember_is_embedded_by_a_detached_process(tmp_path, embedder):
+    db = tmp_path / "db" / "memory.db"
+    env = {"MEMSAFE_HOME": str(tmp_path / "home"), "MEMSAFE_DB": str(db)}
+    off = run(["remember", "Backups run nightly at two", "--global"], {**env, "MEMSAFE_BACKGROUND_EMBED": "0"})
+    assert off.returncode == 0 and status_pending(env) == 1  # stored at once, vector pending
+    on = run(["remember", "Deploys need two approvals", "--global"], {**env, "MEMSAFE_BACKGROUND_EMBED": "1"})
+    assert on.returncode == 0
+    deadline = time.monotonic() + 120  # eventual, not timed: the background process fills both
+    while pending(db) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert pending(db) == 0
+
+
+def test_embed_new_reports_near_duplicates_but_never_the_memory_itself(store, embedder):
+    a = api.remember(store, "The user prefers tabs", embed_now=False)
+    b = api.remember(store, "The user prefers tabs.", embed_now=False)
+    api.backfill(store, limit=1)  # another process embedded `a` meanwhile
+    done, near = api.embed_new(store)
+    assert done == 1 and [(i, n["id"]) for i, n in near] == [(b.id, a.id)]
+    c = api.remember(store, "Staging rotates its keys monthly", embed_now=False)
+    with store.write():  # c embedded elsewhere while this process still sees it pending
+        store.ensure_vector_table(embedder.model_id, embedder.dim)
+        store.put_vector(c.id, embedder.embed_one(c.content).astype("float32").tobytes())
+        store.update_memory(c.id, {"embedded": 0})
+    done, near = api.embed_new(store)
+    assert done == 1 and near == []  # not "nearly the same as itself"
+
+
+def test_cached_model_graph_is_bit_identical_and_rebuilt_when_corrupt(tmp_path, monkeypatch, embedder):
+    monkeypatch.setenv("MEMSAFE_CACHE_DIR", str(tmp_path / "cache"))
+    model, tokenizer = embed.model_files()
+    texts = ["we deploy on Fridays", "the cache is warmed at boot " * 30, "ünïcode ✓"]
+    built = embed.Embedder(model, tokenizer)  # optimises and saves the graph
+    cached_files = list((tmp_path / "cache").glob("*.onnx"))
+    assert len(cached_files) == 1
+    from_cache = embed.Embedder(model, tokenizer)
+    monkeypatch.setenv("MEMSAFE_MODEL_CACHE", "0")
+    plain = embed.Embedder(model, tokenizer)
+    assert np.array_equal(built.embed(texts), plain.embed(texts))
+    assert np.array_equal(from_cache.embed(texts), plain.embed(texts))
+    monkeypatch.delenv("MEMSAFE_MODEL_CACHE")
+    cached_files[0].write_bytes(cached_files[0].read_bytes()[:4096])  # truncated
+    again = embed.Embedder(model, tokenizer)
+    assert np.array_equal(again.embed(texts), plain.embed(texts))
+    assert cached_files[0].stat().st_size > 1_000_000  # rebuilt
+    assert not list((tmp_path / "cache").glob(".*.tmp"))
+
+
+def test_timing_statistics():
+    assert timing.percentile([3, 1, 2], 0.5) == 2
+    assert timing.percentile([1, 2, 3, 4], 0.5) == 2.5
+    assert timing.percentile([], 0.5) == 0.0
+    s = timing.summary([0.010, 0.020, 0.030], scale=1000)
+    assert s["p50"] == 20.0 and s["min"] == 10.0 and s["max"] == 30.0 and s["n"] == 3
+    m = timing.Measure("x", [sys.executable, "-c", "pass"], target_ratio=100)
+    result = timing.interleaved([m], 2)
+    assert result["measures"]["x"]["met"] is True and result["measures"]["x"]["seconds"]["n"] == 2
