@@ -178,3 +178,24 @@ def test_timing_statistics():
     m = timing.Measure("x", [sys.executable, "-c", "pass"], target_ratio=100)
     result = timing.interleaved([m], 2)
     assert result["measures"]["x"]["met"] is True and result["measures"]["x"]["seconds"]["n"] == 2
+
+
+def test_cached_token_ranks_count_exactly_like_tiktoken_and_survive_corruption(tmp_path, monkeypatch):
+    import tiktoken
+
+    from memsafe import tokens
+
+    monkeypatch.setenv("MEMSAFE_CACHE_DIR", str(tmp_path / "cache"))
+    reference = tiktoken.get_encoding(tokens.ENCODING)
+    texts = ["hello world", "ünïcode ✓ 🎉 \ud800".encode("utf-8", "replace").decode(), "def f(x): return x**2" * 50]
+    for state in ("built", "cached", "corrupt"):
+        if state == "corrupt":
+            for f in (tmp_path / "cache").glob("*.marshal"):
+                f.write_bytes(b"\x00garbage")
+        tokens._encoding.cache_clear()
+        try:
+            assert [tokens.count(t) for t in texts] == [len(reference.encode(t)) for t in texts], state
+            assert tokens.encoding_name() == tokens.ENCODING
+        finally:
+            tokens._encoding.cache_clear()
+    assert len(list((tmp_path / "cache").glob("*.marshal"))) == 1

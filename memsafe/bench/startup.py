@@ -10,7 +10,9 @@ Measures inside one process (a warm `memsafe serve`, or this process):
   is vector-searchable (no memory pending);
 - MCP `recall` reply time (p50) at SEED memories;
 - `api.recall` in process (p50), model loaded and warm;
-- after a CLI `remember`, how long until its vector is stored (the deferred embedding).
+- after a CLI `remember`, how long until its vector is stored (the deferred embedding);
+- `import --no-embed` of the seed export into a fresh store (memories/s, keyword-searchable at
+  once) and the embedding throughput of filling the seed's vectors (texts/s).
 
 Everything runs on a temporary store seeded with SEED synthetic memories (`bench.scale`); your
 own store is never touched. Targets are those of issue 13; `met` says whether a median meets them.
@@ -39,8 +41,10 @@ def memsafe_argv() -> list[str]:
     return [str(script)] if script.is_file() else [sys.executable, "-m", "memsafe"]
 
 
-def _seed(db: Path, n: int) -> None:
-    from memsafe import api
+def _seed(db: Path, n: int, export: Path) -> dict:
+    """Fill `db` with n synthetic memories and their vectors; leave an export without vectors in
+    `export`. Returns the embedding throughput of the fill (texts/s, length-sorted batches)."""
+    from memsafe import api, embed
     from memsafe.bench.scale import synthetic_memories
 
     opened = api.open_store(str(db))
@@ -50,10 +54,30 @@ def _seed(db: Path, n: int) -> None:
             for item in synthetic_memories(n):
                 api.remember(store, item["content"], kind=item["kind"], project="web", tags=item["tags"],
                              source="import", embed_now=False)
+        api.export_to_path(store, export)
+        model = embed.get_embedder()
+        if model is None:
+            raise RuntimeError(f"the embedding model is unavailable: {embed.load_error()}")
+        model.embed(["warm up"])
+        started = time.perf_counter()
         api.backfill(store, limit=None)
+        seconds = time.perf_counter() - started
         store.checkpoint()
     finally:
         store.close()
+    return {"texts": n, "seconds": round(seconds, 3), "texts_per_s": round(n / seconds, 1),
+            "threads": model.session.get_session_options().intra_op_num_threads}
+
+
+def _import_rate(ms: list[str], export: Path, folder: str, n: int, env: dict, runs: int) -> dict:
+    """`memsafe import FILE --no-embed` of n memories into a fresh store, whole process: memories/s
+    (median of `runs`), each then searchable by keyword."""
+    times = []
+    for i in range(runs):
+        target = Path(folder) / f"import-{i}.db"
+        times.append(timing.time_process([*ms, "--db", str(target), "import", str(export), "--no-embed"], env=env))
+    p50 = timing.percentile(times, 0.5)
+    return {"memories": n, "seconds": timing.summary(times), "per_s": round(n / p50, 1), "target": 1000}
 
 
 def _pending(db: Path) -> int:
@@ -138,9 +162,12 @@ def run_startup(runs: int = 5, *, seed: int = SEED, remembers: int = MCP_REMEMBE
     with tempfile.TemporaryDirectory(prefix="memsafe-bench-startup-") as tmp:
         db = Path(tmp) / "bench.db"
         say(f"seeding {seed} memories …")
-        _seed(db, seed)
+        export = Path(tmp) / "seed.jsonl"
+        embedding = _seed(db, seed, export)
         env = {"MEMSAFE_DB": str(db), "MEMSAFE_HOME": tmp, "COLUMNS": "100"}
         ms = memsafe_argv()
+        say("import --no-embed …")
+        imports = _import_rate(ms, export, tmp, seed, env, min(runs, 3))
         counter = iter(range(10**9))
 
         def spawn_to_initialize(_round: int) -> float:
@@ -179,6 +206,8 @@ def run_startup(runs: int = 5, *, seed: int = SEED, remembers: int = MCP_REMEMBE
                                        "target_s": 5.0},
         "in_server": in_server,
         "in_process_recall": in_process,
+        "import": imports,
+        "embedding": embedding,
         "seed": seed,
         "machine": {"cpus": os.cpu_count(), "load_avg_at_start": load_start,
                     "load_avg_at_end": [round(x, 2) for x in os.getloadavg()]},
@@ -212,6 +241,11 @@ def startup_rows(report: dict) -> list[tuple[str, str, str, str, str]]:
     single(f"recall in process (p50, {report['seed']:,} memories)", report["in_process_recall"]["seconds"]["p50"],
            0.005)
     single("CLI remember → vector-searchable", report["cli_remember_to_searchable"]["seconds"], 5.0)
+    imp = report["import"]
+    rows.append((f"import --no-embed ({imp['memories']:,}), keyword-searchable", f"{imp['per_s']:.0f} /s", "",
+                 "≥ 1000 /s", _mark(imp["per_s"] >= 1000)))
+    emb = report["embedding"]
+    rows.append((f"embedding ({emb['threads']} threads, batches)", f"{emb['texts_per_s']:.0f} texts/s", "", "", ""))
     return rows
 
 
