@@ -233,20 +233,19 @@ class ServerState:
         self._warm_lock = threading.Lock()
         self._warm_thread: threading.Thread | None = None
         self.stopping = threading.Event()
-<<<<<<< HEAD
         self.order = CallOrder()
-=======
-        self._wake = threading.Event()  # set by a remember: the warm thread embeds what is pending
         self._notices: list[str] = []  # near-duplicates found after a reply; told on the next call
         self._notices_lock = threading.Condition()  # also guards the two counters below
         self._submitted = self._embedded = 0  # remembers handed to the warm thread / embedded so far
->>>>>>> 4a43da4 (Deferred embedding: CLI remember stores at once and embeds in a detached background process (one per store, lock file); the MCP remember replies after the commit and its warm thread embeds, telling near-duplicates on the next call; the optimised model graph is cached on disk (bit-identical outputs); --version answered without the CLI; read-only paths skip the credential scan of project names)
 
     @contextlib.contextmanager
     def store(self) -> Iterator[api.Opened]:
         """Open the store for one call and close it afterwards. Open-time warnings (a new empty
         store next to an existing one, a migration backup) go to the log once."""
         opened = api.open_store(self.db, origin=self.db_origin)
+        # Closing the last connection would checkpoint the WAL into the file on every call (about
+        # a third of a remember's time); SQLite's auto-checkpoint at commit keeps the WAL short.
+        opened.store.no_checkpoint_on_close()
         try:
             if opened.warnings and not self._warned:
                 self._warned = True
@@ -469,25 +468,17 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
                 log.debug("tool %s %s", fn.__name__, _cap(repr(kwargs), 300))
                 call = _CALL.get()
                 try:
-<<<<<<< HEAD
                     result = fn(**kwargs)
-=======
-                    reply = fn(**kwargs)
->>>>>>> 4a43da4 (Deferred embedding: CLI remember stores at once and embeds in a detached background process (one per store, lock file); the MCP remember replies after the commit and its warm thread embeds, telling near-duplicates on the next call; the optimised model graph is cached on disk (bit-identical outputs); --version answered without the CLI; read-only paths skip the credential scan of project names)
                 except MemsafeError as exc:
                     if call is not None:
                         call["outcome"] = f"failed: {exc}"
                     raise ToolError(str(exc)) from None
-<<<<<<< HEAD
                 if call is not None:
                     call["outcome"] = f"done: {result.splitlines()[0] if result else ''}"
                 return result
-=======
-                # A near-duplicate found after a remember replied is told on the next call; calls
                 # other than remember first let the warm thread catch up (sequential remembers never wait).
                 notices = state.take_notices(wait_s=0.0 if fn.__name__ == "remember" else NOTICE_WAIT_S)
                 return "\n".join([reply, *(f"Note: {n}" for n in notices)]) if notices else reply
->>>>>>> 4a43da4 (Deferred embedding: CLI remember stores at once and embeds in a detached background process (one per store, lock file); the MCP remember replies after the commit and its warm thread embeds, telling near-duplicates on the next call; the optimised model graph is cached on disk (bit-identical outputs); --version answered without the CLI; read-only paths skip the credential scan of project names)
 
             flags: dict[str, bool] = {"read_only_hint": True} if read_only else {"destructive_hint": destructive}
             if idempotent:
