@@ -55,8 +55,8 @@ from memsafe.store import Store, file_sizes
 
 __all__ = [
     "Opened", "open_store", "clean_text", "clean_tags", "clean_project", "content_hash", "backfill",
-    "remember", "embed_new", "embed_in_background", "get", "reachable", "in_scope", "encryption_state", "forget", "purge", "make_scope", "recall",
-    "score_candidates", "status",
+    "remember", "embed_new", "embed_in_background", "get", "reachable", "in_scope", "encryption_state", "forget",
+    "purge", "make_scope", "recall", "score_candidates", "status",
     "config_list", "config_get", "config_set", "config_reset", "set_db_path", "reset_db_path", "config_value",
     "MAX_CONTENT_CHARS", "MAX_QUERY_CHARS", "MAX_PROJECT_CHARS",
 ]

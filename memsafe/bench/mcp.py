@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import queue
-import statistics
 import subprocess
 import sys
 import threading
@@ -21,6 +20,7 @@ from pathlib import Path
 
 from memsafe import tokens
 from memsafe.bench import python_m
+from memsafe.bench.timing import percentile
 
 __all__ = ["PROTOCOL_VERSION", "RawClient", "measure", "tools_list_tokens"]
 
@@ -200,9 +200,9 @@ def measure(db: str | os.PathLike, runs: int = 5, *, query: str = "how do we dep
                 raise RuntimeError(f"memsafe serve did not answer: {exc}") from None
     return {
         "tools_list": tools_list_tokens(listing or {}),
-        "spawn_to_initialize_s": round(statistics.median(init_times), 3),
-        "spawn_to_first_recall_s": round(statistics.median(recall_times), 3),
-        "baseline_sdk_import_s": round(statistics.median(sdk_times), 3),
+        "spawn_to_initialize_s": round(percentile(init_times, 0.5), 3),
+        "spawn_to_first_recall_s": round(percentile(recall_times, 0.5), 3),
+        "baseline_sdk_import_s": round(percentile(sdk_times, 0.5), 3),
         "runs": len(init_times),
         "samples": {"initialize": [round(t, 3) for t in init_times],
                     "first_recall": [round(t, 3) for t in recall_times]},

@@ -28,6 +28,7 @@ from importlib import resources
 from pathlib import Path
 
 from memsafe import api, tokens
+from memsafe.bench.timing import percentile
 from memsafe.store import Store
 
 MODES = ("lexical", "vector", "hybrid")
@@ -73,15 +74,6 @@ def _returned_tokens(result) -> int:
     if result.graph_context:
         parts.append(result.graph_context)
     return tokens.count("\n".join(parts)) if parts else 0
-
-
-def _percentile(values: Sequence[float], q: float) -> float:
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    k = (len(ordered) - 1) * q
-    lo, hi = int(k), min(int(k) + 1, len(ordered) - 1)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
 
 
 def evaluate(
@@ -155,8 +147,8 @@ def evaluate(
             "budget_adherence": round(adherent / total, 4) if total else 1.0,
             "recalls": total,
             "mean_utilisation": round(statistics.fmean(utilisation), 4) if utilisation else 0.0,
-            "latency_ms_p50": round(_percentile(latencies, 0.50), 2),
-            "latency_ms_p95": round(_percentile(latencies, 0.95), 2),
+            "latency_ms_p50": round(percentile(latencies, 0.50), 2),
+            "latency_ms_p95": round(percentile(latencies, 0.95), 2),
         }
     return out
 
@@ -250,7 +242,7 @@ def _embed_latency(queries: Sequence[str]) -> dict:
         t0 = time.perf_counter()
         embedder.embed_one(q)
         times.append((time.perf_counter() - t0) * 1000)
-    return {"embed_ms_p50": round(_percentile(times, 0.5), 2), "embed_ms_p95": round(_percentile(times, 0.95), 2)}
+    return {"embed_ms_p50": round(percentile(times, 0.5), 2), "embed_ms_p95": round(percentile(times, 0.95), 2)}
 
 
 def _floors(report: dict, absolute: bool = True) -> dict:

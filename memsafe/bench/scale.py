@@ -41,6 +41,7 @@ import time
 from pathlib import Path
 
 from memsafe.bench import python_m
+from memsafe.bench.timing import percentile
 
 __all__ = ["run_scale", "synthetic_memories", "synthetic_queries"]
 
@@ -145,14 +146,6 @@ def synthetic_queries(n: int, seed: int = 11) -> list[str]:
     return [_fill(rng.choice(QUERIES), rng) for _ in range(n)]
 
 
-def _pct(values: list[float], p: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    k = max(0, min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1))))
-    return ordered[k]
-
-
 def _rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
 
@@ -233,10 +226,10 @@ def _phase_recall(db: str, queries: int) -> dict:
         lat_all.append((time.perf_counter() - t0) * 1000)
     store.close()
     return {
-        "recall_ms_p50": round(_pct(lat, 50), 1),
-        "recall_ms_p95": round(_pct(lat, 95), 1),
-        "recall_all_projects_ms_p50": round(_pct(lat_all, 50), 1),
-        "recall_all_projects_ms_p95": round(_pct(lat_all, 95), 1),
+        "recall_ms_p50": round(percentile(lat, 0.5), 1),
+        "recall_ms_p95": round(percentile(lat, 0.95), 1),
+        "recall_all_projects_ms_p50": round(percentile(lat_all, 0.5), 1),
+        "recall_all_projects_ms_p95": round(percentile(lat_all, 0.95), 1),
         "serve_like_peak_rss_mb": round(_rss_mb(), 1),
     }
 
@@ -391,8 +384,8 @@ def run_scale(
                 raise RuntimeError(f"CLI recall exited {code}")
             walls.append(wall * 1000)
             rss.append(peak)
-        row["cli_recall_ms_p50"] = round(_pct(walls, 50))
-        row["cli_recall_ms_p95"] = round(_pct(walls, 95))
+        row["cli_recall_ms_p50"] = round(percentile(walls, 0.5))
+        row["cli_recall_ms_p95"] = round(percentile(walls, 0.95))
         row["cli_recall_peak_rss_mb"] = round(max(rss), 1)
         walls = []
         for i in range(cli_samples):
@@ -401,8 +394,8 @@ def run_scale(
             if code != 0:
                 raise RuntimeError(f"CLI remember exited {code}")
             walls.append(wall * 1000)
-        row["cli_remember_ms_p50"] = round(_pct(walls, 50))
-        row["cli_remember_ms_p95"] = round(_pct(walls, 95))
+        row["cli_remember_ms_p50"] = round(percentile(walls, 0.5))
+        row["cli_remember_ms_p95"] = round(percentile(walls, 0.95))
         results["sizes"][n] = row
         say(f"[{n}] " + json.dumps(row))
     results["machine"]["load_avg_at_end"] = [round(x, 2) for x in os.getloadavg()]
