@@ -41,8 +41,8 @@ def run(args: list[str], env: dict, cwd=None, **kw) -> subprocess.CompletedProce
 
 @pytest.fixture
 def seeded(tmp_path, store, db_path):
-    api.remember(store, "We deploy with blue-green switches on Fridays", project="web")
-    api.remember(store, "The cache is warmed at boot", project="web")
+    api.remember(store, "We deploy with blue-green switches on Fridays")  # global: `get` sees it from anywhere
+    api.remember(store, "The cache is warmed at boot")
     return {"MEMSAFE_DB": str(db_path), "MEMSAFE_CACHE_DIR": str(tmp_path / "cache")}
 
 
