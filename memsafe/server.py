@@ -475,10 +475,10 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
                     raise ToolError(str(exc)) from None
                 if call is not None:
                     call["outcome"] = f"done: {result.splitlines()[0] if result else ''}"
-                return result
+                # A near-duplicate found after a remember replied is told on the next call; calls
                 # other than remember first let the warm thread catch up (sequential remembers never wait).
                 notices = state.take_notices(wait_s=0.0 if fn.__name__ == "remember" else NOTICE_WAIT_S)
-                return "\n".join([reply, *(f"Note: {n}" for n in notices)]) if notices else reply
+                return "\n".join([result, *(f"Note: {n}" for n in notices)]) if notices else result
 
             flags: dict[str, bool] = {"read_only_hint": True} if read_only else {"destructive_hint": destructive}
             if idempotent:

@@ -26,15 +26,11 @@ def isolated(tmp_path, monkeypatch):
     """No test may touch the real user directory, a real project, or a fixed clock left by another."""
     home = tmp_path / "home"
     monkeypatch.setenv("MEMSAFE_HOME", str(home))
-<<<<<<< HEAD
-    for var in ("MEMSAFE_DB", "MEMSAFE_NOW", "MEMSAFE_NO_VEC", "MEMSAFE_NO_MODEL", "MEMSAFE_MODEL_DIR",
-                "MEMSAFE_KEY", "MEMSAFE_KEY_FILE", "MEMSAFE_NEW_KEY"):
-=======
     # CLI remembers leave vectors pending instead of starting a detached embedder per test
     # (tests/test_speed.py turns it on where that process is what is tested).
     monkeypatch.setenv("MEMSAFE_BACKGROUND_EMBED", "0")
-    for var in ("MEMSAFE_DB", "MEMSAFE_NOW", "MEMSAFE_NO_VEC", "MEMSAFE_NO_MODEL", "MEMSAFE_MODEL_DIR"):
->>>>>>> 69c3509 (--help and TAB answered from a cache of the CLI's own answers (keyed by request, display and a stamp of the installed CLI; a detached prefill answers every command-name prefix ahead); tests count what light commands import, kill -9 a server between write and embedding, check the cached model graph is bit-identical and rebuilt when corrupt)
+    for var in ("MEMSAFE_DB", "MEMSAFE_NOW", "MEMSAFE_NO_VEC", "MEMSAFE_NO_MODEL", "MEMSAFE_MODEL_DIR",
+                "MEMSAFE_KEY", "MEMSAFE_KEY_FILE", "MEMSAFE_NEW_KEY"):
         monkeypatch.delenv(var, raising=False)
     # The OS keyring is a real `keyring` with the keyrings.alt file backend, in this test's folder.
     monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "keyrings.alt.file.PlaintextKeyring")

@@ -312,7 +312,7 @@ def _phase_lexical(db: str, n: int, queries: int) -> dict:
             t = time.perf_counter()
             api.recall(store, q, mode="lexical", all_projects=True)
             lat.append((time.perf_counter() - t) * 1000)
-        out[f"lexical_recall_{kind}_ms_p50"] = round(_pct(lat, 50), 2)
+        out[f"lexical_recall_{kind}_ms_p50"] = round(percentile(lat, 0.5), 2)
     store.close()
     return out
 
