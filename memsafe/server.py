@@ -234,6 +234,7 @@ class ServerState:
         self._warm_thread: threading.Thread | None = None
         self.stopping = threading.Event()
         self.order = CallOrder()
+        self._wake = threading.Event()  # set by a remember: the warm thread embeds what is pending
         self._notices: list[str] = []  # near-duplicates found after a reply; told on the next call
         self._notices_lock = threading.Condition()  # also guards the two counters below
         self._submitted = self._embedded = 0  # remembers handed to the warm thread / embedded so far
