@@ -25,6 +25,7 @@ from memsafe import encryption, migrations, retrieve
 from memsafe.errors import SchemaTooNew, StoreUnavailable
 from memsafe.models import Memory, Scope
 from memsafe.render import count_of
+from memsafe.store_browse import BrowseQueries
 
 BUSY_TIMEOUT_MS = 30_000
 KNN_MAX_K = 4096  # sqlite-vec's upper bound on `k` in a KNN query (v0.1.x)
@@ -72,7 +73,7 @@ def _vec_disabled_reason() -> str | None:
     return None
 
 
-class Store:
+class Store(BrowseQueries):
     """An open memsafe database.
 
     Args:

@@ -6,6 +6,8 @@ Handlers are grouped by module (core: memories and recall; lifecycle: update, hi
 travel, decay; transfer: export/import; hooks; doctor); this package re-exports them all.
 """
 
+from memsafe.api.browse import *  # noqa: F401,F403
+from memsafe.api.browse import __all__ as _browse_all
 from memsafe.api.core import *  # noqa: F401,F403
 from memsafe.api.core import __all__ as _core_all
 from memsafe.api.doctor import *  # noqa: F401,F403
@@ -24,4 +26,4 @@ from memsafe.api.transfer import *  # noqa: F401,F403
 from memsafe.api.transfer import __all__ as _transfer_all
 
 __all__ = [*_core_all, *_graph_all, *_lifecycle_all, *_transfer_all, *_hooks_all, *_doctor_all, *_encryption_all,
-           *_init_all]
+           *_init_all, *_browse_all]

@@ -15,7 +15,7 @@ import typer
 
 # import order = the order of commands in --help
 # isort: off
-from memsafe.cli import memory, graph, lifecycle, transfer, doctor, config, hook, encryption, serve, bench  # noqa: F401  (registers commands)
+from memsafe.cli import memory, graph, lifecycle, transfer, doctor, config, hook, encryption, serve, ui, bench  # noqa: F401  (registers commands)
 from memsafe.cli import init  # noqa: F401,E402  (registers `memsafe init`)
 # isort: on
 

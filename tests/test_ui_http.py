@@ -1,0 +1,203 @@
+"""`memsafe ui` at the HTTP level (Starlette TestClient on the real app, real store and model):
+the token, the host check, CSRF, stored XSS shown as text, every curation action through the
+api (seen by the CLI at once), keyset pages, filters, charts and time travel of one memory."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+
+import pytest
+
+from memsafe import api
+from memsafe.errors import InvalidInput
+
+PORT = 18377
+BASE = f"http://127.0.0.1:{PORT}"
+XSS = '<script>alert("xss")</script><img src=x onerror="alert(2)"> payload'
+
+
+@pytest.fixture
+def ui(db_path, embedder):
+    """(client with the token cookie, state, store) for a page on a store holding a few memories."""
+    from starlette.testclient import TestClient
+
+    from memsafe.ui import server
+
+    opened = api.open_store(str(db_path))
+    store = opened.store
+    api.remember(store, "We squash commits before merging to main", kind="decision", project="demo", tags=["git"])
+    api.remember(store, "Postgres listens on port 5433 in the dev compose file", kind="fact", project="demo")
+    api.remember(store, XSS)
+    state = server.UiState(opened, str(db_path), PORT)
+    client = TestClient(server.build_app(state), base_url=BASE, follow_redirects=False)
+    first = client.get("/", params={"token": state.token})
+    assert first.status_code == 303 and first.headers["location"] == "/"
+    cookie = first.headers["set-cookie"]
+    assert "HttpOnly" in cookie and "SameSite=strict" in cookie and f"memsafe_ui_{PORT}=" in cookie
+    yield client, state, store
+    client.close()
+    store.close()
+
+
+def _fresh(state):
+    from starlette.testclient import TestClient
+
+    from memsafe.ui import server
+
+    return TestClient(server.build_app(state), base_url=BASE, follow_redirects=False)
+
+
+def _post(client, state, path, **form):
+    return client.post(path, data={"csrf": state.csrf, **form}, headers={"Origin": BASE, "Sec-Fetch-Site": "same-origin"})
+
+
+def test_requests_without_the_token_get_403(ui):
+    _, state, _ = ui
+    anonymous = _fresh(state)
+    for path in ("/", "/m/1", "/graph", "/charts", "/static/app.js", "/?token=wrong"):
+        response = anonymous.get(path)
+        assert response.status_code == 403, path
+        assert "squash" not in response.text
+    assert anonymous.post("/m/1/forget", data={"csrf": state.csrf}).status_code == 403
+    assert api.get(ui[2], 1).status == "active"
+
+
+def test_wrong_host_is_refused_even_with_the_token(ui):
+    client, _, _ = ui
+    assert client.get("/", headers={"Host": f"evil.example:{PORT}"}).status_code == 403
+    assert client.get("/").status_code == 200
+
+
+def test_cross_site_posts_are_refused_and_change_nothing(ui, cli):
+    client, state, store = ui
+    refused = [
+        client.post("/m/1/forget", data={"csrf": state.csrf}, headers={"Origin": "http://evil.example"}),
+        client.post("/m/1/forget", data={"csrf": state.csrf}, headers={"Sec-Fetch-Site": "cross-site"}),
+        client.post("/m/1/forget", data={}, headers={"Origin": BASE}),
+        client.post("/m/1/forget", data={"csrf": "guess"}, headers={"Origin": BASE}),
+        client.get("/m/1/forget"),  # a change is never a GET
+    ]
+    assert [r.status_code for r in refused] == [403, 403, 403, 403, 405]
+    assert api.get(store, 1).status == "active"
+    done = _post(client, state, "/m/1/forget", reason="wrong")
+    assert done.status_code == 303 and done.headers["location"] == "/m/1?msg=forgotten"
+    shown = cli("get", "1", "--json")  # the CLI sees it at once
+    assert json.loads(shown.stdout)["status"] == "forgotten"
+
+
+def test_stored_xss_is_shown_as_text_under_a_strict_csp(ui):
+    client, _, _ = ui
+    for path in ("/", "/m/3", "/?q=payload&status=active", "/?q=payload&status=all"):
+        response = client.get(path)
+        assert response.status_code == 200
+        assert "<script>alert" not in response.text and "<img src=x" not in response.text
+        assert "&lt;script&gt;alert(&#34;xss&#34;)&lt;/script&gt;" in response.text
+        csp = response.headers["content-security-policy"]
+        assert "script-src 'self'" in csp and "unsafe-inline" not in csp and "default-src 'none'" in csp
+        assert response.headers["x-content-type-options"] == "nosniff"
+    scripts = re.findall(r"<script[^>]*>", client.get("/").text)
+    assert scripts == ['<script src="/static/app.js" defer>']  # no inline script at all
+
+
+def test_search_is_recall_and_shows_why_each_hit_ranked(ui):
+    client, _, _ = ui
+    page = client.get("/", params={"q": "how do we merge branches?"})
+    assert page.status_code == 200
+    first = re.search(r'<li class="mem active" data-id="(\d+)"', page.text)
+    assert first and first.group(1) == "1"
+    for label in ("score", "lexical rank", "vector rank"):
+        assert f"<b>{label}</b>" in page.text
+    assert "Ranked by <code>recall</code>" in page.text
+    assert api.get(ui[2], 1).access_count == 0  # looking is not using
+
+
+def test_curation_actions_go_through_the_api(ui, cli):
+    client, state, store = ui
+    assert _post(client, state, "/m/1/edit", content="We squash and rebase before merging", tags="git, workflow",
+                 kind="decision").headers["location"] == "/m/1?msg=updated"
+    assert [v.cause for v in api.history(store, 1).versions] == ["update", "current"]
+    assert api.get(store, 1).tags == ["git", "workflow"]
+    _post(client, state, "/m/1/pin")
+    assert "pinned" in api.get(store, 1).tags
+    _post(client, state, "/m/1/unpin")
+    assert "pinned" not in api.get(store, 1).tags
+    _post(client, state, "/m/1/confirm")
+    assert store.last_event_at(1, "confirm") is not None
+    _post(client, state, "/m/1/confidence", value="0.35")
+    assert api.get(store, 1).confidence == pytest.approx(0.35)
+    bad = _post(client, state, "/m/1/confidence", value="2")
+    assert bad.status_code == 400 and "between" in bad.text
+    _post(client, state, "/m/2/forget")
+    assert json.loads(cli("get", "2", "--json").stdout)["status"] == "forgotten"
+    _post(client, state, "/m/2/restore")
+    assert api.get(store, 2).status == "active"
+    wrong = _post(client, state, "/m/2/purge", confirm="purge 1")
+    assert wrong.status_code == 400 and "purge 2" in wrong.text and api.get(store, 2)
+    assert _post(client, state, "/m/2/purge", confirm="purge 2").headers["location"] == "/?msg=purged"
+    assert cli("get", "2").exit_code != 0
+    assert client.get("/m/2").status_code == 404
+
+
+def test_memory_page_shows_history_diff_provenance_and_text_as_of(ui, monkeypatch):
+    client, state, store = ui
+    monkeypatch.setenv("MEMSAFE_NOW", "2030-01-01T00:00:00+00:00")
+    api.update(store, 2, content="Postgres listens on port 6543 in the dev compose file")
+    monkeypatch.setenv("MEMSAFE_NOW", "2030-02-01T00:00:00+00:00")
+    page = client.get("/m/2")
+    assert page.status_code == 200
+    assert 'class="ddel">5433</span>' in page.text and 'class="dadd">6543</span>' in page.text
+    assert "<dt>source</dt><dd>user</dd>" in page.text
+    before = client.get("/m/2", params={"as_of": "2029-12-31"}).text
+    assert "port 5433" in before.split('id="asof-text"')[1][:200]
+    after = client.get("/m/2", params={"as_of": "2030-01-15"}).text
+    assert "port 6543" in after.split('id="asof-text"')[1][:200]
+    never = client.get("/m/2", params={"as_of": "2001-01-01"}).text
+    assert "did not exist yet" in never
+
+
+def test_git_note_provenance_names_its_commit(store):
+    m = api.remember(store, "git commit 1a2b3c4 on main: fix the parser\n\nfiles (1): a.py", source="git")
+    prov = api.provenance(m)
+    assert (prov.source, prov.commit, prov.branch, prov.author) == ("git", "1a2b3c4", "main", None)
+
+
+def test_pages_are_keyset_pages_of_50_and_filters_apply(store):
+    for i in range(120):
+        api.remember(store, f"note number {i} about topic {i % 7}", kind="fact" if i % 2 else "task",
+                     project="p1" if i < 100 else "p2", embed_now=False)
+    first = api.browse(store)
+    assert len(first.memories) == 50 and first.total == 120 and first.memories[0].id == 120
+    second = api.browse(store, after_id=first.next_after)
+    third = api.browse(store, after_id=second.next_after)
+    ids = [m.id for page in (first, second, third) for m in page.memories]
+    assert ids == list(range(120, 0, -1)) and third.next_after is None
+    assert {m.kind for m in api.browse(store, kinds=["task"]).memories} == {"task"}
+    assert api.browse(store, project="p2").total == 20
+    api.forget(store, 5)
+    assert [m.id for m in api.browse(store, status="forgotten").memories] == [5]
+    assert api.browse(store, age="older30d").total == 0 and api.browse(store, age="1d").total == 119
+    with pytest.raises(InvalidInput):
+        api.browse(store, status="gone")
+
+
+def test_graph_and_charts_pages_render(ui):
+    client, _, store = ui
+    api.relate_many(store, [("Postgres", "used by", "memsafe"), ("memsafe", "stores in", "SQLite")], create=True)
+    graph = client.get("/graph", params={"entity": "memsafe", "depth": "2"})
+    assert graph.status_code == 200 and graph.text.count("<circle") == 3
+    assert "stores in" in graph.text
+    assert client.get("/graph", params={"entity": "nobody-knows"}).status_code == 404
+    charts = client.get("/charts")
+    assert charts.status_code == 200
+    for section in ("chart-kind", "chart-decay", "chart-age", "chart-plan", "chart-recall", "chart-events"):
+        assert f'id="{section}"' in charts.text
+
+
+def test_other_commands_do_not_import_the_web_stack():
+    code = ("import sys; import memsafe.cli; "
+            "print(sorted(m for m in ('starlette', 'uvicorn', 'jinja2') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == "[]", done.stderr
