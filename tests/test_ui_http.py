@@ -51,7 +51,8 @@ def _fresh(state):
 
 
 def _post(client, state, path, **form):
-    return client.post(path, data={"csrf": state.csrf, **form}, headers={"Origin": BASE, "Sec-Fetch-Site": "same-origin"})
+    headers = {"Origin": BASE, "Sec-Fetch-Site": "same-origin"}
+    return client.post(path, data={"csrf": state.csrf, **form}, headers=headers)
 
 
 def test_requests_without_the_token_get_403(ui):

@@ -19,7 +19,8 @@ def ui(
     port: Annotated[
         int | None,
         typer.Option("--port", min=0, max=65535,
-                     help=f"Port on 127.0.0.1 (default {DEFAULT_PORT}, or any free port if it is taken; 0 = any free port)."),
+                     help=f"Port on 127.0.0.1 (default {DEFAULT_PORT}, or any free port if it is taken; "
+                     "0 = any free port)."),
     ] = None,
     no_open: Annotated[bool, typer.Option("--no-open", help="Print the URL but do not open a browser.")] = False,
 ) -> None:
@@ -58,6 +59,8 @@ def ui(
 
     try:
         server.run(state, sock, on_ready=ready)
+    except KeyboardInterrupt:  # uvicorn re-raises the Ctrl-C it handled once it has shut down
+        pass
     finally:
         opened.store.close()
         sock.close()

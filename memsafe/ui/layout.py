@@ -57,6 +57,7 @@ class Node:
     memories: int
     x: float
     y: float
+    r: float = 10.0
 
 
 @dataclass
@@ -110,13 +111,17 @@ def radial(view: GraphView, *, size: float = 720.0) -> tuple[list[Node], list[Ed
         else:
             r = rings[min(n.distance, 2)]
             x, y = c + r * math.cos(angle[n.entity.name]), c + r * math.sin(angle[n.entity.name])
-        nodes.append(Node(n.entity.name, n.entity.type, n.distance, n.entity.memories, round(x, 1), round(y, 1)))
+        r = 22.0 if n.distance == 0 else 9.0 + min(n.entity.memories, 12)
+        nodes.append(Node(n.entity.name, n.entity.type, n.distance, n.entity.memories, round(x, 1), round(y, 1), r))
     at = {n.name: n for n in nodes}
     edges = []
     for r in view.relations:
         a, b = at.get(r.source), at.get(r.target)
         if a is None or b is None:
             continue
-        edges.append(Edge(r.source, r.relation, r.target, a.x, a.y, b.x, b.y,
+        length = math.hypot(b.x - a.x, b.y - a.y) or 1.0
+        ux, uy = (b.x - a.x) / length, (b.y - a.y) / length  # lines stop at the circles, so arrowheads show
+        edges.append(Edge(r.source, r.relation, r.target, round(a.x + ux * a.r, 1), round(a.y + uy * a.r, 1),
+                          round(b.x - ux * (b.r + 2), 1), round(b.y - uy * (b.r + 2), 1),
                           round((a.x + b.x) / 2, 1), round((a.y + b.y) / 2, 1)))
     return nodes, edges

@@ -46,7 +46,7 @@ CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' 
 SECURITY_HEADERS = [
     (b"content-security-policy", CSP.encode()),
     (b"x-content-type-options", b"nosniff"),
-    (b"referrer-policy", b"no-referrer"),
+    (b"referrer-policy", b"same-origin"),  # no-referrer would make Chromium send `Origin: null` on POST
     (b"x-frame-options", b"DENY"),
     (b"cache-control", b"no-store"),
     (b"cross-origin-opener-policy", b"same-origin"),
@@ -252,7 +252,8 @@ def build_app(state: UiState) -> Starlette:
         more = {k: v for k, v in filters.items() if v and k != "q"}
         return render(request, "index.html", filters=filters, page=page, results=results,
                       facets=api.facets(store()), message=MESSAGES.get(q.get("msg", "")),
-                      next_url=f"/?{urlencode({**more, 'after': page.next_after})}" if page and page.next_after else None,
+                      next_url=f"/?{urlencode({**more, 'after': page.next_after})}" if page and page.next_after
+                      else None,
                       first_url=f"/?{urlencode(more)}" if q.get("after") else None)
 
     @guarded

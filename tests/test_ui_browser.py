@@ -1,0 +1,163 @@
+"""`memsafe ui` end to end in a real browser: the system's headless Chromium (Debian package,
+installed by .ci/run; never a browser download) driven by Playwright, against a real
+`memsafe ui` process. Screenshots of every page are saved under the test's tmp folder."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import run_memsafe
+
+from memsafe import api
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync"]
+XSS = '<script>alert("xss")</script><img src=x onerror="alert(2)"> hostile note'
+
+
+def _need_browser():
+    missing = [what for what, ok in (("chromium", Path(CHROMIUM).exists()),
+                                     ("playwright", _has_playwright())) if not ok]
+    if missing:
+        if os.environ.get("CI"):
+            pytest.fail(f"{', '.join(missing)} missing: .ci/run installs chromium and `make` installs playwright")
+        pytest.skip(f"{', '.join(missing)} not installed")
+
+
+def _has_playwright() -> bool:
+    try:
+        import playwright  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+@pytest.fixture
+def served(tmp_path, db_path, embedder):
+    """A store with a few memories, and `memsafe ui --no-open --port 0` serving it: yields
+    (process, url with token, base url)."""
+    _need_browser()
+    opened = api.open_store(str(db_path))
+    store = opened.store
+    api.remember(store, "We squash commits before merging to main", kind="decision", project="demo", tags=["git"])
+    api.remember(store, "Postgres listens on port 5433 in the dev compose file", kind="fact", project="demo")
+    api.remember(store, "The release checklist lives in docs/release.md", kind="fact", project="demo")
+    api.remember(store, XSS)
+    api.update(store, 2, content="Postgres listens on port 6543 in the dev compose file")
+    api.relate_many(store, [("Postgres", "used by", "memsafe"), ("memsafe", "stores in", "SQLite")], create=True)
+    store.close()
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "memsafe", "--db", str(db_path), "ui", "--no-open", "--port", "0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        url = proc.stdout.readline().strip()
+        assert url.startswith("http://127.0.0.1:") and "?token=" in url, proc.stderr.read()
+        yield proc, url, url.split("/?")[0]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(10)
+
+
+@pytest.fixture
+def page(tmp_path):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        context = p.chromium.launch_persistent_context(
+            str(tmp_path / "chromium-profile"), executable_path=CHROMIUM, headless=True, args=ARGS,
+            viewport={"width": 1280, "height": 900})
+        tab = context.new_page()
+        tab.dialogs = []
+        tab.on("dialog", lambda d: (tab.dialogs.append(d.message), d.dismiss()))
+        yield tab
+        context.close()
+
+
+def test_search_forget_history_graph_and_charts_in_a_real_browser(served, page, tmp_path, db_path):
+    proc, url, base = served
+    shots = tmp_path / "screenshots"
+    shots.mkdir()
+
+    page.goto(url)
+    assert page.url == base + "/"  # the token moved into a cookie and left the address bar
+    assert page.locator("#results li.mem").count() == 4
+    page.screenshot(path=shots / "index.png", full_page=True)
+
+    page.fill("input[name=q]", "how do we merge branches?")
+    page.press("input[name=q]", "Enter")
+    page.wait_for_url("**/?q=*")
+    first = page.locator("#results li.mem").first
+    assert first.get_attribute("data-id") == "1"
+    assert "lexical rank" in first.inner_text() and "vector rank" in first.inner_text()
+    page.screenshot(path=shots / "search.png", full_page=True)
+
+    first.locator("a.mem-id").click()
+    page.wait_for_url("**/m/1")
+    page.click("#forget")
+    page.wait_for_url("**/m/1?msg=forgotten")
+    assert page.inner_text("#status") == "forgotten"
+    page.screenshot(path=shots / "forgotten.png", full_page=True)
+    done = run_memsafe("--db", str(db_path), "recall", "how do we merge branches?", "-p", "demo", "--json")
+    assert done.returncode == 0, done.stderr
+    found = [h["id"] for h in json.loads(done.stdout)["results"]]
+    assert found and 1 not in found
+
+    page.goto(base + "/m/2")
+    assert page.locator("table.versions tbody tr").count() == 2
+    assert page.inner_text("#diff .ddel") == "5433" and page.inner_text("#diff .dadd") == "6543"
+    page.screenshot(path=shots / "history.png", full_page=True)
+
+    page.goto(base + "/graph")
+    page.fill("input[name=entity]", "memsafe")
+    page.select_option("select[name=depth]", "2")  # auto-submits (static/app.js)
+    page.wait_for_url("**/graph?entity=memsafe&depth=2")
+    assert page.locator("#graph circle").count() == 3
+    page.screenshot(path=shots / "graph.png", full_page=True)
+
+    page.click("nav >> text=Charts")
+    page.wait_for_url("**/charts")
+    assert page.locator("svg.chart").count() >= 6
+    page.screenshot(path=shots / "charts.png", full_page=True)
+
+    for shot in ("index", "search", "forgotten", "history", "graph", "charts"):
+        assert (shots / f"{shot}.png").stat().st_size > 10_000
+
+    proc.send_signal(signal.SIGINT)  # Ctrl-C stops it cleanly
+    assert proc.wait(15) == 0
+    assert "stopped" in proc.stderr.read()
+
+
+def test_stored_xss_is_text_in_the_browser(served, page, tmp_path):
+    _, url, base = served
+    page.goto(url)
+    for path in ("/", "/m/4", "/?q=hostile+note"):
+        page.goto(base + path)
+        page.wait_for_load_state("load")
+        time.sleep(0.2)
+        assert page.dialogs == []
+        assert page.evaluate("document.querySelectorAll('img[src=x], img[onerror]').length") == 0
+        assert page.evaluate("[...document.scripts].every(s => s.src.endsWith('/static/app.js'))")
+        assert '<script>alert("xss")</script>' in page.inner_text("main")
+    page.screenshot(path=tmp_path / "xss.png", full_page=True)
+
+
+def test_purge_needs_the_typed_confirmation(served, page, db_path):
+    _, url, base = served
+    page.goto(url)
+    page.goto(base + "/m/3")
+    page.click("details.danger summary")
+    assert page.is_disabled("#purge")
+    page.fill("#purge-form input[name=confirm]", "purge 3")
+    assert page.is_enabled("#purge")
+    page.click("#purge")
+    page.wait_for_url("**/?msg=purged")
+    assert run_memsafe("--db", str(db_path), "get", "3").returncode != 0
