@@ -58,6 +58,9 @@ class Node:
     x: float
     y: float
     r: float = 10.0
+    lx: float = 0.0  # label position and text-anchor: outward from the centre, clear of the edges
+    ly: float = 0.0
+    anchor: str = "middle"
 
 
 @dataclass
@@ -112,7 +115,9 @@ def radial(view: GraphView, *, size: float = 720.0) -> tuple[list[Node], list[Ed
             r = rings[min(n.distance, 2)]
             x, y = c + r * math.cos(angle[n.entity.name]), c + r * math.sin(angle[n.entity.name])
         r = 22.0 if n.distance == 0 else 9.0 + min(n.entity.memories, 12)
-        nodes.append(Node(n.entity.name, n.entity.type, n.distance, n.entity.memories, round(x, 1), round(y, 1), r))
+        node = Node(n.entity.name, n.entity.type, n.distance, n.entity.memories, round(x, 1), round(y, 1), r)
+        node.lx, node.ly, node.anchor = _label_at(node, c)
+        nodes.append(node)
     at = {n.name: n for n in nodes}
     edges = []
     for r in view.relations:
@@ -125,3 +130,17 @@ def radial(view: GraphView, *, size: float = 720.0) -> tuple[list[Node], list[Ed
                           round(b.x - ux * (b.r + 2), 1), round(b.y - uy * (b.r + 2), 1),
                           round((a.x + b.x) / 2, 1), round((a.y + b.y) / 2, 1)))
     return nodes, edges
+
+
+def _label_at(node: Node, c: float) -> tuple[float, float, str]:
+    """Where a node's label goes: above the root; for the others, just outside the circle on the
+    side away from the centre (edges reach a ring node from the inside, so they stay visible)."""
+    if node.distance == 0:
+        return node.x, round(node.y - node.r - 8, 1), "middle"
+    dx, dy = node.x - c, node.y - c
+    length = math.hypot(dx, dy) or 1.0
+    ux, uy = dx / length, dy / length
+    if abs(ux) > 0.35:
+        gap = node.r + 6
+        return round(node.x + ux * gap, 1), round(node.y + uy * gap + 4, 1), "start" if ux > 0 else "end"
+    return node.x, round(node.y + (node.r + 16 if uy > 0 else -node.r - 8), 1), "middle"
