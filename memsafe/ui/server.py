@@ -87,7 +87,7 @@ class UiState:
 
     def warm(self) -> None:
         """Load the embedding model and token encoding in the background, once, after the first
-        page is served: the first search then answers at once, and startup does not wait for it."""
+        response is sent: the first search then answers sooner, and startup does not wait for it."""
         if self.warmed.is_set():
             return
         self.warmed.set()
@@ -136,6 +136,8 @@ class Guard:
                 message.setdefault("headers", [])
                 message["headers"] = [*message["headers"], *SECURITY_HEADERS]
             await send(message)
+            if message["type"] == "http.response.body" and not message.get("more_body"):
+                self.state.warm()  # after the first page is out, not while it is being made
 
         return await self.app(scope, receive, send_secure)
 
@@ -232,8 +234,6 @@ def build_app(state: UiState) -> Starlette:
                     return fn(request)
                 except MemsafeError as exc:
                     return failure(request, exc)
-                finally:
-                    state.warm()
         return page
 
     @guarded
