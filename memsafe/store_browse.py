@@ -11,12 +11,17 @@ from collections.abc import Sequence
 
 from memsafe.models import Scope
 
-# Columns a chart may group memories by (the name is put into SQL, so only these are accepted).
-GROUPABLE = ("kind", "decay_level", "status", "source")
-
 
 class BrowseQueries:
     """Read-only browsing queries; see the module docstring."""
+
+    @staticmethod
+    def _browse_from(scope: Scope, created_before: str | None) -> str:
+        """The FROM clause of a browse: with a kind, tag or age filter, walk the rows in id order
+        (NOT INDEXED) and stop at the page's end; the (status, project) index would make SQLite
+        collect and sort every row of that status first (0.6 s at 100,000 memories, vs ~20 ms)."""
+        narrowed = scope.kinds or scope.tags or scope.since or created_before
+        return "memories m NOT INDEXED" if narrowed else "memories m"
 
     def browse_ids(self, scope: Scope, *, after_id: int | None = None, created_before: str | None = None,
                    limit: int = 50) -> list[int]:
@@ -31,16 +36,23 @@ class BrowseQueries:
         if created_before:
             where += " AND m.created_at < ?"
             params.append(created_before)
-        sql = f"SELECT m.id FROM memories m WHERE {where} ORDER BY m.id DESC LIMIT ?"
+        sql = f"SELECT m.id FROM {self._browse_from(scope, created_before)} WHERE {where} ORDER BY m.id DESC LIMIT ?"
         return [r[0] for r in self.conn.execute(sql, [*params, limit])]
 
-    def count_browse(self, scope: Scope, *, created_before: str | None = None) -> int:
-        """How many memories `browse_ids` walks through in total for this filter."""
+    def count_browse(self, scope: Scope, *, created_before: str | None = None, cap: int = 1000) -> tuple[int, bool]:
+        """(how many memories `browse_ids` walks through for this filter, whether the count
+        stopped at `cap`). Exact for status and project filters (an index count); with a kind,
+        tag or age filter counting means reading every row, so it stops after `cap`."""
         where, params = self._scope_sql(scope)
         if created_before:
             where += " AND m.created_at < ?"
             params.append(created_before)
-        return self.conn.execute(f"SELECT count(*) FROM memories m WHERE {where}", params).fetchone()[0]
+        source = self._browse_from(scope, created_before)
+        if source == "memories m":
+            return self.conn.execute(f"SELECT count(*) FROM memories m WHERE {where}", params).fetchone()[0], False
+        n = self.conn.execute(f"SELECT count(*) FROM (SELECT 1 FROM {source} WHERE {where} LIMIT ?)",
+                              [*params, cap + 1]).fetchone()[0]
+        return min(n, cap), n > cap
 
     def project_counts(self) -> list[tuple[str | None, int]]:
         """[(project key or None for global, memories of any status)], largest first."""
@@ -52,26 +64,18 @@ class BrowseQueries:
         return [(r[0], r[1]) for r in self.conn.execute(
             "SELECT tag, count(*) AS n FROM memory_tags GROUP BY tag ORDER BY n DESC, tag LIMIT ?", (limit,))]
 
-    def group_counts(self, column: str, statuses: Sequence[str]) -> list[tuple[object, int]]:
-        """[(value, count)] of memories with one of `statuses`, grouped by `column` (one of
-        GROUPABLE), ordered by value. Raises ValueError for another column."""
-        if column not in GROUPABLE:
-            raise ValueError(f"cannot group by {column!r}")
-        marks = ",".join("?" * len(statuses))
-        return [(r[0], r[1]) for r in self.conn.execute(
-            f"SELECT {column}, count(*) FROM memories WHERE status IN ({marks}) GROUP BY {column} ORDER BY {column}",
-            list(statuses))]
+    def status_counts(self) -> dict[str, int]:
+        """{status: memories} (an index count)."""
+        return dict(self.conn.execute("SELECT status, count(*) FROM memories GROUP BY status"))
 
-    def created_bins(self, edges: Sequence[str], statuses: Sequence[str]) -> list[int]:
-        """Counts of memories (with one of `statuses`) created in each interval between
-        consecutive `edges` (UTC ISO-8601, newest first): [edge0, +inf), [edge1, edge0), …,
-        (-inf, edge_last). Returns len(edges) + 1 counts."""
+    def active_profile(self, edges: Sequence[str]) -> list[tuple[str, int, int, int]]:
+        """Active memories counted by (kind, decay level, age bin), in one pass over the table.
+        Age bins follow `edges` (UTC ISO-8601 creation times, newest first): bin 0 is created at
+        or after edges[0], bin i in [edges[i], edges[i-1]), bin len(edges) before the last edge."""
         cases = " ".join(f"WHEN created_at >= ? THEN {i}" for i in range(len(edges)))
-        marks = ",".join("?" * len(statuses))
-        rows = dict(self.conn.execute(
-            f"SELECT CASE {cases} ELSE {len(edges)} END AS b, count(*) FROM memories "
-            f"WHERE status IN ({marks}) GROUP BY b", [*edges, *statuses]))
-        return [rows.get(i, 0) for i in range(len(edges) + 1)]
+        return [(r[0], r[1], r[2], r[3]) for r in self.conn.execute(
+            f"SELECT kind, decay_level, CASE {cases} ELSE {len(edges)} END AS b, count(*) FROM memories "
+            "WHERE status = 'active' GROUP BY kind, decay_level, b", list(edges))]
 
     def last_access_days(self, since: str) -> list[tuple[str, int]]:
         """[(UTC day 'YYYY-MM-DD', memories whose latest recall fell on that day)] since `since`,

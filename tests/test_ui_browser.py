@@ -128,7 +128,12 @@ def test_search_forget_history_graph_and_charts_in_a_real_browser(served, page, 
     assert page.locator("svg.chart").count() >= 6
     page.screenshot(path=shots / "charts.png", full_page=True)
 
-    for shot in ("index", "search", "forgotten", "history", "graph", "charts"):
+    page.click("nav >> text=Decay")
+    page.wait_for_url("**/decay")
+    assert "examined" in page.inner_text("#chart-plan")
+    page.screenshot(path=shots / "decay.png", full_page=True)
+
+    for shot in ("index", "search", "forgotten", "history", "graph", "charts", "decay"):
         assert (shots / f"{shot}.png").stat().st_size > 10_000
 
     proc.send_signal(signal.SIGINT)  # Ctrl-C stops it cleanly

@@ -31,7 +31,7 @@ def ui(db_path, embedder):
     api.remember(store, "We squash commits before merging to main", kind="decision", project="demo", tags=["git"])
     api.remember(store, "Postgres listens on port 5433 in the dev compose file", kind="fact", project="demo")
     api.remember(store, XSS)
-    state = server.UiState(opened, str(db_path), PORT)
+    state = server.UiState(opened, PORT)
     client = TestClient(server.build_app(state), base_url=BASE, follow_redirects=False)
     first = client.get("/", params={"token": state.token})
     assert first.status_code == 303 and first.headers["location"] == "/"
@@ -170,12 +170,16 @@ def test_pages_are_keyset_pages_of_50_and_filters_apply(store):
         api.remember(store, f"note number {i} about topic {i % 7}", kind="fact" if i % 2 else "task",
                      project="p1" if i < 100 else "p2", embed_now=False)
     first = api.browse(store)
-    assert len(first.memories) == 50 and first.total == 120 and first.memories[0].id == 120
+    assert len(first.memories) == 50 and (first.total, first.total_capped) == (120, False)
+    assert first.memories[0].id == 120
     second = api.browse(store, after_id=first.next_after)
     third = api.browse(store, after_id=second.next_after)
     ids = [m.id for page in (first, second, third) for m in page.memories]
     assert ids == list(range(120, 0, -1)) and third.next_after is None
-    assert {m.kind for m in api.browse(store, kinds=["task"]).memories} == {"task"}
+    tasks = api.browse(store, kinds=["task"])
+    assert {m.kind for m in tasks.memories} == {"task"} and tasks.total == 60
+    assert [m.id for m in api.browse(store, kinds=["task"], after_id=tasks.next_after).memories] == list(
+        range(19, 0, -2))  # the ids of the 10 remaining tasks (even i = odd id)
     assert api.browse(store, project="p2").total == 20
     api.forget(store, 5)
     assert [m.id for m in api.browse(store, status="forgotten").memories] == [5]
@@ -193,8 +197,10 @@ def test_graph_and_charts_pages_render(ui):
     assert client.get("/graph", params={"entity": "nobody-knows"}).status_code == 404
     charts = client.get("/charts")
     assert charts.status_code == 200
-    for section in ("chart-kind", "chart-decay", "chart-age", "chart-plan", "chart-recall", "chart-events"):
+    for section in ("chart-kind", "chart-status", "chart-decay", "chart-age", "chart-recall", "chart-events"):
         assert f'id="{section}"' in charts.text
+    decay = client.get("/decay")
+    assert decay.status_code == 200 and 'id="chart-plan"' in decay.text and "3 examined" in decay.text
 
 
 def test_other_commands_do_not_import_the_web_stack():

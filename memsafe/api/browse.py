@@ -46,11 +46,13 @@ ACTIVITY_DAYS = 30
 @dataclass
 class BrowsePage:
     """One page of memories, newest first. `next_after`: pass as `after_id` for the next page
-    (None on the last page); `total`: memories matching the filter."""
+    (None on the last page); `total`: memories matching the filter, or a lower bound when
+    `total_capped` (a kind, tag or age filter stops counting at 1,000; see Store.count_browse)."""
 
     memories: list[Memory]
     total: int
     next_after: int | None
+    total_capped: bool = False
 
 
 @dataclass
@@ -174,8 +176,8 @@ def browse(
     ids = ids[:limit]
     found = store.get_memories(ids)
     memories = [found[i] for i in ids if i in found]
-    total = store.count_browse(scope, created_before=before)
-    return BrowsePage(memories, total, ids[-1] if more and ids else None)
+    total, capped = store.count_browse(scope, created_before=before)
+    return BrowsePage(memories, total, ids[-1] if more and ids else None, capped)
 
 
 def search(
@@ -238,11 +240,18 @@ def _age_label(days: int) -> str:
 
 
 def store_charts(store: Store) -> StoreCharts:
-    """Aggregates for charts (see StoreCharts). Reads only; one GROUP BY per chart."""
+    """Aggregates for charts (see StoreCharts). Reads only: one pass over the active memories
+    (kind × decay level × age), an index count by status, and the last 30 days of access times
+    and audit events."""
     now = clock.now()
-    active = [Status.ACTIVE.value]
     edges = [clock.to_iso(now - timedelta(days=d)) for d in AGE_EDGES_DAYS]
-    bins = store.created_bins(edges, active)
+    kinds: dict[str, int] = {}
+    levels = [0, 0, 0]
+    bins = [0] * (len(edges) + 1)
+    for kind, level, age_bin, n in store.active_profile(edges):
+        kinds[kind] = kinds.get(kind, 0) + n
+        levels[min(max(level, 0), 2)] += n
+        bins[age_bin] += n
     labels = [f"under {_age_label(AGE_EDGES_DAYS[0])}"]
     labels += [f"{_age_label(a)} – {_age_label(b)}" for a, b in zip(AGE_EDGES_DAYS, AGE_EDGES_DAYS[1:])]
     labels.append(f"over {_age_label(AGE_EDGES_DAYS[-1])}")
@@ -252,11 +261,11 @@ def store_charts(store: Store) -> StoreCharts:
     events: dict[str, dict[str, int]] = {d: {} for d in days}
     for day, action, n in store.event_days(since):
         events.setdefault(day, {})[action] = n
-    statuses = dict(store.group_counts("status", [s.value for s in Status]))
+    statuses = store.status_counts()
     return StoreCharts(
         by_status=[(s.value, statuses.get(s.value, 0)) for s in Status],
-        by_kind=sorted(store.group_counts("kind", active), key=lambda kv: -kv[1]),
-        by_decay=[(lvl, dict(store.group_counts("decay_level", active)).get(lvl, 0)) for lvl in range(3)],
+        by_kind=sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0])),
+        by_decay=list(enumerate(levels)),
         by_age=list(zip(labels, bins)),
         recall_days=[(d, recalled.get(d, 0)) for d in days],
         event_days=[(d, events.get(d, {})) for d in days],

@@ -48,7 +48,7 @@ def ui(
         opened = api.open_store(db)
     for warning in opened.warnings:
         say("Warning", warning)
-    state = server.UiState(opened, db, sock.getsockname()[1])
+    state = server.UiState(opened, sock.getsockname()[1])
     url = state.url()
 
     def ready() -> None:

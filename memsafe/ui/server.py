@@ -71,7 +71,6 @@ class UiState:
     """What one run of the page holds: the store (used under `lock`), the token, the CSRF token."""
 
     opened: api.Opened
-    db: str | None
     port: int
     token: str = field(default_factory=lambda: secrets.token_urlsafe(32))
     csrf: str = field(default_factory=lambda: secrets.token_urlsafe(32))
@@ -288,22 +287,27 @@ def build_app(state: UiState) -> Starlette:
     @guarded
     def charts(request: Request):
         data = api.store_charts(store())
-        opened = api.open_store(str(state.opened.path), create=False)  # a dry run marks its connection: keep it apart
+        return render(
+            request, "charts.html", data=data,
+            kind_bars=layout.hbars(data.by_kind), decay_bars=layout.hbars(
+                [(f"level {lvl}: {label}", n) for (lvl, n), label in
+                 zip(data.by_decay, ("full text", "summary", "brief"))]),
+            age_bars=layout.hbars(data.by_age), status_bars=layout.hbars(data.by_status),
+            recall_cols=layout.columns(data.recall_days),
+            event_cols=layout.columns([(d, sum(v.values())) for d, v in data.event_days]),
+        )
+
+    @guarded
+    def decay(request: Request):
+        # a dry run marks its connection (no checkpoint on close): give it its own
+        opened = api.open_store(str(state.opened.path), create=False)
         try:
             report = api.decay(opened.store, dry_run=True)
         finally:
             opened.store.close()
         plan = api.decay_chart(report)
-        return render(
-            request, "charts.html", data=data, report=report, plan=plan,
-            kind_bars=layout.hbars(data.by_kind), decay_bars=layout.hbars(
-                [(f"level {lvl}: {label}", n) for (lvl, n), label in
-                 zip(data.by_decay, ("full text", "summary", "brief"))]),
-            age_bars=layout.hbars(data.by_age), status_bars=layout.hbars(data.by_status),
-            plan_bars=layout.hbars([(f"→ {a}", sum(k.values())) for a, k in plan.items()]),
-            recall_cols=layout.columns(data.recall_days),
-            event_cols=layout.columns([(d, sum(v.values())) for d, v in data.event_days]),
-        )
+        return render(request, "decay.html", report=report, plan=plan,
+                      plan_bars=layout.hbars([(f"→ {a}", sum(k.values())) for a, k in plan.items()]))
 
     async def act(request: Request):
         """POST /m/{id}/{action}: one curation action through one api handler, then back to the page."""
@@ -332,6 +336,7 @@ def build_app(state: UiState) -> Starlette:
         Route("/m/{id}/{action}", act, methods=["POST"]),
         Route("/graph", graph),
         Route("/charts", charts),
+        Route("/decay", decay),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
     app = Starlette(routes=routes)
