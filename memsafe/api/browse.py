@@ -24,7 +24,7 @@ from memsafe.store import Store
 __all__ = [
     "PAGE_SIZE", "AGES", "BrowsePage", "SearchPage", "Facets", "StoreCharts", "Provenance", "PastText",
     "browse", "search", "facets", "store_charts", "decay_chart", "provenance", "memory_events", "text_as_of",
-    "pin", "PIN_TAG",
+    "pin", "PIN_TAG", "store_counts", "top_entities",
 ]
 
 PAGE_SIZE = 50
@@ -224,6 +224,16 @@ def search(
             break
     return SearchPage(text, hits, "words", "lexical",
                       ["archived and forgotten memories are never recalled; they are found here by their words (BM25)"])
+
+
+def store_counts(store: Store) -> dict[str, int]:
+    """Memories by status plus totals of versions, entities and relations (as `status` counts them)."""
+    return store.counts()
+
+
+def top_entities(store: Store, limit: int = 24) -> list[tuple[str, int]]:
+    """[(entity name, active memories naming it)] for the `limit` most mentioned entities."""
+    return store.top_entities(limit)
 
 
 def facets(store: Store) -> Facets:

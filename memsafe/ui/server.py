@@ -215,7 +215,7 @@ def build_app(state: UiState) -> Starlette:
     store = lambda: state.opened.store  # noqa: E731
 
     def render(request: Request, name: str, status_code: int = 200, **context) -> HTMLResponse:
-        counts = store().counts()
+        counts = api.store_counts(store())
         html = env.get_template(name).render(
             request=request, csrf=state.csrf, db_path=str(state.opened.path), counts=counts,
             kinds=[k.value for k in Kind], statuses=[s.value for s in Status], ages=api.AGES, **context)
@@ -282,7 +282,7 @@ def build_app(state: UiState) -> Starlette:
             view = api.graph_show(store(), name, depth=depth, limit=40)
             nodes, edges = layout.radial(view)
         return render(request, "graph.html", entity=name, depth=depth, view=view, nodes=nodes, edges=edges,
-                      top=store().top_entities())
+                      top=api.top_entities(store()))
 
     @guarded
     def charts(request: Request):
