@@ -279,7 +279,7 @@ def build_app(state: UiState) -> Starlette:
         depth = 2 if q.get("depth") == "2" else 1
         view = nodes = edges = None
         if name:
-            view = api.graph_show(store(), name, depth=depth, limit=40)
+            view = api.graph_show(store(), name, depth=depth, limit=40, all_projects=True)
             nodes, edges = layout.radial(view)
         return render(request, "graph.html", entity=name, depth=depth, view=view, nodes=nodes, edges=edges,
                       top=api.top_entities(store()))
