@@ -243,6 +243,7 @@ NOT_SCOPED_READS = {
     "decay", "decrypt", "doctor", "embed", "encrypt", "forget", "graph add-entity", "graph relate",
     "graph unrelate", "hook backfill", "hook install", "hook run", "hook status", "hook uninstall", "import",
     "init", "purge", "rekey", "remember", "restore", "serve", "status", "update",
+    "ui",  # prints only its URL; the page shows every project, as its owner asked for the whole store
 }
 
 

@@ -165,4 +165,4 @@ def test_purge_needs_the_typed_confirmation(served, page, db_path):
     assert page.is_enabled("#purge")
     page.click("#purge")
     page.wait_for_url("**/?msg=purged")
-    assert run_memsafe("--db", str(db_path), "get", "3").returncode != 0
+    assert run_memsafe("--db", str(db_path), "get", "3", "--all-projects").returncode != 0

@@ -85,7 +85,7 @@ def test_cross_site_posts_are_refused_and_change_nothing(ui, cli):
     assert api.get(store, 1).status == "active"
     done = _post(client, state, "/m/1/forget", reason="wrong")
     assert done.status_code == 303 and done.headers["location"] == "/m/1?msg=forgotten"
-    shown = cli("get", "1", "--json")  # the CLI sees it at once
+    shown = cli("get", "1", "--all-projects", "--json")  # the CLI sees it at once
     assert json.loads(shown.stdout)["status"] == "forgotten"
 
 
@@ -132,13 +132,13 @@ def test_curation_actions_go_through_the_api(ui, cli):
     bad = _post(client, state, "/m/1/confidence", value="2")
     assert bad.status_code == 400 and "between" in bad.text
     _post(client, state, "/m/2/forget")
-    assert json.loads(cli("get", "2", "--json").stdout)["status"] == "forgotten"
+    assert json.loads(cli("get", "2", "--all-projects", "--json").stdout)["status"] == "forgotten"
     _post(client, state, "/m/2/restore")
     assert api.get(store, 2).status == "active"
     wrong = _post(client, state, "/m/2/purge", confirm="purge 1")
     assert wrong.status_code == 400 and "purge 2" in wrong.text and api.get(store, 2)
     assert _post(client, state, "/m/2/purge", confirm="purge 2").headers["location"] == "/?msg=purged"
-    assert cli("get", "2").exit_code != 0
+    assert cli("get", "2", "--all-projects").exit_code != 0
     assert client.get("/m/2").status_code == 404
 
 
