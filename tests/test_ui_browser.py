@@ -108,8 +108,12 @@ def test_search_forget_history_graph_and_charts_in_a_real_browser(served, page, 
     page.screenshot(path=shots / "forgotten.png", full_page=True)
     done = run_memsafe("--db", str(db_path), "recall", "how do we merge branches?", "-p", "demo", "--json")
     assert done.returncode == 0, done.stderr
-    found = [h["id"] for h in json.loads(done.stdout)["results"]]
-    assert found and 1 not in found
+    assert 1 not in [h["id"] for h in json.loads(done.stdout)["results"]]
+    shown = run_memsafe("--db", str(db_path), "recall", "squash commits merging", "-p", "demo", "--include-forgotten",
+                        "--json")
+    assert 1 in [h["id"] for h in json.loads(shown.stdout)["results"]]  # the query does reach it when asked
+    hidden = run_memsafe("--db", str(db_path), "recall", "squash commits merging", "-p", "demo", "--json")
+    assert 1 not in [h["id"] for h in json.loads(hidden.stdout)["results"]]
 
     page.goto(base + "/m/2")
     assert page.locator("table.versions tbody tr").count() == 2

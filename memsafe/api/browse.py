@@ -194,8 +194,7 @@ def search(
     """Search memories matching the filters, best first, at most `limit`.
 
     Active memories: `recall` itself (the same pipeline and ranking as `memsafe recall`, with a
-    budget large enough for `limit` hits), without access bookkeeping: looking at the store in
-    the page does not count as using a memory. Archived or forgotten memories, which recall never
+    budget large enough for `limit` hits); like every recall it does not count as using a memory. Archived or forgotten memories, which recall never
     returns: BM25 over their words (each hit has a lexical rank only).
 
     Raises:
@@ -205,7 +204,7 @@ def search(
     statuses = _status_list(status)
     if statuses == [Status.ACTIVE.value]:
         result = recall(store, query, project=project, all_projects=project is None, kinds=kinds, tags=tags,
-                        since=since, budget=SEARCH_BUDGET, limit=limit, touch=False)
+                        since=since, budget=SEARCH_BUDGET, limit=limit)
         hits = [h for h in result.hits if before is None or h.memory.created_at < before]
         return SearchPage(result.query, hits, "recall", result.mode, result.notes)
     text = clean_text(query, "query", MAX_QUERY_CHARS)
