@@ -64,7 +64,7 @@ def test_backfill_and_recall_are_bounded_while_decay_rewrites_the_rows(db_path, 
         assert result.hits  # it answers from what it has
         assert spy.texts <= core.BACKFILL_BATCH + 1  # at most one bounded backfill, plus the query
         if store.pending_count():
-            assert any("wait for embedding" in note for note in result.notes), result.notes
+            assert any("waiting for embedding" in note for note in result.notes), result.notes
     finally:
         changer.kill()
         changer.wait()

@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from memsafe.cli._common import _emit_json, _errors, _fail, app, is_terminal, out
+from memsafe.cli._common import _emit_json, _errors, _fail, _note_json, app, is_terminal, out
 from memsafe.render import count_of
 
 
@@ -37,7 +37,7 @@ def init(
     ] = None,
     repo: Annotated[str | None, typer.Option("--repo", help="Repository (default: the current directory's).")]
     = None,
-    json_: Annotated[bool, typer.Option("--json", help="With --dry-run: print the plan as one JSON document.")]
+    json_: Annotated[bool, typer.Option("--json", help="With --dry-run: print the plan as one JSON document.", callback=_note_json)]
     = False,
 ) -> None:
     """Connect memsafe to this machine: git hook, agents (MCP), agent rules, shell completion.
