@@ -194,8 +194,9 @@ def search(
     """Search memories matching the filters, best first, at most `limit`.
 
     Active memories: `recall` itself (the same pipeline and ranking as `memsafe recall`, with a
-    budget large enough for `limit` hits); like every recall it does not count as using a memory. Archived or forgotten memories, which recall never
-    returns: BM25 over their words (each hit has a lexical rank only).
+    budget large enough for `limit` hits); like every recall it does not count as using a memory.
+    Archived or forgotten memories, which recall never returns: BM25 over their words (each hit
+    has a lexical rank only).
 
     Raises:
         InvalidInput: empty query; unknown kind, status or age; bad tag.

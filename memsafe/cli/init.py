@@ -37,7 +37,8 @@ def init(
     ] = None,
     repo: Annotated[str | None, typer.Option("--repo", help="Repository (default: the current directory's).")]
     = None,
-    json_: Annotated[bool, typer.Option("--json", help="With --dry-run: print the plan as one JSON document.", callback=_note_json)]
+    json_: Annotated[bool, typer.Option("--json", help="With --dry-run: print the plan as one JSON document.",
+                                        callback=_note_json)]
     = False,
 ) -> None:
     """Connect memsafe to this machine: git hook, agents (MCP), agent rules, shell completion.
