@@ -38,7 +38,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from memsafe import api, clock
-from memsafe.bench.quality import MODES, RANKING_KEYS, _percentile
+from memsafe.bench.quality import MODES, RANKING_KEYS
+from memsafe.bench.timing import percentile
 from memsafe.errors import Duplicate
 
 KS = (1, 3, 5, 10)
@@ -261,8 +262,8 @@ def run_locomo(path: str | Path, *, modes: Sequence[str] = MODES, config: Mappin
             "dated": pick(lambda r: r["_dated"]),
             "categories": {CATEGORIES.get(c, str(c)): pick(lambda r, c=c: r["_category"] == c)
                            for c in sorted({r["_category"] for r in rows})},
-            "latency_ms_p50": round(_percentile(latencies[mode], 0.5), 2),
-            "latency_ms_p95": round(_percentile(latencies[mode], 0.95), 2),
+            "latency_ms_p50": round(percentile(latencies[mode], 0.5), 2),
+            "latency_ms_p95": round(percentile(latencies[mode], 0.95), 2),
         }
     report["dataset"]["dated_questions"] = sum(r["_dated"] for r in next(iter(per_mode.values()), []))
     report["seconds"] = round(time.perf_counter() - started, 1)
