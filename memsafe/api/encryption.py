@@ -70,14 +70,12 @@ def encrypt(db: str | None = None) -> EncryptionReport:
     path = _existing(db)
     if encryption.is_encrypted(path):
         raise InvalidInput(f"{path} is already encrypted; `memsafe rekey` changes its key")
-    keys = encryption.explicit_keys() if os.environ.get(encryption.KEY_ENV) or (
-        encryption.key_file() and encryption.key_file().exists()) else []
+    file = encryption.key_file()
     undo = None
-    if keys:
-        key = keys[0]
+    if os.environ.get(encryption.KEY_ENV) or (file is not None and file.exists()):
+        key = encryption.explicit_keys()[0]
         location = key.source
-    elif encryption.key_file() is not None:
-        file = encryption.key_file()
+    elif file is not None:
         key = encryption.Key(encryption.new_key(), f"{encryption.KEY_FILE_ENV} ({file})")
         encryption.write_key_file(file, key.secret + "\n")
         location, undo = f"a new key in {file} (mode 0600)", lambda: file.unlink(missing_ok=True)

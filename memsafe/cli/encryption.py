@@ -7,7 +7,7 @@ from dataclasses import asdict
 
 import typer
 
-from memsafe import api
+from memsafe import api, render
 from memsafe.cli._common import JsonOpt, _emit_json, _errors, app, out, say
 
 _DONE = {"encrypt": "Encrypted", "decrypt": "Decrypted", "rekey": "Re-keyed"}
@@ -17,8 +17,7 @@ def _show(report: api.EncryptionReport, json_: bool) -> None:
     if json_:
         _emit_json({**asdict(report), "encrypted": report.action != "decrypt"})
         return
-    noun = "memory" if report.memories == 1 else "memories"
-    line = f"{_DONE[report.action]} {report.path}: {report.memories} {noun}"
+    line = f"{_DONE[report.action]} {report.path}: {render.count_of(report.memories, 'memory')}"
     if report.cipher:
         line += f", cipher {report.cipher}"
     out().print(line, markup=False, highlight=False, soft_wrap=True)
