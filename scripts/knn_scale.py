@@ -17,15 +17,15 @@ from pathlib import Path
 import numpy as np
 
 from memsafe.models import Scope
-from memsafe.store import Store
+from memsafe.store import SQLiteStore
 
 PROJECTS = [None, "web", "api", "mobile", "infra", "data", "cli", "docs"]
 
 
-def build(path: Path, n: int, seed: int = 0) -> Store:
+def build(path: Path, n: int, seed: int = 0) -> SQLiteStore:
     rng = np.random.default_rng(seed)
     centroids = rng.normal(size=(64, 384)).astype(np.float32)
-    store = Store(path)
+    store = SQLiteStore(path)
     with store.write():
         store.ensure_vector_table("knn-scale", 384)
         for i in range(n):
@@ -41,7 +41,7 @@ def build(path: Path, n: int, seed: int = 0) -> Store:
     return store
 
 
-def measure(store: Store, queries: int = 30) -> dict:
+def measure(store: SQLiteStore, queries: int = 30) -> dict:
     rng = np.random.default_rng(1)
     out = {}
     scopes = {

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from memsafe import api, embed
-from memsafe.store import Store
+from memsafe.store import SQLiteStore
 
 
 def paragraphs(limit: int) -> list[str]:
@@ -55,7 +55,7 @@ def build(path: str, n: int) -> list[str]:
     if len(texts) < n + 200:
         raise SystemExit(f"only {len(texts)} paragraphs found; ask for fewer")
     rng = np.random.default_rng(5)
-    store = Store(Path(path))
+    store = SQLiteStore(Path(path))
     projects = [None, "web", "api", "mobile", "infra", "data", "cli", "docs"]
     with store.write():
         store.ensure_vector_table(embed.get_embedder().model_id, 384)

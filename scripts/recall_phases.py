@@ -15,26 +15,35 @@ import time
 
 from memsafe import api, embed
 from memsafe.bench.scale import synthetic_queries
-from memsafe.store import Store
+from memsafe.store import SQLiteStore
 
 PROJECTS = ["web", "api", "mobile", "infra", "data", "cli", "docs"]
 
 
 def _instrument(totals: dict, calls: collections.Counter) -> None:
-    for name, member in vars(Store).items():
-        if name.startswith("__") or not callable(member) or isinstance(member, (staticmethod, classmethod)) \
-                or name in ("write", "snapshot"):
-            continue
+    seen = set()
+    for cls in SQLiteStore.__mro__[:-1]:  # every mixin's methods, the most derived first
+        for name, member in vars(cls).items():
+            if name in seen:
+                continue
+            seen.add(name)
+            _wrap(totals, calls, name, member)
 
-        def timed(*args, _f=member, _name=name, **kwargs):
-            start = time.perf_counter()
-            try:
-                return _f(*args, **kwargs)
-            finally:
-                totals[_name] += time.perf_counter() - start
-                calls[_name] += 1
 
-        setattr(Store, name, functools.wraps(member)(timed))
+def _wrap(totals: dict, calls: collections.Counter, name: str, member) -> None:
+    if name.startswith("__") or not callable(member) or isinstance(member, (staticmethod, classmethod)) \
+            or name in ("write", "snapshot"):
+        return
+
+    def timed(*args, _f=member, _name=name, **kwargs):
+        start = time.perf_counter()
+        try:
+            return _f(*args, **kwargs)
+        finally:
+            totals[_name] += time.perf_counter() - start
+            calls[_name] += 1
+
+    setattr(SQLiteStore, name, functools.wraps(member)(timed))
 
 
 def main(path: str, n: int = 60) -> None:

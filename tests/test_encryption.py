@@ -22,7 +22,7 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 from memsafe import api, encryption
-from memsafe.store import Store
+from memsafe.store import SQLiteStore
 
 PHRASE = "ultramarine-platypus-7731 opens the staging vault"
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -184,7 +184,7 @@ def test_a_new_store_is_created_encrypted_when_a_key_is_set(tmp_path, monkeypatc
 def test_migration_backups_are_encrypted_too_and_new_ones_are_born_encrypted(tmp_path, monkeypatch):
     db = tmp_path / "old.db"
     shutil.copy(FIXTURES / "v1.db", db)
-    Store(db).close()  # migrates, leaving a plain backup of the v1 file
+    SQLiteStore(db).close()  # migrates, leaving a plain backup of the v1 file
     backups = encryption.backups_of(db)
     assert backups and not encryption.is_encrypted(backups[0])
     raw = apsw.Connection(str(backups[0]), flags=apsw.SQLITE_OPEN_READONLY)
@@ -198,7 +198,7 @@ def test_migration_backups_are_encrypted_too_and_new_ones_are_born_encrypted(tmp
     assert plain_bytes_anywhere(db, some_text[:40]) == []
 
     # a backup written by a migration of an encrypted store is encrypted with its key
-    with Store(db) as store:
+    with SQLiteStore(db) as store:
         key = store.key
     encrypted_backup = tmp_path / "copy.db"
     shutil.copy(backups[0], encrypted_backup)
@@ -253,10 +253,10 @@ def test_kill_9_at_any_instant_leaves_a_store_that_opens(tmp_path, action):
         os.environ["MEMSAFE_KEY_FILE"] = str(key_file)
         try:
             if encryption.is_encrypted(db):
-                store = Store(db, create=False)
+                store = SQLiteStore(db, create=False)
             else:
                 del os.environ["MEMSAFE_KEY_FILE"]
-                store = Store(db, create=False)
+                store = SQLiteStore(db, create=False)
             with store:
                 assert store.conn.execute("SELECT count(*) FROM memories").fetchone()[0] == 3000
                 assert store.integrity_check() == "ok"

@@ -17,7 +17,7 @@ from conftest import run_memsafe
 
 from memsafe import api, embed
 from memsafe.errors import InvalidInput, StoreUnavailable
-from memsafe.store import Store
+from memsafe.store import SQLiteStore
 
 
 def one_error_line(proc) -> str:
@@ -61,7 +61,7 @@ def test_stdin_with_invalid_utf8_and_closed_stdin(db_path):
     r = subprocess.run(cmd, input=b"caf\xe9 latin1 text", capture_output=True, env={**os.environ,
                        "PYTHONIOENCODING": "utf-8"})
     assert r.returncode == 0, r.stderr
-    with Store(db_path) as store:
+    with SQLiteStore(db_path) as store:
         assert api.get(store, 1).content == "caf\ufffd latin1 text"
     r = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True)
     assert r.returncode == 1  # empty stdin: "content is empty"
@@ -123,14 +123,14 @@ def test_a_foreign_sqlite_file_is_refused_and_left_byte_identical(tmp_path, vers
     conn.close()
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     with pytest.raises(StoreUnavailable, match="not a memsafe database"):
-        Store(path)
+        SQLiteStore(path)
     assert hashlib.sha256(path.read_bytes()).hexdigest() == digest
     assert not path.with_name("other.db-wal").exists()
 
 
 def test_too_long_file_name_is_a_clear_error(tmp_path):
     with pytest.raises(StoreUnavailable):
-        Store(tmp_path / ("a" * 300 + ".db"))
+        SQLiteStore(tmp_path / ("a" * 300 + ".db"))
 
 
 # -- recall under pressure ---------------------------------------------------------------------------
@@ -214,13 +214,13 @@ def test_a_model_that_fails_at_inference_falls_back_to_lexical(store, tmp_path, 
 
 def test_concurrent_recalls_and_writes_in_threads_share_nothing_stale(db_path, embedder):
     """Each thread opens its own store (as server tools do); a forget is seen by every later recall."""
-    with Store(db_path) as s:
+    with SQLiteStore(db_path) as s:
         target = api.remember(s, "The quarterly report is due on Fridays")
     errors: list[BaseException] = []
 
     def worker():
         try:
-            with Store(db_path) as s:
+            with SQLiteStore(db_path) as s:
                 for _ in range(5):
                     api.recall(s, "quarterly report")
         except BaseException as exc:  # pragma: no cover - reported below
@@ -229,12 +229,12 @@ def test_concurrent_recalls_and_writes_in_threads_share_nothing_stale(db_path, e
     threads = [threading.Thread(target=worker) for _ in range(4)]
     for t in threads:
         t.start()
-    with Store(db_path) as s:
+    with SQLiteStore(db_path) as s:
         api.forget(s, target.id)
     for t in threads:
         t.join()
     assert not errors
-    with Store(db_path) as s:
+    with SQLiteStore(db_path) as s:
         assert target.id not in [h.memory.id for h in api.recall(s, "quarterly report").hits]
 
 

@@ -253,9 +253,9 @@ def test_graph_hop_never_takes_a_memory_that_names_the_query_entity(tmp_path):
     related one then got the hop boost as if it were only one relation away."""
     from memsafe.api import graph as graph_api
     from memsafe.models import Scope
-    from memsafe.store import Store
+    from memsafe.store import SQLiteStore
 
-    store = Store(tmp_path / "g.db")
+    store = SQLiteStore(tmp_path / "g.db")
     at = "2026-01-01T00:00:00Z"
     with store.write():
         a = store.insert_entity("Alpha", "alpha", "concept", at)

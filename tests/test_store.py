@@ -9,9 +9,10 @@ import stat
 
 import pytest
 
-from memsafe import api, embed, migrations
+from memsafe import api, embed
 from memsafe.errors import SchemaTooNew, StoreUnavailable
-from memsafe.store import Store
+from memsafe.store import SQLiteStore
+from memsafe.store.sqlite import migrations
 
 
 def sha(path) -> str:
@@ -19,7 +20,7 @@ def sha(path) -> str:
 
 
 def make_store(path, *texts):
-    with Store(path) as store:
+    with SQLiteStore(path) as store:
         for text in texts:
             api.remember(store, text, embed_now=False)
 
@@ -28,7 +29,7 @@ def test_new_store_is_private_and_current(db_path):
     make_store(db_path, "hello")
     assert stat.S_IMODE(db_path.stat().st_mode) == 0o600
     assert stat.S_IMODE(db_path.parent.stat().st_mode) == 0o700
-    with Store(db_path) as store:
+    with SQLiteStore(db_path) as store:
         assert store.schema_version() == migrations.latest()
         assert store.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         assert store.integrity_check() == "ok"
@@ -36,12 +37,12 @@ def test_new_store_is_private_and_current(db_path):
 
 def test_newer_schema_is_refused_and_left_byte_identical(db_path):
     make_store(db_path, "a memory from the future")
-    with Store(db_path) as store:
+    with SQLiteStore(db_path) as store:
         store.conn.execute("PRAGMA user_version = 99")
         store.checkpoint()
     before = sha(db_path)
     with pytest.raises(SchemaTooNew, match="upgrade memsafe"):
-        Store(db_path)
+        SQLiteStore(db_path)
     assert sha(db_path) == before
 
 
@@ -53,7 +54,7 @@ def test_migration_writes_a_backup_first_and_keeps_every_row(db_path, monkeypatc
 
     monkeypatch.setattr(migrations, "MIGRATIONS", [*migrations.MIGRATIONS, ("m999_add_column", m999_add_column)])
     old_version = len(migrations.MIGRATIONS) - 1
-    with Store(db_path) as store:
+    with SQLiteStore(db_path) as store:
         assert store.schema_version() == old_version + 1
         assert store.backup_path is not None and store.backup_path.exists()
         assert [r[0] for r in store.conn.execute("SELECT content FROM memories ORDER BY id")] == ["first", "second"]
@@ -75,9 +76,9 @@ def test_failing_migration_rolls_back_and_reports(db_path, monkeypatch):
 
     monkeypatch.setattr(migrations, "MIGRATIONS", [*migrations.MIGRATIONS, ("m999_broken", m999_broken)])
     with pytest.raises(StoreUnavailable, match="cannot migrate"):
-        Store(db_path)
+        SQLiteStore(db_path)
     monkeypatch.setattr(migrations, "MIGRATIONS", migrations.MIGRATIONS[:-1])
-    with Store(db_path) as store:
+    with SQLiteStore(db_path) as store:
         assert store.schema_version() == len(migrations.MIGRATIONS)
         assert not store.conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'half_done'").fetchone()
         assert store.conn.execute("SELECT content FROM memories").fetchone()[0] == "keep me"
@@ -92,7 +93,7 @@ def test_read_only_file_needing_migration_is_a_clear_error(db_path, monkeypatch)
     )
     db_path.chmod(0o400)
     with pytest.raises(StoreUnavailable):
-        Store(db_path)
+        SQLiteStore(db_path)
 
 
 @pytest.mark.parametrize("content", [b"this is not sqlite at all" * 100, b"\x00" * 4096])
@@ -101,7 +102,7 @@ def test_a_file_that_is_not_a_memsafe_db_is_refused(tmp_path, content):
     path.write_bytes(content)
     before = sha(path)
     with pytest.raises(StoreUnavailable):
-        Store(path)
+        SQLiteStore(path)
     assert sha(path) == before
 
 
@@ -113,7 +114,7 @@ def test_a_foreign_sqlite_db_is_refused(tmp_path):
     conn.execute("CREATE TABLE people(name)")
     conn.close()
     with pytest.raises(StoreUnavailable, match="not a memsafe database"):
-        Store(path)
+        SQLiteStore(path)
 
 
 def test_tilde_and_spaces_in_the_path_are_expanded_once(tmp_path, monkeypatch):
@@ -160,7 +161,7 @@ def test_unopenable_path_is_an_error_not_a_store_elsewhere(tmp_path):
 
 def test_without_sqlite_vec_everything_works_lexically(db_path, monkeypatch):
     monkeypatch.setenv("MEMSAFE_NO_VEC", "1")
-    with Store(db_path) as store:
+    with SQLiteStore(db_path) as store:
         assert not store.vector_available
         m = api.remember(store, "The release train leaves every second Tuesday")
         assert not api.get(store, m.id).embedded
@@ -168,7 +169,7 @@ def test_without_sqlite_vec_everything_works_lexically(db_path, monkeypatch):
         assert [h.memory.id for h in result.hits] == [m.id]
         assert result.mode == "lexical" and any("vector search unavailable" in n for n in result.notes)
     monkeypatch.delenv("MEMSAFE_NO_VEC")
-    with Store(db_path) as store:  # the next process with the model fills the pending vector
+    with SQLiteStore(db_path) as store:  # the next process with the model fills the pending vector
         result = api.recall(store, "when does the train depart")
         assert api.get(store, m.id).embedded and result.hits[0].memory.id == m.id
 
@@ -177,7 +178,7 @@ def test_without_the_model_recall_is_lexical(db_path, monkeypatch):
     monkeypatch.setenv("MEMSAFE_MODEL_DIR", str(db_path.parent / "nowhere"))
     embed.reset()
     try:
-        with Store(db_path) as store:
+        with SQLiteStore(db_path) as store:
             m = api.remember(store, "Kafka topics are compacted weekly")
             result = api.recall(store, "Kafka")
             assert result.hits[0].memory.id == m.id and result.mode == "lexical"
@@ -190,7 +191,7 @@ def test_without_the_model_recall_is_lexical(db_path, monkeypatch):
 def test_consistency_check_covers_both_full_text_indexes(db_path, monkeypatch, index):
     """doctor (`consistency_problems`) notices a memory missing from the word or the trigram index."""
     monkeypatch.setenv("MEMSAFE_NO_MODEL", "1")
-    store = Store(db_path)
+    store = SQLiteStore(db_path)
     with store.write():
         memory_id = store.insert_memory(
             {"uid": "u1", "content": "kept in both indexes", "created_at": "2026-01-01T00:00:00Z",

@@ -18,8 +18,9 @@ from pathlib import Path
 import apsw
 import pytest
 
-from memsafe import api, migrations
+from memsafe import api
 from memsafe.errors import SchemaTooNew, StoreUnavailable
+from memsafe.store.sqlite import migrations
 
 FIXTURE = Path(__file__).parent / "fixtures" / "v1.db"
 sys.path.insert(0, str(FIXTURE.parent))

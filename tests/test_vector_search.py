@@ -12,7 +12,7 @@ import pytest
 
 from memsafe import api
 from memsafe.models import Scope
-from memsafe.store import Store
+from memsafe.store import SQLiteStore
 
 SIZES = {"big": 600, "mid": 150, "tiny": 5}
 
@@ -20,11 +20,11 @@ SIZES = {"big": 600, "mid": 150, "tiny": 5}
 @pytest.fixture(params=["sql", "in-memory"])
 def vec_store(tmp_path, monkeypatch, request):
     """Both search engines: vec0 SQL, and the in-memory copy a long-lived process builds."""
-    from memsafe import store as store_module
+    from memsafe.store.sqlite import vectors as store_module
 
     monkeypatch.setattr(store_module, "CACHE_MIN_VECTORS", 0 if request.param == "in-memory" else 10**9)
     rng = np.random.default_rng(42)
-    store = Store(tmp_path / "v.db")
+    store = SQLiteStore(tmp_path / "v.db")
     vectors: dict[int, np.ndarray] = {}
     projects: dict[int, str | None] = {}
     with store.write():
@@ -102,16 +102,16 @@ def _row(n: int) -> dict:
 def test_in_memory_copy_follows_other_processes_writes(tmp_path, monkeypatch):
     """A long-lived process's in-memory vectors follow every vector write made through another
     connection: new vectors, re-embeds, deletes (purge), a model reset, and a pruned log."""
-    from memsafe import store as store_module
+    from memsafe.store.sqlite import vectors as store_module
 
     monkeypatch.setattr(store_module, "CACHE_MIN_VECTORS", 0)
-    server, writer = Store(tmp_path / "s.db"), None
+    server, writer = SQLiteStore(tmp_path / "s.db"), None
     with server.write():
         server.ensure_vector_table("m1", 384)
         for n in range(1, 51):
             server.insert_memory(_row(n), [])
             server.put_vector(n, _unit(n).tobytes())
-    writer = Store(tmp_path / "s.db")
+    writer = SQLiteStore(tmp_path / "s.db")
     scope = Scope(projects=None, include_global=True, kinds=[], tags=[], since=None)
 
     def nearest(v, k=1):
@@ -149,12 +149,12 @@ def test_in_memory_copy_follows_other_processes_writes(tmp_path, monkeypatch):
 def test_bm25_search_is_exact_in_scope(tmp_path, monkeypatch, overfetch_min):
     """fts_search post-filters the global BM25 ranking by scope when the scope is broad and joins
     first when it is narrow; both must give exactly the join's answer (ties by id)."""
-    from memsafe import store as store_module
+    from memsafe.store.sqlite import _util as store_util
 
-    monkeypatch.setattr(store_module, "OVERFETCH_MIN", overfetch_min)
+    monkeypatch.setattr(store_util, "OVERFETCH_MIN", overfetch_min)
     rng = np.random.default_rng(3)
     words = ["deploy", "billing", "retry", "cache", "search", "login", "queue", "index"]
-    store = Store(tmp_path / "f.db")
+    store = SQLiteStore(tmp_path / "f.db")
     with store.write():
         for n in range(400):
             project = "big" if n % 10 else ("small" if n % 20 else None)
@@ -176,7 +176,7 @@ def test_bm25_search_is_exact_in_scope(tmp_path, monkeypatch, overfetch_min):
 
 def test_entity_memories_caps_each_entity_to_its_newest(tmp_path):
     """The graph hop takes the newest `per_entity` memories of each entity, in scope, newest first."""
-    store = Store(tmp_path / "g.db")
+    store = SQLiteStore(tmp_path / "g.db")
     with store.write():
         busy = store.insert_entity("Busy", "busy", "thing", "2026-01-01T00:00:00Z")
         quiet = store.insert_entity("Quiet", "quiet", "thing", "2026-01-01T00:00:00Z")

@@ -51,7 +51,7 @@ from memsafe.models import (
     StatusReport,
 )
 from memsafe.render import count_of
-from memsafe.store import Store, file_sizes
+from memsafe.store import Store, connect, file_sizes
 
 __all__ = [
     "Opened", "open_store", "clean_text", "clean_tags", "clean_project", "content_hash", "backfill",
@@ -94,7 +94,7 @@ def open_store(db: str | None = None, *, create: bool = True, origin: str | None
     """
     path, resolved_from = settings.resolve_db_path(db)
     origin = origin or resolved_from
-    store = Store(path, create=create)
+    store = connect(path, create=create)
     opened = Opened(store, path, origin)
     if store.created:
         default = settings.default_db_path()

@@ -10,11 +10,12 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from memsafe import __version__, embed, encryption, hooks, migrations, settings, tokens
+from memsafe import __version__, embed, encryption, hooks, settings, tokens
 from memsafe.api.core import Opened, encryption_state, vector_fix
 from memsafe.errors import MemsafeError
 from memsafe.render import count_of
 from memsafe.store import file_sizes
+from memsafe.store.sqlite import migrations
 
 __all__ = ["Check", "DoctorReport", "doctor", "WAL_WARN_BYTES"]
 

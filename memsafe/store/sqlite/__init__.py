@@ -1,0 +1,457 @@
+"""Responsibility: the SQLite backend (the embedded default): one file, opened with apsw.
+
+`SQLiteStore` is one apsw connection: WAL, a busy timeout, `BEGIN IMMEDIATE` for writes,
+foreign keys on, `secure_delete` on (freed pages are zeroed, so purged text leaves the file).
+sqlite-vec is loaded when available; without it the store still works lexically and
+`vector_error` says why. Its SQL is split by concern into mixins: `memories`, `fulltext`,
+`vectors`, `graph`, `history`, `config` and `browse`; this module opens, migrates
+(`migrations`), and holds the transactions and file-level checks.
+
+Callers group writes with `with store.write(): ...`; reads need no transaction.
+"""
+
+from __future__ import annotations
+
+import glob
+import importlib.util
+import os
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+import apsw
+
+from memsafe import encryption
+from memsafe.errors import SchemaTooNew, StoreUnavailable
+from memsafe.render import count_of
+from memsafe.store.interface import Store
+from memsafe.store.sqlite import migrations
+from memsafe.store.sqlite._util import chunked as _chunked
+from memsafe.store.sqlite.browse import SQLiteBrowse
+from memsafe.store.sqlite.config import SQLiteConfig
+from memsafe.store.sqlite.fulltext import SQLiteFullText
+from memsafe.store.sqlite.graph import SQLiteGraph
+from memsafe.store.sqlite.history import SQLiteHistory
+from memsafe.store.sqlite.memories import SQLiteMemories
+from memsafe.store.sqlite.vectors import SQLiteVectors, _VectorCache
+
+BUSY_TIMEOUT_MS = 30_000
+
+
+def _sqlite_vec_path() -> str:
+    """Path of the sqlite-vec loadable extension (without suffix, as `sqlite_vec.loadable_path()`
+    gives it), found without importing the package: its `__init__` imports numpy, which costs every
+    command ~40 ms and, imported from two threads at once (a server's tool call while the model
+    loads), can fail. Raises ImportError when sqlite-vec is not installed."""
+    spec = importlib.util.find_spec("sqlite_vec")
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError("the sqlite-vec package is not installed")
+    return os.path.join(next(iter(spec.submodule_search_locations)), "vec0")
+
+
+def _vec_disabled_reason() -> str | None:
+    if os.environ.get("MEMSAFE_NO_VEC"):
+        return "disabled by MEMSAFE_NO_VEC"
+    return None
+
+
+class SQLiteStore(SQLiteMemories, SQLiteFullText, SQLiteVectors, SQLiteGraph, SQLiteHistory, SQLiteConfig,
+                  SQLiteBrowse, Store):
+    """An open memsafe SQLite database.
+
+    Args:
+        path: absolute path of the SQLite file.
+        create: create the file (and its folder, mode 0700) if missing; the file is made 0600.
+
+    Raises:
+        StoreUnavailable: the path cannot be opened, created, or is not a memsafe database,
+            or a needed migration cannot be written.
+        SchemaTooNew: the file's schema version is newer than this code; it is left untouched.
+    """
+
+    def __init__(self, path: Path, *, create: bool = True):
+        self.path = Path(path)
+        self.created = False
+        self.backup_path: Path | None = None
+        self.vector_error: str | None = None
+        self.key: encryption.Key | None = None
+        self._vec_checked = False
+        self._vcache: _VectorCache | None = None
+        self._vsearches = 0
+        self.conn = self._connect(create)
+        try:
+            self._migrate()
+            self._load_vec()
+        except BaseException:
+            self.conn.close()
+            raise
+
+    def _connect(self, create: bool) -> apsw.Connection:
+        # Opening can meet SQLITE_BUSY without the busy handler being consulted (switching a brand-new
+        # file to WAL while another first opener creates the schema), so opening itself is retried.
+        deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+        while True:
+            try:
+                return self._open(create)
+            except apsw.BusyError as exc:
+                if time.monotonic() > deadline:
+                    raise StoreUnavailable(f"cannot open {self.path}: {exc}; another process keeps it locked") from None
+                time.sleep(0.05)
+            except (OSError, ValueError) as exc:  # e.g. a file name too long for the file system
+                raise StoreUnavailable(f"cannot open {self.path}: {getattr(exc, 'strerror', None) or exc}") from None
+
+    def _open(self, create: bool) -> apsw.Connection:
+        path = self.path
+        if path.is_dir():
+            raise StoreUnavailable(f"{path} is a directory, not a database file; pass a file path with --db")
+        if not path.exists():
+            if not create:
+                raise StoreUnavailable(f"no database at {path}")
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            except OSError as exc:
+                raise StoreUnavailable(f"cannot create folder {path.parent}: {exc.strerror or exc}") from None
+            self.created = True
+        candidates = self._keys_for(path)
+        old_umask = os.umask(0o077)
+        conn = None
+        try:
+            flags = apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
+            for attempt, key in enumerate(candidates or [None], start=1):
+                conn = apsw.Connection(str(path), flags=flags)
+                conn.setbusytimeout(BUSY_TIMEOUT_MS)
+                if key is not None:
+                    encryption.apply(conn, key)
+                try:
+                    # version and tables from one snapshot: a concurrent first opener commits both at once
+                    conn.execute("BEGIN")
+                    try:
+                        version = conn.execute("PRAGMA user_version").fetchone()[0]
+                        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+                    finally:
+                        conn.execute("COMMIT")
+                except apsw.NotADBError:
+                    conn.close()
+                    if attempt < len(candidates):
+                        continue  # a key file or keyring entry holds the next key first during `rekey`
+                    if key is not None:
+                        raise StoreUnavailable(
+                            f"cannot open {path}: wrong key or not a memsafe store (key from {key.source}); "
+                            "the file was not changed"
+                        ) from None
+                    raise StoreUnavailable(f"{path} is not a SQLite database; point --db at a memsafe file") from None
+                self.key = key
+                break
+            # Refuse foreign files before anything writes to them (switching to WAL would).
+            if version < 0 or (version > 0 and "memories" not in tables) or (version == 0 and tables):
+                conn.close()
+                raise StoreUnavailable(f"{path} is a SQLite file but not a memsafe database; it was not changed")
+            if version > migrations.latest():
+                conn.close()
+                raise SchemaTooNew(
+                    f"{path} has schema version {version}, newer than this memsafe understands "
+                    f"({migrations.latest()}); upgrade memsafe. The file was not changed."
+                )
+            conn.execute("PRAGMA foreign_keys = ON")
+            conn.execute("PRAGMA secure_delete = ON")
+            if self.key is not None:
+                conn.execute("PRAGMA temp_store = MEMORY")  # no plain-text temporary file, ever
+            mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
+            if mode.lower() != "wal":
+                conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = FULL")
+        except (apsw.ReadOnlyError, apsw.CantOpenError, apsw.PermissionsError) as exc:
+            raise StoreUnavailable(
+                f"cannot open {path}: the file or its folder is read-only or not accessible ({exc}); "
+                "memsafe needs write access to it. The file was not changed"
+            ) from None
+        except apsw.BusyError:
+            if conn is not None:
+                conn.close()
+            raise
+        except apsw.Error as exc:
+            raise StoreUnavailable(f"cannot open {path}: {exc}") from None
+        finally:
+            os.umask(old_umask)
+        return conn
+
+    @staticmethod
+    def _keys_for(path: Path) -> list[encryption.Key]:
+        """The keys to try on `path`, in order: none for a plain store; the configured keys for an
+        encrypted one, or for a new store while a key is set in the environment.
+
+        Raises:
+            KeyUnavailable: the file is encrypted and no key is configured, or a key is set in the
+                environment for a plain store (both say what to do; the file is not changed).
+        """
+        if encryption.is_encrypted(path):
+            keys = encryption.find_keys(path)
+            if not keys:
+                raise encryption.KeyUnavailable(encryption.no_key_message(path))
+            return keys
+        keys = encryption.explicit_keys()
+        if keys and path.exists() and path.stat().st_size > 0:
+            raise encryption.KeyUnavailable(
+                f"{path} is a plain (unencrypted) store but {keys[0].source} is set; run `memsafe encrypt` "
+                f"to encrypt it with that key, or unset {keys[0].variable}"
+            )
+        return keys[:1]  # a new store is created encrypted when a key is set
+
+    @property
+    def encrypted(self) -> bool:
+        """True when the file is encrypted (see `memsafe.encryption`)."""
+        return self.key is not None
+
+    def _migrate(self) -> None:
+        """Bring the file to `migrations.latest()` in ONE write transaction: concurrent first
+        openers never see (or back up) a half-migrated file. An existing file is copied to a
+        backup first, under the same lock, so no other process migrates it meanwhile."""
+        target = migrations.latest()
+        if self.schema_version() == target:
+            return
+        version = None
+        # Foreign keys are off while migrating (they cannot change inside a transaction): a table
+        # rebuild drops the old table, which would otherwise cascade deletes into its children
+        # (https://sqlite.org/lang_altertable.html#otheralter). Migrations check them themselves.
+        self.conn.execute("PRAGMA foreign_keys = OFF")
+        try:
+            with self.write():
+                version = self.schema_version()  # another process may have migrated meanwhile
+                if version >= target:
+                    return
+                if version == 0 and self.conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
+                    # checked under the write lock: a concurrent first opener may have just created it
+                    raise StoreUnavailable(f"{self.path} is a SQLite file but not a memsafe database")
+                if version != 0:
+                    self._backup(version)
+                for number, (_name, fn) in enumerate(migrations.MIGRATIONS, start=1):
+                    if number > version:
+                        fn(self.conn)
+                        self.conn.execute(f"PRAGMA user_version = {number}")
+        except apsw.Error as exc:
+            hint = " (the file or its folder is read-only)" if isinstance(exc, apsw.ReadOnlyError) else ""
+            raise StoreUnavailable(
+                f"cannot migrate {self.path} from schema {version} to {target}{hint}: {exc}"
+                + (f"; the file is unchanged, a backup is at {self.backup_path}" if self.backup_path else "")
+            ) from None
+        finally:
+            self.conn.execute("PRAGMA foreign_keys = ON")
+
+    def _backup(self, version: int) -> None:
+        """Copy the file (through SQLite's backup API, so WAL content is included) before migrating."""
+        dest = self.path.with_name(f"{self.path.name}.bak-v{version}")
+        n = 1
+        while dest.exists():
+            n += 1
+            dest = self.path.with_name(f"{self.path.name}.bak-v{version}.{n}")
+        try:
+            # Read through a second connection: this one holds the write lock of the migration
+            # (SQLite cannot back up from a connection inside a write transaction); readers still
+            # see the last committed state, which is what is being replaced.
+            source = apsw.Connection(str(self.path), flags=apsw.SQLITE_OPEN_READONLY)
+            target = apsw.Connection(str(dest))
+            try:
+                if self.key is not None:  # an encrypted store's backup is encrypted with the same key
+                    encryption.apply(source, self.key)
+                    encryption.apply(target, self.key)
+                with target.backup("main", source, "main") as b:
+                    while not b.done:
+                        b.step(1000)
+                target.execute("PRAGMA journal_mode = DELETE")  # the backup is one self-contained file
+            finally:
+                target.close()
+                source.close()
+            os.chmod(dest, 0o600)
+        except (apsw.Error, OSError) as exc:
+            raise StoreUnavailable(f"cannot write a backup of {self.path} before migrating: {exc}") from None
+        self.backup_path = dest
+
+    def _load_vec(self) -> None:
+        reason = _vec_disabled_reason()
+        if reason is None:
+            try:
+                self.conn.enable_load_extension(True)
+                self.conn.load_extension(_sqlite_vec_path())
+                self.conn.enable_load_extension(False)
+            except Exception as exc:  # ImportError, apsw.ExtensionLoadingError, AttributeError
+                reason = f"{type(exc).__name__}: {exc}"
+        self.vector_error = reason
+
+    @property
+    def vector_available(self) -> bool:
+        return self.vector_error is None
+
+    def close(self) -> None:
+        self.conn.close()
+
+    @contextmanager
+    def write(self, wait_ms: int = BUSY_TIMEOUT_MS) -> Iterator[None]:
+        """One short write transaction (`BEGIN IMMEDIATE`; retried while another writer holds the lock).
+
+        Raises:
+            StoreUnavailable: another writer held the lock for longer than `wait_ms` milliseconds.
+        """
+        if self.conn.in_transaction:
+            yield
+            return
+        deadline = time.monotonic() + wait_ms / 1000
+        self.conn.setbusytimeout(min(wait_ms, BUSY_TIMEOUT_MS))
+        try:
+            while True:
+                try:
+                    self.conn.execute("BEGIN IMMEDIATE")
+                    break
+                except apsw.BusyError:
+                    if time.monotonic() > deadline:
+                        raise StoreUnavailable(
+                            f"{self.path} stayed locked by another writer for {wait_ms / 1000:g}s; try again"
+                        ) from None
+                    time.sleep(0.05)
+        finally:
+            self.conn.setbusytimeout(BUSY_TIMEOUT_MS)
+        try:
+            yield
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        else:
+            self.conn.execute("COMMIT")
+
+    def schema_version(self) -> int:
+        return self.conn.execute("PRAGMA user_version").fetchone()[0]
+
+    def sqlite_version(self) -> str:
+        return apsw.sqlite_lib_version()
+
+    def vec_version(self) -> str | None:
+        if not self.vector_available:
+            return None
+        return self.conn.execute("SELECT vec_version()").fetchone()[0]
+
+    def integrity_check(self) -> str:
+        return "; ".join(r[0] for r in self.conn.execute("PRAGMA integrity_check"))
+
+    def checkpoint(self) -> None:
+        """Copy the WAL into the main file and truncate it (best effort while others read)."""
+        try:
+            self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        except apsw.BusyError:
+            pass
+
+    def backup_files(self) -> list[Path]:
+        """The copies of this database memsafe itself wrote: migration backups (`<db>.bak-v<N>`,
+        `<db>.bak-v<N>.<n>`), sorted."""
+        return sorted(p for p in self.path.parent.glob(f"{glob.escape(self.path.name)}.bak-v*") if p.is_file())
+
+    def backups_holding(self, uids: Sequence[str]) -> list[Path]:
+        out = []
+        for path in self.backup_files():
+            try:
+                conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+                try:
+                    found = any(conn.execute(f"SELECT 1 FROM memories WHERE uid IN ({marks}) LIMIT 1", chunk).fetchone()
+                                for chunk, marks in _chunked(uids))
+                finally:
+                    conn.close()
+            except apsw.Error:
+                found = True
+            if found:
+                out.append(path)
+        return out
+
+    @contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """A read transaction: every read inside sees one consistent state (WAL snapshot)."""
+        if self.conn.in_transaction:
+            yield
+            return
+        self.conn.execute("BEGIN")
+        try:
+            yield
+        finally:
+            self.conn.execute("COMMIT")
+
+    def memory_columns(self) -> list[str]:
+        return [r[1] for r in self.conn.execute("PRAGMA table_info(memories)")]
+
+    def version_columns(self) -> list[str]:
+        return [r[1] for r in self.conn.execute("PRAGMA table_info(memory_versions)")]
+
+    def _dict_rows(self, sql: str, params: Sequence = ()) -> list[dict]:
+        """Rows as dicts keyed by column name (also when there are no rows)."""
+        cur = self.conn.cursor()
+        names: list[str] = []
+
+        def tracer(cursor, row):
+            if not names:
+                names.extend(d[0] for d in cursor.getdescription())
+            return dict(zip(names, row))
+
+        cur.row_trace = tracer
+        return list(cur.execute(sql, params))
+
+    def no_checkpoint_on_close(self) -> None:
+        """Do not checkpoint the WAL into the main file when this connection closes (read-only runs)."""
+        self.conn.config(apsw.SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1)
+
+    def consistency_problems(self) -> list[str]:
+        """Everything that would make the file untrustworthy; [] when it is sound.
+
+        Checks: `PRAGMA integrity_check`, `PRAGMA foreign_key_check`, both FTS5 indexes (words and
+        trigrams) against their content (FTS5 'integrity-check' with rank=1, plus one index row
+        per memory), and the vectors against the rows (no vector for a missing row,
+        `embedded = 1` iff a vector exists).
+        Runs the FTS5 check as a command, so it takes the write lock briefly.
+        """
+        problems: list[str] = []
+        integrity = self.integrity_check()
+        if integrity != "ok":
+            problems.append(f"integrity_check: {integrity}")
+        fk = self.conn.execute("PRAGMA foreign_key_check").fetchall()
+        if fk:
+            problems.append(f"foreign_key_check: {len(fk)} dangling rows")
+        rows = self.conn.execute("SELECT count(*) FROM memories").fetchone()[0]
+        for table, what in (("memories_fts", "full-text"), ("memories_tri", "trigram")):
+            try:
+                with self.write():
+                    self.conn.execute(f"INSERT INTO {table}({table}, rank) VALUES ('integrity-check', 1)")
+            except apsw.Error as exc:
+                problems.append(f"{what} index integrity-check: {exc}")
+            indexed = self.conn.execute(f"SELECT count(*) FROM {table}_docsize").fetchone()[0]
+            if rows != indexed:
+                problems.append(f"{count_of(rows, 'memory')} but {count_of(indexed, what + ' entry')}")
+        if self.vector_table_exists() and self.vector_available:
+            orphans = self.conn.execute(
+                "SELECT count(*) FROM vec_memories v "
+                "WHERE NOT EXISTS (SELECT 1 FROM memories m WHERE m.id = v.memory_id)"
+            ).fetchone()[0]
+            if orphans:
+                problems.append(f"{count_of(orphans, 'vector')} for missing memories")
+            missing = self.conn.execute(
+                "SELECT count(*) FROM memories m WHERE m.embedded = 1 AND NOT EXISTS "
+                "(SELECT 1 FROM vec_memories v WHERE v.memory_id = m.id)"
+            ).fetchone()[0]
+            if missing:
+                problems.append(f"{count_of(missing, 'memory')} marked embedded without a vector")
+            unmarked = self.conn.execute(
+                "SELECT count(*) FROM vec_memories v JOIN memories m ON m.id = v.memory_id WHERE m.embedded = 0"
+            ).fetchone()[0]
+            if unmarked:
+                problems.append(f"{count_of(unmarked, 'vector')} for memories marked not embedded")
+        elif self.conn.execute("SELECT count(*) FROM memories WHERE embedded = 1").fetchone()[0]:
+            if not self.vector_table_exists():
+                problems.append("memories marked embedded but there is no vector table")
+        return problems
+
+
+def file_sizes(path: Path) -> tuple[int, int]:
+    """(main file bytes, WAL bytes); 0 for a missing file."""
+
+    def size(p: Path) -> int:
+        try:
+            return p.stat().st_size
+        except OSError:
+            return 0
+
+    return size(path), size(path.with_name(path.name + "-wal"))

@@ -1,0 +1,162 @@
+"""Responsibility: lexical search in a SQLite store: the FTS5 word index (porter + unicode61,
+BM25) and the trigram index for exact substrings and CJK (a mixin of `SQLiteStore`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+import apsw
+
+from memsafe import retrieve
+from memsafe.models import Scope
+from memsafe.store.interface import LexicalHits
+from memsafe.store.sqlite import _util
+from memsafe.store.sqlite._util import chunked as _chunked
+
+# A 1-2 character CJK query term is shorter than a trigram: it is looked up as the OR of the indexed
+# trigrams it starts, at most this many (the ones in most memories first).
+MAX_TRIGRAMS_PER_TERM = 128
+
+
+class SQLiteFullText:
+    """See the module docstring."""
+
+    def fts_search(self, match: str | None, scope: Scope, limit: int, exact: Sequence[str] = ()) -> LexicalHits:
+        """BM25 search, with exact matches first. `match` must be a safe FTS5 expression for the
+        word index (see `retrieve.fts_query`; None: none), `exact` terms from `retrieve.exact_terms`.
+
+        Returns a `LexicalHits`: [(memory id, score)] best first; score is SQLite's bm25 (negative,
+        lower is better). Memories holding exact terms (`exact_search`) come first, most terms
+        held first, with a score below every other hit's: best bm25 × (1 + held / len(exact)).
+        The rest follow by bm25 (ties by id): the exact top `limit` within the scope,
+        post-filtered when the scope is broad (see _util.OVERFETCH). The evidence is kept on the
+        result (`held`, `exact`) for fusion and term coverage.
+        """
+        fetch = max(limit * _util.OVERFETCH, _util.OVERFETCH_MIN)
+        found = self.exact_search(exact, scope, fetch) if exact and limit > 0 else {}
+        words = self._bm25_search(match, scope, limit) if match is not None else []
+        held: dict[int, int] = {}
+        for _df, ids in found.values():
+            for i in ids:
+                held[i] = held.get(i, 0) + 1
+        if not held:
+            return LexicalHits(words, {}, found)
+        bm25 = dict(words)
+        best = min([*bm25.values(), -1.0])
+        first = sorted(held, key=lambda i: (-held[i], bm25.get(i, 0.0), i))
+        hits = [(i, best * (1.0 + held[i] / len(exact))) for i in first]
+        hits += [(i, s) for i, s in words if i not in held]
+        return LexicalHits(hits[:limit], held, found)
+
+    def exact_search(self, terms: Sequence[str], scope: Scope, limit: int) -> dict[str, tuple[int, set[int]]]:
+        """Memories in scope holding each term exactly as typed (`retrieve.holds_exact`):
+        {term: (document frequency over the whole store, {ids in scope holding it})}.
+
+        Each term is looked up in the trigram index (`memories_tri`, case-insensitive, no
+        positions) as the AND of its trigrams, then checked against each candidate's text, at
+        most `limit` candidates per term (best trigram bm25 first); its document frequency counts
+        the candidates, an upper bound. A 1-2 character term (CJK: below trigram length) is looked
+        up as the OR of the indexed trigrams it starts (`memories_tri_vocab`, at most
+        MAX_TRIGRAMS_PER_TERM, commonest first); the index is fed the text plus a space, so a word
+        at the very end of a memory still starts one. Indexed lookups only, no scan of the texts.
+        """
+        out: dict[str, tuple[int, set[int]]] = {}
+        if not terms or limit <= 0:
+            return out
+        where, params = self._scope_sql(scope)
+        for term in terms:
+            if len(term) >= 3:  # no positions (detail='none'): every trigram, then check the text
+                match = " AND ".join(dict.fromkeys('"' + term[i : i + 3].replace('"', '""') + '"'
+                                                   for i in range(len(term) - 2)))
+            else:  # shorter than a trigram: the indexed trigrams it starts (the text ends with a space)
+                starts = [r[0] for r in self.conn.execute(
+                    "SELECT term FROM memories_tri_vocab WHERE term >= ? AND term < ? ORDER BY doc DESC LIMIT ?",
+                    (term, term + "\U0010ffff", MAX_TRIGRAMS_PER_TERM),
+                )]
+                if not starts:
+                    out[term] = (0, set())
+                    continue
+                match = " OR ".join('"' + t.replace('"', '""') + '"' for t in starts)
+            (df,) = self.conn.execute("SELECT count(*) FROM memories_tri WHERE memories_tri MATCH ?", (match,)
+                                      ).fetchone()
+            rows = self.conn.execute(
+                "SELECT m.id, m.content FROM memories_tri JOIN memories m ON m.id = memories_tri.rowid "
+                f"WHERE memories_tri MATCH ? AND {where} ORDER BY bm25(memories_tri), m.id LIMIT ?",
+                [match, *params, limit],
+            )
+            out[term] = (df, {i for i, text in rows if retrieve.holds_exact(text, term)})
+        return out
+
+    def _bm25_search(self, match: str, scope: Scope, limit: int) -> list[tuple[int, float]]:
+        """[(memory id, bm25)] of the word index, best first: see `fts_search`."""
+        if limit <= 0:
+            return []
+        where, params = self._scope_sql(scope)
+        fetch = max(limit * _util.OVERFETCH, _util.OVERFETCH_MIN)
+        rows = list(self.conn.execute(
+            "SELECT rowid, bm25(memories_fts) AS s FROM memories_fts WHERE memories_fts MATCH ? "
+            "ORDER BY s, rowid LIMIT ?", (match, fetch)
+        ))
+        keep = self._in_scope([r[0] for r in rows], where, params)
+        hits = [(i, s) for i, s in rows if i in keep]
+        if len(hits) >= limit or len(rows) < fetch:
+            return hits[:limit]
+        sql = (
+            "SELECT m.id, bm25(memories_fts) AS s FROM memories_fts JOIN memories m ON m.id = memories_fts.rowid "
+            f"WHERE memories_fts MATCH ? AND {where} ORDER BY s, m.id LIMIT ?"
+        )
+        return [(r[0], r[1]) for r in self.conn.execute(sql, [match, *params, limit])]
+
+    def _in_scope(self, ids: Sequence[int], where: str, params: list, embedded: bool = False) -> set[int]:
+        """The ids among `ids` whose memory is in scope (`where` from `_scope_sql`), by primary key."""
+        out: set[int] = set()
+        extra = " AND m.embedded = 1" if embedded else ""
+        for chunk, marks in _chunked(ids):
+            out.update(r[0] for r in self.conn.execute(
+                f"SELECT m.id FROM memories m NOT INDEXED WHERE m.id IN ({marks}){extra} AND {where}",
+                [*chunk, *params],
+            ))
+        return out
+
+    @staticmethod
+    def scratch_bm25(docs: dict[int, str], match: str, limit: int) -> list[int]:
+        """BM25 ranking of `docs` ({id: text}) for a safe FTS5 `match`, in a private in-memory
+        FTS5 table with the same tokenizer as `memories_fts` (time travel ranks past texts this
+        way). Touches no file. Returns ids best first."""
+        if not docs:
+            return []
+        scratch = apsw.Connection(":memory:")
+        try:
+            scratch.execute(
+                "CREATE VIRTUAL TABLE d USING fts5(content, tokenize='porter unicode61 remove_diacritics 2')"
+            )
+            scratch.executemany("INSERT INTO d(rowid, content) VALUES (?, ?)", list(docs.items()))
+            return [
+                r[0]
+                for r in scratch.execute(
+                    "SELECT rowid FROM d WHERE d MATCH ? ORDER BY bm25(d) LIMIT ?", (match, limit)
+                )
+            ]
+        finally:
+            scratch.close()
+
+    def fts_term_stats(
+        self, terms: Sequence[str], ids: Sequence[int]
+    ) -> tuple[int, dict[str, int], dict[str, set[int]]]:
+        """For each safe FTS5 term (see `retrieve.fts_terms`): its document frequency over the whole
+        index, and which of `ids` match it. Returns (number of indexed memories, {term: df},
+        {term: matching ids}). One pass over each term's doclist (the rowid filter inside it)."""
+        n = self.conn.execute("SELECT count(*) FROM memories").fetchone()[0]
+        df: dict[str, int] = {}
+        matches: dict[str, set[int]] = {}
+        wanted = json.dumps(list(ids))
+        for term in terms:
+            count, found = self.conn.execute(
+                "SELECT count(*), group_concat(rowid) FILTER (WHERE rowid IN (SELECT value FROM json_each(?2))) "
+                "FROM memories_fts WHERE memories_fts MATCH ?1", (term, wanted),
+            ).fetchone()
+            df[term] = count
+            matches[term] = {int(x) for x in found.split(",")} if found else set()
+        return n, df, matches

@@ -1,0 +1,281 @@
+"""Responsibility: the knowledge graph in a SQLite store: entities, aliases, memory links and
+typed relations, and which of them a scope may see (a mixin of `SQLiteStore`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+
+from memsafe.models import Scope
+from memsafe.store.sqlite._util import chunked as _chunked
+
+
+class SQLiteGraph:
+    """See the module docstring."""
+
+    def entity_degrees(self, ids: Sequence[int]) -> dict[int, int]:
+        out: dict[int, int] = {}
+        for chunk, marks in _chunked(ids):
+            out.update(self.conn.execute(
+                f"SELECT memory_id, count(*) FROM memory_entities WHERE memory_id IN ({marks}) GROUP BY memory_id",
+                chunk,
+            ))
+        return out
+
+    def connected_entity_counts(self, ids: Sequence[int]) -> dict[int, int]:
+        out: dict[int, int] = {}
+        for chunk, marks in _chunked(ids):
+            out.update(self.conn.execute(
+                f"SELECT me.memory_id, count(*) FROM memory_entities me WHERE me.memory_id IN ({marks}) AND ("
+                "EXISTS (SELECT 1 FROM relations r WHERE r.source_id = me.entity_id OR r.target_id = me.entity_id) "
+                "OR EXISTS (SELECT 1 FROM memory_entities o WHERE o.entity_id = me.entity_id "
+                "AND o.memory_id != me.memory_id)) GROUP BY me.memory_id",
+                chunk,
+            ))
+        return out
+
+    def entity_keys_of(self, ids: Sequence[int]) -> dict[int, list[str]]:
+        out: dict[int, list[str]] = {i: [] for i in ids}
+        for chunk, marks in _chunked(out):
+            for memory_id, key in self.conn.execute(
+                "SELECT me.memory_id, e.key FROM memory_entities me JOIN entities e ON e.id = me.entity_id "
+                f"WHERE me.memory_id IN ({marks}) ORDER BY me.memory_id, e.key",
+                chunk,
+            ):
+                out[memory_id].append(key)
+        return out
+
+    def _exported_entities_sql(self, scope: Scope | None) -> tuple[str, list]:
+        """Entities an export of `scope` carries: every one (None), else those named by a memory
+        in the scope's projects (any status) or by no memory at all (made by hand: global)."""
+        if scope is None or scope.projects is None:
+            return "1", []
+        projects, params = self._project_sql(scope)
+        return (
+            "(EXISTS (SELECT 1 FROM memory_entities me JOIN memories m ON m.id = me.memory_id "
+            f"WHERE me.entity_id = e.id AND {projects}) "
+            "OR NOT EXISTS (SELECT 1 FROM memory_entities me WHERE me.entity_id = e.id))", params
+        )
+
+    def iter_entities(self, scope: Scope | None = None) -> Iterator[dict]:
+        """Entities (id, name, key, type, created_at, aliases) by key: those an export of `scope`
+        carries (`_exported_entities_sql`)."""
+        where, params = self._exported_entities_sql(scope)
+        sql = f"SELECT e.id, e.name, e.key, e.type, e.created_at FROM entities e WHERE {where} ORDER BY e.key"
+        for entity_id, name, key, etype, created in list(self.conn.execute(sql, params)):
+            aliases = [a for (a,) in self.conn.execute(
+                "SELECT alias FROM entity_aliases WHERE entity_id = ? ORDER BY alias", (entity_id,))]
+            yield {"id": entity_id, "name": name, "key": key, "type": etype, "created_at": created,
+                   "aliases": aliases}
+
+    def iter_relations(self, scope: Scope | None = None) -> Iterator[dict]:
+        sql = (
+            "SELECT s.key, r.relation, t.key, r.weight, r.created_at, r.updated_at FROM relations r "
+            "JOIN entities s ON s.id = r.source_id JOIN entities t ON t.id = r.target_id"
+        )
+        params: list = []
+        if scope is not None and scope.projects is not None:
+            where, more = self._exported_entities_sql(scope)
+            sql += (f" WHERE r.source_id IN (SELECT e.id FROM entities e WHERE {where})"
+                    f" AND r.target_id IN (SELECT e.id FROM entities e WHERE {where})")
+            params = [*more, *more]
+        for s, rel, t, weight, created, updated in self.conn.execute(sql + " ORDER BY s.key, r.relation, t.key",
+                                                                     params):
+            yield {"source": s, "relation": rel, "target": t, "weight": weight, "created_at": created,
+                   "updated_at": updated}
+
+    def entity_id_by_key(self, key: str) -> int | None:
+        row = self.conn.execute("SELECT id FROM entities WHERE key = ?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def entity_name(self, entity_id: int) -> str | None:
+        row = self.conn.execute("SELECT name FROM entities WHERE id = ?", (entity_id,)).fetchone()
+        return row[0] if row else None
+
+    def add_entity_aliases(self, entity_id: int, aliases: Iterable[str]) -> None:
+        self.conn.executemany(
+            "INSERT OR IGNORE INTO entity_aliases(entity_id, alias) VALUES (?, ?)", [(entity_id, a) for a in aliases]
+        )
+
+    def link_memory_entity(self, memory_id: int, entity_id: int) -> bool:
+        self.conn.execute(
+            "INSERT OR IGNORE INTO memory_entities(memory_id, entity_id) VALUES (?, ?)", (memory_id, entity_id)
+        )
+        return self.conn.changes() > 0
+
+    def add_relation(self, source_id: int, relation: str, target_id: int, weight: float, created_at: str,
+                     updated_at: str) -> bool:
+        self.conn.execute(
+            "INSERT OR IGNORE INTO relations(source_id, relation, target_id, weight, created_at, updated_at) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            (source_id, relation, target_id, weight, created_at, updated_at),
+        )
+        return self.conn.changes() > 0
+
+    def entity_names(self, memory_id: int) -> list[str]:
+        return [
+            r[0]
+            for r in self.conn.execute(
+                "SELECT e.name FROM memory_entities me JOIN entities e ON e.id = me.entity_id "
+                "WHERE me.memory_id = ? ORDER BY e.name",
+                (memory_id,),
+            )
+        ]
+
+    def entities_by_keys(self, keys: Sequence[str]) -> dict[str, tuple[int, str, str]]:
+        out: dict[str, tuple[int, str, str]] = {}
+        for chunk, marks in _chunked(keys):
+            for r in self.conn.execute(f"SELECT key, id, name, type FROM entities WHERE key IN ({marks})", chunk):
+                out[r[0]] = (r[1], r[2], r[3])
+        return out
+
+    def insert_entity(self, name: str, key: str, type_: str, at: str) -> int:
+        self.conn.execute(
+            "INSERT INTO entities(name, key, type, created_at) VALUES (?, ?, ?, ?)", (name, key, type_, at)
+        )
+        entity_id = self.conn.last_insert_rowid()
+        self.add_alias(entity_id, name)
+        return entity_id
+
+    def add_alias(self, entity_id: int, alias: str) -> None:
+        self.conn.execute("INSERT OR IGNORE INTO entity_aliases(entity_id, alias) VALUES (?, ?)", (entity_id, alias))
+
+    def set_entity_type(self, entity_id: int, type_: str) -> None:
+        self.conn.execute("UPDATE entities SET type = ? WHERE id = ?", (type_, entity_id))
+
+    def link_memory_entities(self, memory_id: int, entity_ids: Iterable[int]) -> None:
+        self.conn.executemany(
+            "INSERT OR IGNORE INTO memory_entities(memory_id, entity_id) VALUES (?, ?)",
+            [(memory_id, e) for e in entity_ids],
+        )
+
+    def upsert_relation(self, source_id: int, relation: str, target_id: int, weight: float, at: str) -> None:
+        self.conn.execute(
+            "INSERT INTO relations(source_id, relation, target_id, weight, created_at, updated_at) "
+            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(source_id, relation, target_id) "
+            "DO UPDATE SET weight = excluded.weight, updated_at = excluded.updated_at",
+            (source_id, relation, target_id, weight, at, at),
+        )
+
+    def delete_relations(self, source_id: int, relation: str | None, target_id: int) -> int:
+        if relation is None:
+            sql, params = "DELETE FROM relations WHERE source_id = ? AND target_id = ?", (source_id, target_id)
+        else:
+            sql = "DELETE FROM relations WHERE source_id = ? AND relation = ? AND target_id = ?"
+            params = (source_id, relation, target_id)
+        self.conn.execute(sql, params)
+        return self.conn.changes()
+
+    def entity_rows(self, ids: Sequence[int]) -> dict[int, dict]:
+        out: dict[int, dict] = {}
+        for chunk, marks in _chunked(ids):
+            for r in self.conn.execute(
+                f"SELECT id, name, key, type, created_at FROM entities WHERE id IN ({marks})", chunk
+            ):
+                out[r[0]] = {"id": r[0], "name": r[1], "key": r[2], "type": r[3], "created_at": r[4], "aliases": []}
+            for entity_id, alias in self.conn.execute(
+                f"SELECT entity_id, alias FROM entity_aliases WHERE entity_id IN ({marks}) ORDER BY alias", chunk
+            ):
+                if alias != out[entity_id]["name"]:
+                    out[entity_id]["aliases"].append(alias)
+        return out
+
+    def relations_touching(self, entity_ids: Sequence[int]) -> list[tuple[int, int, str, int, float]]:
+        if not entity_ids:
+            return []
+        out: dict[int, tuple] = {}
+        for chunk, marks in _chunked(entity_ids, 400):
+            for r in self.conn.execute(
+                "SELECT id, source_id, relation, target_id, weight FROM relations "
+                f"WHERE source_id IN ({marks}) OR target_id IN ({marks}) ORDER BY id",
+                [*chunk, *chunk],
+            ):
+                out[r[0]] = tuple(r)
+        return [out[k] for k in sorted(out)]
+
+    def all_relations(self) -> list[tuple[int, int, str, int, float]]:
+        return [
+            tuple(r)
+            for r in self.conn.execute("SELECT id, source_id, relation, target_id, weight FROM relations ORDER BY id")
+        ]
+
+    def entity_memories(self, entity_ids: Sequence[int], scope: Scope, per_entity: int | None = None
+                        ) -> dict[int, list[int]]:
+        if not entity_ids:
+            return {}
+        where, params = self._scope_sql(scope)
+        out: dict[int, list[int]] = {}
+        inner = (
+            "SELECT me.entity_id, m.id AS memory_id, "
+            "row_number() OVER (PARTITION BY me.entity_id ORDER BY m.id DESC) AS n "
+            "FROM memory_entities me JOIN memories m ON m.id = me.memory_id "
+            "WHERE me.entity_id IN ({marks}) AND " + where
+        )
+        cap = 2**63 - 1 if per_entity is None else per_entity
+        for chunk, marks in _chunked(entity_ids):
+            sql = f"SELECT entity_id, memory_id FROM ({inner.format(marks=marks)}) WHERE n <= ? ORDER BY entity_id, n"
+            for entity_id, memory_id in self.conn.execute(sql, [*chunk, *params, cap]):
+                out.setdefault(entity_id, []).append(memory_id)
+        return out
+
+    def delete_orphan_entities(self, entity_ids: Iterable[int]) -> int:
+        n = 0
+        for entity_id in set(entity_ids):
+            self.conn.execute(
+                "DELETE FROM entities WHERE id = ? "
+                "AND NOT EXISTS (SELECT 1 FROM memory_entities WHERE entity_id = ?) "
+                "AND NOT EXISTS (SELECT 1 FROM relations WHERE source_id = ? OR target_id = ?)",
+                (entity_id, entity_id, entity_id, entity_id),
+            )
+            n += self.conn.changes()
+        return n
+
+    def memory_entity_ids(self, memory_ids: Sequence[int]) -> dict[int, list[int]]:
+        out: dict[int, list[int]] = {}
+        for chunk, marks in _chunked(memory_ids):
+            for memory_id, entity_id in self.conn.execute(
+                f"SELECT memory_id, entity_id FROM memory_entities WHERE memory_id IN ({marks}) ORDER BY entity_id",
+                chunk,
+            ):
+                out.setdefault(memory_id, []).append(entity_id)
+        return out
+
+    @classmethod
+    def _entity_visible_sql(cls, scope: Scope, alias: str = "e") -> tuple[str, list]:
+        """Which entities a scope may see (the graph's scope rule, `api.graph` module docstring):
+        an entity named by an active memory anywhere, or by no memory, or used by a relation;
+        and, when the scope is not every project, named by a memory in the scope's projects (of
+        any status) or by no memory at all, so a name taken from another project's text stays there."""
+        any_active = (f"EXISTS (SELECT 1 FROM memory_entities me JOIN memories m ON m.id = me.memory_id "
+                      f"WHERE me.entity_id = {alias}.id AND m.status = 'active')")
+        unlinked = f"NOT EXISTS (SELECT 1 FROM memory_entities me WHERE me.entity_id = {alias}.id)"
+        related = f"EXISTS (SELECT 1 FROM relations r WHERE r.source_id = {alias}.id OR r.target_id = {alias}.id)"
+        where = f"({any_active} OR {unlinked} OR {related})"
+        if scope.projects is None:
+            return where, []
+        projects, params = cls._project_sql(scope)
+        in_scope = (f"EXISTS (SELECT 1 FROM memory_entities me JOIN memories m ON m.id = me.memory_id "
+                    f"WHERE me.entity_id = {alias}.id AND {projects})")
+        return f"{where} AND ({in_scope} OR {unlinked})", params
+
+    def visible_entities(self, entity_ids: Sequence[int], scope: Scope) -> set[int]:
+        """Those of `entity_ids` the scope may see (`_entity_visible_sql`)."""
+        where, params = self._entity_visible_sql(scope)
+        out: set[int] = set()
+        for chunk, marks in _chunked(entity_ids):
+            out.update(r[0] for r in self.conn.execute(
+                f"SELECT e.id FROM entities e WHERE e.id IN ({marks}) AND {where}", [*chunk, *params]))
+        return out
+
+    def list_entities(self, scope: Scope) -> list[dict]:
+        """The entities `scope` may see (`_entity_visible_sql`), by key, each with the number of
+        memories in the scope (its statuses) that mention it."""
+        visible, v_params = self._entity_visible_sql(scope)
+        where, params = self._scope_sql(scope)
+        sql = (
+            "SELECT e.id, e.name, e.type, (SELECT count(*) FROM memory_entities me JOIN memories m "
+            f"ON m.id = me.memory_id WHERE me.entity_id = e.id AND {where}) FROM entities e "
+            f"WHERE {visible} ORDER BY e.key"
+        )
+        return [{"id": r[0], "name": r[1], "type": r[2], "memories": r[3]}
+                for r in self.conn.execute(sql, [*params, *v_params])]

@@ -1,0 +1,108 @@
+"""Responsibility: history and audit in a SQLite store: earlier versions of memories, the
+content-free event log, and the rows time travel reads (a mixin of `SQLiteStore`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from memsafe.store.sqlite._util import chunked as _chunked
+
+
+class SQLiteHistory:
+    """See the module docstring."""
+
+    def add_version(self, snapshot: dict, tags: Sequence[str], valid_to: str, cause: str) -> None:
+        self.conn.execute(
+            "INSERT INTO memory_versions(memory_id, content, kind, project, tags, importance, confidence, "
+            "decay_level, status, valid_from, valid_to, cause) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            (
+                snapshot["id"], snapshot["content"], snapshot["kind"], snapshot["project"],
+                json.dumps(list(tags), ensure_ascii=False), snapshot["importance"], snapshot["confidence"],
+                snapshot["decay_level"], snapshot["status"], snapshot["content_updated_at"], valid_to, cause,
+            ),
+        )
+
+    def add_event(self, at: str, action: str, memory_id: int | None = None, detail: str | None = None) -> None:
+        self.conn.execute(
+            "INSERT INTO events(at, action, memory_id, detail) VALUES (?, ?, ?, ?)", (at, action, memory_id, detail)
+        )
+
+    def versions_of(self, ids: Sequence[int]) -> dict[int, list[dict]]:
+        out: dict[int, list[dict]] = {i: [] for i in ids}
+        for chunk, marks in _chunked(out):
+            cur = self.conn.execute(
+                f"SELECT * FROM memory_versions WHERE memory_id IN ({marks}) ORDER BY memory_id, valid_from, id",
+                chunk,
+            )
+            names = None
+            for r in cur:
+                names = names or [d[0] for d in cur.getdescription()]
+                row = dict(zip(names, r))
+                memory_id = row.pop("memory_id")
+                row.pop("id")
+                out[memory_id].append(row)
+        return out
+
+    def purged_uids(self) -> dict[str, str]:
+        return {detail[4:]: at for at, detail in self.conn.execute(
+            "SELECT at, detail FROM events WHERE action = 'purge' AND detail LIKE 'uid=%' ORDER BY at")}
+
+    def replace_versions(self, memory_id: int, versions: Sequence[dict]) -> None:
+        self.conn.execute("DELETE FROM memory_versions WHERE memory_id = ?", (memory_id,))
+        self.conn.executemany(
+            "INSERT INTO memory_versions(memory_id, content, kind, project, tags, importance, confidence, "
+            "decay_level, status, valid_from, valid_to, cause, origin_id) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            [
+                (memory_id, v["content"], v["kind"], v["project"], json.dumps(list(v["tags"]), ensure_ascii=False),
+                 v["importance"], v["confidence"], v["decay_level"], v["status"], v["valid_from"], v["valid_to"],
+                 v["cause"], v.get("origin_id"))
+                for v in versions
+            ],
+        )
+
+    def versions(self, memory_id: int) -> list[dict]:
+        out = self._dict_rows("SELECT * FROM memory_versions WHERE memory_id = ? ORDER BY valid_to, id", (memory_id,))
+        for item in out:
+            item["tags"] = json.loads(item["tags"])
+        return out
+
+    def add_foreign_version(self, memory_id: int, version: dict, cause: str, origin_id: int) -> None:
+        self.conn.execute(
+            "INSERT INTO memory_versions(memory_id, content, kind, project, tags, importance, confidence, "
+            "decay_level, status, valid_from, valid_to, cause, origin_id) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (
+                memory_id, version["content"], version["kind"], version["project"],
+                json.dumps(list(version["tags"]), ensure_ascii=False), version["importance"],
+                version["confidence"], version["decay_level"], version["status"], version["valid_from"],
+                version["valid_to"], cause, origin_id,
+            ),
+        )
+
+    def rows_created_until(self, at: str) -> list[dict]:
+        return self._dict_rows("SELECT * FROM memories WHERE created_at <= ? ORDER BY id", (at,))
+
+    def own_versions_ending_after(self, at: str) -> list[dict]:
+        out = self._dict_rows(
+            "SELECT * FROM memory_versions WHERE origin_id IS NULL AND valid_to > ? ORDER BY memory_id, valid_to, id",
+            (at,),
+        )
+        for item in out:
+            item["tags"] = json.loads(item["tags"])
+        return out
+
+    def status_events_until(self, at: str) -> list[tuple[int, str, str]]:
+        return list(
+            self.conn.execute(
+                "SELECT memory_id, action, at FROM events WHERE action IN ('forget', 'restore', 'archive') "
+                "AND at <= ? AND memory_id IS NOT NULL ORDER BY at, id",
+                (at,),
+            )
+        )
+
+    def last_event_at(self, memory_id: int, action: str) -> str | None:
+        row = self.conn.execute(
+            "SELECT max(at) FROM events WHERE memory_id = ? AND action = ?", (memory_id, action)
+        ).fetchone()
+        return row[0] if row else None

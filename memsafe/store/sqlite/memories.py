@@ -1,0 +1,208 @@
+"""Responsibility: memory rows and their tags in a SQLite store, and the SQL of a `Scope`
+(a mixin of `SQLiteStore`; it uses `self.conn`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from memsafe.models import Memory, Scope
+from memsafe.store.sqlite._util import chunked as _chunked
+
+_MEMORY_COLUMNS = (
+    "id, uid, content, kind, project, source, importance, confidence, created_at, updated_at, "
+    "last_accessed_at, access_count, decay_level, status, status_reason, embedded"
+)
+
+
+class SQLiteMemories:
+    """See the module docstring."""
+
+    def insert_memory(self, row: dict, tags: Sequence[str]) -> int:
+        columns = ", ".join(row)
+        marks = ", ".join("?" for _ in row)
+        self.conn.execute(f"INSERT INTO memories({columns}) VALUES ({marks})", tuple(row.values()))
+        memory_id = self.conn.last_insert_rowid()
+        self.set_tags(memory_id, tags)
+        return memory_id
+
+    def update_memory(self, memory_id: int, changes: dict) -> None:
+        if not changes:
+            return
+        assignments = ", ".join(f"{column} = ?" for column in changes)
+        self.conn.execute(
+            f"UPDATE memories SET {assignments} WHERE id = ?", (*changes.values(), memory_id)
+        )
+
+    def set_tags(self, memory_id: int, tags: Iterable[str]) -> None:
+        self.conn.execute("DELETE FROM memory_tags WHERE memory_id = ?", (memory_id,))
+        self.conn.executemany(
+            "INSERT OR IGNORE INTO memory_tags(memory_id, tag) VALUES (?, ?)",
+            [(memory_id, t) for t in tags],
+        )
+
+    def get_memories(self, ids: Sequence[int]) -> dict[int, Memory]:
+        if not ids:
+            return {}
+        out: dict[int, Memory] = {}
+        for chunk, marks in _chunked(ids):
+            for r in self.conn.execute(f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE id IN ({marks})", chunk):
+                out[r[0]] = Memory(
+                    id=r[0], uid=r[1], content=r[2], kind=r[3], project=r[4], source=r[5],
+                    importance=r[6], confidence=r[7], created_at=r[8], updated_at=r[9],
+                    last_accessed_at=r[10], access_count=r[11], decay_level=r[12], status=r[13],
+                    status_reason=r[14], embedded=bool(r[15]), tags=[],
+                )
+            for memory_id, tag in self.conn.execute(
+                f"SELECT memory_id, tag FROM memory_tags WHERE memory_id IN ({marks}) ORDER BY tag", chunk
+            ):
+                out[memory_id].tags.append(tag)
+        return out
+
+    def raw_row(self, memory_id: int) -> dict | None:
+        cur = self.conn.execute("SELECT * FROM memories WHERE id = ?", (memory_id,))
+        row = cur.fetchone()
+        if row is None:
+            return None
+        return dict(zip([d[0] for d in cur.getdescription()], row))
+
+    def find_duplicate(self, content_hash: str, project: str | None) -> int | None:
+        row = self.conn.execute(
+            "SELECT id FROM memories WHERE content_hash = ? AND project IS ? AND status != 'forgotten' "
+            "ORDER BY id LIMIT 1",
+            (content_hash, project),
+        ).fetchone()
+        return row[0] if row else None
+
+    def touch(self, ids: Sequence[int], at: str) -> None:
+        self.conn.executemany(
+            "UPDATE memories SET last_accessed_at = ?, access_count = access_count + 1 WHERE id = ?",
+            [(at, i) for i in ids],
+        )
+
+    def delete_memories(self, ids: Sequence[int]) -> int:
+        versions = 0
+        for memory_id in ids:
+            versions += self.conn.execute(
+                "SELECT count(*) FROM memory_versions WHERE memory_id = ? OR origin_id = ?", (memory_id, memory_id)
+            ).fetchone()[0]
+            # copies merged into another memory's history (consolidate) go too
+            self.conn.execute("DELETE FROM memory_versions WHERE origin_id = ?", (memory_id,))
+            self.delete_vector(memory_id)
+            self.conn.execute("DELETE FROM memories WHERE id = ?", (memory_id,))
+        return versions
+
+    def counts(self) -> dict[str, int]:
+        out = {s: 0 for s in ("active", "archived", "forgotten")}
+        out.update(dict(self.conn.execute("SELECT status, count(*) FROM memories GROUP BY status")))
+        out["total"] = sum(out[s] for s in ("active", "archived", "forgotten"))
+        out["versions"] = self.conn.execute("SELECT count(*) FROM memory_versions").fetchone()[0]
+        out["entities"] = self.conn.execute("SELECT count(*) FROM entities").fetchone()[0]
+        out["relations"] = self.conn.execute("SELECT count(*) FROM relations").fetchone()[0]
+        return out
+
+    @staticmethod
+    def _project_sql(scope: Scope, alias: str = "m") -> tuple[str, list]:
+        """The project part of a scope alone: `1` for every project."""
+        if scope.projects is None:
+            return "1", []
+        parts, params = [], list(scope.projects)
+        if scope.projects:
+            parts.append(f"{alias}.project IN ({','.join('?' * len(scope.projects))})")
+        if scope.include_global:
+            parts.append(f"{alias}.project IS NULL")
+        return "(" + " OR ".join(parts or ["0"]) + ")", params
+
+    @staticmethod
+    def _scope_sql(scope: Scope, alias: str = "m") -> tuple[str, list]:
+        clauses: list[str] = []
+        params: list = []
+        marks = ",".join("?" * len(scope.statuses))
+        clauses.append(f"{alias}.status IN ({marks})")
+        params.extend(scope.statuses)
+        if scope.projects is not None:
+            where, more = SQLiteMemories._project_sql(scope, alias)
+            clauses.append(where)
+            params.extend(more)
+        if scope.kinds:
+            clauses.append(f"{alias}.kind IN ({','.join('?' * len(scope.kinds))})")
+            params.extend(scope.kinds)
+        for tag in scope.tags:
+            clauses.append(f"EXISTS (SELECT 1 FROM memory_tags t WHERE t.memory_id = {alias}.id AND t.tag = ?)")
+            params.append(tag)
+        if scope.since:
+            clauses.append(f"{alias}.created_at >= ?")
+            params.append(scope.since)
+        return " AND ".join(clauses), params
+
+    def count_in_scope(self, scope: Scope, embedded_only: bool = False) -> int:
+        where, params = self._scope_sql(scope)
+        if embedded_only:
+            where += " AND m.embedded = 1"
+        return self.conn.execute(f"SELECT count(*) FROM memories m WHERE {where}", params).fetchone()[0]
+
+    def export_memory_rows(self, after_id: int, limit: int, statuses: Sequence[str], scope: Scope | None
+                           ) -> list[dict]:
+        marks = ",".join("?" * len(statuses))
+        projects, params = self._project_sql(scope) if scope is not None else ("1", [])
+        sql = f"SELECT * FROM memories m WHERE m.id > ? AND m.status IN ({marks}) AND {projects}"
+        cur = self.conn.execute(sql + " ORDER BY m.id LIMIT ?", [after_id, *statuses, *params, limit])
+        names = None
+        rows = []
+        for r in cur:
+            names = names or [d[0] for d in cur.getdescription()]
+            rows.append(dict(zip(names, r)))
+        return rows
+
+    def tags_of(self, ids: Sequence[int]) -> dict[int, list[str]]:
+        out: dict[int, list[str]] = {i: [] for i in ids}
+        for chunk, marks in _chunked(out):
+            for memory_id, tag in self.conn.execute(
+                f"SELECT memory_id, tag FROM memory_tags WHERE memory_id IN ({marks}) ORDER BY tag", chunk
+            ):
+                out[memory_id].append(tag)
+        return out
+
+    def memory_by_uid(self, uid: str) -> dict | None:
+        row = self.conn.execute("SELECT id FROM memories WHERE uid = ?", (uid,)).fetchone()
+        return self.raw_row(row[0]) if row else None
+
+    def memory_id_taken(self, memory_id: int, uid: str | None = None) -> bool:
+        if self.conn.execute("SELECT 1 FROM memories WHERE id = ?", (memory_id,)).fetchone():
+            return True
+        if not self.conn.execute("SELECT 1 FROM events WHERE memory_id = ? LIMIT 1", (memory_id,)).fetchone():
+            return False
+        return uid is None or not self.conn.execute(
+            "SELECT 1 FROM events WHERE memory_id = ? AND action = 'purge' AND detail = ?", (memory_id, f"uid={uid}")
+        ).fetchone()
+
+    def decay_rows(self) -> list[dict]:
+        rows = self._dict_rows(
+            "SELECT id, content, kind, importance, confidence, access_count, created_at, updated_at, "
+            "content_updated_at, last_accessed_at, decay_level, decay_bank, decay_checked_at, stability, status "
+            "FROM memories WHERE status = 'active' ORDER BY id"
+        )
+        ids = [r["id"] for r in rows]
+        tags = self.tags_of(ids)
+        degrees = self.connected_entity_counts(ids)
+        for r in rows:
+            r["tags"] = tags.get(r["id"], [])
+            r["degree"] = degrees.get(r["id"], 0)
+        return rows
+
+    def bank_decay(self, memory_id: int, bank: float, checked_at: str, expect_checked: str | None,
+                   expect_accessed: str | None) -> bool:
+        self.conn.execute(
+            "UPDATE memories SET decay_bank = ?, decay_checked_at = ? WHERE id = ? AND status = 'active' "
+            "AND decay_checked_at IS ? AND last_accessed_at IS ?",
+            (bank, checked_at, memory_id, expect_checked, expect_accessed),
+        )
+        return self.conn.changes() > 0
+
+    def list_ids(self, scope: Scope, limit: int | None) -> list[int]:
+        where, params = self._scope_sql(scope)
+        sql = f"SELECT m.id FROM memories m WHERE {where} ORDER BY m.id DESC"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
+        return [r[0] for r in self.conn.execute(sql, params)]

@@ -1,0 +1,282 @@
+"""Responsibility: vectors in a SQLite store: the sqlite-vec `vec0` table, KNN within a scope,
+pending (deferred) embeddings, and a long-lived process's in-memory copy (a mixin of `SQLiteStore`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import apsw
+
+from memsafe.errors import StoreUnavailable
+from memsafe.models import Scope
+from memsafe.store.sqlite import _util
+from memsafe.store.sqlite._util import chunked as _chunked
+
+KNN_MAX_K = 4096  # sqlite-vec's upper bound on `k` in a KNN query (v0.1.x)
+CACHE_MIN_VECTORS = 2000  # from this many vectors, a process's second search loads them into memory
+EXACT_SCAN_RATIO = 24  # score a scope row by row when it holds under 1/24 of the vectors (see vector_search)
+
+
+class SQLiteVectors:
+    """See the module docstring."""
+
+    def vector_table_exists(self) -> bool:
+        return bool(
+            self.conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'vec_memories'").fetchone()
+        )
+
+    def ensure_vector_table(self, model_id: str, dim: int) -> None:
+        """Create the vec0 table for this model, or rebuild it (all vectors pending) if the stored
+        vectors came from another model. Call inside `write()`."""
+        stored = self.config_get("_embedding_model")
+        if stored == model_id and self.vector_table_exists():
+            return
+        if self.vector_table_exists():
+            self.conn.execute("DROP TABLE vec_memories")
+        self.conn.execute(
+            f"CREATE VIRTUAL TABLE vec_memories USING vec0("
+            f"memory_id INTEGER PRIMARY KEY, embedding float[{int(dim)}] distance_metric=cosine)"
+        )
+        self.conn.execute("UPDATE memories SET embedded = 0 WHERE embedded = 1")
+        self._log_vector(0)
+        self.config_set("_embedding_model", model_id)
+        self.config_set("_embedding_dim", str(int(dim)))
+
+    def put_vector(self, memory_id: int, vector_bytes: bytes) -> None:
+        """Set a memory's vector: DELETE then INSERT (vec0 ignores REPLACE/UPSERT). Call inside `write()`."""
+        self.conn.execute("DELETE FROM vec_memories WHERE memory_id = ?", (memory_id,))
+        self.conn.execute(
+            "INSERT INTO vec_memories(memory_id, embedding) VALUES (?, ?)", (memory_id, vector_bytes)
+        )
+        self._log_vector(memory_id)
+        self.conn.execute("UPDATE memories SET embedded = 1 WHERE id = ?", (memory_id,))
+
+    def delete_vector(self, memory_id: int) -> None:
+        if not self.vector_table_exists():
+            return
+        if not self.vector_available:
+            raise StoreUnavailable(
+                "this store has vectors but sqlite-vec cannot be loaded here "
+                f"({self.vector_error}); purge needs it to remove them"
+            )
+        self.conn.execute("DELETE FROM vec_memories WHERE memory_id = ?", (memory_id,))
+        self._log_vector(memory_id)
+        self.conn.execute("UPDATE memories SET embedded = 0 WHERE id = ?", (memory_id,))
+
+    def get_vector(self, memory_id: int) -> bytes | None:
+        row = self.conn.execute(
+            "SELECT embedding FROM vec_memories WHERE memory_id = ?", (memory_id,)
+        ).fetchone()
+        return row[0] if row else None
+
+    def vector_count(self) -> int:
+        if not (self.vector_available and self.vector_table_exists()):
+            return 0
+        try:  # vec0's rowid shadow table: a b-tree count instead of a scan of every vector chunk
+            return self.conn.execute("SELECT count(*) FROM vec_memories_rowids").fetchone()[0]
+        except apsw.SQLError:
+            return self.conn.execute("SELECT count(*) FROM vec_memories").fetchone()[0]
+
+    def pending_embeddings(self, limit: int, after_id: int = 0) -> list[tuple[int, str]]:
+        return list(
+            self.conn.execute(
+                "SELECT id, content FROM memories WHERE embedded = 0 AND status != 'forgotten' AND id > ? "
+                "ORDER BY id LIMIT ?",
+                (after_id, limit),
+            )
+        )
+
+    def pending_count(self) -> int:
+        return self.conn.execute(
+            "SELECT count(*) FROM memories WHERE embedded = 0 AND status != 'forgotten'"
+        ).fetchone()[0]
+
+    def vector_search(self, query_bytes: bytes, scope: Scope, k: int) -> list[tuple[int, float]]:
+        """The k nearest memories in scope by cosine distance. Returns [(id, distance)] nearest first.
+
+        Filters never starve the result (FIELD-CASES F12): a broad scope is one vec0 KNN whose
+        rowids are restricted to the scope (`memory_id IN (subquery)`, sqlite-vec >= 0.1.6: exact
+        top-k within the scope, one pass over the vectors); a scope holding under 1/EXACT_SCAN_RATIO
+        of the vectors is scored row by row instead (a vec0 point lookup costs ~25 full-scan steps,
+        measured with scripts/knn_scale.py). Older sqlite-vec without rowid filters falls back to
+        over-fetching KNN.
+        """
+        if k <= 0:
+            return []
+        # a stored vector that is zero or not finite has no distance (NULL/NaN): it cannot rank
+        return [(i, d) for i, d in self._vector_search(query_bytes, scope, k) if d is not None and d == d]
+
+    def _vector_search(self, query_bytes: bytes, scope: Scope, k: int) -> list[tuple[int, float]]:
+        self._vsearches += 1
+        total = self.vector_count()
+        cache = self._vector_cache() if total >= CACHE_MIN_VECTORS else None
+        where, params = self._scope_sql(scope)
+        if cache is not None:
+            return self._cached_search(cache, query_bytes, where, params, k)
+        in_scope = self.count_in_scope(scope, embedded_only=True)
+        if in_scope == 0:
+            return []
+        exact_sql = (
+            "SELECT m.id, vec_distance_cosine(v.embedding, ?) AS d FROM memories m "
+            f"JOIN vec_memories v ON v.memory_id = m.id WHERE m.embedded = 1 AND {where} ORDER BY d LIMIT ?"
+        )
+        if in_scope < total and in_scope * EXACT_SCAN_RATIO <= total:
+            return [(r[0], r[1]) for r in self.conn.execute(exact_sql, [query_bytes, *params, k])]
+        fetch = min(k, KNN_MAX_K)
+        if in_scope >= total:
+            sql = (
+                "SELECT memory_id, distance FROM vec_memories WHERE embedding MATCH ? AND k = ? ORDER BY distance"
+            )
+            return [(r[0], r[1]) for r in self.conn.execute(sql, [query_bytes, fetch])]
+        sql = (
+            "SELECT memory_id, distance FROM vec_memories WHERE embedding MATCH ? AND k = ? "
+            f"AND memory_id IN (SELECT m.id FROM memories m WHERE m.embedded = 1 AND {where}) ORDER BY distance"
+        )
+        try:
+            return [(r[0], r[1]) for r in self.conn.execute(sql, [query_bytes, fetch, *params])]
+        except apsw.SQLError:
+            return self._vector_search_overfetch(query_bytes, where, params, in_scope, total, k, exact_sql)
+
+    def _vector_search_overfetch(self, query_bytes, where, params, in_scope, total, k, exact_sql):
+        """KNN over all vectors, over-fetching until k survive the scope filter (sqlite-vec < 0.1.6)."""
+        fetch = min(KNN_MAX_K, max(k, int(k * total / in_scope * 2)))
+        while True:
+            sql = (
+                "WITH knn AS (SELECT memory_id, distance FROM vec_memories WHERE embedding MATCH ? AND k = ?) "
+                f"SELECT m.id, knn.distance FROM knn JOIN memories m ON m.id = knn.memory_id WHERE {where} "
+                "ORDER BY knn.distance LIMIT ?"
+            )
+            rows = [(r[0], r[1]) for r in self.conn.execute(sql, [query_bytes, fetch, *params, k])]
+            if len(rows) >= min(k, in_scope) or fetch >= total:
+                return rows
+            if fetch >= KNN_MAX_K:
+                return [(r[0], r[1]) for r in self.conn.execute(exact_sql, [query_bytes, *params, k])]
+            fetch = min(KNN_MAX_K, fetch * 4)
+
+    def get_vectors(self, ids: Sequence[int]) -> dict[int, bytes]:
+        if not (self.vector_available and self.vector_table_exists()):
+            return {}
+        out: dict[int, bytes] = {}
+        for chunk, marks in _chunked(ids):
+            out.update(
+                self.conn.execute(
+                    f"SELECT memory_id, embedding FROM vec_memories WHERE memory_id IN ({marks})", chunk
+                )
+            )
+        return out
+
+    def _log_vector(self, memory_id: int) -> None:
+        """Record a vector change for in-memory copies (inside `write()`); prunes the log now and then."""
+        if not self._has_vector_log():
+            return
+        self.conn.execute("INSERT INTO vector_log(memory_id) VALUES (?)", (memory_id,))
+        seq = self.conn.last_insert_rowid()
+        if seq % 1000 == 0:
+            self.conn.execute("DELETE FROM vector_log WHERE seq <= ?", (seq - VECTOR_LOG_KEEP,))
+
+    def _has_vector_log(self) -> bool:
+        return bool(self.conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'vector_log'").fetchone())
+
+    def _vector_log_tail(self) -> int:
+        return self.conn.execute("SELECT coalesce(max(seq), 0) FROM vector_log").fetchone()[0]
+
+    def _vector_cache(self) -> _VectorCache | None:
+        """The in-memory copy, synced with the log; None while the process has searched only once."""
+        if self._vsearches < 2 or not self._has_vector_log():
+            return None
+        import numpy as np
+
+        with self.snapshot():
+            tail = self._vector_log_tail()
+            cache = self._vcache
+            if cache is not None and tail == cache.seq:
+                return cache
+            if cache is not None:
+                first = self.conn.execute(
+                    "SELECT min(seq) FROM vector_log WHERE seq > ?", (cache.seq - 1,)
+                ).fetchone()[0]
+                changed = [
+                    r[0] for r in self.conn.execute(
+                        "SELECT DISTINCT memory_id FROM vector_log WHERE seq > ? AND seq <= ?", (cache.seq, tail)
+                    )
+                ]
+                if first == cache.seq and 0 not in changed:
+                    cache.update(changed, self._vectors_for(changed), tail)
+                    return cache
+            self._vcache = None
+            n = self.vector_count()
+            dim = int(self.config_get("_embedding_dim") or 0)
+            if not n or not dim:
+                return None
+            # filled row by row into one preallocated array: peak memory = the matrix itself
+            ids = np.empty(n, dtype=np.int64)
+            matrix = np.empty((n, dim), dtype=np.float32)
+            filled = 0
+            for memory_id, blob in self.conn.execute("SELECT memory_id, embedding FROM vec_memories"):
+                if filled == n:
+                    break
+                ids[filled] = memory_id
+                matrix[filled] = np.frombuffer(blob, dtype=np.float32)
+                filled += 1
+            self._vcache = _VectorCache(ids[:filled], matrix[:filled], tail)
+            return self._vcache
+
+    def _vectors_for(self, ids: list[int]) -> dict[int, bytes]:
+        out = {}
+        for memory_id in ids:
+            blob = self.get_vector(memory_id) if memory_id else None
+            if blob is not None:
+                out[memory_id] = blob
+        return out
+
+    def _cached_search(self, cache, query_bytes, where, params, k) -> list[tuple[int, float]]:
+        """Exact top k in scope from the in-memory vectors: one matrix-vector product over all of
+        them, then post-filtering (see _util.OVERFETCH); a narrow scope masks by its ids instead."""
+        import numpy as np
+
+        total = len(cache.ids)
+        if not total:
+            return []
+        q = np.frombuffer(query_bytes, dtype=np.float32)
+        distance = 1.0 - cache.matrix @ q  # vectors are L2-normalised: cosine distance
+        fetch = min(total, max(k * _util.OVERFETCH, _util.OVERFETCH_MIN))
+        top = np.argpartition(distance, fetch - 1)[:fetch] if fetch < total else np.arange(total)
+        keep = self._in_scope([int(i) for i in cache.ids[top]], where, params, embedded=True)
+        if len(keep) < k and fetch < total:  # narrow scope: mask every vector by the ids in it
+            ids = np.fromiter(
+                (r[0] for r in self.conn.execute(f"SELECT m.id FROM memories m WHERE m.embedded = 1 AND {where}",
+                                                 params)), dtype=np.int64,
+            )
+            distance = np.where(np.isin(cache.ids, ids), distance, np.inf)
+            top = np.argpartition(distance, min(k, total) - 1)[: min(k, total)] if k < total else np.arange(total)
+            top = top[np.isfinite(distance[top])]
+        else:
+            top = top[np.isin(cache.ids[top], np.fromiter(keep, dtype=np.int64, count=len(keep)))]
+        top = top[np.lexsort((cache.ids[top], distance[top]))][:k]
+        return [(int(cache.ids[i]), float(distance[i])) for i in top]
+
+
+VECTOR_LOG_KEEP = 50_000  # vector_log rows kept; a copy further behind reloads everything
+
+
+class _VectorCache:
+    """A process's in-memory copy of the vectors: ids (n,) int64, matrix (n, dim) float32, and the
+    last vector_log seq it reflects."""
+
+    def __init__(self, ids, matrix, seq: int):
+        self.ids, self.matrix, self.seq = ids, matrix, seq
+
+    def update(self, changed: list[int], vectors: dict[int, bytes], seq: int) -> None:
+        import numpy as np
+
+        keep = ~np.isin(self.ids, np.array(changed, dtype=np.int64))
+        new_ids = np.array(list(vectors), dtype=np.int64)
+        new_rows = np.frombuffer(b"".join(vectors.values()), dtype=np.float32).reshape(len(vectors), -1)
+        if keep.all() and not len(new_ids):
+            self.seq = seq
+            return
+        self.ids = np.concatenate([self.ids[keep], new_ids])
+        self.matrix = np.concatenate([self.matrix[keep], new_rows.reshape(len(new_ids), self.matrix.shape[1])])
+        self.seq = seq
+
