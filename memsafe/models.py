@@ -58,6 +58,7 @@ class Memory:
     status: str
     status_reason: str | None
     embedded: bool
+    author: str | None = None  # who wrote the current state (a team server's token user); None: unknown
     near_duplicate: dict | None = None  # set by remember only: {"id", "similarity"} of a near-duplicate
 
     def to_dict(self) -> dict:

@@ -211,10 +211,11 @@ def compact_recall(result: RecallResult) -> str:
 
 
 def compact_memory(memory: Memory, *, full: bool = True) -> str:
-    """One memory for a model: a bracketed header (id, kind, age, source, project, tags, status
-    when not active), then the content on the next line (omitted with full=False)."""
+    """One memory for a model: a bracketed header (id, kind, age, source, author when known,
+    project, tags, status when not active), then the content on the next line (omitted with
+    full=False)."""
     m = memory
-    meta = f"#{m.id} {m.kind} {clock.age(m.created_at)} src={m.source} " + (
+    meta = f"#{m.id} {m.kind} {clock.age(m.created_at)} src={m.source} " + (f"by={m.author} " if m.author else "") + (
         f"project={m.project}" if m.project else "global"
     )
     if m.tags:
@@ -262,28 +263,32 @@ def version_changes(versions) -> list[str]:
 
 
 def history_table(report, preview: int = 70):
-    """Rich table of a memory's versions: number, validity, what ended it, what it changed, text."""
+    """Rich table of a memory's versions: number, validity, what ended it, what it changed, who
+    wrote it (when any version's author is known), text."""
     from rich.table import Table
 
+    authors = any(v.author for v in report.versions)
     table = Table(title=f"memory {report.memory_id}: {count_of(len(report.versions), 'version')}", title_justify="left")
-    for name in ("#", "from", "until", "ended by", "changed", "content"):
+    for name in ("#", "from", "until", "ended by", "changed", *(("author",) if authors else ()), "content"):
         table.add_column(name, overflow="fold" if name in ("changed", "content") else "ellipsis")
     for v, changed in zip(report.versions, version_changes(report.versions)):
         cause = v.cause + (f" (from #{v.origin_id})" if v.origin_id else "")
         flat = " ".join(v.content.split())
         text = flat if len(flat) <= preview else flat[: preview - 1] + "…"
-        table.add_row(str(v.number), v.valid_from[:19], (v.valid_to or "now")[:19], cause, changed, text)
+        who = (v.author or "-",) if authors else ()
+        table.add_row(str(v.number), v.valid_from[:19], (v.valid_to or "now")[:19], cause, changed, *who, text)
     return table
 
 
 def compact_history(report) -> str:
     """A memory's versions (`api.history`), one line each: number, validity, what ended it,
-    what it changed from the version before, decay level, status, then the text."""
+    what it changed from the version before, its author when known, decay level, status, then the text."""
     lines = [f"memory #{report.memory_id}: {count_of(len(report.versions), 'version')}, oldest first"]
     for v, changed in zip(report.versions, version_changes(report.versions)):
         cause = v.cause + (f" from #{v.origin_id}" if v.origin_id else "")
         lines.append(f"v{v.number} {v.valid_from[:19]}→{(v.valid_to or 'now')[:19]} {cause}"
-                     f"{f' [changed {changed}]' if changed else ''} level={v.decay_level} {v.status}: {v.content}")
+                     f"{f' [changed {changed}]' if changed else ''}{f' by={v.author}' if v.author else ''} "
+                     f"level={v.decay_level} {v.status}: {v.content}")
     return "\n".join(lines)
 
 

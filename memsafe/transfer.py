@@ -42,13 +42,13 @@ MEMORY_FIELDS = (
     "id", "uid", "content", "kind", "project", "source", "importance", "confidence",
     "created_at", "updated_at", "content_updated_at", "last_accessed_at", "access_count",
     "decay_level", "decay_bank", "decay_checked_at", "stability",
-    "status", "status_reason", "status_changed_at",
+    "status", "status_reason", "status_changed_at", "author",
 )
 DERIVED_MEMORY_COLUMNS = ("content_hash", "embedded")
 #: Columns of `memory_versions` in an export (`id`, `memory_id` are store-local).
 VERSION_FIELDS = (
     "content", "kind", "project", "tags", "importance", "confidence", "decay_level", "status",
-    "valid_from", "valid_to", "cause", "origin_id",
+    "valid_from", "valid_to", "cause", "origin_id", "author",
 )
 _REQUIRED_TIMES = ("created_at", "updated_at")
 _OPTIONAL_TIMES = ("content_updated_at", "last_accessed_at", "decay_checked_at", "status_changed_at")
@@ -324,6 +324,7 @@ def check_memory(obj: dict, line: int, record: int, *, now: datetime | None = No
     out["status"] = c.choice("status", Status, default=Status.ACTIVE.value)
     reason = obj.get("status_reason")
     out["status_reason"] = c.text("status_reason") if reason is not None else None
+    out["author"] = c.text("author") if obj.get("author") is not None else None
     out["tags"] = c.strings("tags")
     out["entities"] = c.strings("entities")
     versions = obj.get("versions", [])
@@ -383,6 +384,7 @@ def check_version(obj: object, c: _Checker, index: int) -> dict:
             "valid_to": sub.time("valid_to"),
             "cause": sub.text("cause"),
             "origin_id": sub.integer("origin_id", 1, None) if obj.get("origin_id") is not None else None,
+            "author": sub.text("author") if obj.get("author") is not None else None,
         }
         sub.order("valid_from", "valid_to", out)
         return out

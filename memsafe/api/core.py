@@ -31,6 +31,7 @@ from memsafe.api.hygiene import (  # noqa: F401  re-exported: the handler module
     _unit_interval,
     _visible,
     _whole,
+    clean_author,
     clean_project,
     clean_tags,
     clean_text,
@@ -285,6 +286,7 @@ def remember(
     entities: Sequence[str] = (),
     redact: bool = False,
     uid: str | None = None,
+    author: str | None = None,
 ) -> Memory:
     """Store a memory. Returns it with its new id; `near_duplicate` names the closest memory in
     the same project when it is nearly the same (cosine ≥ `near_duplicate_threshold`); it is
@@ -302,9 +304,10 @@ def remember(
             `[REDACTED:<type>]` (see `memsafe.safety`) instead of refusing it.
         uid: the stable uid to give the memory (a git commit's, see `api.hooks.commit_uid`);
             default a random one. The caller makes sure it is not taken.
+        author: who wrote it (`clean_author`; a team server passes its token's user); None: unknown.
 
     Raises:
-        InvalidInput: bad content, kind, source, tag or number.
+        InvalidInput: bad content, kind, source, tag, author or number.
         SecretDetected: the content looks like a credential and `redact` is False.
         Duplicate: the same content already exists (not forgotten) in the same project; the
             message and `existing_id` name it.
@@ -318,6 +321,7 @@ def remember(
     confidence_v = _unit_interval(confidence, "confidence", 0.8)
     digest = content_hash(text)
     entity_names = graph_api.clean_entity_names(entities)
+    author_v = clean_author(author)
 
     existing = store.find_duplicate(digest, project_v)
     if existing is not None:
@@ -350,6 +354,7 @@ def remember(
                 "updated_at": now,
                 "content_updated_at": now,
                 "content_hash": digest,
+                "author": author_v,
             },
             tag_list,
         )

@@ -21,8 +21,7 @@ MAX_QUERY_CHARS = 100_000
 MAX_PROJECT_CHARS = 4096  # PATH_MAX on Linux (limits.h): no real project key is longer
 MAX_TAG_CHARS = 64
 MAX_TAGS = 50
-
-
+MAX_AUTHOR_CHARS = 200  # a person's or service account's name, as a token file gives it
 
 
 def clean_text(text: str, what: str = "content", max_chars: int = MAX_CONTENT_CHARS) -> str:
@@ -85,6 +84,20 @@ def clean_tags(tags: Sequence[str]) -> list[str]:
             raise InvalidInput(f"tag {tag[:20]!r}… is longer than {MAX_TAG_CHARS} characters")
         out.setdefault(tag, None)
     return list(out)
+
+
+def clean_author(author: str | None) -> str | None:
+    """Who wrote a memory (issue 14.6: the user a team server's token stands for), as stored: one
+    line, whitespace runs collapsed, at most MAX_AUTHOR_CHARS characters; None stays None (unknown).
+
+    Raises:
+        InvalidInput: empty, not text, or too long. SecretDetected: it looks like a credential
+            (a token passed by mistake where its user's name belongs).
+    """
+    if author is None:
+        return None
+    name = " ".join(clean_text(author, "author", MAX_AUTHOR_CHARS).split())
+    return refuse_secret(name, "author")
 
 
 def _enum_value(enum: type, value, what: str) -> str:

@@ -24,6 +24,7 @@ from memsafe.api.core import (
     _screen_secrets,
     _unit_interval,
     _vector_bytes,
+    clean_author,
     clean_project,
     clean_tags,
     clean_text,
@@ -73,6 +74,7 @@ class Version:
     valid_to: str | None
     cause: str
     origin_id: int | None = None
+    author: str | None = None  # who wrote this state (None: unknown)
 
 
 @dataclass
@@ -196,8 +198,11 @@ def update(
     redact: bool = False,
     embed_now: bool = True,
     scope: Scope | None = None,
+    author: str | None = None,
 ) -> Memory:
-    """Change a memory, keeping its previous state as a version (cause `update`).
+    """Change a memory, keeping its previous state as a version (cause `update`, with its author).
+    The new state's author is `author` (`clean_author`; None: unknown): whoever wrote a change
+    is its author, so history tells who wrote what.
 
     `embed_now=False` leaves the new text's vector pending (deferred embedding, as `remember`).
     `scope` as in `api.get`: a memory outside it is NotFound (it can still be moved to another
@@ -227,6 +232,7 @@ def update(
     elif project is not None:
         changes["project"] = clean_project(project)
     tag_list = clean_tags(tags) if tags is not None else None
+    author_v = clean_author(author)
     if text is None and not changes and tag_list is None:
         raise InvalidInput("nothing to update; give --content, --tag/--no-tags, --kind, --importance, --project "
                            "or --global (MCP/API: content, tags, kind, importance)")
@@ -256,6 +262,7 @@ def update(
         if not changed:
             return memory
         store.add_version(row, old_tags, now, "update")
+        changes["author"] = author_v
         changes["updated_at"] = changes["last_accessed_at"] = now  # an edit is an explicit use (decay, recency)
         store.update_memory(memory_id, changes)
         if tag_list is not None:
@@ -293,12 +300,14 @@ def history(store: Store, memory_id: int, *, scope: Scope | None = None) -> Hist
         # previous state's: two identical rows, issue 12.13)
         began = own_end if own_end and not v.get("origin_id") else v["valid_from"]
         out.append(Version(n, v["content"], v["kind"], v["project"], v["tags"], v["importance"], v["confidence"],
-                           v["decay_level"], v["status"], began, v["valid_to"], v["cause"], v.get("origin_id")))
+                           v["decay_level"], v["status"], began, v["valid_to"], v["cause"], v.get("origin_id"),
+                           v.get("author")))
         if not v.get("origin_id"):
             own_end = v["valid_to"]
     began = own_end or row["content_updated_at"]
     out.append(Version(len(out) + 1, memory.content, memory.kind, memory.project, memory.tags, memory.importance,
-                       memory.confidence, memory.decay_level, memory.status, began, None, "current"))
+                       memory.confidence, memory.decay_level, memory.status, began, None, "current",
+                       author=memory.author))
     return HistoryReport(memory_id, out)
 
 

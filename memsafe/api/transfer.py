@@ -33,6 +33,7 @@ from memsafe.api.core import (
     _screen_secrets,
     backfill,
     check_config_pair,
+    clean_author,
     clean_project,
     clean_tags,
     clean_text,
@@ -275,6 +276,7 @@ def import_file(
     progress: Progress | None = None,
     redact: bool = False,
     allow_purged: bool = False,
+    author: str | None = None,
 ) -> ImportReport:
     """Import a memsafe export or an MCP memory-server file in one transaction.
 
@@ -291,6 +293,9 @@ def import_file(
         redact: store text that looks like a credential with the secret replaced by `[REDACTED:<type>]`;
             without it such a record is invalid (like any malformed record), as `remember` refuses it.
         allow_purged: bring back memories that were purged here (the explicit way back).
+        author: who imports (`clean_author`; a team server passes its token's user): the author of
+            each imported memory whose record names none. Authors a memsafe export carries (of
+            memories and their versions) are kept as they are; None: unknown.
 
     Raises:
         InvalidInput: unreadable file, unknown format, or (without skip_invalid) any malformed
@@ -310,16 +315,17 @@ def import_file(
         raise InvalidInput(f"{path}: {exc}") from None
     except OSError as exc:
         raise InvalidInput(f"cannot read {path}: {exc.strerror or exc}") from None
+    author = clean_author(author)
     report = ImportReport(path=str(path), format=fmt, dry_run=dry_run)
     problems: list[Notice] = []
     try:
         with store.write():
             purged = _Purged({} if allow_purged else store.purged_uids())
             if fmt == "memsafe":
-                _import_memsafe(store, path, report, problems, progress, redact, purged)
+                _import_memsafe(store, path, report, problems, progress, redact, purged, author)
             else:
                 _import_server_memory(store, path, report, problems, clean_project(project) if project else None,
-                                      progress, redact, purged)
+                                      progress, redact, purged, author)
             problems.sort(key=lambda p: (p.line is None, p.line or 0))  # file order (stable)
             fatal = [p for p in problems if p.fatal]
             if fatal and not skip_invalid:
@@ -365,7 +371,7 @@ def _read(path: Path, progress: Progress | None):
 
 
 def _import_memsafe(store: Store, path: Path, report: ImportReport, problems: list[Notice],
-                    progress: Progress | None, redact: bool, purged: _Purged) -> None:
+                    progress: Progress | None, redact: bool, purged: _Purged, author: str | None) -> None:
     header_seen = False
     end_seen = False
     now = clock.now()
@@ -406,7 +412,7 @@ def _import_memsafe(store: Store, path: Path, report: ImportReport, problems: li
                 if rec["uid"] not in seen_uids and store.memory_by_uid(rec["uid"]) is None \
                         and purged.skip(rec["uid"], number, record_no, report, problems):
                     continue
-                _apply_memory(store, rec, report, problems, number, record_no, redact, dim)
+                _apply_memory(store, rec, report, problems, number, record_no, redact, dim, author)
                 seen_uids[rec["uid"]] = number  # only once taken: an invalid first copy does not hide a valid one
             elif kind == "entity":
                 entity = transfer.check_entity(value, number, record_no, now=now)
@@ -498,7 +504,7 @@ def _apply_entity(store: Store, entity: dict, report: ImportReport) -> int:
 
 
 def _apply_memory(store: Store, rec: dict, report: ImportReport, problems: list[Notice], line: int,
-                  record: int, redact: bool = False, dim: int | None = None) -> None:
+                  record: int, redact: bool = False, dim: int | None = None, author: str | None = None) -> None:
     vector = rec["vector"]
     if vector is not None and dim is not None and len(vector) != 4 * dim:
         raise RecordError(f"holds {len(vector) // 4} values; the header's model has {dim}", line=line,
@@ -515,6 +521,9 @@ def _apply_memory(store: Store, rec: dict, report: ImportReport, problems: list[
             refuse_secret(rec["status_reason"], "status reason")
         tags = clean_tags(rec["tags"])
         project = clean_project(rec["project"])
+        rec["author"] = clean_author(rec["author"]) or author
+        for version in rec["versions"]:
+            version["author"] = clean_author(version["author"])
     except MemsafeError as exc:
         raise RecordError(str(exc), line=line, record=record) from None
     entity_ids = []
@@ -595,7 +604,8 @@ def _keep_local_history(store: Store, memory_id: int, file_versions: list[dict],
 
 
 def _import_server_memory(store: Store, path: Path, report: ImportReport, problems: list[Notice],
-                          project: str | None, progress: Progress | None, redact: bool, purged: _Purged) -> None:
+                          project: str | None, progress: Progress | None, redact: bool, purged: _Purged,
+                          author: str | None) -> None:
     items: list[tuple[int, object]] = []
     if transfer.first_char(path) == "[":
         try:
@@ -649,7 +659,8 @@ def _import_server_memory(store: Store, path: Path, report: ImportReport, proble
             except MemsafeError as exc:
                 problems.append(Notice(entity.line, f"observation: {exc}", fatal=True))
                 continue
-            _apply_observation(store, entity_id, key, content, project, now, report, problems, purged, entity.line)
+            _apply_observation(store, entity_id, key, content, project, now, report, problems, purged, entity.line,
+                               author)
     for rel in relations:
         ends = []
         for end in (rel.source, rel.target):
@@ -679,7 +690,8 @@ def _key_of(name: str) -> str:
 
 
 def _apply_observation(store: Store, entity_id: int, key: str, content: str, project: str | None, now: str,
-                       report: ImportReport, problems: list[Notice], purged: _Purged, line: int) -> None:
+                       report: ImportReport, problems: list[Notice], purged: _Purged, line: int,
+                       author: str | None) -> None:
     uid = uuid.uuid5(_UID_NAMESPACE, f"server-memory\0{key}\0{content}").hex
     existing = store.memory_by_uid(uid)
     if existing is None and purged.skip(uid, line, None, report, problems):
@@ -692,7 +704,7 @@ def _apply_observation(store: Store, entity_id: int, key: str, content: str, pro
             {
                 "uid": uid, "content": content, "kind": "fact", "project": project, "source": Source.IMPORT.value,
                 "created_at": now, "updated_at": now, "content_updated_at": now,
-                "content_hash": content_hash(content),
+                "content_hash": content_hash(content), "author": author,
             },
             [SERVER_MEMORY_TAG],
         )

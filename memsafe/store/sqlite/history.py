@@ -13,16 +13,24 @@ from memsafe.store.sqlite._util import chunked as _chunked
 class SQLiteHistory:
     """See the module docstring."""
 
-    def add_version(self, snapshot: dict, tags: Sequence[str], valid_to: str, cause: str) -> None:
-        self.conn.execute(
-            "INSERT INTO memory_versions(memory_id, content, kind, project, tags, importance, confidence, "
-            "decay_level, status, valid_from, valid_to, cause) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-            (
-                snapshot["id"], snapshot["content"], snapshot["kind"], snapshot["project"],
-                json.dumps(list(tags), ensure_ascii=False), snapshot["importance"], snapshot["confidence"],
-                snapshot["decay_level"], snapshot["status"], snapshot["content_updated_at"], valid_to, cause,
-            ),
+    _VERSION_COLUMNS = ("content", "kind", "project", "tags", "importance", "confidence", "decay_level", "status",
+                        "valid_from", "valid_to", "cause", "origin_id", "author")
+
+    def _insert_versions(self, memory_id: int, versions: Sequence[dict]) -> None:
+        """Insert history rows of `memory_id` (dicts with `_VERSION_COLUMNS`; `tags` a list;
+        `origin_id` and `author` may be absent)."""
+        columns = self._VERSION_COLUMNS
+        self.conn.executemany(
+            f"INSERT INTO memory_versions(memory_id, {', '.join(columns)}) VALUES (?{',?' * len(columns)})",
+            [(memory_id, *(json.dumps(list(v["tags"]), ensure_ascii=False) if c == "tags" else v.get(c)
+                           for c in columns)) for v in versions],
         )
+
+    def add_version(self, snapshot: dict, tags: Sequence[str], valid_to: str, cause: str) -> None:
+        self._insert_versions(snapshot["id"], [{
+            **snapshot, "tags": tags, "valid_from": snapshot["content_updated_at"], "valid_to": valid_to,
+            "cause": cause, "origin_id": None,
+        }])
 
     def add_event(self, at: str, action: str, memory_id: int | None = None, detail: str | None = None) -> None:
         self.conn.execute(
@@ -51,16 +59,7 @@ class SQLiteHistory:
 
     def replace_versions(self, memory_id: int, versions: Sequence[dict]) -> None:
         self.conn.execute("DELETE FROM memory_versions WHERE memory_id = ?", (memory_id,))
-        self.conn.executemany(
-            "INSERT INTO memory_versions(memory_id, content, kind, project, tags, importance, confidence, "
-            "decay_level, status, valid_from, valid_to, cause, origin_id) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            [
-                (memory_id, v["content"], v["kind"], v["project"], json.dumps(list(v["tags"]), ensure_ascii=False),
-                 v["importance"], v["confidence"], v["decay_level"], v["status"], v["valid_from"], v["valid_to"],
-                 v["cause"], v.get("origin_id"))
-                for v in versions
-            ],
-        )
+        self._insert_versions(memory_id, versions)
 
     def versions(self, memory_id: int) -> list[dict]:
         out = self._dict_rows("SELECT * FROM memory_versions WHERE memory_id = ? ORDER BY valid_to, id", (memory_id,))
@@ -69,16 +68,7 @@ class SQLiteHistory:
         return out
 
     def add_foreign_version(self, memory_id: int, version: dict, cause: str, origin_id: int) -> None:
-        self.conn.execute(
-            "INSERT INTO memory_versions(memory_id, content, kind, project, tags, importance, confidence, "
-            "decay_level, status, valid_from, valid_to, cause, origin_id) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            (
-                memory_id, version["content"], version["kind"], version["project"],
-                json.dumps(list(version["tags"]), ensure_ascii=False), version["importance"],
-                version["confidence"], version["decay_level"], version["status"], version["valid_from"],
-                version["valid_to"], cause, origin_id,
-            ),
-        )
+        self._insert_versions(memory_id, [{**version, "cause": cause, "origin_id": origin_id}])
 
     def rows_created_until(self, at: str) -> list[dict]:
         return self._dict_rows("SELECT * FROM memories WHERE created_at <= ? ORDER BY id", (at,))

@@ -11,7 +11,7 @@ from memsafe.store.sqlite._util import chunked as _chunked
 
 _MEMORY_COLUMNS = (
     "id, uid, content, kind, project, source, importance, confidence, created_at, updated_at, "
-    "last_accessed_at, access_count, decay_level, status, status_reason, embedded"
+    "last_accessed_at, access_count, decay_level, status, status_reason, embedded, author"
 )
 
 
@@ -51,7 +51,7 @@ class SQLiteMemories:
                     id=r[0], uid=r[1], content=r[2], kind=r[3], project=r[4], source=r[5],
                     importance=r[6], confidence=r[7], created_at=r[8], updated_at=r[9],
                     last_accessed_at=r[10], access_count=r[11], decay_level=r[12], status=r[13],
-                    status_reason=r[14], embedded=bool(r[15]), tags=[],
+                    status_reason=r[14], embedded=bool(r[15]), author=r[16], tags=[],
                 )
             for memory_id, tag in self.conn.execute(
                 f"SELECT memory_id, tag FROM memory_tags WHERE memory_id IN ({marks}) ORDER BY tag", chunk

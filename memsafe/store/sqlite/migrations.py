@@ -252,6 +252,13 @@ def m004_ids_never_reused_trigram_index(conn: apsw.Connection) -> None:
     conn.execute(TRIGRAM_SQL)
 
 
+@migration
+def m005_author(conn: apsw.Connection) -> None:
+    """Who wrote each memory and each earlier version (issue 14.6, attribution): the user a team
+    server's token stands for; NULL when unknown (local use, rows older than this migration)."""
+    conn.execute("ALTER TABLE memories ADD COLUMN author TEXT; ALTER TABLE memory_versions ADD COLUMN author TEXT")
+
+
 def latest() -> int:
     """The schema version this code writes: the number of registered migrations."""
     return len(MIGRATIONS)
