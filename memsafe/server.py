@@ -238,6 +238,8 @@ class ServerState:
         self._notices: list[str] = []  # near-duplicates found after a reply; told on the next call
         self._notices_lock = threading.Condition()  # also guards the two counters below
         self._submitted = self._embedded = 0  # remembers handed to the warm thread / embedded so far
+        # Who a call writes as: None on stdio; the HTTP transport sets it to the token's user.
+        self.author: Callable[[], str | None] = lambda: None
 
     @contextlib.contextmanager
     def store(self) -> Iterator[api.Opened]:
@@ -417,13 +419,14 @@ def strict_schema(schema: Any) -> Any:
 # The server
 
 
-def build_server(db: str | None = None, project: str | None = None, *, cwd: str | None = None):
+def build_server(db: str | None = None, project: str | None = None, *, cwd: str | None = None, **options):
     """Build the MCP server (an `MCPServer`); nothing is opened or loaded until a tool runs.
 
     Args:
         db: database path (see `ServerState`).
         project: project name or path; None detects it from `cwd` at first use.
         cwd: working directory for project detection (default: the process's).
+        options: more `MCPServer` arguments (`memsafe.http_server` passes `auth` and `token_verifier`).
 
     Returns:
         `mcp.server.mcpserver.MCPServer` with the tools registered; `server.memsafe` is its
@@ -664,6 +667,7 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
         tools=tools,
         log_level=_log_level(),
         middleware=[warm_after_handshake, in_order],
+        **options,
     )
     server.memsafe = state
     return server

@@ -179,6 +179,7 @@ def _phase_import(db: str, n: int, full_embed_limit: int, batch_size: int) -> di
         base = embedder.embed([t.format(s="service", tool="tool", lang="code", err="error", db="database",
                                         p="someone", path="a file", why="a reason") for t in flat])
         rng = np.random.default_rng(3)
+        template_of = {item["content"]: item["template"] for item in items}  # the store may hold others
         with store.write():
             store.ensure_vector_table(embedder.model_id, embedder.dim)
         for start in range(full_embed_limit, n, 2000):
@@ -186,8 +187,9 @@ def _phase_import(db: str, n: int, full_embed_limit: int, batch_size: int) -> di
             if not rows:
                 break
             with store.write():
-                for memory_id, _content in rows:
-                    v = base[items[memory_id - 1]["template"]] + rng.normal(0, 0.05, embedder.dim).astype(np.float32)
+                for memory_id, content in rows:
+                    template = template_of.get(content, 0)
+                    v = base[template] + rng.normal(0, 0.05, embedder.dim).astype(np.float32)
                     v /= np.linalg.norm(v)
                     store.put_vector(memory_id, v.astype(np.float32).tobytes())
                     synthesized += 1

@@ -15,6 +15,7 @@ from memsafe.errors import MemsafeError
 
 @app.command()
 def bench(
+    ctx: typer.Context,
     quick: Annotated[
         bool, typer.Option("--quick", help="Fewer budget sweeps (hybrid only); same queries; about 20 s.")
     ] = False,
@@ -33,7 +34,8 @@ def bench(
         typer.Option("--scale", help="Measure at these store sizes instead, e.g. 1000,10000,100000 (slow)."),
     ] = None,
     full_embed_limit: Annotated[
-        int, typer.Option("--full-embed-limit", min=100, help="With --scale: embed at most this many with the model.")
+        int, typer.Option("--full-embed-limit", min=100,
+                          help="With --scale or --http: embed at most this many with the model.")
     ] = 20000,
     dataset: Annotated[
         str | None,
@@ -50,6 +52,17 @@ def bench(
         bool, typer.Option("--startup", help="Measure start-up instead: whole-process times beside `python -c pass`, "
                            "MCP handshake and remember/recall replies.")
     ] = False,
+    http: Annotated[
+        bool, typer.Option("--http", help="Measure the team path instead: MCP-over-HTTP clients writing at once, "
+                           "and recall over HTTP beside stdio (on --db if given: an empty store).")
+    ] = False,
+    clients: Annotated[int, typer.Option("--clients", min=1, max=64, help="With --http: writing clients.")] = 8,
+    remembers: Annotated[
+        int, typer.Option("--remembers", min=1, max=100000, help="With --http: remembers per client.")
+    ] = 250,
+    latency_at: Annotated[
+        int, typer.Option("--latency-at", min=0, help="With --http: store size for the recall latency (0 skips it).")
+    ] = 10000,
     json_: JsonOpt = False,
 ) -> None:
     """Benchmark recall quality on a built-in corpus: lexical, vector and hybrid side by side.
@@ -73,7 +86,14 @@ def bench(
       memsafe bench --inputs
 
       memsafe bench --startup --runs 9
+
+      memsafe bench --http
+
+      memsafe --db postgresql://memsafe@db.internal/bench bench --http --json
     """
+    if http:
+        _bench_http(ctx.obj.db if ctx.obj else None, clients, remembers, latency_at, full_embed_limit, json_)
+        return
     if startup:
         _bench_startup(runs, json_)
         return
@@ -156,6 +176,31 @@ def _bench_mcp(runs: int, json_: bool) -> None:
     for line in mcp_lines(report):
         console.print(line)
 
+
+
+def _bench_http(db: str | None, clients: int, remembers: int, latency_at: int, full_embed_limit: int,
+                json_: bool) -> None:
+    """MCP over HTTP under load (8 clients x 250 remembers, recalls alongside), then recall latency
+    over HTTP and stdio at `latency_at` memories; exits 1 unless every remember was stored, once,
+    without an error."""
+    from memsafe.bench import http as bench_http
+
+    try:
+        report = bench_http.run_http(db=db, clients=clients, remembers=remembers, latency_at=latency_at,
+                                     full_embed_limit=full_embed_limit,
+                                     progress=lambda msg: err.print(msg, markup=False, highlight=False))
+    except (MemsafeError, RuntimeError) as exc:
+        raise _fail(str(exc)) from None
+    if json_:
+        _emit_json(report)
+    else:
+        console = out()
+        for line in bench_http.http_lines(report):
+            console.print(line, markup=False, highlight=False)
+    if not report["ok"]:
+        if not json_:
+            say("Error", "the load did not store exactly one memory per remember without errors")
+        raise typer.Exit(1)
 
 
 def _bench_scale(sizes_text: str, full_embed_limit: int, json_: bool) -> None:
