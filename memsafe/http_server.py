@@ -245,7 +245,11 @@ def build_app(db: str | None = None, project: str | None = None, *, host: str = 
         # The issuer URL is required by the SDK's settings but unused: no OAuth routes are served.
         options = dict(token_verifier=Verifier(), auth=AuthSettings(
             issuer_url=f"http://{host if ':' not in host else f'[{host}]'}", resource_server_url=None))
-    server = build_server(db, project, **options)
+    from memsafe.server import INSTRUCTIONS
+
+    instructions = INSTRUCTIONS.replace("kept on this machine", "kept on your team's memsafe server, shared with "
+                                        "your teammates' agents")
+    server = build_server(db, project, instructions=instructions, **options)
     server.remove_tool("transfer")  # its paths would name the server's files, not the caller's
     state = server.memsafe
 
@@ -308,7 +312,7 @@ def serve_http(db: str | None = None, project: str | None = None, *, host: str =
     shown = f"[{host}]" if ":" in host else host
     who = (f"tokens of {len(tokens.users)} user{'s' if len(tokens.users) != 1 else ''} from {tokens.path}"
            if tokens else "no tokens: anyone on this machine")
-    config = uvicorn.Config(app, log_config=None, access_log=False, server_header=False, date_header=False,
+    config = uvicorn.Config(app, log_config=None, access_log=True, server_header=False, date_header=False,
                             timeout_graceful_shutdown=3, log_level=logging.getLogger().level)
     server = uvicorn.Server(config)
 

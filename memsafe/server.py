@@ -426,7 +426,8 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
         db: database path (see `ServerState`).
         project: project name or path; None detects it from `cwd` at first use.
         cwd: working directory for project detection (default: the process's).
-        options: more `MCPServer` arguments (`memsafe.http_server` passes `auth` and `token_verifier`).
+        options: more `MCPServer` arguments (`memsafe.http_server` passes `auth`, `token_verifier` and
+            its own `instructions`).
 
     Returns:
         `mcp.server.mcpserver.MCPServer` with the tools registered; `server.memsafe` is its
@@ -660,9 +661,9 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
         except _NotRun:
             raise ToolError("cancelled before it ran") from None  # never sent: the call was cancelled
 
+    options.setdefault("instructions", INSTRUCTIONS)
     server = MCPServer(
         "memsafe",
-        instructions=INSTRUCTIONS,
         version=__version__,
         tools=tools,
         log_level=_log_level(),

@@ -1,0 +1,261 @@
+"""`memsafe serve --transport http`: a real server process, spoken to by the MCP SDK's own client
+over streamable HTTP and by plain HTTP requests (tokens, 401s, Host/Origin, /healthz, logs)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import anyio
+import httpx2
+import pytest
+
+from memsafe import api
+from memsafe.bench.http import HttpServer, connect
+from memsafe.errors import InvalidInput
+from memsafe.http_server import MIN_TOKEN_CHARS, TOKENS_ENV, is_loopback, load_tokens
+
+TOKENS = {"alice": "alice-token-0123456789abcdef", "bob": "bob-token-fedcba9876543210"}
+WRONG = "mallory-token-00000000000000"
+MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+PROTOCOL = "2025-11-25"
+
+
+@pytest.fixture(scope="module")
+def team(tmp_path_factory):
+    """One server for the module: tokens of alice and bob, DEBUG logs (access log included), an
+    extra allowed Host name. Yields (server, db path)."""
+    folder = tmp_path_factory.mktemp("team")
+    db = folder / "team.db"
+    env = {"MEMSAFE_HOME": str(folder / "home"), "MEMSAFE_LOG_LEVEL": "DEBUG"}
+    with HttpServer(db, tokens=TOKENS, env=env, cwd=folder, args=("--allow-host", "memory.team.example")) as server:
+        yield server, db
+
+
+def count(db: Path) -> int:
+    opened = api.open_store(str(db))
+    try:
+        return opened.store.counts()["total"]
+    finally:
+        opened.store.close()
+
+
+def text_of(result) -> str:
+    return "".join(getattr(c, "text", "") for c in result.content)
+
+
+def run(body):
+    return anyio.run(body)
+
+
+def session(url: str, token: str) -> dict:
+    """Open an MCP session by hand (initialize + initialized); returns the headers that go on with it."""
+    auth = {**MCP_HEADERS, "Authorization": f"Bearer {token}"}
+    reply = httpx2.post(url, headers=auth, json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": PROTOCOL, "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}})
+    assert reply.status_code == 200, reply.text
+    headers = {**auth, "mcp-session-id": reply.headers["mcp-session-id"], "mcp-protocol-version": PROTOCOL}
+    assert httpx2.post(url, headers=headers, json={"jsonrpc": "2.0", "method": "notifications/initialized"}
+                       ).status_code == 202
+    return headers
+
+
+def remember_call(content: str, request_id: int = 2) -> dict:
+    return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
+            "params": {"name": "remember", "arguments": {"content": content}}}
+
+
+# ---------------------------------------------------------------------------------------------
+# Through the SDK's client
+
+
+def test_remember_over_http_is_recalled_by_a_teammate(team, embedder):
+    server, _db = team
+
+    async def body():
+        async with connect(server.url, TOKENS["alice"]) as alice:
+            result = await alice.call_tool("remember", {"content": "The staging deploy freezes every Friday at 15:00"})
+            assert not result.is_error, text_of(result)
+            listed = {t.name for t in (await alice.list_tools()).tools}
+        async with connect(server.url, TOKENS["bob"]) as bob:
+            found = await bob.call_tool("recall", {"query": "when does the staging deploy freeze?"})
+            return listed, text_of(found), bob.instructions
+
+    listed, found, instructions = run(body)
+    assert "Friday at 15:00" in found
+    assert "recall" in listed and "remember" in listed
+    assert "transfer" not in listed  # its paths would be the server's files
+    assert "team" in instructions and "this machine" not in instructions
+
+
+def test_the_sdk_client_with_a_wrong_token_gets_nowhere(team):
+    server, db = team
+    before = count(db)
+
+    async def body():
+        async with connect(server.url, WRONG) as client:
+            await client.call_tool("remember", {"content": "written with a wrong token"})
+
+    with pytest.raises(Exception):  # noqa: B017 (the SDK's error for a 401 handshake)
+        run(body)
+    assert count(db) == before
+
+
+# ---------------------------------------------------------------------------------------------
+# Plain HTTP: tokens, refusals, health
+
+
+def test_a_call_without_its_token_is_401_and_writes_nothing(team):
+    """In a session alice opened, the same tools/call with a wrong, missing or non-bearer
+    credential is refused with 401 and stores nothing; with alice's token it stores."""
+    server, db = team
+    headers = session(server.url, TOKENS["alice"])
+    before = count(db)
+    for auth in (f"Bearer {WRONG}", None, f"Basic {TOKENS['alice']}", "Bearer", f"Bearer {TOKENS['alice'][:-1]}"):
+        sent = {k: v for k, v in headers.items() if k != "Authorization"}
+        if auth is not None:
+            sent["Authorization"] = auth
+        reply = httpx2.post(server.url, headers=sent, json=remember_call("the 401 path stores nothing"))
+        assert reply.status_code == 401, (auth, reply.status_code, reply.text)
+        assert reply.headers["www-authenticate"].startswith("Bearer")
+    assert count(db) == before
+    reply = httpx2.post(server.url, headers=headers, json=remember_call("the 401 path stores nothing"))
+    assert reply.status_code == 200 and '"isError":false' in reply.text
+    assert count(db) == before + 1
+
+
+def test_another_users_token_cannot_take_over_a_session(team):
+    server, db = team
+    headers = session(server.url, TOKENS["alice"])
+    before = count(db)
+    reply = httpx2.post(server.url, headers={**headers, "Authorization": f"Bearer {TOKENS['bob']}"},
+                        json=remember_call("bob writing in alice's session"))
+    assert reply.status_code in (403, 404), reply.text
+    assert count(db) == before
+
+
+def test_healthz_answers_without_a_token(team):
+    server, _db = team
+    reply = httpx2.get(f"{server.base}/healthz")
+    assert reply.status_code == 200
+    assert reply.json()["status"] == "ok"
+    assert httpx2.post(server.url, headers=MCP_HEADERS, json={}).status_code == 401  # the MCP path is guarded
+
+
+@pytest.mark.parametrize(
+    ("extra", "status"),
+    [
+        ({"Host": "evil.example"}, 421),
+        ({"Host": "evil.example:80"}, 421),
+        ({"Origin": "http://evil.example"}, 403),
+        ({"Origin": "https://memory.team.example.evil.example"}, 403),
+        ({"Host": "memory.team.example"}, 200),  # --allow-host
+        ({"Host": "memory.team.example", "Origin": "https://memory.team.example"}, 200),
+        ({"Origin": "http://localhost"}, 200),
+    ],
+)
+def test_host_and_origin_are_checked_against_dns_rebinding(team, extra, status):
+    server, _db = team
+    headers = {**MCP_HEADERS, "Authorization": f"Bearer {TOKENS['bob']}", **extra}
+    reply = httpx2.post(server.url, headers=headers, json={"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                        "params": {"protocolVersion": PROTOCOL, "capabilities": {},
+                                   "clientInfo": {"name": "raw", "version": "1"}}})
+    assert reply.status_code == status, reply.text
+
+
+def test_logs_never_show_a_token(team):
+    """At DEBUG with the access log on, after good, wrong and malformed credentials (this test's
+    own requests and every earlier test's), no token appears in the server's log."""
+    server, _db = team
+    headers = session(server.url, TOKENS["bob"])
+    httpx2.post(server.url, headers={**headers, "Authorization": f"Bearer {WRONG}"}, json=remember_call("x"))
+    httpx2.post(server.url, headers={**headers, "Authorization": f"Bearer {WRONG} {TOKENS['alice']}"},
+                json=remember_call("x"))
+    httpx2.get(f"{server.base}/healthz", headers={"Authorization": f"Bearer {TOKENS['alice']}"})
+    log = server.stderr
+    assert '"POST /mcp HTTP/1.1" 401' in log and "DEBUG" in log  # the log is really at its most verbose
+    for token in [*TOKENS.values(), WRONG]:
+        assert token not in log
+        assert token[:MIN_TOKEN_CHARS] not in log
+
+
+# ---------------------------------------------------------------------------------------------
+# Start-up refusals and the tokens file
+
+
+def test_a_bind_other_than_loopback_needs_tokens(memsafe_proc, db_path):
+    env = {k: v for k, v in os.environ.items() if k != TOKENS_ENV}
+    result = memsafe_proc("--db", str(db_path), "serve", "--transport", "http", "--host", "0.0.0.0", "--port", "0",
+                          env={**env, TOKENS_ENV: ""}, timeout=60)
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and TOKENS_ENV in lines[0] and "0.0.0.0" in lines[0], result.stderr
+    assert not db_path.exists()  # refused before the store was opened
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "words"),
+    [
+        ("alice\n", 1, "two fields"),
+        ("# team\n\nalice a-token-long-enough-0001 extra\n", 3, "two fields"),
+        ("alice short\n", 1, f"shorter than {MIN_TOKEN_CHARS}"),
+        ("alice same-token-long-enough-01\nbob same-token-long-enough-01\n", 2, "same token as line 1"),
+    ],
+)
+def test_a_bad_tokens_file_line_is_named_and_its_token_never_shown(tmp_path, text, line, words):
+    path = tmp_path / "tokens"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(InvalidInput) as caught:
+        load_tokens(path)
+    message = str(caught.value)
+    assert f"line {line}:" in message and words in message and "\n" not in message
+    assert "token-long-enough" not in message and "short" not in message.replace("shorter", "")
+
+
+def test_a_bad_tokens_file_stops_serve_with_one_line(tmp_path, memsafe_proc, db_path):
+    path = tmp_path / "tokens"
+    path.write_text("alice a-token-long-enough-0001\nbob\n", encoding="utf-8")
+    result = memsafe_proc("--db", str(db_path), "serve", "--transport", "http", "--port", "0",
+                          env={TOKENS_ENV: str(path)}, timeout=60)
+    assert result.returncode == 1
+    assert result.stderr.strip().count("\n") == 0 and "line 2" in result.stderr
+    missing = memsafe_proc("--db", str(db_path), "serve", "--transport", "http", "--port", "0",
+                           env={TOKENS_ENV: str(tmp_path / "nope")}, timeout=60)
+    assert missing.returncode == 1 and "nope" in missing.stderr and missing.stderr.strip().count("\n") == 0
+
+
+def test_tokens_file_maps_each_token_to_its_user(tmp_path):
+    path = tmp_path / "tokens"
+    path.write_text("# who\nalice a-token-long-enough-0001\n\n  bob\tb-token-long-enough-0002  \n"
+                    "alice a-token-long-enough-0003\n", encoding="utf-8")
+    table = load_tokens(path)
+    assert table.user_of("a-token-long-enough-0001") == "alice"
+    assert table.user_of("a-token-long-enough-0003") == "alice"
+    assert table.user_of("b-token-long-enough-0002") == "bob"
+    assert table.user_of("a-token-long-enough-000") is None
+    assert table.user_of("") is None
+    assert table.users == ["alice", "bob"]
+    assert "a-token" not in repr(table)
+
+
+@pytest.mark.parametrize(("host", "loopback"), [("127.0.0.1", True), ("127.1.2.3", True), ("localhost", True),
+                                                ("::1", True), ("[::1]", True), ("0.0.0.0", False),
+                                                ("10.0.0.5", False), ("::", False), ("team.example", False)])
+def test_loopback_addresses(host, loopback):
+    assert is_loopback(host) is loopback
+
+
+def test_stdio_takes_no_http_options(memsafe_proc, db_path):
+    result = memsafe_proc("--db", str(db_path), "serve", "--port", "8765", timeout=60)
+    assert result.returncode == 2 and "--transport http" in result.stderr
+
+
+def test_bench_http_stores_exactly_what_the_clients_sent(tmp_path, embedder):
+    from memsafe.bench.http import run_http
+
+    report = run_http(db=str(tmp_path / "bench.db"), clients=3, remembers=4, recallers=1, latency_at=0)
+    load = report["load"]
+    assert load["errors"] == 0, load["error_samples"]
+    assert load["memories_after"] == 12 and load["exact"] and report["ok"]
+    assert json.loads(json.dumps(report)) == report
