@@ -46,6 +46,7 @@ TOKENS_ENV = "MEMSAFE_HTTP_TOKENS_FILE"
 DEFAULT_PORT = 8765
 MCP_PATH = "/mcp"
 MIN_TOKEN_CHARS = 16  # a shorter token is refused: it could be guessed (make one with `openssl rand -hex 32`)
+MAX_NAME_CHARS = 64  # a user name, as recorded as the author of what they write
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
 
 
@@ -88,7 +89,8 @@ def load_tokens(path: str | os.PathLike) -> TokenTable:
 
     Raises:
         InvalidInput: the file cannot be read, holds no token, or a line is not `name token`, a
-            token is shorter than MIN_TOKEN_CHARS or appears twice. The message names the file
+            name is not printable or longer than MAX_NAME_CHARS, a token is shorter than
+            MIN_TOKEN_CHARS or appears twice. The message names the file
             and line, never the token.
     """
     where = str(path)
@@ -108,6 +110,8 @@ def load_tokens(path: str | os.PathLike) -> TokenTable:
             raise InvalidInput(f"{where} line {number}: expected `name token` (two fields), found "
                                f"{len(fields)} field{'s' if len(fields) != 1 else ''}")
         name, token = fields
+        if len(name) > MAX_NAME_CHARS or not name.isprintable():
+            raise InvalidInput(f"{where} line {number}: a user name is at most {MAX_NAME_CHARS} printable characters")
         if len(token) < MIN_TOKEN_CHARS:
             raise InvalidInput(f"{where} line {number}: the token of {name} is shorter than {MIN_TOKEN_CHARS} "
                                "characters; make one with: openssl rand -hex 32")
@@ -258,6 +262,7 @@ def build_app(db: str | None = None, project: str | None = None, *, host: str = 
         return token.client_id if token is not None else None
 
     state.author = author
+    state.shared = True
 
     @server.custom_route("/healthz", methods=["GET"])
     async def healthz(request):
@@ -306,6 +311,8 @@ def serve_http(db: str | None = None, project: str | None = None, *, host: str =
     stdio_server._setup_logging()
     for handler in logging.getLogger().handlers:
         handler.addFilter(_RedactBearer())
+    if tokens is not None and os.name == "posix" and os.stat(tokens.path).st_mode & 0o077:
+        log.warning("%s can be read by other users of this machine; chmod 600 it", tokens.path)
     app, state = build_app(db, project, host=host, tokens=tokens, allow_hosts=allow_hosts)
     sock = _listen(host, port)
     bound = sock.getsockname()[1]

@@ -240,6 +240,10 @@ class ServerState:
         self._submitted = self._embedded = 0  # remembers handed to the warm thread / embedded so far
         # Who a call writes as: None on stdio; the HTTP transport sets it to the token's user.
         self.author: Callable[[], str | None] = lambda: None
+        # Several clients on one server (HTTP): a remember embeds before it replies once the model is
+        # loaded, so its near-duplicate warning goes to its own caller, and nothing is carried over to
+        # the next call, which may be another user's (nor does a call wait for the warm thread).
+        self.shared = False
 
     @contextlib.contextmanager
     def store(self) -> Iterator[api.Opened]:
@@ -305,8 +309,10 @@ class ServerState:
                 with self.store() as opened:
                     done, near = api.embed_new(opened.store, limit=embed.BATCH_SIZE)
                 with self._notices_lock:
-                    self._notices += [f"memory #{memory_id} is nearly the same as #{other['id']} (similarity "
-                                      f"{other['similarity']:.2f}): update or forget one" for memory_id, other in near]
+                    if not self.shared:  # shared: the remember's own reply told its caller
+                        self._notices += [f"memory #{memory_id} is nearly the same as #{other['id']} (similarity "
+                                          f"{other['similarity']:.2f}): update or forget one"
+                                          for memory_id, other in near]
                     if not done:
                         self._embedded = target
                         self._notices_lock.notify_all()
@@ -482,7 +488,8 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
                     call["outcome"] = f"done: {result.splitlines()[0] if result else ''}"
                 # A near-duplicate found after a remember replied is told on the next call; calls
                 # other than remember first let the warm thread catch up (sequential remembers never wait).
-                notices = state.take_notices(wait_s=0.0 if fn.__name__ == "remember" else NOTICE_WAIT_S)
+                notices = [] if state.shared else state.take_notices(
+                    wait_s=0.0 if fn.__name__ == "remember" else NOTICE_WAIT_S)
                 return "\n".join([result, *(f"Note: {n}" for n in notices)]) if notices else result
 
             flags: dict[str, bool] = {"read_only_hint": True} if read_only else {"destructive_hint": destructive}
@@ -515,7 +522,7 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
             key = None if is_global else state.project(opened)[0]
             memory = api.remember(  # committed before the reply; embedded by the warm thread
                 opened.store, content, kind=kind, project=key, tags=tags or [], source="agent",
-                importance=importance, redact=redact, embed_now=False,
+                importance=importance, redact=redact, embed_now="if-loaded" if state.shared else False,
             )
         state.embed_soon()
         text = f"Remembered #{memory.id} ({f'project {memory.project}' if memory.project else 'global'})"

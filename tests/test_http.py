@@ -89,6 +89,27 @@ def test_remember_over_http_is_recalled_by_a_teammate(team, embedder):
     assert "team" in instructions and "this machine" not in instructions
 
 
+def test_a_near_duplicate_is_told_to_its_writer_only(team, embedder):
+    """On a shared server a remember's near-duplicate warning is in its own reply (the model is
+    loaded: the remember embeds before replying), never carried over to another user's call."""
+    server, _db = team
+
+    async def body():
+        async with connect(server.url, TOKENS["alice"]) as alice, connect(server.url, TOKENS["bob"]) as bob:
+            await alice.call_tool("recall", {"query": "warm the model"})
+            first = await alice.call_tool("remember", {"content": "The billing service retries webhooks five "
+                                                                  "times with exponential backoff"})
+            second = await bob.call_tool("remember", {"content": "The billing service retries webhooks five "
+                                                                 "times, with exponential backoff."})
+            after = await alice.call_tool("recall", {"query": "billing webhooks retries"})
+            return text_of(first), text_of(second), text_of(after)
+
+    first, second, after = run(body)
+    number = first.split("#")[1].split()[0]
+    assert f"nearly the same as #{number}" in second
+    assert "Note:" not in after and "nearly the same" not in after
+
+
 def test_the_sdk_client_with_a_wrong_token_gets_nowhere(team):
     server, db = team
     before = count(db)
@@ -200,6 +221,7 @@ def test_a_bind_other_than_loopback_needs_tokens(memsafe_proc, db_path):
         ("alice\n", 1, "two fields"),
         ("# team\n\nalice a-token-long-enough-0001 extra\n", 3, "two fields"),
         ("alice short\n", 1, f"shorter than {MIN_TOKEN_CHARS}"),
+        ("# a\n" + "x" * 65 + " a-token-long-enough-0001\n", 2, "at most 64 printable"),
         ("alice same-token-long-enough-01\nbob same-token-long-enough-01\n", 2, "same token as line 1"),
     ],
 )

@@ -63,6 +63,7 @@ class HttpServer:
         if tokens is not None:
             path = Path(self._folder.name) / "tokens"
             path.write_text("".join(f"{user} {token}\n" for user, token in tokens.items()), encoding="utf-8")
+            path.chmod(0o600)
             full_env["MEMSAFE_HTTP_TOKENS_FILE"] = str(path)
         self.proc = subprocess.Popen(
             [*python_m("memsafe"), "--db", str(db), "serve", "--transport", "http", "--host", host, "--port", "0",
