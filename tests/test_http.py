@@ -281,3 +281,17 @@ def test_bench_http_stores_exactly_what_the_clients_sent(tmp_path, embedder):
     assert load["errors"] == 0, load["error_samples"]
     assert load["memories_after"] == 12 and load["exact"] and report["ok"]
     assert json.loads(json.dumps(report)) == report
+
+
+def test_the_listening_socket_sets_tcp_nodelay():
+    """Accepted connections inherit it: without it every keep-alive reply waited ~40 ms for the
+    client's delayed ACK (uvicorn writes headers and body separately)."""
+    import socket
+
+    from memsafe.http_server import _listen
+
+    sock = _listen("127.0.0.1", 0)
+    try:
+        assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+    finally:
+        sock.close()
