@@ -201,6 +201,22 @@ def test_logs_never_show_a_token(team):
         assert token[:MIN_TOKEN_CHARS] not in log
 
 
+def test_loopback_without_tokens_serves_this_machine_and_stops_cleanly(tmp_path, embedder):
+    db = tmp_path / "solo.db"
+    server = HttpServer(db, cwd=tmp_path)
+    try:
+        async def body():
+            async with connect(server.url) as client:
+                return text_of(await client.call_tool("remember", {"content": "solo server note about the cache"}))
+
+        assert run(body).startswith("Remembered #1")
+        assert "no tokens" in server.stderr
+    finally:
+        code = server.stop()
+    assert code == 0 and "Traceback" not in server.stderr
+    assert count(db) == 1
+
+
 # ---------------------------------------------------------------------------------------------
 # Start-up refusals and the tokens file
 

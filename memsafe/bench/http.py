@@ -60,6 +60,7 @@ class HttpServer:
                  wait: float = 60.0):
         self._folder = tempfile.TemporaryDirectory(prefix="memsafe-http-")
         full_env = {**os.environ, **(env or {})}
+        full_env.pop("MEMSAFE_HTTP_TOKENS_FILE", None)
         if tokens is not None:
             path = Path(self._folder.name) / "tokens"
             path.write_text("".join(f"{user} {token}\n" for user, token in tokens.items()), encoding="utf-8")
