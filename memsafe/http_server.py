@@ -35,7 +35,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from memsafe.errors import InvalidInput
+from memsafe.errors import InvalidInput, MemsafeError
 
 __all__ = ["DEFAULT_PORT", "MCP_PATH", "TOKENS_ENV", "TokenTable", "build_app", "is_loopback", "load_tokens",
            "serve_http"]
@@ -46,7 +46,6 @@ TOKENS_ENV = "MEMSAFE_HTTP_TOKENS_FILE"
 DEFAULT_PORT = 8765
 MCP_PATH = "/mcp"
 MIN_TOKEN_CHARS = 16  # a shorter token is refused: it could be guessed (make one with `openssl rand -hex 32`)
-MAX_NAME_CHARS = 64  # a user name, as recorded as the author of what they write
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
 
 
@@ -89,10 +88,12 @@ def load_tokens(path: str | os.PathLike) -> TokenTable:
 
     Raises:
         InvalidInput: the file cannot be read, holds no token, or a line is not `name token`, a
-            name is not printable or longer than MAX_NAME_CHARS, a token is shorter than
+            name is no valid author (`api.clean_author`), a token is shorter than
             MIN_TOKEN_CHARS or appears twice. The message names the file
             and line, never the token.
     """
+    from memsafe.api.hygiene import clean_author
+
     where = str(path)
     try:
         text = Path(path).read_text(encoding="utf-8")
@@ -110,8 +111,10 @@ def load_tokens(path: str | os.PathLike) -> TokenTable:
             raise InvalidInput(f"{where} line {number}: expected `name token` (two fields), found "
                                f"{len(fields)} field{'s' if len(fields) != 1 else ''}")
         name, token = fields
-        if len(name) > MAX_NAME_CHARS or not name.isprintable():
-            raise InvalidInput(f"{where} line {number}: a user name is at most {MAX_NAME_CHARS} printable characters")
+        try:
+            name = clean_author(name)  # as every memory they write will record it
+        except MemsafeError as exc:
+            raise InvalidInput(f"{where} line {number}: {exc}") from None
         if len(token) < MIN_TOKEN_CHARS:
             raise InvalidInput(f"{where} line {number}: the token of {name} is shorter than {MIN_TOKEN_CHARS} "
                                "characters; make one with: openssl rand -hex 32")
@@ -234,7 +237,6 @@ def build_app(db: str | None = None, project: str | None = None, *, host: str = 
     from starlette.responses import JSONResponse
 
     from memsafe import __version__
-    from memsafe.errors import MemsafeError
     from memsafe.server import build_server
 
     options: dict = {}

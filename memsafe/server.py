@@ -523,6 +523,7 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
             memory = api.remember(  # committed before the reply; embedded by the warm thread
                 opened.store, content, kind=kind, project=key, tags=tags or [], source="agent",
                 importance=importance, redact=redact, embed_now="if-loaded" if state.shared else False,
+                author=state.author(),
             )
         state.embed_soon()
         text = f"Remembered #{memory.id} ({f'project {memory.project}' if memory.project else 'global'})"
@@ -613,7 +614,8 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
         """Edit a memory; its history keeps the old version."""
         with state.store() as opened:
             memory = api.update(opened.store, id, content=content, kind=kind, tags=tags, importance=importance,
-                                redact=True, scope=state.scope(opened))  # credentials redacted, never raw
+                                redact=True, scope=state.scope(opened),  # credentials redacted, never raw
+                                author=state.author())
         return render.compact_memory(memory)
 
     # -- graph -----------------------------------------------------------------------------------

@@ -89,6 +89,43 @@ def test_remember_over_http_is_recalled_by_a_teammate(team, embedder):
     assert "team" in instructions and "this machine" not in instructions
 
 
+def test_every_memory_written_over_http_records_its_tokens_user(team, embedder, tmp_path, memsafe_proc):
+    """alice remembers, bob updates: `get_memory`, the CLI's `get` and `history`, and `export`
+    name who wrote each state."""
+    run_memsafe = memsafe_proc
+    server, db = team
+
+    async def body():
+        async with connect(server.url, TOKENS["alice"]) as alice:
+            made = text_of(await alice.call_tool("remember", {"content": "Nightly backups of the wiki run at 02:00"}))
+            number = int(made.split("#")[1].split()[0])
+            shown = text_of(await alice.call_tool("get_memory", {"id": number}))
+        async with connect(server.url, TOKENS["bob"]) as bob:
+            updated = await bob.call_tool("update_memory", {"id": number, "content": "Nightly backups of the wiki "
+                                                                                     "run at 03:00 since the move"})
+            assert not updated.is_error, text_of(updated)
+            history = text_of(await bob.call_tool("get_memory", {"id": number, "history": True}))
+        return number, shown, history
+
+    number, shown, history = run(body)
+    assert "by=alice" in shown
+    assert "by=alice" in history and "by=bob" in history
+    env = {"MEMSAFE_HOME": str(tmp_path / "home")}
+    got = run_memsafe("--db", str(db), "get", str(number), "--json", env=env)
+    assert got.returncode == 0, got.stderr
+    assert json.loads(got.stdout)["author"] == "bob"
+    past = run_memsafe("--db", str(db), "history", str(number), "--json", env=env)
+    assert past.returncode == 0, past.stderr
+    assert [v.get("author") for v in json.loads(past.stdout)["versions"]][-2:] == ["alice", "bob"]
+    out = tmp_path / "team.jsonl"
+    done = run_memsafe("--db", str(db), "export", "-o", str(out), "--all-projects", env=env)
+    assert done.returncode == 0, done.stderr
+    records = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    memory = next(r for r in records if r.get("type") == "memory" and "wiki" in r.get("content", ""))
+    assert memory["author"] == "bob"
+    assert {v.get("author") for v in memory.get("versions", [])} >= {"alice"}
+
+
 def test_a_near_duplicate_is_told_to_its_writer_only(team, embedder):
     """On a shared server a remember's near-duplicate warning is in its own reply (the model is
     loaded: the remember embeds before replying), never carried over to another user's call."""
@@ -237,7 +274,7 @@ def test_a_bind_other_than_loopback_needs_tokens(memsafe_proc, db_path):
         ("alice\n", 1, "two fields"),
         ("# team\n\nalice a-token-long-enough-0001 extra\n", 3, "two fields"),
         ("alice short\n", 1, f"shorter than {MIN_TOKEN_CHARS}"),
-        ("# a\n" + "x" * 65 + " a-token-long-enough-0001\n", 2, "at most 64 printable"),
+        ("# a\n" + "x" * 201 + " a-token-long-enough-0001\n", 2, "author is 201 characters"),
         ("alice same-token-long-enough-01\nbob same-token-long-enough-01\n", 2, "same token as line 1"),
     ],
 )
