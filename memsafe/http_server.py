@@ -30,6 +30,7 @@ import ipaddress
 import logging
 import os
 import re
+import signal
 import socket
 import sys
 from dataclasses import dataclass
@@ -294,7 +295,8 @@ def build_app(db: str | None = None, project: str | None = None, *, host: str = 
 
 def serve_http(db: str | None = None, project: str | None = None, *, host: str = "127.0.0.1",
                port: int = DEFAULT_PORT, allow_hosts: tuple[str, ...] = ()) -> None:
-    """Serve MCP over streamable HTTP on host:port until SIGINT/SIGTERM, then end the process.
+    """Serve MCP over streamable HTTP on host:port until SIGINT or SIGTERM, then end the process
+    (exit 130 or 143, after the requests in flight, as over stdio).
 
     Tokens come from the file `MEMSAFE_HTTP_TOKENS_FILE` names. Writes one line to stderr once
     it accepts requests: `memsafe serve: MCP over HTTP on http://HOST:PORT/mcp (...)`.
@@ -338,8 +340,14 @@ def serve_http(db: str | None = None, project: str | None = None, *, host: str =
             sys.stderr.flush()
 
     threading.Thread(target=announce, name="memsafe-http-ready", daemon=True).start()
+    # uvicorn shuts down gracefully on SIGINT/SIGTERM, then raises the signal again with the handler
+    # it found: KeyboardInterrupt for SIGINT; this one for SIGTERM. Exit codes as over stdio.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+    code = 0
     try:
         server.run(sockets=[sock])
     except KeyboardInterrupt:
-        pass
-    stdio_server._exit(state, 0)
+        code = 130
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    stdio_server._exit(state, code)
