@@ -238,7 +238,7 @@ def build_app(db: str | None = None, project: str | None = None, *, host: str = 
     from starlette.responses import JSONResponse
 
     from memsafe import __version__
-    from memsafe.server import build_server
+    from memsafe.server import INSTRUCTIONS, build_server
 
     options: dict = {}
     if tokens is not None:
@@ -256,8 +256,6 @@ def build_app(db: str | None = None, project: str | None = None, *, host: str = 
         # The issuer URL is required by the SDK's settings but unused: no OAuth routes are served.
         options = dict(token_verifier=Verifier(), auth=AuthSettings(
             issuer_url=f"http://{host if ':' not in host else f'[{host}]'}", resource_server_url=None))
-    from memsafe.server import INSTRUCTIONS
-
     instructions = INSTRUCTIONS.replace("kept on this machine", "kept on your team's memsafe server, shared with "
                                         "your teammates' agents")
     server = build_server(db, project, instructions=instructions, **options)
@@ -279,8 +277,8 @@ def build_app(db: str | None = None, project: str | None = None, *, host: str = 
             try:
                 with state.store():
                     return None
-            except MemsafeError as exc:
-                return str(exc)
+            except Exception as exc:  # a MemsafeError, or a damaged file (apsw): unhealthy either way
+                return f"{type(exc).__name__}: {exc}"
 
         problem = await anyio.to_thread.run_sync(check)
         if problem is not None:

@@ -201,6 +201,16 @@ def test_healthz_answers_without_a_token(team):
     assert httpx2.post(server.url, headers=MCP_HEADERS, json={}).status_code == 401  # the MCP path is guarded
 
 
+def test_healthz_is_503_without_details_when_the_store_cannot_open(tmp_path):
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the store's folder should be", encoding="utf-8")
+    with HttpServer(blocker / "team.db", cwd=tmp_path) as server:
+        reply = httpx2.get(f"{server.base}/healthz")
+        assert reply.status_code == 503
+        assert reply.json() == {"status": "unavailable"}  # the reason is in the log, not for anonymous callers
+        assert "healthz: store unavailable" in server.stderr
+
+
 @pytest.mark.parametrize(
     ("extra", "status"),
     [
