@@ -188,6 +188,58 @@ def rrf(rankings: Sequence[Sequence[int]], weights: Sequence[float], k: float = 
     return scores
 
 
+COMMON_MIN_MEMORIES = 10  # a word must be in at least this many memories to count as common
+
+
+def common_words(df: dict[str, int], n: int) -> set[str]:
+    """The query's words that say nothing about which memory is meant: held by at least half of
+    the `n` memories (and by at least COMMON_MIN_MEMORIES of them, so a small store's counts do
+    not decide), where FTS5's BM25 idf, ln((n − df + 0.5) / (df + 0.5)), is ≤ 0 (Robertson &
+    Zaragoza 2009; FTS5 floors it to 1e-6): the lexical half already ignores them.
+
+    Args:
+        df: {`fts_terms` term (quoted, as the word index matches it): memories holding it}.
+        n: memories in the store.
+
+    Returns:
+        The common words, lower-cased and unquoted.
+    """
+    return {t[1:-1].replace('""', '"') for t, d in df.items()
+            if d >= COMMON_MIN_MEMORIES and d >= n / 2}
+
+
+_POSSESSIVE = re.compile(r"^['\u2019]s\b", re.IGNORECASE)
+
+
+def vector_text(text: str, common: set[str]) -> str:
+    """The text the vector half embeds: `text` without its `common_words` (and the possessive
+    `'s` after one). Issue 11: a name that most memories hold (a speaker's, a project's) carries
+    no information for ranking, but it dominates a small model's embedding of a short question,
+    so every memory of the person named came first, and a question naming the wrong person
+    (LoCoMo's adversarial ones) found none of the memories that answer it. The text is kept
+    whole when every word is common or none is.
+    """
+    if not common:
+        return text
+    kept: list[str] = []
+    last = 0
+    dropped = False
+    for m in _COMPOUND.finditer(text):
+        if m.group(0).lower() not in common:
+            continue
+        kept.append(text[last:m.start()])
+        last = m.end()
+        possessive = _POSSESSIVE.match(text[last:])
+        if possessive:
+            last += possessive.end()
+        dropped = True
+    if not dropped:
+        return text
+    kept.append(text[last:])
+    out = " ".join("".join(kept).split())
+    return out if query_terms(out) and any(w not in STOP_WORDS for w in query_terms(out)) else text
+
+
 @dataclass
 class Query:
     """A recall query read once: the cleaned text, the text the lexical half searches (the date

@@ -44,15 +44,45 @@ def _query_candidates(store, text: str, project: str | None, now) -> dict:
     return {"query": query, "cands": cands}
 
 
-def collect(locomo_file: str | None, out: str) -> None:
+def _built(folder: Path, name: str, build) -> tuple[object, object]:
+    """(opened store, what `build` returned) for the store `name` in `folder`: built once by
+    `build(db path)` and kept (with its result in `<name>.ids.pkl`), so a second `collect` after a
+    change to the candidates step re-embeds nothing. A copy is opened, the kept store stays clean."""
+    import shutil
+
+    db, meta = folder / f"{name}.db", folder / f"{name}.ids.pkl"
+    if not meta.exists():
+        for stale in folder.glob(f"{name}.db*"):
+            stale.unlink()
+        result = build(str(db))
+        meta.write_bytes(pickle.dumps(result))
+    work = folder / f"{name}.work.db"
+    for stale in folder.glob(f"{name}.work.db*"):
+        stale.unlink()
+    shutil.copyfile(db, work)
+    return api.open_store(str(work)), pickle.loads(meta.read_bytes())
+
+
+def _build_corpus(corpus: dict):
+    def build(db: str) -> dict:
+        opened = api.open_store(db)
+        try:
+            return quality.build_store(opened.store, corpus)
+        finally:
+            opened.store.close()
+    return build
+
+
+def collect(locomo_file: str | None, out: str, keep: str | None = None) -> None:
     data: dict = {}
     with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(keep or tmp)
+        folder.mkdir(parents=True, exist_ok=True)
         for name, path in (("own", None), ("devprose", "memsafe/data/devprose_corpus.json")):
             if path and not Path(path).exists():
                 continue
             corpus = quality.load_corpus(path)
-            opened = api.open_store(str(Path(tmp) / f"{name}.db"))
-            ids = quality.build_store(opened.store, corpus)
+            opened, ids = _built(folder, name, _build_corpus(corpus))
             rows = []
             for q in corpus["queries"]:
                 c = _query_candidates(opened.store, q["query"], corpus.get("project"), clock.now())
@@ -63,9 +93,7 @@ def collect(locomo_file: str | None, out: str) -> None:
         if locomo_file:
             rows = []
             for n, item in enumerate(locomo.load(locomo_file)):
-                db = str(Path(tmp) / f"locomo{n}.db")
-                ids, last = locomo.build_store(db, item)
-                opened = api.open_store(db)
+                opened, (ids, last) = _built(folder, f"locomo{n}", lambda db, item=item: locomo.build_store(db, item))
                 with locomo._now(last):
                     for q in locomo.questions(item, ids):
                         c = _query_candidates(opened.store, q["question"], None, last)
@@ -147,12 +175,13 @@ def main() -> None:
     c = sub.add_parser("collect")
     c.add_argument("--locomo")
     c.add_argument("--out", default="/tmp/recall-cands.pkl")
+    c.add_argument("--keep", help="folder keeping the built stores between runs (nothing is re-embedded)")
     v = sub.add_parser("cv")
     v.add_argument("--cands", default="/tmp/recall-cands.pkl")
     v.add_argument("--grid", help="JSON object replacing GRID")
     args = parser.parse_args()
     if args.cmd == "collect":
-        collect(args.locomo, args.out)
+        collect(args.locomo, args.out, args.keep)
     else:
         cv(args.cands, json.loads(args.grid) if args.grid else GRID)
 

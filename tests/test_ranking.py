@@ -62,6 +62,16 @@ def test_date_words_are_not_query_terms_and_select_a_window():
     assert fused[1] > fused[2]
 
 
+def test_common_words_are_those_half_the_store_holds_and_leave_the_vector_text():
+    # Issue 11: a speaker's name in most memories steered the vector half (BM25 already gave it idf ≈ 0).
+    df = {'"ben"': 60, '"flea"': 2, '"market"': 3, '"buy"': 9}
+    assert retrieve.common_words(df, 100) == {"ben"}
+    assert retrieve.common_words({'"ben"': 3}, 4) == set()  # a small store's counts do not decide
+    assert retrieve.vector_text("What did Ben buy at Ben’s flea market?", {"ben"}) == "What did buy at flea market?"
+    assert retrieve.vector_text("Ben and Ana?", {"ben", "ana"}) == "Ben and Ana?"  # nothing else left: kept whole
+    assert retrieve.vector_text("flea market", set()) == "flea market"
+
+
 def test_pack_returns_the_best_cut_and_an_excerpt_of_a_large_relevant_memory():
     # Issue 11 item 6 and issue 17 item 6: nothing better is skipped silently.
     count = lambda t: len(t.split())  # noqa: E731

@@ -35,6 +35,46 @@ def test_min_similarity_is_an_absolute_floor_when_no_keyword_matches(store):
     assert result.hits == []
 
 
+# A chat between two people, one memory per turn, each turn starting with its speaker's name: the
+# names are in most memories (written here for the test, in the manner of LoCoMo's conversations).
+CHAT = [
+    "Ben: Hey Ana! Long time no talk, how have you been?",
+    "Ana: Busy week! I went to the flea market on Sunday and found an old brass compass for my desk.",
+    "Ben: Nice, I love weekends like that.",
+    "Ben: I went shopping downtown but did not get anything.",
+    "Ben: Anything else new with you?",
+    "Ana: Work is hectic, we ship the new release on Friday.",
+    "Ben: Good luck with the release!",
+    "Ben: I have been cooking a lot lately, mostly pasta.",
+    "Ana: Pasta sounds great, send me a recipe.",
+    "Ben: Sure thing, I will send it tonight.",
+    "Ben: What are you up to this weekend?",
+    "Ana: Hiking with my sister near the lake.",
+    "Ben: That sounds lovely, take pictures!",
+    "Ben: I bought new running shoes yesterday, they are so comfy.",
+    "Ben: I am trying to run three times a week now.",
+    "Ana: Good for you, I could never run that much.",
+    "Ben: It gets easier, trust me.",
+    "Ben: Talk soon, Ana!",
+    "Ben: See ya!",
+    "Ana: Bye Ben!",
+    "Ben: Hey, I finally got a bargain at the mall today.",
+    "Ben: My weekend plans fell through, so I stayed home.",
+]
+
+
+def test_a_name_most_memories_hold_does_not_steer_the_vector_half(store):
+    # Issue 11, adversarial questions: the question names the wrong person. MiniLM put every short
+    # turn of the person named near it ("Ben: Hey, I finally got a bargain at the mall today."),
+    # above the turn that answers; BM25 gives the name an idf of about 0 and found it. The vector
+    # half now embeds the question without the words half the store holds.
+    ids = [api.remember(store, turn).id for turn in CHAT]
+    answer = ids[1]
+    question = "What did Ben buy at the flea market?"
+    assert api.recall(store, question).hits[0].memory.id == answer
+    assert answer in [h.memory.id for h in api.recall(store, question, mode="vector").hits[:2]]
+
+
 def test_recall_does_not_feed_itself_but_explicit_use_counts(store):
     # Issue 11 mechanism 4: each recall raised the access count of what it returned.
     m = api.remember(store, NOTES[0])

@@ -617,7 +617,7 @@ def _candidates(store: Store, q: retrieve.Query, scope: Scope, depth: int, mode:
     the features the pure steps read. Returns (candidates in scope, their memories, mode used)."""
     # The query is embedded on a worker thread (loading the model first in a fresh process) while
     # this thread runs the BM25 search: ONNX Runtime and SQLite both release the GIL.
-    query_vector = _embed_query_async(store, q.text) if mode in ("hybrid", "vector") else None
+    query_vector = _embed_query_async(store, _vector_text(store, q.text)) if mode in ("hybrid", "vector") else None
     tokens.warm()  # a fresh CLI process loads the tokenizer while the model loads on the worker
     lexical = _lexical(store, q.lexical_text, scope, depth) if mode in ("hybrid", "lexical") else []
     vector, used_mode = ([], mode) if query_vector is None else _vector(store, query_vector, mode, scope, depth, notes)
@@ -726,6 +726,13 @@ def _vector(store: Store, query_vector: Future, mode: str, scope: Scope, depth: 
         notes.append(f"{count_of(pending, 'memory')} still waiting for embedding (a recall embeds for at most "
                      f"{RECALL_EMBED_SECONDS:g} s; `memsafe embed` does the rest); found lexically only")
     return hits, mode
+
+
+def _vector_text(store: Store, text: str) -> str:
+    """The query text the vector half embeds: without the words half the store holds
+    (`retrieve.common_words`, `retrieve.vector_text`). One count per query term in the word index."""
+    n, df, _ = store.fts_term_stats(retrieve.fts_terms(text), [])
+    return retrieve.vector_text(text, retrieve.common_words(df, n))
 
 
 def _coverage(store: Store, text: str, hits: list[tuple[int, float]]) -> tuple[dict[int, float], float]:
