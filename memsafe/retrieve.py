@@ -348,15 +348,16 @@ def vector_relevance(similarity: float, words: int, f: Fusion) -> float:
 def fuse(cands: Sequence[Candidate], query: Query, f: Fusion) -> dict[int, float]:
     """Steps "fusion", "time" and "graph": one absolute relevance per candidate.
 
-        relevance = w_l · lexical + w_v · vector + w_t · closeness(created_at, windows)
+        relevance = w_l · lexical + w_v · vector + w_h · hop + w_t · closeness(created_at, windows)
 
     Both halves are on absolute scales (`lexical_relevance`, `vector_relevance`): a memory found
     only by the vector search outranks a strong lexical hit only when its similarity is high in
     absolute terms, and one below `min_similarity` is dropped (the floor holds in every mode).
-    Time: when the query names a time (`memsafe.when`), a memory dated in the window gains w_t,
-    one near it less (`when.closeness`). Graph: a memory one relation away from an entity the
-    query names gains weight_hop × hop strength, but stays below the best direct hit (it
-    supports that hit, it never displaces it).
+    Graph: a memory one relation away from an entity the query names gains weight_hop × hop
+    strength, so it can answer a question that names the entity it is linked to ("who owns the
+    consumer of invoices.v1?") even above the memory that only names that entity. Time: when the
+    query names a time (`memsafe.when`), a memory dated in the window gains w_t, one near it
+    less (`when.closeness`).
 
     Returns:
         {id: relevance ≥ 0}; candidates with nothing (no lexical match, vector below the floor,
@@ -368,18 +369,13 @@ def fuse(cands: Sequence[Candidate], query: Query, f: Fusion) -> dict[int, float
     for c in cands:
         lex = f.weight_lexical * lexical_relevance(c.bm25, c.coverage, f.coverage_power) if c.bm25 is not None else 0.0
         vec = f.weight_vector * vector_relevance(c.similarity, c.words, f) if c.similarity is not None else 0.0
-        if lex <= 0 and vec <= 0:
+        hop = f.weight_hop * c.hop
+        if lex <= 0 and vec <= 0 and hop <= 0:
             continue
-        score = lex + vec
+        score = lex + vec + hop
         if query.windows and c.created_at is not None and f.weight_time:
             score += f.weight_time * when.closeness(c.created_at, query.windows)
         out[c.id] = score
-    hops = [c for c in cands if c.hop > 0 and f.weight_hop > 0]
-    if hops:
-        ceiling = 0.99 * max(out.values()) if out else 1.0
-        for c in hops:
-            boosted = min(ceiling, out.get(c.id, 0.0) + f.weight_hop * c.hop)
-            out[c.id] = max(out.get(c.id, 0.0), boosted)
     return out
 
 

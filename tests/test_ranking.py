@@ -72,6 +72,20 @@ def test_common_words_are_those_half_the_store_holds_and_leave_the_vector_text()
     assert retrieve.vector_text("flea market", set()) == "flea market"
 
 
+def test_a_memory_one_relation_away_can_answer_first():
+    # "is the person leading web-frontend available?": the answer names Priya, who leads
+    # web-frontend; a memory sharing a word or two with the question came first because a hop
+    # was capped below the best direct hit (own corpus graph R@1 0.647 -> 0.588).
+    f = retrieve.Fusion()
+    weak_direct = retrieve.Candidate(1, bm25=0.18, coverage=0.19, similarity=0.35, words=9)  # the bench's figures
+    answer = retrieve.Candidate(2, similarity=0.26, words=9, hop=1.0)
+    fused = retrieve.fuse([weak_direct, answer], Q, f)
+    assert fused[2] > fused[1]
+    strong_direct = retrieve.Candidate(3, bm25=1.0, coverage=1.0, similarity=0.6, words=10)
+    fused = retrieve.fuse([strong_direct, answer], Q, f)
+    assert fused[3] > fused[2]  # a hop supports a full match, it does not displace it
+
+
 def test_pack_returns_the_best_cut_and_an_excerpt_of_a_large_relevant_memory():
     # Issue 11 item 6 and issue 17 item 6: nothing better is skipped silently.
     count = lambda t: len(t.split())  # noqa: E731
