@@ -137,17 +137,19 @@ def holds_exact(content: str, term: str) -> bool:
     return False
 
 
-def exact_ranking(texts: dict[int, str], terms: Sequence[str], ranking: Sequence[int]) -> list[int]:
-    """`ranking` (ids best first) with the ids whose text holds the most `terms` (`holds_exact`)
-    moved to the front, most terms first; ids holding some term but missing from `ranking` are
-    added. For rankings made without the trigram index (time travel ranks past texts in a
-    scratch index): the same exact-first rule as `Store.fts_search`."""
-    if not terms:
-        return list(ranking)
-    held = {i: n for i, text in texts.items() if (n := sum(holds_exact(text, t) for t in terms))}
-    position = {i: r for r, i in enumerate(ranking)}
-    first = sorted(held, key=lambda i: (-held[i], position.get(i, len(position)), i))
-    return first + [i for i in ranking if i not in held]
+def exact_hits(hits: Sequence[tuple[int, float]], held: dict[int, int], terms: int, limit: int
+               ) -> list[tuple[int, float]]:
+    """`Store.fts_search`'s exact-first rule for texts ranked without the trigram index (time
+    travel ranks past texts in a scratch index): BM25 `hits` ([(id, FTS5 bm25)], best first) with
+    the ids of `held` ({id: exact terms it holds}, `holds_exact`) first, most terms first, each
+    scored beyond every other hit: best bm25 × (1 + held / `terms`). At most `limit`."""
+    if not held:
+        return list(hits)[:limit]
+    bm25 = dict(hits)
+    best = min([*bm25.values(), -1.0])
+    first = sorted(held, key=lambda i: (-held[i], bm25.get(i, 0.0), i))
+    out = [(i, best * (1.0 + held[i] / terms)) for i in first]
+    return (out + [(i, s) for i, s in hits if i not in held])[:limit]
 
 
 def term_coverage(idf: dict[str, float], matches: dict[str, set[int]]) -> dict[int, float]:
@@ -172,20 +174,31 @@ def idf(df: int, n: int) -> float:
     return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
 
 
-RRF_K = 60.0  # Cormack, Clarke & Büttcher, SIGIR 2009
+def lexical_scale(n: int, df: dict[str, int], matches: dict[str, set[int]],
+                  exact: dict[str, tuple[int, set[int]]] | None = None) -> tuple[dict[int, float], float]:
+    """The two numbers that put a BM25 hit on an absolute scale, from a word index's statistics.
 
+    Args:
+        n: memories indexed; df: {term: memories holding it}; matches: {term: candidate ids
+            holding it}; exact: {exact term: (memories holding it, candidate ids holding it)},
+            counted like the other terms (`exact_terms`: the word index splits them).
 
-def rrf(rankings: Sequence[Sequence[int]], weights: Sequence[float], k: float = 60.0) -> dict[int, float]:
-    """Weighted reciprocal rank fusion: score(d) = Σ_i w_i / (k + rank_i(d)), ranks 1-based.
-
-    Source: Cormack, Clarke & Büttcher, "Reciprocal Rank Fusion outperforms Condorcet and
-    individual Rank Learning Methods", SIGIR 2009 (k = 60).
+    Returns:
+        ({id: `term_coverage`}, Σ idf of the terms as FTS5's bm25 computes it,
+        ln((n − df + 0.5) / (df + 0.5)) floored at 1e-6: the bm25 of a memory of average length
+        holding each term once, by which `Candidate.bm25` is divided).
     """
-    scores: dict[int, float] = {}
-    for ranking, weight in zip(rankings, weights):
-        for rank, doc in enumerate(ranking, start=1):
-            scores[doc] = scores.get(doc, 0.0) + weight / (k + rank)
-    return scores
+    df, matches = dict(df), dict(matches)
+    for term, (count, ids) in (exact or {}).items():
+        df[term], matches[term] = min(count, n), ids  # a writer between the counts can make df exceed n
+    scale = sum(_fts_idf(n, d) for d in df.values())
+    return term_coverage({t: idf(d, n) for t, d in df.items()}, matches), scale
+
+
+def _fts_idf(n: int, df: int) -> float:
+    """FTS5's bm25 idf of a term in `df` of `n` rows: ln((n − df + 0.5) / (df + 0.5)), at least 1e-6."""
+    ratio = (n - df + 0.5) / (df + 0.5)
+    return math.log(ratio) if ratio > 1.0 else 1e-6
 
 
 COMMON_MIN_MEMORIES = 10  # a word must be in at least this many memories to count as common

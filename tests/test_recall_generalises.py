@@ -75,6 +75,26 @@ def test_a_name_most_memories_hold_does_not_steer_the_vector_half(store):
     assert answer in [h.memory.id for h in api.recall(store, question, mode="vector").hits[:2]]
 
 
+def test_time_travel_ranks_by_the_same_steps_as_recall(store, monkeypatch):
+    # recall_as_of fused by reciprocal rank: every vector neighbour came back whatever its
+    # similarity (min_similarity had no effect) and the month a query names counted for nothing.
+    monkeypatch.setenv("MEMSAFE_NOW", "2023-05-01T10:00:00+00:00")
+    for note in NOTES:
+        api.remember(store, note)
+    api.config_set(store, "min_similarity", "0.5")
+    assert api.recall_as_of(store, "quantum chromodynamics lattice simulation", as_of="now").hits == []
+    api.config_reset(store, "min_similarity")
+    monkeypatch.setenv("MEMSAFE_NOW", "2023-05-12T10:00:00+00:00")
+    may = api.remember(store, "Gina: The pottery class was great, I made a small vase.")
+    monkeypatch.setenv("MEMSAFE_NOW", "2023-09-20T10:00:00+00:00")
+    september = api.remember(store, "Gina: May I bring a friend to the pottery class? Best class of 2023!")
+    monkeypatch.setenv("MEMSAFE_NOW", "2023-10-01T10:00:00+00:00")
+    question = "What did Gina make at the pottery class in May 2023?"
+    expected = [h.memory.id for h in api.recall(store, question).hits]
+    assert expected[:2] == [may.id, september.id]
+    assert [h.memory.id for h in api.recall_as_of(store, question, as_of="now").hits] == expected
+
+
 def test_recall_does_not_feed_itself_but_explicit_use_counts(store):
     # Issue 11 mechanism 4: each recall raised the access count of what it returned.
     m = api.remember(store, NOTES[0])

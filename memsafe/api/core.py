@@ -3,7 +3,6 @@ restore, purge, recall, status and config."""
 
 from __future__ import annotations
 
-import math
 import os
 import threading
 import time
@@ -736,23 +735,12 @@ def _vector_text(store: Store, text: str) -> str:
 
 
 def _coverage(store: Store, text: str, hits: list[tuple[int, float]]) -> tuple[dict[int, float], float]:
-    """`retrieve.term_coverage` of the BM25 hits (the share of the query's IDF mass each one
-    holds), and Σ idf of the query terms as FTS5's bm25 computes it (ln((N − df + 0.5) /
-    (df + 0.5)), at least 1e-6), the scale of a full match."""
-    exact = getattr(hits, "exact", {})  # an exact term counts by its exact matches (issue 12.9)
+    """`retrieve.lexical_scale` of the BM25 hits: the term statistics of the word index, with an
+    exact term counted by its exact matches (issue 12.9)."""
+    exact = getattr(hits, "exact", {})
     terms = [t for t in retrieve.fts_terms(text) if t[1:-1].replace('""', '"') not in exact]
     n, df, matches = store.fts_term_stats(terms, [i for i, _ in hits])
-    for term, (count, ids) in exact.items():
-        df[term], matches[term] = min(count, n), ids
-    # As FTS5: an idf ≤ 0 counts 1e-6. A writer between the counts can make df exceed n.
-    idf_sum = sum(_fts_idf(n, df[t]) for t in df)
-    return retrieve.term_coverage({t: retrieve.idf(df[t], n) for t in df}, matches), idf_sum
-
-
-def _fts_idf(n: int, df: int) -> float:
-    """FTS5's bm25 idf of a term in `df` of `n` rows: ln((n − df + 0.5) / (df + 0.5)), at least 1e-6."""
-    ratio = (n - df + 0.5) / (df + 0.5)
-    return math.log(ratio) if ratio > 1.0 else 1e-6
+    return retrieve.lexical_scale(n, df, matches, exact)
 
 
 _embed_pool = None

@@ -18,6 +18,7 @@ from memsafe import decay as decay_rules
 from memsafe import history as past
 from memsafe.api.core import (
     _check_id,
+    _config_snapshot,
     _embedder,
     _enum_value,
     _scope_list,
@@ -32,6 +33,7 @@ from memsafe.api.core import (
     content_hash,
     get,
     make_scope,
+    score_candidates,
 )
 from memsafe.errors import Duplicate, InvalidInput
 from memsafe.models import Hit, Kind, Memory, RecallResult, Scope, Status
@@ -332,8 +334,10 @@ def recall_as_of(
     """Recall from what was known at instant `as_of`: memories created by then and active then
     (not forgotten, archived or purged), each with the text and metadata it had then.
 
-    Ranked like `recall` (BM25 + vector → RRF → multi-signal score with `as_of` as "now") and
-    packed the same way. BM25 runs over the past texts in a private in-memory FTS5 table;
+    Ranked by `recall`'s own steps (candidates → fusion on absolute scales with the time the
+    query names → multi-signal score, `score_candidates`) with `as_of` as "now", without the
+    graph hop (relations are not versioned), and packed the same way. BM25 and its term
+    statistics come from the past texts in a private in-memory FTS5 table;
     vectors are the stored ones for unchanged texts and computed on the fly for past texts.
     Usage counters (access_count) are today's. Writes nothing.
 
@@ -369,12 +373,17 @@ def recall_as_of(
     visible = {s.id: s for s in states if s.status == Status.ACTIVE.value and _in_scope(s, scope)}
     notes = [f"as of {at}: {count_of(len(visible), 'memory')} in scope known and active then"]
 
-    lexical: list[int] = []
-    if mode in ("hybrid", "lexical"):
-        match, texts = retrieve.fts_query(text), {i: s.content for i, s in visible.items()}
-        lexical = store.scratch_bm25(texts, match, depth) if match is not None else []
-        lexical = retrieve.exact_ranking(texts, retrieve.exact_terms(text), lexical)[:depth]  # issue 12.9
-    vector: list[int] = []
+    q = retrieve.parse_query(text, at_dt)
+    texts = {i: s.content for i, s in visible.items()}
+    words, df, matches = store.scratch_lexical(texts, retrieve.fts_terms(q.lexical_text), depth)
+    exact_terms = retrieve.exact_terms(q.lexical_text)
+    held, exact = _exact_held(texts, exact_terms)
+    lexical = [] if mode == "vector" else retrieve.exact_hits(words, held, len(exact_terms), depth)
+    common = retrieve.common_words(df, len(texts))
+    for term in exact:  # an exact term counts by its exact matches, as in `recall` (issue 12.9)
+        df.pop(f'"{term}"', None)
+        matches.pop(f'"{term}"', None)
+    vector: list[tuple[int, float]] = []
     used_mode = mode
     if mode in ("hybrid", "vector") and visible:
         embedder = _embedder(store)
@@ -382,43 +391,51 @@ def recall_as_of(
             notes.append("vector search unavailable; lexical results only")
             used_mode = "lexical"
         else:
-            vector = _vector_ranking(store, embedder, text, visible, depth, lexical, notes)
+            vector = _vector_ranking(store, embedder, retrieve.vector_text(q.text, common), visible, depth,
+                                     [i for i, _ in lexical], notes)
 
-    # The scratch index gives ranks, not scores comparable with recall's: fuse by rank (RRF), then
-    # share recall's scoring step with `as_of` as "now".
-    fused = retrieve.rrf([lexical, vector], (1.0, 1.0), retrieve.RRF_K)
-    if not fused:
-        return RecallResult(text, budget_v, effective, 0, [], used_mode, _scope_list(scope), notes)
-    degrees = store.entity_degrees(list(fused))
-    top = max(fused.values())
-    w = retrieve.Weights(
-        recency=config_value(store, "weight_recency"),
-        access=config_value(store, "weight_access"),
-        graph=config_value(store, "weight_graph"),
-        confidence=config_value(store, "weight_confidence"),
-        decay=config_value(store, "weight_decay"),
-        recency_half_life_days=config_value(store, "recency_half_life_days"),
-    )
-    lex_rank = {d: r for r, d in enumerate(lexical, start=1)}
-    vec_rank = {d: r for r, d in enumerate(vector, start=1)}
-    cands = []
-    for i in fused:
+    # The same candidates, fusion and scoring steps as `recall` (`score_candidates`), with the
+    # scratch index's statistics and `as_of` as "now"; no graph hop (relations are not versioned).
+    coverage, scale = retrieve.lexical_scale(len(texts), df, matches, exact)
+    by_id: dict[int, retrieve.Candidate] = {}
+    for rank, (i, bm25) in enumerate(lexical, start=1):
+        by_id[i] = retrieve.Candidate(i, bm25=-bm25 / scale if scale > 0 else 0.0, coverage=coverage.get(i, 0.0),
+                                      lexical_rank=rank, exact=held.get(i, 0))
+    for rank, (i, sim) in enumerate(vector, start=1):
+        c = by_id.setdefault(i, retrieve.Candidate(i))
+        c.similarity, c.vector_rank = sim, rank
+    degrees = store.entity_degrees(list(by_id))
+    for i, c in by_id.items():
         s = visible[i]
-        used = clock.parse_iso(s.last_accessed_at) if s.last_accessed_at else None
-        cands.append(retrieve.Candidate(i, created_at=clock.parse_iso(s.created_at), last_used_at=used,
-                                        access_count=s.access_count, graph_degree=degrees.get(i, 0),
-                                        confidence=s.confidence, decay_level=s.decay_level))
-    ranked = retrieve.rank(cands, {i: f / top for i, f in fused.items()}, w, at_dt)
-    scored = [(score, _memory_from_state(visible[c.id], at)) for score, c in ranked]
-    packed = retrieve.pack([m.content for _, m in scored], effective, tokens.count, tokens.truncate, limit=limit_v)
+        c.words = retrieve.content_words(s.content)
+        c.created_at = clock.parse_iso(s.created_at)
+        c.last_used_at = clock.parse_iso(s.last_accessed_at) if s.last_accessed_at else None
+        c.access_count, c.confidence, c.decay_level = s.access_count, s.confidence, s.decay_level
+        c.graph_degree = degrees.get(i, 0)
+    ranked = score_candidates(list(by_id.values()), q, {**_config_snapshot(store), "weight_hop": 0.0})
+    if not ranked:
+        return RecallResult(text, budget_v, effective, 0, [], used_mode, _scope_list(scope), notes)
+    scored = [(score, _memory_from_state(visible[c.id], at), c) for score, c in ranked]
+    packed = retrieve.pack([m.content for _, m, _ in scored], effective, tokens.count, tokens.truncate, limit=limit_v)
     hits = [
-        Hit(memory=scored[p.index][1], text=p.text, tokens=p.tokens, score=round(scored[p.index][0], 6),
-            truncated=p.truncated, lexical_rank=lex_rank.get(scored[p.index][1].id),
-            vector_rank=vec_rank.get(scored[p.index][1].id))
+        Hit(memory=m, text=p.text, tokens=p.tokens, score=round(score, 6), truncated=p.truncated,
+            lexical_rank=c.lexical_rank, vector_rank=c.vector_rank)
         for p in packed
+        for score, m, c in [scored[p.index]]
     ]
     return RecallResult(text, budget_v, effective, sum(h.tokens for h in hits), hits, used_mode,
                         _scope_list(scope), notes)
+
+
+def _exact_held(texts: dict[int, str], terms: Sequence[str]) -> tuple[dict[int, int], dict[str, tuple[int, set[int]]]]:
+    """The texts holding each exact term (`retrieve.holds_exact`), as `Store.fts_search` gives
+    them for stored texts: ({id: terms it holds}, {term: (texts holding it, their ids)})."""
+    exact = {t: {i for i, x in texts.items() if retrieve.holds_exact(x, t)} for t in terms}
+    held: dict[int, int] = {}
+    for ids in exact.values():
+        for i in ids:
+            held[i] = held.get(i, 0) + 1
+    return held, {t: (len(ids), ids) for t, ids in exact.items()}
 
 
 def _in_scope(s: past.PastState, scope) -> bool:
@@ -436,8 +453,8 @@ def _in_scope(s: past.PastState, scope) -> bool:
 
 
 def _vector_ranking(store: Store, embedder, text: str, visible: dict, depth: int, lexical: list[int],
-                    notes: list[str]) -> list[int]:
-    """Ids by cosine similarity to `text`, for the texts as they were then.
+                    notes: list[str]) -> list[tuple[int, float]]:
+    """[(id, cosine similarity to `text`)] best first, for the texts as they were then.
 
     Unchanged texts use their stored vectors; changed (past) texts are embedded on the fly. When
     more than AS_OF_EMBED_MAX texts changed, only the likely ones are embedded: the BM25
@@ -467,8 +484,9 @@ def _vector_ranking(store: Store, embedder, text: str, visible: dict, depth: int
     if missing:
         fresh = embedder.embed([visible[i].content for i in missing])
         matrix[len(stored):] = fresh
-    order = np.argsort(-(matrix @ query), kind="stable")[:depth]
-    return [ids[n] for n in order]
+    sims = matrix @ query
+    order = np.argsort(-sims, kind="stable")[:depth]
+    return [(ids[n], float(sims[n])) for n in order]
 
 
 def _memory_from_state(s: past.PastState, at: str) -> Memory:

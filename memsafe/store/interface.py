@@ -177,10 +177,16 @@ class FullText(ABC):
 
     @staticmethod
     @abstractmethod
-    def scratch_bm25(docs: dict[int, str], match: str, limit: int) -> list[int]:
-        """BM25 ranking of `docs` ({id: text}) for a safe FTS5-syntax `match`, with the same
-        tokenizer as the word index (time travel ranks past texts this way), at most `limit`.
-        Touches no stored data. Returns ids best first."""
+    def scratch_lexical(docs: dict[int, str], terms: Sequence[str], limit: int
+                        ) -> tuple[list[tuple[int, float]], dict[str, int], dict[str, set[int]]]:
+        """BM25 search of `docs` ({id: text}) for safe FTS5 `terms` (`retrieve.fts_terms`, OR-ed)
+        with the same tokenizer as the word index (time travel ranks past texts this way), with
+        the statistics `fts_term_stats` gives for the word index. Touches no stored data.
+
+        Returns:
+            ([(id, bm25)] best first (FTS5 bm25: negative, lower is better; ties by id), at most
+            `limit`; {term: texts holding it}; {term: hit ids holding it}).
+        """
 
 
 class Vectors(ABC):

@@ -121,24 +121,31 @@ class SQLiteFullText:
         return out
 
     @staticmethod
-    def scratch_bm25(docs: dict[int, str], match: str, limit: int) -> list[int]:
-        """BM25 ranking of `docs` ({id: text}) for a safe FTS5 `match`, in a private in-memory
-        FTS5 table with the same tokenizer as `memories_fts` (time travel ranks past texts this
-        way). Touches no file. Returns ids best first."""
-        if not docs:
-            return []
+    def scratch_lexical(docs: dict[int, str], terms: Sequence[str], limit: int
+                        ) -> tuple[list[tuple[int, float]], dict[str, int], dict[str, set[int]]]:
+        """See `FullText.scratch_lexical`: a private in-memory FTS5 table with the same tokenizer
+        as `memories_fts`; the statistics as `fts_term_stats` takes them. Touches no file."""
+        if not docs or not terms:
+            return [], {}, {}
         scratch = apsw.Connection(":memory:")
         try:
             scratch.execute(
                 "CREATE VIRTUAL TABLE d USING fts5(content, tokenize='porter unicode61 remove_diacritics 2')"
             )
             scratch.executemany("INSERT INTO d(rowid, content) VALUES (?, ?)", list(docs.items()))
-            return [
-                r[0]
-                for r in scratch.execute(
-                    "SELECT rowid FROM d WHERE d MATCH ? ORDER BY bm25(d) LIMIT ?", (match, limit)
-                )
-            ]
+            hits = [(r[0], r[1]) for r in scratch.execute(
+                "SELECT rowid, bm25(d) FROM d WHERE d MATCH ? ORDER BY bm25(d), rowid LIMIT ?",
+                (" OR ".join(terms), limit))]
+            wanted = json.dumps([i for i, _ in hits])
+            df: dict[str, int] = {}
+            matches: dict[str, set[int]] = {}
+            for term in terms:
+                count, found = scratch.execute(
+                    "SELECT count(*), group_concat(rowid) FILTER (WHERE rowid IN (SELECT value FROM json_each(?2))) "
+                    "FROM d WHERE d MATCH ?1", (term, wanted)).fetchone()
+                df[term] = count
+                matches[term] = {int(x) for x in found.split(",")} if found else set()
+            return hits, df, matches
         finally:
             scratch.close()
 
