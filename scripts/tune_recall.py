@@ -1,6 +1,6 @@
 """Choose recall's ranking defaults by cross-validation over several corpora together (issue 11).
 
-    .venv/bin/python scripts/tune_recall.py collect [--locomo FILE] [--out /tmp/recall-cands.pkl]
+    .venv/bin/python scripts/tune_recall.py collect [--locomo FILE] [--out /tmp/recall-cands.pkl] [--keep DIR]
     .venv/bin/python scripts/tune_recall.py cv [--cands /tmp/recall-cands.pkl]
 
 `collect` builds one store per corpus (the shipped template corpus, the developer-prose corpus,
@@ -12,8 +12,10 @@ relevant ids. Nothing of a corpus's text is written, only ids and numbers.
 on those candidates for every point of GRID. Each corpus gets one score (`corpus_scores`). It
 prints leave-one-corpus-out figures (the point best on the other corpora, scored on the held-out
 one), then the chosen point: among the points that keep the shipped corpus's floors (semantic
-R@1 ≥ 0.95, keyword R@1 ≥ 0.95, graph R@3 ≥ 0.90), the best mean over corpora of score / best
-score on the grid, so no corpus dominates by its scale. Nothing here is fitted per conversation.
+R@1 ≥ 0.95, keyword R@1 ≥ 0.95, graph R@3 ≥ 0.90) and on LoCoMo never lose to their lexical
+half, the best mean over corpora of score / best score on the grid, so no corpus dominates by
+its scale. Nothing here is fitted per conversation. `--keep DIR` keeps the built stores, so a
+second `collect` after a change to the candidates step embeds nothing again.
 """
 
 from __future__ import annotations
@@ -128,7 +130,10 @@ def metrics(rows: list[dict], params: dict) -> dict[str, float]:
 
 def corpus_scores(data: dict, params: dict) -> dict[str, float]:
     """Per corpus: own = mean of semantic R@1, keyword R@1, graph R@3 (the bench's floors);
-    devprose = mean of R@1 and R@5; locomo = R@5 over categories 1–4. Plus the own floors."""
+    devprose = mean of R@1 and R@5; locomo = R@5 over categories 1–4. Plus two constraints:
+    `_floors` (the own corpus's floors) and `_lexical_ok` (on LoCoMo, hybrid at least its lexical
+    half, the same point with weight_vector 0, on R@5 and R@10 of categories 1–4, adversarial R@5
+    and R@5 of the questions naming a month or year: issue 11's rule)."""
     own = {t: metrics([r for r in data["own"] if r["type"] == t], params) for t in ("semantic", "keyword", "graph")}
     out = {"own": (own["semantic"]["s@1"] + own["keyword"]["s@1"] + own["graph"]["s@3"]) / 3,
            "_floors": own["semantic"]["s@1"] >= 0.95 and own["keyword"]["s@1"] >= 0.95 and own["graph"]["s@3"] >= 0.90}
@@ -136,23 +141,36 @@ def corpus_scores(data: dict, params: dict) -> dict[str, float]:
         d = metrics(data["devprose"], params)
         out["devprose"] = (d["s@1"] + d["r@5"]) / 2
     if "locomo" in data:
-        out["locomo"] = metrics([r for r in data["locomo"] if r["type"] != "c5"], params)["r@5"]
+        groups = locomo_groups(data["locomo"])
+        hybrid = {g: metrics(rows, params) for g, rows in groups.items()}
+        lexical = {g: metrics(rows, {**params, "weight_vector": 0.0}) for g, rows in groups.items()}
+        out["locomo"] = hybrid["c1-4"]["r@5"]
+        out["_lexical_ok"] = all(hybrid[g][k] >= lexical[g][k] for g, k in LEXICAL_RULE)
     return out
 
 
+LEXICAL_RULE = (("c1-4", "r@5"), ("c1-4", "r@10"), ("adversarial", "r@5"), ("dated", "r@5"))
+
+
+def locomo_groups(rows: list[dict]) -> dict[str, list[dict]]:
+    """LoCoMo questions by the groups `memsafe bench --dataset locomo` reports."""
+    return {"c1-4": [r for r in rows if r["type"] != "c5"], "adversarial": [r for r in rows if r["type"] == "c5"],
+            "dated": [r for r in rows if r.get("dated")]}
+
+
 GRID = {
-    "coverage_power": [1.5, 2.0, 2.5, 3.0],
-    "weight_lexical": [8, 16, 24, 32],
-    "weight_vector": [2, 4, 6, 8],
-    "min_similarity": [0.15, 0.25],
-    "substance_words": [1, 6],
+    "coverage_power": [2.0, 2.5, 3.0, 3.5],
+    "weight_lexical": [8, 12, 16, 20, 24, 32],
+    "weight_vector": [2, 3, 4, 5, 6, 8],
+    "weight_hop": [0.7, 1.5],
     "weight_time": [1.0, 3.0],
 }
 
 
 def cv(cands: str, grid: dict) -> None:
     """Leave-one-corpus-out over the grid, then the point chosen on all corpora: among the points
-    that keep the shipped corpus's floors, the best mean of each corpus's score over its best."""
+    that keep the shipped corpus's floors and hybrid ≥ lexical on LoCoMo (`corpus_scores`), the
+    best mean of each corpus's score over its best."""
     data = pickle.load(open(cands, "rb"))
     keys = list(grid)
     points = [dict(zip(keys, values)) for values in itertools.product(*(grid[k] for k in keys))]
@@ -164,7 +182,9 @@ def cv(cands: str, grid: dict) -> None:
         train = [n for n in names if n != held]
         chosen = max(table, key=lambda t: statistics.fmean(t[1][n] / best[n] for n in train))
         print(f"held out {held}: chosen {chosen[0]} → {held} {chosen[1][held]:.3f} (best on the grid {best[held]:.3f})")
-    kept = [t for t in table if t[1]["_floors"]] or table
+    kept = ([t for t in table if t[1]["_floors"] and t[1].get("_lexical_ok", True)]
+            or [t for t in table if t[1]["_floors"]] or table)
+    print(f"{len(kept)} points keep the own floors and hybrid ≥ lexical on LoCoMo", file=sys.stderr)
     chosen = max(kept, key=lambda t: statistics.fmean(t[1][n] / best[n] for n in names))
     print("chosen:", chosen[0], {n: round(v, 3) for n, v in chosen[1].items() if not n.startswith("_")})
 
