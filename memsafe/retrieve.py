@@ -139,9 +139,9 @@ def holds_exact(content: str, term: str) -> bool:
 
 def exact_hits(hits: Sequence[tuple[int, float]], held: dict[int, int], terms: int, limit: int
                ) -> list[tuple[int, float]]:
-    """`Store.fts_search`'s exact-first rule for texts ranked without the trigram index (time
-    travel ranks past texts in a scratch index): BM25 `hits` ([(id, FTS5 bm25)], best first) with
-    the ids of `held` ({id: exact terms it holds}, `holds_exact`) first, most terms first, each
+    """The exact-first rule of lexical search (`Store.fts_search`, and time travel's scratch
+    index): BM25 `hits` ([(id, FTS5 bm25)], best first) with the ids of `held` ({id: exact terms
+    it holds}, `holds_exact`) first, most terms first (ties: better bm25, then lower id), each
     scored beyond every other hit: best bm25 × (1 + held / `terms`). At most `limit`."""
     if not held:
         return list(hits)[:limit]

@@ -29,7 +29,7 @@ class SQLiteFullText:
 
         Returns a `LexicalHits`: [(memory id, score)] best first; score is SQLite's bm25 (negative,
         lower is better). Memories holding exact terms (`exact_search`) come first, most terms
-        held first, with a score below every other hit's: best bm25 × (1 + held / len(exact)).
+        held first, with a score below every other hit's (`retrieve.exact_hits`).
         The rest follow by bm25 (ties by id): the exact top `limit` within the scope,
         post-filtered when the scope is broad (see _util.OVERFETCH). The evidence is kept on the
         result (`held`, `exact`) for fusion and term coverage.
@@ -43,12 +43,7 @@ class SQLiteFullText:
                 held[i] = held.get(i, 0) + 1
         if not held:
             return LexicalHits(words, {}, found)
-        bm25 = dict(words)
-        best = min([*bm25.values(), -1.0])
-        first = sorted(held, key=lambda i: (-held[i], bm25.get(i, 0.0), i))
-        hits = [(i, best * (1.0 + held[i] / len(exact))) for i in first]
-        hits += [(i, s) for i, s in words if i not in held]
-        return LexicalHits(hits[:limit], held, found)
+        return LexicalHits(retrieve.exact_hits(words, held, len(exact), limit), held, found)
 
     def exact_search(self, terms: Sequence[str], scope: Scope, limit: int) -> dict[str, tuple[int, set[int]]]:
         """Memories in scope holding each term exactly as typed (`retrieve.holds_exact`):
