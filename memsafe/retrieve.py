@@ -340,7 +340,7 @@ class Fusion:
     weight_lexical: float = 16.0
     weight_vector: float = 4.0
     min_similarity: float = 0.15
-    coverage_power: float = 2.5
+    coverage_power: float = 3.0
     substance_words: float = 6.0
     weight_time: float = 3.0
     weight_hop: float = 0.7
