@@ -395,17 +395,18 @@ def fuse(cands: Sequence[Candidate], query: Query, f: Fusion) -> dict[int, float
 def exact_first(relevance: dict[int, float], held: dict[int, int]) -> dict[int, float]:
     """Put memories holding more of the query's exact terms (identifiers, versions, CJK words;
     `Store.fts_search`'s `held`) above the rest, keeping the fused order inside each tier:
-    rel' = (3·h + rel) / (3·H + 1), h = terms held, H = the most any memory holds. Tiers are
-    2/(3H+1) apart (≥ 0.2 up to H = 3), more than the other signals of `final_score` add
-    together (≤ 0.16 by default), so they never reorder tiers. Issue 12 item 9: an exact
-    identifier in the query finds the memory holding it first, whatever the vectors say.
+    rel' = rel + h · (R + 1), h = terms held, R = the highest relevance. Tiers are at least 1
+    apart whatever the scale of `relevance` (absolute, `fuse`), more than the other signals of
+    `final_score` add together (≤ 0.16 by default), so they never reorder tiers. Issue 12 item 9:
+    an exact identifier in the query finds the memory holding it first, whatever the vectors say.
+    A holder without a relevance of its own (`score_candidates` gives it 0) is lifted too.
 
-    Returns `relevance` unchanged when nothing holds an exact term; else new scores in (0, 1].
+    Returns `relevance` unchanged when nothing holds an exact term, else new scores.
     """
-    top = max((held.get(i, 0) for i in relevance), default=0)
-    if not top:
+    if not any(held.get(i, 0) for i in relevance):
         return relevance
-    return {i: (3 * held.get(i, 0) + r) / (3 * top + 1) for i, r in relevance.items()}
+    step = max(relevance.values()) + 1.0
+    return {i: r + held.get(i, 0) * step for i, r in relevance.items()}
 
 
 @dataclass

@@ -141,6 +141,10 @@ def test_exact_first_lifts_holders_above_any_other_signal():
     assert sorted(out, key=out.get, reverse=True) == [4, 2, 1, 3]
     assert min(out[2], out[4]) - max(out[1], out[3]) >= 0.2 - 1e-9  # > what recency etc. can add
     assert retrieve.exact_first(fused, {}) is fused
+    # on fusion's absolute scale too: a strong fused score without the identifier stays below
+    # (the tier offset was 3/(3H+1), so a relevance above ~3 jumped it)
+    out = retrieve.exact_first({1: 0.5, 2: 4.0, 3: 19.0}, {1: 1})
+    assert out[1] - max(out[2], out[3]) >= 1.0
 
 
 # -- queries of syntax or stop-words only ------------------------------------------------------------

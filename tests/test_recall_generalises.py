@@ -75,6 +75,22 @@ def test_a_name_most_memories_hold_does_not_steer_the_vector_half(store):
     assert answer in [h.memory.id for h in api.recall(store, question, mode="vector").hits[:2]]
 
 
+@pytest.mark.parametrize("mode", ["hybrid", "vector"])
+def test_an_exact_identifier_comes_first_in_every_mode(store, mode):
+    # Issue 12.9 as the README words it ("in every mode"): a memory sharing four words with the
+    # question outranked the one holding `v1.9` once fusion moved to absolute scales, and vector
+    # mode never looked the identifier up.
+    holder = api.remember(store, "Release v1.9 fixed the crash on start-up.")
+    api.remember(store, "The checkout retry policy waits two seconds between the three retries of the payment call.")
+    for note in NOTES[:4]:
+        api.remember(store, note)
+    for as_of in (None, "now"):
+        question = "what did v1.9 change in the checkout retry policy for payment calls?"
+        result = api.recall(store, question, mode=mode) if as_of is None else \
+            api.recall_as_of(store, question, as_of=as_of, mode=mode)
+        assert result.hits[0].memory.id == holder.id, as_of
+
+
 def test_time_travel_ranks_by_the_same_steps_as_recall(store, monkeypatch):
     # recall_as_of fused by reciprocal rank: every vector neighbour came back whatever its
     # similarity (min_similarity had no effect) and the month a query names counted for nothing.

@@ -605,8 +605,11 @@ def score_candidates(cands: Sequence[retrieve.Candidate], q: retrieve.Query, cfg
         confidence=cfg["weight_confidence"], decay=cfg["weight_decay"],
         recency_half_life_days=cfg["recency_half_life_days"],
     )
-    relevance = retrieve.exact_first(retrieve.fuse(cands, q, fusion), {c.id: c.exact for c in cands if c.exact})
-    return retrieve.rank(cands, relevance, weights, q.now or clock.now())
+    relevance = retrieve.fuse(cands, q, fusion)
+    held = {c.id: c.exact for c in cands if c.exact}
+    for i in held:  # a memory holding an exact term ranks first in every mode, found by meaning or not
+        relevance.setdefault(i, 0.0)
+    return retrieve.rank(cands, retrieve.exact_first(relevance, held), weights, q.now or clock.now())
 
 
 def _candidates(store: Store, q: retrieve.Query, scope: Scope, depth: int, mode: str, cfg: dict, notes: list[str]
@@ -623,6 +626,9 @@ def _candidates(store: Store, q: retrieve.Query, scope: Scope, depth: int, mode:
     if mode == "vector" and used_mode == "lexical":  # vectors unavailable: fall back to BM25
         lexical = _lexical(store, q.lexical_text, scope, depth)
     by_id: dict[int, retrieve.Candidate] = {}
+    if used_mode == "vector":  # no BM25, but the memories holding an exact term still come first
+        for i, n in _exact_held(store, q.lexical_text, scope, depth).items():
+            by_id[i] = retrieve.Candidate(i, exact=n)
     if lexical:
         coverage, idf_sum = _coverage(store, q.lexical_text, lexical)
         for rank, (i, bm25) in enumerate(lexical, start=1):
@@ -696,6 +702,12 @@ def _lexical(store: Store, text: str, scope: Scope, depth: int) -> list[tuple[in
     (`memsafe.store.LexicalHits`: `held`, `exact`)."""
     match, exact = retrieve.fts_query(text), retrieve.exact_terms(text)
     return store.fts_search(match, scope, depth, exact) if match is not None or exact else []
+
+
+def _exact_held(store: Store, text: str, scope: Scope, depth: int) -> dict[int, int]:
+    """{memory id: exact terms of `text` it holds} (`retrieve.exact_terms`), for vector mode."""
+    exact = retrieve.exact_terms(text)
+    return store.fts_search(None, scope, depth, exact).held if exact else {}
 
 
 def _vector(store: Store, query_vector: Future, mode: str, scope: Scope, depth: int, notes: list[str]

@@ -401,6 +401,8 @@ def recall_as_of(
     for rank, (i, bm25) in enumerate(lexical, start=1):
         by_id[i] = retrieve.Candidate(i, bm25=-bm25 / scale if scale > 0 else 0.0, coverage=coverage.get(i, 0.0),
                                       lexical_rank=rank, exact=held.get(i, 0))
+    for i, n in held.items():  # in vector mode too: a memory holding an exact term comes first
+        by_id.setdefault(i, retrieve.Candidate(i)).exact = n
     for rank, (i, sim) in enumerate(vector, start=1):
         c = by_id.setdefault(i, retrieve.Candidate(i))
         c.similarity, c.vector_rank = sim, rank
