@@ -343,7 +343,7 @@ class Fusion:
     coverage_power: float = 3.0
     substance_words: float = 6.0
     weight_time: float = 3.0
-    weight_hop: float = 0.7
+    weight_hop: float = 1.0
 
 
 def vector_relevance(similarity: float, words: int, f: Fusion) -> float:
