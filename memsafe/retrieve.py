@@ -437,8 +437,9 @@ def final_score(s: Signals, w: Weights) -> float:
     """relevance + w_r·recency + w_a·access + w_g·graph + w_c·confidence − w_d·decay_level/3.
 
     recency = 2^(−age/half-life); access = 1 − 1/(1 + ln(1 + n)); graph = 1 − 1/(1 + degree).
-    Relevance is normalised to [0, 1] by the caller (best hit = 1), so the other signals only
-    reorder hits of similar relevance.
+    Relevance is `fuse`'s absolute score (a full keyword match alone is worth weight_lexical),
+    so with the default weights (≤ 0.16 together) the other signals only reorder hits of
+    near-equal relevance.
     """
     recency = 0.5 ** (max(0.0, s.age_days) / w.recency_half_life_days)
     access = 1.0 - 1.0 / (1.0 + math.log1p(max(0, s.access_count)))
