@@ -273,3 +273,58 @@ def test_a_finding_inside_a_long_token_is_widened_to_the_whole_token():
     findings = safety.scan(text)
     assert [text[f.start : f.end] for f in findings] == ["y" * 30_000 + "/" + token]
     assert safety.redact(text, findings) == "key [REDACTED:aws-access-key] after"
+
+
+def _prefilter_corpus() -> list[str]:
+    """Texts for the literal-prefilter checks: every positive and negative, the bench corpus, and
+    keyword/format variants in mixed case, with Unicode case folding (Kelvin sign, long s)."""
+    from memsafe.bench.quality import load_corpus
+
+    texts = [text for text, _ in POSITIVES] + NEGATIVES + [m["content"] for m in load_corpus()["memories"]]
+    texts += [f"{k}{sep}{v}{end}" for k in ("PASSWORD", "Api_Key", "auth-key", "db_pass", "SECRET", "Token", "\u212aey")
+              for sep, end in (("=", ""), (": ", ""), (' = "', '"'), (": '", "'"), (' := "', '"'), ('("', '")'),
+                               (" is ", ""), (" ", ""))
+              for v in ("Xk9mQ2vpL7abZr5tW", "ab")]
+    texts += ["the db pa\u017f\u017fword is Xk9#mP2qLw8z", "BEARER abc123def456ghi789jkl012mno345"]
+    return texts
+
+
+def test_literal_prefilter_skips_only_patterns_that_cannot_match():
+    """A pattern is skipped only when a literal that every match must contain is absent
+    (safety._Literals): on every text of the corpus, each pattern memsafe searches (the library's
+    gates and keyword regexes, memsafe's own rules) either may match or finds nothing."""
+    safety.scan("warm up")
+    patterns = [*safety._prefilter, *safety._keyword_regexes, *safety._OWN_RULES]
+    checked = 0
+    for text in _prefilter_corpus():
+        literals = safety._Literals(text)
+        for pattern in patterns:
+            if pattern.search(text):
+                checked += 1
+                assert literals.may_match(pattern), (pattern.pattern[:60], text)
+    assert checked >= 40  # the corpus exercised real matches
+
+
+def test_literal_prefilter_changes_no_finding(monkeypatch):
+    """scan() finds the same with the literal prefilter as without it."""
+    texts = _prefilter_corpus()
+    fast = [safety.scan(t) for t in texts]
+    monkeypatch.setattr(safety._Literals, "may_match", lambda self, pattern: True)
+    assert fast == [safety.scan(t) for t in texts]
+    assert sum(bool(f) for f in fast) >= 20
+
+
+@pytest.mark.parametrize("pattern, requirements", [
+    (r"AKIA[0-9A-Z]{16}", [{"AKIA"}]),
+    (r"(?:ghp|gho)_[a-z]{3}", [{"gh"}, {"p", "o"}, {"_"}]),  # the parser factors out "gh"
+    (r"ab(?i:CD)ef", [{"ab"}, {"ef"}]),  # a case-folded group in a case-sensitive pattern: skipped
+    (r"(?i)Bearer[ \t]+x", [{"bearer"}, {" ", "\t"}, {"x"}]),
+    (r"key\s*[=:]\s*['\"]", [{"key"}, {"=", ":"}, {"'", '"'}]),
+    (r"(?:a|b)?c+d*", [{"c"}]),  # optional parts require nothing
+    (r"x|[0-9]", []),  # a branch that requires nothing: nothing is known
+])
+def test_required_literals_of_a_pattern(pattern, requirements):
+    import re
+
+    found, _ = safety._literals_of(re.compile(pattern))
+    assert sorted(map(sorted, found)) == sorted(map(sorted, requirements))
