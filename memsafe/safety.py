@@ -144,50 +144,76 @@ def _required(items, folded: bool = False) -> list[frozenset[str]]:
     return out
 
 
-def _literals_of(pattern: re.Pattern) -> tuple[tuple[frozenset[str], ...], bool]:
-    """(requirements, folded) of a compiled `pattern` (see `_required`, longest strings first);
-    when `folded` (the pattern ignores case) the strings are lower-cased and are looked for in the
-    text lower-cased. No requirements (or a pattern the parser does not take): always search."""
+_FOLDED = "\0"  # marks a literal to be looked for in the text lower-cased
+
+
+def _literals_of(pattern: re.Pattern) -> tuple[frozenset[str], ...]:
+    """The requirements of a compiled `pattern` (see `_required`): every match holds a string of
+    each set. When the pattern ignores case, its strings are lower-cased and marked with _FOLDED:
+    they are looked for in the text lower-cased. Empty (or a pattern the parser does not take):
+    nothing is known, always search."""
     try:
         parsed = _sre_parse.parse(pattern.pattern, pattern.flags)
     except (re.error, TypeError, ValueError):
-        return (), False
+        return ()
     folded = bool(parsed.state.flags & re.IGNORECASE)
-    found = [frozenset(x.lower() for x in r) if folded else r for r in _required(parsed.data, folded)]
-    found.sort(key=lambda r: -min(map(len, r)))
-    return tuple(dict.fromkeys(found)), folded
+    found = _required(parsed.data, folded)
+    if folded:
+        found = [frozenset(_FOLDED + x.lower() for x in r) for r in found]
+    return tuple(dict.fromkeys(found))
 
 
-_literal_cache: dict[re.Pattern, tuple[tuple[frozenset[str], ...], bool]] = {}
+class _Plan:
+    """For one tuple of patterns: their requirements and every literal they name, split by how it
+    is looked for (in the text as is, or lower-cased)."""
+
+    def __init__(self, patterns: tuple[re.Pattern, ...]) -> None:
+        self.requirements = [(p, _literals_of(p)) for p in patterns]
+        keys = {k for _, reqs in self.requirements for r in reqs for k in r}
+        self.exact = tuple(k for k in keys if not k.startswith(_FOLDED))
+        self.folded = tuple((k, k[1:]) for k in keys if k.startswith(_FOLDED))
+        self.all_folded = [k for k, _ in self.folded]
+        self.passing: dict[frozenset[str], tuple[re.Pattern, ...]] = {}  # by the literals present
+
+
+_plans: dict[tuple[re.Pattern, ...], _Plan] = {}
 
 
 class _Literals:
-    """Which literal strings a text holds, each looked up once (a substring test: microseconds per
-    MB, where Python's `re` spends 20-300 ms per MB on a pattern with no literal prefix).
+    """One text's literal prefilter: which of some patterns can match it at all.
 
-    `may_match(pattern)` is False only when `pattern` cannot match anywhere in the text: one of its
-    requirements (`_literals_of`) has none of its strings there. A pattern that ignores case is
-    checked against the text lower-cased only when the text is ASCII; otherwise it is always
-    searched, because Unicode case folding is wider than `str.lower`."""
+    A pattern is skipped only when one of its requirements (`_literals_of`) has none of its
+    strings in the text: it cannot match there. A substring test costs microseconds per MB, where
+    Python's `re` spends 20-300 ms per MB on a pattern with no literal prefix. A pattern that
+    ignores case is checked against the text lower-cased only when the text is ASCII; otherwise it
+    is always searched, because Unicode case folding is wider than `str.lower`. The answer for a
+    set of literals present is kept, so a short text (a tag, an entity name) costs one sweep of
+    the literals and a dictionary lookup."""
 
     def __init__(self, text: str) -> None:
         self.text = text
         self.lowered = text.lower() if text.isascii() else None
-        self._seen: dict[tuple[str, bool], bool] = {}
 
-    def _holds(self, literal: str, folded: bool) -> bool:
-        key = (literal, folded)
-        if key not in self._seen:
-            self._seen[key] = literal in (self.lowered if folded else self.text)
-        return self._seen[key]
+    def passing(self, patterns: tuple[re.Pattern, ...]) -> tuple[re.Pattern, ...]:
+        """The patterns, of `patterns`, that may match the text (in their order)."""
+        plan = _plans.get(patterns)
+        if plan is None:
+            plan = _plans.setdefault(patterns, _Plan(patterns))
+        text, lowered = self.text, self.lowered
+        present = [k for k in plan.exact if k in text]
+        present += plan.all_folded if lowered is None else [k for k, x in plan.folded if x in lowered]
+        key = frozenset(present)
+        out = plan.passing.get(key)
+        if out is None:
+            out = tuple(p for p, reqs in plan.requirements if all(not r.isdisjoint(key) for r in reqs))
+            if len(plan.passing) >= 4096:  # bounded: texts of many shapes
+                plan.passing.clear()
+            plan.passing[key] = out
+        return out
 
     def may_match(self, pattern: re.Pattern) -> bool:
-        if pattern not in _literal_cache:
-            _literal_cache[pattern] = _literals_of(pattern)
-        requirements, folded = _literal_cache[pattern]
-        if folded and self.lowered is None:
-            return True
-        return all(any(self._holds(s, folded) for s in r) for r in requirements)
+        """Whether `pattern` may match the text."""
+        return bool(self.passing((pattern,)))
 
 
 @dataclass(frozen=True)
@@ -247,29 +273,29 @@ def _looks_random(value: str) -> bool:
     return _entropy(value) >= _MIN_ENTROPY
 
 
-def _gate_hits(gates: list[re.Pattern], text: str, whole: bool = False) -> list[re.Pattern]:
-    """The gates (prefilter patterns) that match somewhere in `text`. The keyword gate reads an
-    ASCII text lower-cased, case-sensitively: the same matches as case-insensitively, far faster.
-    `whole`: `text` holds many lines; each gate is searched in multi-line mode, so it matches
-    wherever it matches one of the lines (a superset: a line's edges become newlines)."""
+def _gate_hits(gates: tuple[re.Pattern, ...], text: str, whole: bool = False) -> tuple[re.Pattern, ...]:
+    """The gates (prefilter patterns) that match somewhere in `text`; each is searched only if its
+    literals are there (`_Literals`). The keyword gate also needs the literals of one of the
+    keyword plugin's own regexes (an `=`, `:` or quote), and reads an ASCII text lower-cased,
+    case-sensitively: the same matches as case-insensitively, far faster. `whole`: `text` holds
+    many lines; each gate is searched in multi-line mode, so it matches wherever it matches one of
+    the lines (a superset: a line's edges become newlines)."""
     literals = _Literals(text)
-    lowered = literals.lowered
     hits = []
-    for gate in gates:
-        if not literals.may_match(gate):
-            continue
-        if gate is _keyword_gate and not any(map(literals.may_match, _keyword_regexes)):
-            continue  # a keyword, but none of the keyword plugin's assignment shapes (`=`, `:`, quotes)
-        if gate is _keyword_gate and _keyword_lower is not None and lowered is not None:
-            found = _keyword_lower.search(lowered)
-        else:
-            found = (_multiline[gate] if whole else gate).search(text)
-        if found:
+    for gate in literals.passing(gates):
+        if gate is _keyword_gate:
+            if not literals.passing(_keyword_regexes):
+                continue
+            if _keyword_lower is not None and literals.lowered is not None:
+                if _keyword_lower.search(literals.lowered):
+                    hits.append(gate)
+                continue
+        if (_multiline[gate] if whole else gate).search(text):
             hits.append(gate)
-    return hits
+    return tuple(hits)
 
 
-def _library_findings(line: str, gates: list[re.Pattern] | None = ...) -> list[tuple[str, str, str]]:
+def _library_findings(line: str, gates: tuple[re.Pattern, ...] | None = ...) -> list[tuple[str, str, str]]:
     """[(type, secret value, plugin)] from detect-secrets for one line (inside `_library_settings`).
     Lines none of the plugins' own patterns can match skip the library (see `_prefilter`); `gates`:
     the patterns worth trying (default all of them; None: no shortcut)."""
@@ -281,7 +307,7 @@ def _library_findings(line: str, gates: list[re.Pattern] | None = ...) -> list[t
     return [(s.type, s.secret_value or "", s.type) for s in scan_line(line)]
 
 
-def _build_prefilter() -> list[re.Pattern] | None:
+def _build_prefilter() -> tuple[re.Pattern, ...] | None:
     """The patterns some plugin must match before it can report a line: each regex plugin's own
     `denylist`, and the keyword plugin's keyword list (every one of its regexes contains it),
     case-insensitive. A superset of what the plugins report, so skipping the library on lines none
@@ -307,11 +333,11 @@ def _build_prefilter() -> list[re.Pattern] | None:
             patterns.append(_keyword_gate)
         else:
             return None
-    return patterns
+    return tuple(patterns)
 
 
 _configured = False
-_prefilter: list[re.Pattern] | None = None
+_prefilter: tuple[re.Pattern, ...] | None = None
 _keyword_gate: re.Pattern | None = None  # the keyword plugin's gate (case-insensitive) ...
 _keyword_lower: re.Pattern | None = None  # ... and the same, case-sensitive, for lower-cased ASCII lines
 _keyword_regexes: tuple[re.Pattern, ...] = ()  # the keyword plugin's own regexes (their literals gate it too)
@@ -351,7 +377,7 @@ def _windows(line: str) -> list[tuple[int, str]]:
 _OWN_RULES = (_ASSIGNMENT, _PROSE, _BEARER, *(rx for _, rx in _EXTRA_TOKENS))
 
 
-def _scan_line(line: str, gates: list[re.Pattern] | None = ..., rules: tuple = _OWN_RULES
+def _scan_line(line: str, gates: tuple[re.Pattern, ...] | None = ..., rules: tuple = _OWN_RULES
                ) -> list[tuple[str, int, int, str]]:
     """[(type, start, end, detector)] for one line, offsets within the line (a long line is scanned
     window by window, see WINDOW; a library finding is widened to its whole token in the line)."""
@@ -366,7 +392,7 @@ def _scan_line(line: str, gates: list[re.Pattern] | None = ..., rules: tuple = _
     return out
 
 
-def _scan_piece(line: str, gates: list[re.Pattern] | None = ..., rules: tuple = _OWN_RULES
+def _scan_piece(line: str, gates: tuple[re.Pattern, ...] | None = ..., rules: tuple = _OWN_RULES
                 ) -> list[tuple[str, int, int, str]]:
     """[(type, start, end, detector)] for one line or window, offsets within it; library findings
     are not yet widened (see `_scan_line`). `gates`, `rules`: the prefilter patterns and memsafe's
@@ -407,8 +433,7 @@ def _scan_piece(line: str, gates: list[re.Pattern] | None = ..., rules: tuple = 
 def _rules_for(text: str) -> tuple:
     """memsafe's own rules that match somewhere in `text` (each searched only where its required
     literals occur, see `_Literals`)."""
-    literals = _Literals(text)
-    return tuple(rx for rx in _OWN_RULES if literals.may_match(rx) and rx.search(text))
+    return tuple(rx for rx in _Literals(text).passing(_OWN_RULES) if rx.search(text))
 
 
 def scan(text: str) -> list[Finding]:

@@ -54,7 +54,7 @@ def _seed(db: Path, n: int, export: Path) -> dict:
             for item in synthetic_memories(n):
                 api.remember(store, item["content"], kind=item["kind"], project="web", tags=item["tags"],
                              source="import", embed_now=False)
-        api.export_to_path(store, export)
+        api.export_to_path(store, export, project="web")
         model = embed.get_embedder()
         if model is None:
             raise RuntimeError(f"the embedding model is unavailable: {embed.load_error()}")
@@ -76,8 +76,24 @@ def _import_rate(ms: list[str], export: Path, folder: str, n: int, env: dict, ru
     for i in range(runs):
         target = Path(folder) / f"import-{i}.db"
         times.append(timing.time_process([*ms, "--db", str(target), "import", str(export), "--no-embed"], env=env))
+        found = _keyword_hits(target, n)
+        if found != n:  # a figure for an import that imported nothing would be meaningless
+            raise RuntimeError(f"the import bench found {found} of {n} memories by keyword")
     p50 = timing.percentile(times, 0.5)
     return {"memories": n, "seconds": timing.summary(times), "per_s": round(n / p50, 1), "target": 1000}
+
+
+def _keyword_hits(db: Path, n: int) -> int:
+    """How many memories of `db` (at most n) a keyword search for "ref", a word in every seeded
+    memory, finds."""
+    from memsafe import api
+
+    opened = api.open_store(str(db))
+    try:
+        return len(api.recall(opened.store, "ref", all_projects=True, mode="lexical", limit=n,
+                              budget=10**6).hits)
+    finally:
+        opened.store.close()
 
 
 def _pending(db: Path) -> int:
