@@ -43,7 +43,7 @@ def main() -> None:
     fast = _serve_args(sys.argv[1:])
     if fast is not None:
         from memsafe.errors import MemsafeError
-        from memsafe.server import serve
+        from memsafe.mcp_handshake import serve
 
         try:
             serve(*fast)

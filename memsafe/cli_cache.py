@@ -138,19 +138,20 @@ def _completion_request(instruction: str, environ: Mapping[str, str]) -> list | 
     return [args, environ.get("_TYPER_COMPLETE_WORD_TO_COMPLETE", ""), None]
 
 
-def _load() -> dict:
+def load_json(path: Path) -> dict:
+    """The JSON object stored at `path`; {} when missing, unreadable or not an object."""
     try:
-        with open(_path(), encoding="utf-8") as fh:
+        with open(path, encoding="utf-8") as fh:
             data = json.load(fh)
         return data if isinstance(data, dict) else {}
     except (OSError, ValueError):
         return {}
 
 
-def _save(answers: dict) -> None:
-    """Merge `answers` into the store (atomically: temporary file, then rename)."""
-    path = _path()
-    merged = {**_load(), **answers}
+def merge_json(path: Path, entries: dict) -> None:
+    """Merge `entries` into the JSON object at `path` (atomically: temporary file, then rename).
+    A cache: an error writing it is ignored."""
+    merged = {**load_json(path), **entries}
     try:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
@@ -162,7 +163,7 @@ def _save(answers: dict) -> None:
 
 def replay(key: str) -> bool:
     """Write the stored answer for `key` to stdout; False when there is none."""
-    answer = _load().get(key)
+    answer = load_json(_path()).get(key)
     if not isinstance(answer, str):
         return False
     sys.stdout.write(answer)
@@ -216,7 +217,7 @@ def recording(key: str) -> Iterator[None]:
         sys.stdout = real
         if code in (0, None):
             with contextlib.suppress(Exception):  # a cache: never fail the command for it
-                _save({key: "".join(tee.parts)})
+                merge_json(_path(), {key: "".join(tee.parts)})
                 kind, instruction = json.loads(key)[:2]
                 if kind == "complete":
                     _spawn_prefill(instruction)
@@ -295,4 +296,4 @@ def prefill(instruction: str) -> None:
         sys.stdout = saved_out
         os.environ.clear()
         os.environ.update(saved_env)
-    _save(answers)
+    merge_json(_path(), answers)

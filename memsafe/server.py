@@ -14,8 +14,10 @@ Start-up and stdout hygiene (FIELD-CASES F01-F04, F08):
   lone surrogate escape (`"\\ud83d"`, which the SDK's JSON parser rejects) is re-encoded with
   U+FFFD in its place before the SDK sees it.
 - Nothing heavy happens before `initialize` is answered: the store is not opened, the model is
-  not loaded. After the handshake a background thread loads the model and the token encoder and
-  fills pending embeddings in small batches (`MEMSAFE_SERVE_WARM=0` turns that off).
+  not loaded, and from the second start on the answer is written before the SDK is even
+  imported (`memsafe.mcp_handshake`, a kept copy of the SDK's own answer). After the handshake
+  a background thread loads the model and the token encoder and fills pending embeddings in
+  small batches (`MEMSAFE_SERVE_WARM=0` turns that off).
 - Logs go to stderr (level from `MEMSAFE_LOG_LEVEL`, default WARNING), each message capped at
   `LOG_CAP` characters, so a huge argument never floods an undrained stderr pipe (F03). Replies
   are written from a worker thread, so a slow reader blocks only its own reply.
@@ -813,8 +815,8 @@ class _Answers:
     stdin closed), and a stop waits for the running call's reply. A request the client cancelled
     is owed nothing (the SDK never answers it)."""
 
-    def __init__(self, stdout, order: CallOrder):
-        self.stdout, self.order = stdout, order
+    def __init__(self, stdout, order: CallOrder, early=None):
+        self.stdout, self.order, self.early = stdout, order, early
         self.owed: collections.Counter[str] = collections.Counter()  # request id key -> replies owed
 
     def owe(self, request_id) -> None:
@@ -833,12 +835,16 @@ class _Answers:
             self.owed[key] -= 1
 
     async def write(self, text: str) -> None:
-        await self.stdout.write(text)
+        reply = None
         with contextlib.suppress(ValueError, RecursionError):
             reply = json.loads(text)
-            if isinstance(reply, dict) and "id" in reply and ("result" in reply or "error" in reply):
-                self._settle(reply["id"])
-                self.order.answered(reply["id"])
+        if self.early is not None and self.early.swallow(reply):  # answered before the SDK loaded
+            self._settle(reply["id"])
+            return
+        await self.stdout.write(text)
+        if isinstance(reply, dict) and "id" in reply and ("result" in reply or "error" in reply):
+            self._settle(reply["id"])
+            self.order.answered(reply["id"])
 
     async def flush(self) -> None:
         await self.stdout.flush()
@@ -907,9 +913,22 @@ async def _stop_on_signal(answers: _Answers) -> int:
     return 128 + signum
 
 
-async def _run_stdio(server, wire_in: int, wire_out: int) -> int:
+async def _prefixed(prefix: str, stream):
+    """The lines of `prefix` (text already read from the wire, see `memsafe.mcp_handshake`), then
+    those of `stream`; a last line of `prefix` without its newline is joined to the next one."""
+    *lines, tail = prefix.split("\n")
+    for line in lines:
+        yield line + "\n"
+    async for line in stream:
+        yield tail + line
+        tail = ""
+    if tail:
+        yield tail
+
+
+async def _run_stdio(server, wire_in: int, wire_out: int, early=None) -> int:
     """Serve until the client closes its input (returns 0) or a signal stops the server (returns
-    130 or 143)."""
+    130 or 143). `early`: what `memsafe.mcp_handshake.answer_initialize` read and answered."""
     import anyio
     from mcp.server.stdio import stdio_server
 
@@ -919,8 +938,9 @@ async def _run_stdio(server, wire_in: int, wire_out: int) -> int:
     )
     replies: list = []
     ready = anyio.Event()
-    stdout = _Answers(anyio.wrap_file(writer), server.memsafe.order)
-    stdin = _lines(anyio.wrap_file(reader), replies, ready, stdout)
+    stdout = _Answers(anyio.wrap_file(writer), server.memsafe.order, early)
+    lines = anyio.wrap_file(reader)
+    stdin = _lines(_prefixed(early.text(), lines) if early and early.data else lines, replies, ready, stdout)
 
     async def stop_on_signal() -> None:
         code = await _stop_on_signal(stdout)
@@ -955,10 +975,11 @@ WAITING_NOTE = ("memsafe serve: MCP server on stdin/stdout, waiting for a client
                 "To use it, add it to an MCP client: claude mcp add memsafe -- memsafe serve\n")
 
 
-def serve(db: str | None = None, project: str | None = None) -> None:
+def serve(db: str | None = None, project: str | None = None, early=None) -> None:
     """Run the MCP server over stdio until the client closes stdin (exit 0) or SIGINT/SIGTERM
     stops it (exit 130/143, after the running tool call). Ends the process (`_exit`) once every
-    reply is written.
+    reply is written. `early`: the client's first line, read (and maybe answered) before this
+    module was imported (`memsafe.mcp_handshake.answer_initialize`).
 
     Raises:
         InvalidInput: empty DB path or project (before anything is served).
@@ -977,7 +998,7 @@ def serve(db: str | None = None, project: str | None = None) -> None:
         import anyio
 
         log.info("serving %s (project: %s)", state.db, state.project_arg or "from cwd")
-        code = anyio.run(_run_stdio, server, wire_in, wire_out)
+        code = anyio.run(_run_stdio, server, wire_in, wire_out, early)
     except KeyboardInterrupt:  # Ctrl-C before the event loop took over the signals
         pass
     _exit(state, code)

@@ -1102,3 +1102,89 @@ def test_tools_taking_an_id_never_read_or_change_another_projects_memory(tmp_pat
     assert not any(is_error(r) for r in own_ok), [text_of(r) for r in own_ok]
     assert {i: memory_state(db, i) for i in (active, hidden)} == before
     assert memory_state(db, own)[0]["status"] == "active"
+
+
+# ---------------------------------------------------------------------------------------------
+# `initialize` answered before the SDK is imported (issue 13 item 4, memsafe.mcp_handshake)
+
+
+def _piped(paths, lines: list[str], cache: Path, **env: str) -> list[dict]:
+    """`memsafe serve` fed `lines` at once (one write), its stdout replies as JSON objects."""
+    r = subprocess.run([sys.executable, "-m", "memsafe", "--db", str(paths["db"]), "serve"],
+                       input="".join(line + "\n" for line in lines), capture_output=True, text=True, timeout=120,
+                       env={**os.environ, **server_env(paths["home"]), "MEMSAFE_CACHE_DIR": str(cache), **env},
+                       cwd=paths["cwd"])
+    assert r.returncode == 0, r.stderr[-2000:]
+    return [json.loads(line) for line in r.stdout.splitlines()]
+
+
+def _initialize(request_id, version: str = "2025-06-18", **params) -> str:
+    return json.dumps({"jsonrpc": "2.0", "id": request_id, "method": "initialize", "params": {
+        "protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}, **params}})
+
+
+def test_initialize_is_answered_early_with_the_sdks_own_answer_exactly_once(paths, tmp_path):
+    """The first start keeps the SDK's answer; the next start writes it before the SDK loads and
+    drops the SDK's own reply: one reply per request, the same answer, and the session works (the
+    SDK saw the handshake). Another protocol version gets the SDK's own negotiation."""
+    cache = tmp_path / "cache"
+
+    def session(topic: str) -> list[str]:
+        remember = json.dumps({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+            "name": "remember", "arguments": {"content": f"the early handshake keeps the {topic} session whole"}}})
+        return [_initialize(1), '{"jsonrpc":"2.0","method":"notifications/initialized"}',
+                '{"jsonrpc":"2.0","id":2,"method":"tools/list"}', remember]
+
+    first = _piped(paths, session("billing"), cache)
+    assert list(cache.glob("mcp-initialize-*.json")), "the SDK's answer was not kept"
+    second = _piped(paths, session("gardening"), cache)
+    for replies in (first, second):
+        assert sorted(r["id"] for r in replies) == [1, 2, 3]  # nothing answered twice
+        assert not any("error" in r or r.get("result", {}).get("isError") for r in replies)
+    assert second[0] == first[0]  # the early answer is the SDK's own
+    assert {t["name"] for t in second[1]["result"]["tools"]} == {t["name"] for t in first[1]["result"]["tools"]}
+    other = _piped(paths, [_initialize(7, "2024-11-05")], cache)
+    assert other[0]["id"] == 7 and other[0]["result"]["protocolVersion"] == "2024-11-05"
+
+
+def test_a_stale_kept_answer_is_replaced_by_the_sdks(paths, tmp_path):
+    """A kept answer the SDK no longer gives (a hand-edited or stale cache) is written once, then
+    replaced by what the SDK answered, so the next start is right again."""
+    cache = tmp_path / "cache"
+    _piped(paths, [_initialize(1)], cache)
+    [kept] = cache.glob("mcp-initialize-*.json")
+    stored = json.loads(kept.read_text())
+    truth = stored["2025-06-18"]
+    kept.write_text(json.dumps({"2025-06-18": {**truth, "instructions": "stale"}}))
+    assert _piped(paths, [_initialize(1)], cache)[0]["result"]["instructions"] == "stale"
+    assert json.loads(kept.read_text())["2025-06-18"] == truth
+    assert _piped(paths, [_initialize(1)], cache)[0]["result"] == truth
+
+
+@pytest.mark.parametrize("first_line", [
+    '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":7}}',  # invalid params
+    '{"jsonrpc":"2.0","id":1,"method":"ping"}',  # not a handshake
+    "not json at all",
+])
+def test_a_first_line_that_is_no_valid_initialize_is_left_to_the_sdk(paths, tmp_path, first_line):
+    """Only a well-formed `initialize` is answered early; anything else gets exactly the reply the
+    SDK gives without the early path (MEMSAFE_CLI_CACHE=0), and a kept answer changes nothing."""
+    cache = tmp_path / "cache"
+    _piped(paths, [_initialize(0)], cache)  # an answer is kept
+    with_early = _piped(paths, [first_line, '{"jsonrpc":"2.0","id":5,"method":"ping"}'], cache)
+    without = _piped(paths, [first_line, '{"jsonrpc":"2.0","id":5,"method":"ping"}'], cache, MEMSAFE_CLI_CACHE="0")
+    assert with_early == without and len(with_early) == 2
+
+
+def test_lines_read_before_the_sdk_are_handed_on_whole():
+    """`server._prefixed`: the text read early comes first, and a line it cut is joined to its end."""
+    async def collect(prefix: str, rest: list[str]) -> list[str]:
+        async def stream():
+            for line in rest:
+                yield line
+
+        return [line async for line in server._prefixed(prefix, stream())]
+
+    assert anyio.run(collect, '{"a":1}\n', ['{"b":2}\n']) == ['{"a":1}\n', '{"b":2}\n']
+    assert anyio.run(collect, '{"a":1}\n{"b"', [':2}\n', '{"c":3}\n']) == ['{"a":1}\n', '{"b":2}\n', '{"c":3}\n']
+    assert anyio.run(collect, '{"a"', []) == ['{"a"']

@@ -68,7 +68,7 @@ def serve(
         if transport is Transport.stdio:
             if host is not None or port is not None or allow_host:
                 raise _fail("--host, --port and --allow-host need --transport http", 2, "UsageError")
-            from memsafe.server import serve as run_server
+            from memsafe.mcp_handshake import serve as run_server
 
             run_server(db, project)
             return

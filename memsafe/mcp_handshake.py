@@ -1,0 +1,203 @@
+"""Responsibility: answering the MCP `initialize` request of `memsafe serve` (stdio) before the MCP
+SDK is imported.
+
+Importing the SDK (its pydantic protocol types) and memsafe's handlers takes most of the 1 s a
+server took from spawn to its `initialize` reply, and clients time out on that reply (issue 13:
+at most 0.5 s). The reply itself is a pure function of the installed memsafe and SDK and of the
+protocol version the client asks for. So:
+
+- The first time, the SDK answers as usual and `Early.record` keeps its `result`, in one JSON
+  file in `settings.cache_dir()` named by a stamp of the installed server (memsafe's version,
+  Python's, and the size and mtime of `memsafe/server.py` and of the SDK's packages): an upgrade
+  or an edit starts a new file.
+- Later, `answer_initialize` reads the first line from stdin while `memsafe.server` is imported
+  in a thread; when it is a well-formed `initialize` request whose answer is kept, it writes that
+  answer at once. The line is still handed to the SDK (its session must see the handshake), and
+  the SDK's own reply to it is dropped (`Early.swallow`); a reply that differs from the kept one
+  replaces it for next time.
+- Anything else (no cache, another first message, a terminal on stdin, `MEMSAFE_CLI_CACHE=0`)
+  leaves the answer to the SDK, unchanged.
+
+Standard library only (and `memsafe.settings` for the folder), so nothing here costs an import.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import os
+import sys
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = ["Early", "answer_initialize", "serve"]
+
+MAX_FIRST_LINE = 65_536  # bytes: a longer first line is no handshake worth answering early
+
+
+def _stamp() -> str:
+    """Identity of the installed server: memsafe's version, Python's, and the size and mtime of
+    `memsafe/server.py` and of the files of the MCP SDK's packages that shape the reply."""
+    import importlib.util
+
+    from memsafe import __version__
+
+    files = [Path(__file__).resolve().parent / "server.py"]
+    for package, names in (("mcp", ("__init__.py", "server/runner.py", "server/lowlevel/server.py")),
+                           ("mcp_types", ("__init__.py", "version.py"))):
+        try:
+            spec = importlib.util.find_spec(package)  # finds, does not import
+        except (ImportError, ValueError):
+            spec = None
+        for where in (spec.submodule_search_locations or []) if spec else []:
+            files += [Path(where) / name for name in names]
+    parts = [__version__, sys.version]
+    for f in files:
+        try:
+            st = f.stat()
+            parts.append(f"{f}:{st.st_size}:{st.st_mtime_ns}")
+        except OSError:
+            parts.append(f"{f}:-")
+    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:20]
+
+
+def _path() -> Path:
+    from memsafe import settings
+
+    return settings.cache_dir() / f"mcp-initialize-{_stamp()}.json"
+
+
+def _enabled() -> bool:
+    return os.environ.get("MEMSAFE_CLI_CACHE", "1") != "0"
+
+
+def _key(request: dict) -> str | None:
+    """The cache key of a well-formed `initialize` request (the protocol version it asks for),
+    or None for anything else."""
+    params = request.get("params")
+    if request.get("jsonrpc") != "2.0" or request.get("method") != "initialize" or not isinstance(params, dict):
+        return None
+    if not isinstance(request.get("id"), (int, str)) or isinstance(request.get("id"), bool):
+        return None
+    info = params.get("clientInfo")
+    if not (isinstance(params.get("protocolVersion"), str) and isinstance(params.get("capabilities"), dict)
+            and isinstance(info, dict) and isinstance(info.get("name"), str) and isinstance(info.get("version"), str)):
+        return None
+    return params["protocolVersion"]
+
+
+@dataclass
+class Early:
+    """What happened before the SDK took over stdin.
+
+    Attributes:
+        data: bytes already read from stdin (the first line, with its newline when it had one),
+            to be handed to the SDK before the rest of the stream.
+        request_id: the id of the well-formed `initialize` request read here, or None.
+        key: the protocol version it asks for (the cache key).
+        answered: whether it was answered here (then `kept` is the `result` written).
+    """
+
+    data: bytes = b""
+    request_id: int | str | None = None
+    key: str | None = None
+    answered: bool = False
+    kept: dict | None = field(default=None, repr=False)
+
+    def text(self) -> str:
+        """`data` as text (UTF-8; a bad byte becomes U+FFFD, as the SDK's reader does)."""
+        return self.data.decode("utf-8", errors="replace")
+
+    def swallow(self, reply: object) -> bool:
+        """Whether `reply` (a JSON-RPC message the SDK is about to write) must be dropped: it
+        answers the `initialize` already answered here. The SDK's successful answer is kept for
+        next time when it differs from what was kept (or nothing was)."""
+        if self.request_id is None or not isinstance(reply, dict) or reply.get("id") != self.request_id:
+            return False
+        self.request_id = None  # one reply per request
+        result = reply.get("result")
+        if isinstance(result, dict) and result != self.kept:
+            self.record(result)
+        return self.answered
+
+    def record(self, result: dict) -> None:
+        """Keep `result` as the answer to `initialize` for this protocol version (atomically;
+        a cache: never fails the server)."""
+        if not _enabled() or self.key is None:
+            return
+        from memsafe import cli_cache
+
+        cli_cache.merge_json(_path(), {self.key: result})
+
+
+def _read_first_line(fd: int) -> bytes:
+    """Bytes from `fd` up to and including the first newline, read one byte at a time so that
+    nothing past the line is taken from the stream; stops early at end of input or after
+    MAX_FIRST_LINE bytes (at a character boundary)."""
+    out = bytearray()
+    while True:
+        try:
+            byte = os.read(fd, 1)
+        except InterruptedError:
+            continue
+        if not byte:
+            return bytes(out)
+        out += byte
+        if byte == b"\n" or (len(out) >= MAX_FIRST_LINE and byte[0] < 0x80):
+            return bytes(out)
+
+
+def answer_initialize(wire_in: int = 0, wire_out: int = 1, kept_in: Path | None = None) -> Early:
+    """Read the client's first line from `wire_in`; answer it on `wire_out` when it is an
+    `initialize` whose answer was kept in `kept_in` (default: this installation's file; see the
+    module docstring). Never raises for what the client sent: anything unusual is left to the
+    SDK. A terminal on stdin is not read."""
+    if not _enabled() or os.isatty(wire_in):
+        return Early()
+    from memsafe import cli_cache
+
+    kept_in = kept_in or _path()
+    data = _read_first_line(wire_in)
+    early = Early(data=data)
+    try:
+        request = json.loads(data.decode("utf-8").lstrip("\ufeff"))
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return early
+    key = _key(request) if isinstance(request, dict) else None
+    if key is None:
+        return early
+    early.key, early.request_id = key, request["id"]
+    kept = cli_cache.load_json(kept_in).get(key)
+    if not isinstance(kept, dict):
+        return early  # the SDK answers; its answer is kept (Early.swallow)
+    reply = json.dumps({"jsonrpc": "2.0", "id": request["id"], "result": kept}, separators=(",", ":"),
+                       ensure_ascii=False) + "\n"
+    try:
+        view = memoryview(reply.encode("utf-8"))
+        while view:
+            view = view[os.write(wire_out, view):]
+    except OSError:
+        return early  # the client is gone; the SDK will find out
+    early.answered, early.kept = True, kept
+    return early
+
+
+def serve(db: str | None = None, project: str | None = None) -> None:
+    """`memsafe.server.serve` over stdio, its module (the MCP SDK and the handlers: most of a
+    start) imported in a thread while the client's first line is read and, when it is an
+    `initialize` whose answer is kept, answered. Raises what `memsafe.server.serve` raises."""
+    from memsafe import cli_cache  # noqa: F401  (imported before the thread starts: see below)
+
+    kept_in = _path()
+    # While the thread imports, this one imports nothing: two threads importing overlapping
+    # modules in different orders can meet a partially initialised module (importlib breaks
+    # the deadlock that way).
+    loading = threading.Thread(target=importlib.import_module, args=("memsafe.server",), daemon=True)
+    loading.start()
+    early = answer_initialize(kept_in=kept_in)
+    loading.join()
+    from memsafe.server import serve as run_server
+
+    run_server(db, project, early=early)
