@@ -4,8 +4,10 @@ must still compute."""
 
 from __future__ import annotations
 
-from memsafe import graph, tokens
+from memsafe import api, graph, tokens
+from memsafe.store.sqlite import migrations
 from memsafe.bench import inputs
+from memsafe.models import Scope
 
 
 def test_token_count_of_long_text_is_exact_at_spaces_and_close_on_unbroken_runs():
@@ -35,3 +37,48 @@ def test_entities_of_a_repeated_token_are_those_of_its_first_occurrences():
 def test_every_input_shape_is_made_at_the_requested_size():
     for shape in inputs.SHAPES:
         assert len(inputs.make_input(shape, 5000)) == 5000
+
+
+def _long_memory(marker: str) -> str:
+    """A memory longer than the trigram index holds: `marker` inside a CJK run near its start,
+    then unbroken base64-like filler."""
+    head = f"部署说明{marker}引用计数在这里 "
+    return head + inputs.make_input("base64", migrations.TRIGRAM_MAX_CHARS + 20_000)
+
+
+def test_the_trigram_index_holds_a_bounded_prefix_and_stays_consistent(store):
+    """Issue 17.11: the trigram index holds the first TRIGRAM_MAX_CHARS characters of a memory,
+    so a 1 MB unbroken text is not indexed as ~260,000 terms. A CJK word in that prefix is still
+    found by keyword, and update, forget and purge keep the index consistent with its rows."""
+    text = _long_memory("悬空") + " 尾部标记"  # a word past the bound
+    memory = api.remember(store, text, redact=True)
+    assert memory.id in {h.memory.id for h in api.recall(store, "悬空", mode="lexical").hits}
+    found = store.exact_search(["悬空", "尾部标记"], Scope(), 10)
+    assert found["悬空"][1] == {memory.id} and found["尾部标记"][1] == set()  # the index ends at the bound
+    api.update(store, memory.id, content=_long_memory("缓存"))
+    assert store.consistency_problems() == []
+    assert memory.id in {h.memory.id for h in api.recall(store, "缓存", mode="lexical").hits}
+    api.forget(store, memory.id)
+    api.purge(store, [memory.id])
+    assert store.consistency_problems() == []
+
+
+def test_the_bounded_trigram_migration_rebuilds_an_index_holding_longer_texts(tmp_path, monkeypatch):
+    """A store written before m006 indexed whole texts; upgrading rebuilds the index when a memory
+    is longer than the bound, so deleting that memory later feeds FTS5 the text it indexed."""
+    path = tmp_path / "old.db"
+    newest = migrations.MIGRATIONS
+    monkeypatch.setattr(migrations, "MIGRATIONS", [m for m in newest if m[0] != "m006_trigram_index_bounded"])
+    old = api.open_store(str(path)).store
+    memory_id = api.remember(old, _long_memory("悬空"), redact=True, embed_now=False).id
+    old.close()
+    monkeypatch.setattr(migrations, "MIGRATIONS", newest)
+    store = api.open_store(str(path)).store
+    try:
+        assert store.schema_version() == migrations.latest()
+        assert store.consistency_problems() == []
+        api.forget(store, memory_id)
+        api.purge(store, [memory_id])
+        assert store.consistency_problems() == []
+    finally:
+        store.close()

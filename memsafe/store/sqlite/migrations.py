@@ -259,6 +259,42 @@ def m005_author(conn: apsw.Connection) -> None:
     conn.execute("ALTER TABLE memories ADD COLUMN author TEXT; ALTER TABLE memory_versions ADD COLUMN author TEXT")
 
 
+# How much of each memory the trigram index holds (characters). Every distinct 3-character piece is
+# a term: 1 MB of base64 text is ~260,000 of them and took 1-2 s to index, most of a remember of
+# that size (issue 17 item 11: under 2 s for every 1 MB shape). Identifiers, versions and CJK words
+# are looked for in memories far shorter than this; past it, a long memory is still found by the
+# word index (and `recall --mode lexical` by its words), just not by a substring inside a run.
+TRIGRAM_MAX_CHARS = 65_536
+
+
+@migration
+def m006_trigram_index_bounded(conn: apsw.Connection) -> None:
+    """The trigram index holds the first TRIGRAM_MAX_CHARS characters of each memory (plus the
+    space that lets a last word start a trigram): its view and sync triggers are re-created on
+    `substr(content, 1, N)`. The index is rebuilt only when a memory is longer than that, since
+    for every other row the indexed text is unchanged (and the FTS5 'delete' command must be fed
+    exactly the text that was indexed)."""
+    n = TRIGRAM_MAX_CHARS
+    text = f"substr({{}}.content, 1, {n}) || ' '"
+    conn.execute(f"""
+        DROP TRIGGER memories_tri_ai; DROP TRIGGER memories_tri_ad; DROP TRIGGER memories_tri_au;
+        DROP VIEW memories_tri_text;
+        CREATE VIEW memories_tri_text(id, content) AS SELECT id, {text.format('memories')} FROM memories;
+        CREATE TRIGGER memories_tri_ai AFTER INSERT ON memories BEGIN
+            INSERT INTO memories_tri(rowid, content) VALUES (new.id, {text.format('new')});
+        END;
+        CREATE TRIGGER memories_tri_ad AFTER DELETE ON memories BEGIN
+            INSERT INTO memories_tri(memories_tri, rowid, content) VALUES ('delete', old.id, {text.format('old')});
+        END;
+        CREATE TRIGGER memories_tri_au AFTER UPDATE OF content ON memories BEGIN
+            INSERT INTO memories_tri(memories_tri, rowid, content) VALUES ('delete', old.id, {text.format('old')});
+            INSERT INTO memories_tri(rowid, content) VALUES (new.id, {text.format('new')});
+        END;
+    """)
+    if conn.execute("SELECT EXISTS (SELECT 1 FROM memories WHERE length(content) > ?)", (n,)).fetchone()[0]:
+        conn.execute("INSERT INTO memories_tri(memories_tri) VALUES ('rebuild')")
+
+
 def latest() -> int:
     """The schema version this code writes: the number of registered migrations."""
     return len(MIGRATIONS)
