@@ -55,6 +55,9 @@ def test_the_trigram_index_holds_a_bounded_prefix_and_stays_consistent(store):
     assert memory.id in {h.memory.id for h in api.recall(store, "悬空", mode="lexical").hits}
     found = store.exact_search(["悬空", "尾部标记"], Scope(), 10)
     assert found["悬空"][1] == {memory.id} and found["尾部标记"][1] == set()  # the index ends at the bound
+    tail = api.remember(store, inputs.make_input("base64", migrations.TRIGRAM_MAX_CHARS + 5_000) + " retry_policy_v2",
+                        redact=True, embed_now=False)
+    assert store.exact_search(["retry_policy_v2"], Scope(), 10)["retry_policy_v2"][1] == {tail.id}  # by its words
     api.update(store, memory.id, content=_long_memory("缓存"))
     assert store.consistency_problems() == []
     assert memory.id in {h.memory.id for h in api.recall(store, "缓存", mode="lexical").hits}

@@ -14,6 +14,7 @@ from memsafe.models import Scope
 from memsafe.store.interface import LexicalHits
 from memsafe.store.sqlite import _util
 from memsafe.store.sqlite._util import chunked as _chunked
+from memsafe.store.sqlite.migrations import TRIGRAM_MAX_CHARS
 
 # A 1-2 character CJK query term is shorter than a trigram: it is looked up as the OR of the indexed
 # trigrams it starts, at most this many (the ones in most memories first).
@@ -55,7 +56,9 @@ class SQLiteFullText:
         the candidates, an upper bound. A 1-2 character term (CJK: below trigram length) is looked
         up as the OR of the indexed trigrams it starts (`memories_tri_vocab`, at most
         MAX_TRIGRAMS_PER_TERM, commonest first); the index is fed the text plus a space, so a word
-        at the very end of a memory still starts one. Indexed lookups only, no scan of the texts.
+        at the very end of a memory still starts one. The trigram index holds each memory's first
+        TRIGRAM_MAX_CHARS characters; in longer memories a term of words is looked up as a phrase
+        of the word index. Indexed lookups only, no scan of the texts.
         """
         out: dict[str, tuple[int, set[int]]] = {}
         if not terms or limit <= 0:
@@ -81,7 +84,17 @@ class SQLiteFullText:
                 f"WHERE memories_tri MATCH ? AND {where} ORDER BY bm25(memories_tri), m.id LIMIT ?",
                 [match, *params, limit],
             )
-            out[term] = (df, {i for i, text in rows if retrieve.holds_exact(text, term)})
+            ids = {i for i, text in rows if retrieve.holds_exact(text, term)}
+            # Past TRIGRAM_MAX_CHARS a memory is not in the trigram index: a term made of words
+            # (`unique_tail_token`, `v2.4.7`) is looked up there as a phrase of the word index
+            # instead, among those long memories only. (A CJK run is one word there: not found.)
+            longer = self.conn.execute(
+                "SELECT m.id, m.content FROM memories_fts JOIN memories m ON m.id = memories_fts.rowid "
+                f"WHERE memories_fts MATCH ? AND length(m.content) > ? AND {where} LIMIT ?",
+                ['"' + term.replace('"', '""') + '"', TRIGRAM_MAX_CHARS, *params, limit],
+            ) if retrieve.fts_terms(term) else []
+            extra = {i for i, text in longer if retrieve.holds_exact(text, term)}
+            out[term] = (df + len(extra - ids), ids | extra)
         return out
 
     def _bm25_search(self, match: str, scope: Scope, limit: int) -> list[tuple[int, float]]:
