@@ -271,7 +271,7 @@ class ServerState:
         mode = api.config_get(opened.store, "project_mode")
         if self.project_arg is not None:  # a path: symlinks resolved, keyed with the store's project_mode
             return api.clean_project(self._project_raw, mode=mode), "--project"
-        return settings.detect_project(self.cwd, mode=mode), f"{mode} of {self.cwd}"
+        return api.current_project(opened.store, self.cwd, mode=mode), f"{mode} of {self.cwd}"
 
     def scope(self, opened: api.Opened, all_projects: bool = False):
         """The scope of a tool call, as recall's: this project plus global, or every project (read

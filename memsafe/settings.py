@@ -306,6 +306,61 @@ def git_root(start: Path) -> Path | None:
     return None
 
 
+ORIGIN_PREFIX = "origin:"  # a project keyed by its repository's remote: `origin:github.com/org/repo`
+_SCP_REMOTE = re.compile(r"^(?:[^@/\s]+@)?(?P<host>[^:/\s]+):(?!//)(?P<path>.+)$")  # git@host:org/repo.git
+
+
+def remote_key(url: str) -> str | None:
+    """The project key of a git remote URL: `origin:` + lower-case host + path, without user,
+    password, port, `.git` or slashes at the ends, so `git@github.com:org/repo.git`,
+    `ssh://git@github.com:22/org/repo` and `https://user@github.com/org/repo/` are one key
+    (`origin:github.com/org/repo`). None for a remote on this machine (a path or `file://`),
+    which names no repository another machine shares. URL forms: git-clone(1), "GIT URLS"."""
+    from urllib.parse import urlsplit
+
+    text = url.strip()
+    if "://" in text:
+        try:
+            parts = urlsplit(text)
+            host = parts.hostname
+        except ValueError:
+            return None
+        if parts.scheme.lower() == "file" or not host:
+            return None
+        path = parts.path
+    else:
+        match = _SCP_REMOTE.match(text)
+        if match is None or len(match["host"]) == 1:  # `C:/path` is a Windows path, not host C
+            return None
+        host, path = match["host"], match["path"]
+    path = re.sub(r"/{2,}", "/", path).strip("/")
+    path = path[:-4] if path.lower().endswith(".git") else path
+    path = path.rstrip("/")
+    if not path:
+        return None
+    return f"{ORIGIN_PREFIX}{host.lower()}/{path}"
+
+
+def git_origin(root: Path) -> str | None:
+    """`remote_key` of the `origin` remote of the repository whose working tree is `root` (read
+    from its `.git/config`, without running git), or None: no such remote, or one on this machine."""
+    import configparser
+
+    parser = configparser.ConfigParser(strict=False, interpolation=None)
+    try:
+        parser.read(root / ".git" / "config", encoding="utf-8")
+        url = parser.get('remote "origin"', "url", fallback=None)
+    except (configparser.Error, OSError, UnicodeDecodeError):
+        return None
+    return remote_key(url) if url else None
+
+
+def repository_key(root: Path) -> str:
+    """Project key of the repository whose working tree is `root`: its `origin` remote's key
+    when it has one (the same on every machine and clone, issue 14.7), else its path's."""
+    return git_origin(root) or project_key(str(root))
+
+
 def project_for_path(path: str, mode: str = "git-root") -> str:
     """Project key of a path someone typed (`--project-path`, `--project ./web`, `serve --project`):
     the same key `detect_project` gives from inside that folder. Symlinks are resolved and, in
@@ -330,14 +385,23 @@ def project_for_path(path: str, mode: str = "git-root") -> str:
     if mode == "cwd":
         return project_key(str(real if real.is_dir() else real.parent))
     root = git_root(real if real.is_dir() else real.parent)
-    return project_key(str(root or real))
+    return repository_key(root) if root else project_key(str(real))
 
 
 def detect_project(cwd: Path | None = None, mode: str = "git-root") -> str | None:
-    """Project key for the working directory: its git root (mode 'git-root'; None outside a
-    repository, meaning global) or the directory itself (mode 'cwd')."""
+    """Project key for the working directory: its repository's (mode 'git-root': `repository_key`
+    of its git root; None outside a repository, meaning global) or the directory's (mode 'cwd')."""
+    return detect_project_keys(cwd, mode)[0]
+
+
+def detect_project_keys(cwd: Path | None = None, mode: str = "git-root") -> tuple[str | None, str | None]:
+    """(`detect_project`'s key, the key memsafe used for the same folder before repositories were
+    keyed by their origin remote: the root's path key, when it differs, else None)."""
     here = Path(cwd) if cwd else current_dir()
     if mode == "cwd":
-        return project_key(str(here.resolve()))
+        return project_key(str(here.resolve())), None
     root = git_root(here)
-    return project_key(str(root)) if root else None
+    if root is None:
+        return None, None
+    key, path_key = repository_key(root), project_key(str(root))
+    return key, (path_key if path_key != key else None)

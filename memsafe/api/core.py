@@ -35,6 +35,7 @@ from memsafe.api.hygiene import (  # noqa: F401  re-exported: the handler module
     clean_tags,
     clean_text,
     content_hash,
+    current_project,
     make_scope,
     refuse_secret,
 )
@@ -54,7 +55,8 @@ from memsafe.render import count_of
 from memsafe.store import Store, connect, file_sizes
 
 __all__ = [
-    "Opened", "open_store", "clean_text", "clean_tags", "clean_project", "content_hash", "backfill",
+    "Opened", "open_store", "clean_text", "clean_tags", "clean_project", "current_project", "content_hash",
+    "backfill",
     "remember", "embed_new", "embed_in_background", "get", "reachable", "in_scope", "encryption_state", "forget",
     "purge", "make_scope", "recall", "score_candidates", "status",
     "config_list", "config_get", "config_set", "config_reset", "set_db_path", "reset_db_path", "config_value",

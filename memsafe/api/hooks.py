@@ -14,8 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from memsafe import hooks, settings
-from memsafe.api.core import forget, remember
+from memsafe import hooks
+from memsafe.api.core import current_project, forget, remember
 from memsafe.errors import Duplicate, MemsafeError
 from memsafe.hooks import CommitInfo, HookStatus
 from memsafe.models import Kind, Memory, Source, Status
@@ -82,7 +82,7 @@ def remember_commit(store: Store, repo: str | Path, *, commit: str = "HEAD",
     """
     root = hooks.repo_root(repo)
     info = hooks.read_commit(root, commit, branch)
-    return _store_commit(store, info, settings.detect_project(root, mode="git-root"))
+    return _store_commit(store, info, current_project(store, root))
 
 
 @dataclass
@@ -109,7 +109,7 @@ def drain_queue(store: Store, repo: str | Path, folder: str | Path | None = None
     """
     root = hooks.repo_root(repo)
     queue = Path(folder) if folder else hooks.queue_dir(root)
-    project = settings.detect_project(root, mode="git-root")
+    project = current_project(store, root)
     report = QueueReport()
     while True:
         with hooks.queue_lock(queue) as mine:
@@ -211,7 +211,7 @@ def backfill_commits(
         raise InvalidInput(f"--max must be at least 1, got {max_count}")
     start = time.monotonic()
     root = hooks.repo_root(repo)
-    project = settings.detect_project(root, mode="git-root")
+    project = current_project(store, root)
     commits = list(hooks.history(root, since=since, max_count=max_count, branch=hooks.current_branch(root)))
     report = BackfillReport(str(root), project, seen=len(commits))
     for first in range(0, len(commits), BACKFILL_BATCH):

@@ -116,6 +116,27 @@ def _unit_interval(value: float | None, what: str, default: float) -> float:
     return float(value)
 
 
+_USER_AT_HOST = re.compile(r"^[^@/\s:]+@[^:/\s]+:")  # git@github.com:org/repo.git
+
+
+def current_project(store, cwd=None, mode: str = "git-root") -> str | None:
+    """The project key of the working directory `cwd` (default: the current one), as
+    `settings.detect_project` gives it, after moving the memories a store keeps under the
+    repository's former key (its path, before repositories were keyed by their origin remote,
+    issue 14.7) to that key: once, in one transaction, nothing lost; nothing to do costs one
+    indexed lookup. A read-only store keeps its old keys (recall then finds them under `--project
+    PATH` only after a write-capable run)."""
+    import apsw
+
+    key, legacy = settings.detect_project_keys(cwd, mode)
+    if key is not None and legacy is not None:
+        try:
+            store.rename_project(legacy, key)
+        except (apsw.ReadOnlyError, apsw.CantOpenError):
+            pass
+    return key
+
+
 def clean_project(project: str | None, *, mode: str = "git-root", path: bool = False,
                   check_secrets: bool = True) -> str | None:
     """A project name or path as stored: a path (containing / or \\, `.`, `..`, `~`, or any text
@@ -141,6 +162,12 @@ def clean_project(project: str | None, *, mode: str = "git-root", path: bool = F
         raise InvalidInput(f"project name or path is {len(text):,} characters; at most {MAX_PROJECT_CHARS:,}")
     if check_secrets:
         refuse_secret(text, "project name")
+    if text.startswith(settings.ORIGIN_PREFIX) and not path:  # a repository's key, as memsafe shows it
+        return text
+    if not path and ("://" in text or _USER_AT_HOST.match(text)):  # a remote URL names its repository
+        key = settings.remote_key(text)
+        if key is not None:
+            return key
     if path or "/" in text or "\\" in text or text in (".", "..") or text.startswith("~"):
         key = settings.project_for_path(text, mode)
         if len(key) > MAX_PROJECT_CHARS:

@@ -301,7 +301,7 @@ def _project(opened: api.Opened, project: str | None, project_path: str | None) 
         return api.clean_project(project_path, mode=mode, path=True), "--project-path"
     if project:
         return api.clean_project(project, mode=mode, check_secrets=False), "--project"  # storing handlers scan it
-    key = settings.detect_project(mode=mode)
+    key = api.current_project(opened.store, mode=mode)
     return key, f"{mode} of {settings.current_dir()}"
 
 

@@ -91,6 +91,12 @@ class Memories(ABC):
         """Access bookkeeping for the memories actually returned by a recall."""
 
     @abstractmethod
+    def rename_project(self, old: str, new: str) -> int:
+        """Re-key every memory, and every earlier version, of project `old` to `new` (one
+        transaction; a no-op without taking the write lock when `old` holds nothing). Returns the
+        number of memories moved."""
+
+    @abstractmethod
     def delete_memories(self, ids: Sequence[int]) -> int:
         """Hard-delete memories with their tags, versions, links, vectors and FTS entries.
         Returns the number of history versions removed."""

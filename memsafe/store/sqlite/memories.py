@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from memsafe.models import Memory, Scope
+from memsafe.models import Memory, Scope, Status
 from memsafe.store.sqlite._util import chunked as _chunked
 
 _MEMORY_COLUMNS = (
@@ -33,6 +33,18 @@ class SQLiteMemories:
         self.conn.execute(
             f"UPDATE memories SET {assignments} WHERE id = ?", (*changes.values(), memory_id)
         )
+
+    def rename_project(self, old: str, new: str) -> int:
+        statuses = [s.value for s in Status]  # every status: the (status, project) index answers
+        marks = ",".join("?" * len(statuses))
+        held = f"SELECT EXISTS (SELECT 1 FROM memories WHERE status IN ({marks}) AND project = ?)"
+        if not self.conn.execute(held, (*statuses, old)).fetchone()[0]:
+            return 0
+        with self.write():
+            self.conn.execute("UPDATE memories SET project = ? WHERE project = ?", (new, old))
+            moved = self.conn.changes()
+            self.conn.execute("UPDATE memory_versions SET project = ? WHERE project = ?", (new, old))
+        return moved
 
     def set_tags(self, memory_id: int, tags: Iterable[str]) -> None:
         self.conn.execute("DELETE FROM memory_tags WHERE memory_id = ?", (memory_id,))

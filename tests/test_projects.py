@@ -1,0 +1,92 @@
+"""One project across machines (issue 14.7): a repository is keyed by its normalised `origin`
+remote, so every clone of it (any path, ssh or https) shares one project; without an origin, by
+its path. Stores keyed by path before move to the new key with nothing lost."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from memsafe import api, settings
+
+
+def _repo(path: Path, origin: str | None = None) -> Path:
+    path.mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(path)], check=True)
+    if origin:
+        subprocess.run(["git", "-C", str(path), "remote", "add", "origin", origin], check=True)
+    return path
+
+
+def _hits(cli, query: str, *args: str) -> list[dict]:
+    result = cli("recall", query, "--mode", "lexical", "--json", *args)
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)["results"]
+
+
+@pytest.mark.parametrize("url", [
+    "git@github.com:Acme/Web.git", "https://github.com/Acme/Web", "https://user:tok@GitHub.com/Acme/Web.git/",
+    "ssh://git@github.com:22/Acme/Web.git", "git://github.com/Acme/Web", "github.com:Acme/Web.git",
+    "git+ssh://git@github.com/Acme//Web",
+])
+def test_every_url_of_one_repository_is_one_key(url):
+    assert settings.remote_key(url) == "origin:github.com/Acme/Web"
+
+
+@pytest.mark.parametrize("url", ["/srv/git/web.git", "file:///srv/git/web.git", "../web", "C:/repos/web",
+                                 "https://github.com/", "not a url"])
+def test_a_remote_on_this_machine_names_no_shared_repository(url):
+    assert settings.remote_key(url) is None
+
+
+def test_two_clones_of_one_origin_share_a_project_and_others_do_not(cli, tmp_path, monkeypatch):
+    laptop = _repo(tmp_path / "laptop" / "web", "git@github.com:acme/web.git")
+    ci = _repo(tmp_path / "ci" / "checkout", "https://github.com/acme/web")
+    other = _repo(tmp_path / "laptop" / "api", "git@github.com:acme/api.git")
+    monkeypatch.chdir(laptop)
+    assert cli("remember", "the web deploy waits for the canary to pass").exit_code == 0
+    monkeypatch.chdir(ci)
+    [hit] = _hits(cli, "deploy canary")
+    assert hit["project"] == "origin:github.com/acme/web"
+    monkeypatch.chdir(other)
+    assert _hits(cli, "deploy canary") == []
+    for spelling in ("git@github.com:acme/web.git", "origin:github.com/acme/web", str(ci)):
+        assert [h["id"] for h in _hits(cli, "deploy canary", "--project", spelling)] == [hit["id"]]
+
+
+def test_memories_keyed_by_path_move_to_the_origin_key_with_nothing_lost(cli, db_path, tmp_path, monkeypatch):
+    """A store written before origin keys (or before the remote was added) keeps memories under
+    the path; the next command in the repository moves them, history included, and a recall scoped
+    to the path or to the remote finds the same memories."""
+    repo = _repo(tmp_path / "web")
+    path_key = settings.project_key(str(repo.resolve()))
+    monkeypatch.chdir(repo)
+    for text in ("the billing queue retries three times", "billing alerts page the on-call engineer",
+                 "billing runs nightly at two"):
+        assert cli("remember", text).exit_code == 0
+    first = _hits(cli, "billing")
+    assert {h["project"] for h in first} == {path_key}
+    assert cli("update", str(first[0]["id"]), "--content", "the billing queue retries five times").exit_code == 0
+    assert cli("forget", str(first[1]["id"])).exit_code == 0
+
+    subprocess.run(["git", "-C", str(repo), "remote", "add", "origin", "https://gitlab.example.com/acme/web.git"],
+                   check=True)
+    moved = _hits(cli, "billing")
+    key = "origin:gitlab.example.com/acme/web"
+    assert {h["project"] for h in moved} == {key}
+    assert sorted(h["id"] for h in moved) == sorted(h["id"] for h in first if
+                                                              h["id"] != first[1]["id"])
+    for spelling in (str(repo), "git@gitlab.example.com:acme/web.git", key):
+        assert sorted(h["id"] for h in _hits(cli, "billing", "--project", spelling)) == \
+            sorted(h["id"] for h in moved)
+    opened = api.open_store(str(db_path))
+    try:
+        rows = opened.store.export_memory_rows(0, 100, ["active", "archived", "forgotten"], None)
+        assert len(rows) == 3 and {r["project"] for r in rows} == {key}  # the forgotten one moved too
+        history = api.history(opened.store, first[0]["id"])
+        assert len(history.versions) >= 2
+    finally:
+        opened.store.close()
