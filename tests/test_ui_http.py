@@ -165,6 +165,14 @@ def test_git_note_provenance_names_its_commit(store):
     assert (prov.source, prov.commit, prov.branch, prov.author) == ("git", "1a2b3c4", "main", None)
 
 
+def test_the_memory_page_names_who_wrote_it(ui):
+    """A memory written through a team server records its token's user; the page shows it."""
+    client, state, store = ui
+    m = api.remember(store, "the staging cluster drains nodes on Fridays", author="ana")
+    assert api.provenance(api.get(store, m.id)).author == "ana"
+    assert "<dt>author</dt><dd>ana</dd>" in client.get(f"/m/{m.id}").text
+
+
 def test_pages_are_keyset_pages_of_50_and_filters_apply(store):
     for i in range(120):
         api.remember(store, f"note number {i} about topic {i % 7}", kind="fact" if i % 2 else "task",

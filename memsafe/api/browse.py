@@ -99,7 +99,8 @@ class StoreCharts:
 @dataclass
 class Provenance:
     """Where a memory came from: `source` (user, agent, git, …); for git notes the commit and
-    branch read from the note; `author`: None, memsafe does not record who wrote a memory."""
+    branch read from the note; `author`: the user a team server's token stands for (memories
+    written over HTTP, issue 14.6), None when not recorded (local use)."""
 
     source: str
     created_at: str
@@ -302,7 +303,7 @@ _COMMIT_NOTE = re.compile(r"^git commit ([0-9a-f]{4,40})(?: on (\S+))?(?: \(deta
 def provenance(memory: Memory) -> Provenance:
     """Where `memory` came from (see Provenance). Git notes (source git) name their commit and
     branch on their first line (`memsafe.hooks.commit_note`)."""
-    out = Provenance(memory.source, memory.created_at, memory.project)
+    out = Provenance(memory.source, memory.created_at, memory.project, author=memory.author)
     if memory.source == "git":
         found = _COMMIT_NOTE.match(memory.content)
         if found:
