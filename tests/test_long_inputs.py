@@ -5,9 +5,9 @@ must still compute."""
 from __future__ import annotations
 
 from memsafe import api, graph, tokens
-from memsafe.store.sqlite import migrations
 from memsafe.bench import inputs
 from memsafe.models import Scope
+from memsafe.store.sqlite import migrations
 
 
 def test_token_count_of_long_text_is_exact_at_spaces_and_close_on_unbroken_runs():
