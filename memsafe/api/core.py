@@ -619,7 +619,8 @@ def _candidates(store: Store, q: retrieve.Query, scope: Scope, depth: int, mode:
     """Step "candidates": BM25 (on the query without its date words) and vector KNN (on the query
     without the words half the store holds, `_vector_text`; in vector mode the memories holding
     an exact term join too) in `scope`, plus memories one relation away from an entity the query
-    names (when weight_hop > 0), with the features the pure steps read. Returns (candidates in scope, their memories, mode used)."""
+    names (when weight_hop > 0), with the features the pure steps read. Returns (candidates in
+    scope, their memories, mode used)."""
     # The query is embedded on a worker thread (loading the model first in a fresh process) while
     # this thread runs the BM25 search: ONNX Runtime and SQLite both release the GIL.
     query_vector = _embed_query_async(store, _vector_text(store, q.text)) if mode in ("hybrid", "vector") else None
