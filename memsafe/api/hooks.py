@@ -201,7 +201,8 @@ def backfill_commits(
     backfill) is skipped. `progress(done, total)` after each batch.
 
     Raises:
-        InvalidInput: not a repository, a date git does not understand, max_count < 1.
+        InvalidInput: not a repository, a `since` that is no date (ISO-8601, a date or a
+            relative time like `3 months ago`, read as `--as-of` is) or in the future, max_count < 1.
     """
     import time
 
@@ -209,6 +210,10 @@ def backfill_commits(
 
     if max_count is not None and max_count < 1:
         raise InvalidInput(f"--max must be at least 1, got {max_count}")
+    if since is not None:  # git reads any text as some date ("nonsense" meant now): read it here
+        from memsafe.api.lifecycle import parse_when
+
+        since = parse_when(since, what="--since")
     start = time.monotonic()
     root = hooks.repo_root(repo)
     project = current_project(store, root)
