@@ -163,7 +163,8 @@ def status_lines(report: StatusReport) -> list[str]:
     lines = [
         f"database      {report.db_path}  ({report.config['db_origin']})",
         f"size          {report.db_bytes:,} bytes (+{report.wal_bytes:,} WAL)",
-        f"schema        v{report.schema_version}   SQLite {report.sqlite_version}",
+        f"schema        v{report.schema_version}   " + (report.sqlite_version if report.sqlite_version.startswith(
+            "PostgreSQL") else f"SQLite {report.sqlite_version}"),
         f"memories      {c['active']} active, {c['archived']} archived, {c['forgotten']} forgotten"
         f"   ({count_of(c['versions'], 'version')}, {count_of(c['entities'], 'entity')}, "
         f"{count_of(c['relations'], 'relation')})",

@@ -3,7 +3,8 @@ defaults and validation, and project detection.
 
 DB path precedence: `--db` > `MEMSAFE_DB` > `db` in the user config file (`memsafe config set db`)
 > `<platformdirs user data dir>/memory.db`. `~` and relative paths are expanded once, against the
-current directory, and the absolute result is what `status` shows.
+current directory, and the absolute result is what `status` shows. A `postgresql://` (or
+`postgres://`) URL names a PostgreSQL database instead (issue 14.2) and is kept as it is.
 """
 
 from __future__ import annotations
@@ -87,6 +88,24 @@ def expand_path(raw: str | os.PathLike) -> Path:
     return Path(os.path.normpath(expanded))
 
 
+DB_URL_SCHEMES = ("postgresql://", "postgres://")
+
+
+def is_db_url(raw: str | os.PathLike) -> bool:
+    """True when a `--db` value is a PostgreSQL URL rather than a SQLite path."""
+    return isinstance(raw, str) and raw.strip().lower().startswith(DB_URL_SCHEMES)
+
+
+def db_target(raw: str | os.PathLike) -> Path | str:
+    """A `--db` value as memsafe opens it: a PostgreSQL URL as given (libpq rules, checked when
+    opened), anything else an absolute path (`expand_path`).
+
+    Raises:
+        InvalidInput: see `expand_path`.
+    """
+    return raw.strip() if is_db_url(raw) else expand_path(raw)
+
+
 def read_user_config() -> dict:
     path = config_file()
     try:
@@ -112,16 +131,17 @@ def write_user_config(values: dict) -> Path:
     return path
 
 
-def resolve_db_path(cli_db: str | None = None) -> tuple[Path, str]:
-    """Return (absolute DB path, where it came from: 'flag' | 'env' | 'config' | 'default')."""
+def resolve_db_path(cli_db: str | None = None) -> tuple[Path | str, str]:
+    """Return (absolute DB path or PostgreSQL URL (`db_target`), where it came from:
+    '--db' | 'MEMSAFE_DB' | 'config (...)' | 'default')."""
     if cli_db is not None:
-        return expand_path(cli_db), "--db"
+        return db_target(cli_db), "--db"
     env = os.environ.get("MEMSAFE_DB")
     if env:
-        return expand_path(env), "MEMSAFE_DB"
+        return db_target(env), "MEMSAFE_DB"
     configured = read_user_config().get("db")
     if configured:
-        return expand_path(configured), f"config ({config_file()})"
+        return db_target(configured), f"config ({config_file()})"
     return default_db_path(), "default"
 
 

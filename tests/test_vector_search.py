@@ -149,7 +149,7 @@ def test_in_memory_copy_follows_other_processes_writes(tmp_path, monkeypatch):
 def test_bm25_search_is_exact_in_scope(tmp_path, monkeypatch, overfetch_min):
     """fts_search post-filters the global BM25 ranking by scope when the scope is broad and joins
     first when it is narrow; both must give exactly the join's answer (ties by id)."""
-    from memsafe.store.sqlite import _util as store_util
+    from memsafe.store.common import sql as store_util
 
     monkeypatch.setattr(store_util, "OVERFETCH_MIN", overfetch_min)
     rng = np.random.default_rng(3)

@@ -52,7 +52,7 @@ from memsafe.models import (
     StatusReport,
 )
 from memsafe.render import count_of
-from memsafe.store import Store, connect, file_sizes
+from memsafe.store import Store, connect
 
 __all__ = [
     "Opened", "open_store", "clean_text", "clean_tags", "clean_project", "current_project", "content_hash",
@@ -76,7 +76,7 @@ class Opened:
     """What `open_store` found: the store plus warnings and notes for the user (stderr, never stdout)."""
 
     store: Store
-    path: Path
+    path: Path | str  # a SQLite file, or a PostgreSQL URL
     origin: str
     warnings: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -238,6 +238,11 @@ def _background_embedder(db_path: str) -> None:
     except ImportError:  # Windows: no advisory lock; a second embedder only repeats work, never loses it
         fcntl = None
     lock_path = f"{db_path}.embed.lock"
+    if settings.is_db_url(db_path):  # one lock per database URL, in the user's data folder
+        import hashlib
+
+        settings.data_dir().mkdir(parents=True, exist_ok=True, mode=0o700)
+        lock_path = str(settings.data_dir() / f"embed-{hashlib.sha256(db_path.encode()).hexdigest()[:16]}.lock")
     fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         for _round in range(10):  # bounded: a memory the model keeps failing on stays pending
@@ -808,7 +813,7 @@ def vector_fix() -> str:
 def status(opened: Opened, *, project: str | None, project_rule: str, load_model: bool = True) -> StatusReport:
     """Paths, sizes, schema version, counts, pending embeddings, model and vector-search state."""
     store = opened.store
-    db_bytes, wal_bytes = file_sizes(opened.path)
+    db_bytes, wal_bytes = store.sizes()
     model: dict = {"loaded": False}
     if load_model and store.vector_available:
         embedder = embed.get_embedder()
@@ -905,9 +910,21 @@ def _config_spec(key: str) -> settings.ConfigKey:
     return spec
 
 
-def set_db_path(path: str) -> Path:
+def set_db_path(path: str) -> Path | str:
     """Remember a DB path in the user config file (resolved to an absolute path now, so later
-    runs from any working directory use the same file). Returns the absolute path."""
+    runs from any working directory use the same file), or a PostgreSQL URL (checked: libpq
+    syntax, no password in it). Returns what was saved.
+
+    Raises: InvalidInput."""
+    if settings.is_db_url(path):
+        from memsafe.store.postgres import check_url
+
+        url = path.strip()
+        check_url(url)
+        values = settings.read_user_config()
+        values["db"] = url
+        settings.write_user_config(values)
+        return url
     resolved = settings.expand_path(path)
     if resolved.is_dir():
         raise InvalidInput(f"{resolved} is a directory; give the path of a database file inside it")
@@ -917,7 +934,7 @@ def set_db_path(path: str) -> Path:
     return resolved
 
 
-def reset_db_path() -> Path:
+def reset_db_path() -> Path | str:
     """Forget the DB path saved by `set_db_path`; returns the path used from now on (by default)."""
     values = settings.read_user_config()
     if values.pop("db", None) is not None:

@@ -14,8 +14,6 @@ from memsafe import __version__, embed, encryption, hooks, settings, tokens
 from memsafe.api.core import Opened, encryption_state, vector_fix
 from memsafe.errors import MemsafeError
 from memsafe.render import count_of
-from memsafe.store import file_sizes
-from memsafe.store.sqlite import migrations
 
 __all__ = ["Check", "DoctorReport", "doctor", "WAL_WARN_BYTES"]
 
@@ -75,18 +73,20 @@ def doctor(opened: Opened, *, repo: str | Path | None = None, load_model: bool =
     embeddings, the token encoding, and the post-commit hook. Never raises for a failed check."""
     store = opened.store
     checks: list[Check] = []
-    db_bytes, wal_bytes = file_sizes(opened.path)
+    db_bytes, wal_bytes = store.sizes()
 
     version = store.schema_version()
-    if version == migrations.latest():
+    if version == store.latest_schema():
         checks.append(Check("schema", "ok", f"v{version}"))
     else:
-        checks.append(Check("schema", "error", f"v{version}, this memsafe writes v{migrations.latest()}",
+        checks.append(Check("schema", "error", f"v{version}, this memsafe writes v{store.latest_schema()}",
                             "upgrade memsafe, or open the store once with this version to migrate it"))
 
     enc = encryption_state(store)
     cipher_problem = encryption.unavailable_reason()
-    if enc["encrypted"]:
+    if not isinstance(opened.path, Path):
+        checks.append(Check("encryption", "ok", "not memsafe's on PostgreSQL (the server's disk encryption and TLS)"))
+    elif enc["encrypted"]:
         checks.append(Check("encryption", "ok", f"encrypted, cipher {enc['cipher']}; key from {enc['key_source']}"))
     elif cipher_problem:
         checks.append(Check("encryption", "warning", "plain file; this apsw module cannot encrypt",
@@ -102,15 +102,18 @@ def doctor(opened: Opened, *, repo: str | Path | None = None, load_model: bool =
                    f"a new file ({opened.path}.bak-v* files are backups taken before migrations)")
     )
 
-    try:
-        mode = stat.S_IMODE(opened.path.stat().st_mode)
-        if mode & 0o077:
-            checks.append(Check("permissions", "warning", f"{opened.path} is mode {mode:o} (others can read it)",
-                                f"chmod 600 '{opened.path}'"))
-        else:
-            checks.append(Check("permissions", "ok", f"mode {mode:o}"))
-    except OSError as exc:
-        checks.append(Check("permissions", "error", str(exc), "check the database path"))
+    if isinstance(opened.path, Path):
+        try:
+            mode = stat.S_IMODE(opened.path.stat().st_mode)
+            if mode & 0o077:
+                checks.append(Check("permissions", "warning", f"{opened.path} is mode {mode:o} (others can read it)",
+                                    f"chmod 600 '{opened.path}'"))
+            else:
+                checks.append(Check("permissions", "ok", f"mode {mode:o}"))
+        except OSError as exc:
+            checks.append(Check("permissions", "error", str(exc), "check the database path"))
+    else:
+        checks.append(Check("permissions", "ok", "PostgreSQL roles (the server's)"))
 
     if wal_bytes > WAL_WARN_BYTES:
         checks.append(Check("wal", "warning", f"WAL is {wal_bytes:,} bytes",

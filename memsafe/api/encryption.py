@@ -34,6 +34,9 @@ class EncryptionReport:
 
 def _existing(db: str | None) -> Path:
     path, _origin = settings.resolve_db_path(db)
+    if isinstance(path, str):
+        raise InvalidInput("encryption is for SQLite stores only; a PostgreSQL store is protected by its server "
+                           "(disk encryption, TLS, roles: docs/team.md)")
     if not path.is_file():
         raise NotFound(
             f"no store at {path}; to start an encrypted store, set {encryption.KEY_FILE_ENV} "

@@ -233,8 +233,9 @@ def export_to_path(store: Store, path: Path, *, overwrite: bool = True, **option
     """
     path = Path(path)
     resolved = path.resolve()
-    database = store.path.resolve()
-    if resolved in {database, database.with_name(database.name + "-wal"), database.with_name(database.name + "-shm")}:
+    database = store.path.resolve() if isinstance(store.path, Path) else None  # None: a PostgreSQL URL
+    if database is not None and resolved in {database, database.with_name(database.name + "-wal"),
+                                             database.with_name(database.name + "-shm")}:
         raise InvalidInput(f"{path} is the database itself; export to another file")
     if path.exists() or path.is_symlink():
         if not path.is_file():

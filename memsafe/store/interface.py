@@ -591,6 +591,15 @@ class Store(Memories, FullText, Vectors, Graph, History, Config, Browse):
         backup that cannot be read, or has no uid column, is listed too: it may hold them."""
 
     @abstractmethod
+    def latest_schema(self) -> int:
+        """The schema version this code writes for this backend (its number of migrations)."""
+
+    @abstractmethod
+    def sizes(self) -> tuple[int, int]:
+        """(bytes the store takes, bytes of its write-ahead log not yet folded in; 0 where the
+        engine keeps no such log of its own)."""
+
+    @abstractmethod
     def memory_columns(self) -> list[str]:
         """The column names of a memory row (what `raw_row` and export carry)."""
 

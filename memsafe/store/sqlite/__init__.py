@@ -3,9 +3,10 @@
 `SQLiteStore` is one apsw connection: WAL, a busy timeout, `BEGIN IMMEDIATE` for writes,
 foreign keys on, `secure_delete` on (freed pages are zeroed, so purged text leaves the file).
 sqlite-vec is loaded when available; without it the store still works lexically and
-`vector_error` says why. Its SQL is split by concern into mixins: `memories`, `fulltext`,
-`vectors`, `graph`, `history`, `config` and `browse`; this module opens, migrates
-(`migrations`), and holds the transactions and file-level checks.
+`vector_error` says why. Its SQL is split by concern into mixins: those shared with PostgreSQL
+(`memsafe.store.common`: memories, graph, history, config, browse) and its own `fulltext` (FTS5)
+and `vectors` (sqlite-vec); this module opens, migrates (`migrations`), and holds the
+transactions and file-level checks.
 
 Callers group writes with `with store.write(): ...`; reads need no transaction.
 """
@@ -25,15 +26,15 @@ import apsw
 from memsafe import encryption
 from memsafe.errors import SchemaTooNew, StoreUnavailable
 from memsafe.render import count_of
+from memsafe.store.common.browse import SQLBrowse
+from memsafe.store.common.config import SQLConfig
+from memsafe.store.common.graph import SQLGraph
+from memsafe.store.common.history import SQLHistory
+from memsafe.store.common.memories import SQLMemories
+from memsafe.store.common.sql import chunked
 from memsafe.store.interface import Store
 from memsafe.store.sqlite import migrations
-from memsafe.store.sqlite._util import chunked as _chunked
-from memsafe.store.sqlite.browse import SQLiteBrowse
-from memsafe.store.sqlite.config import SQLiteConfig
 from memsafe.store.sqlite.fulltext import SQLiteFullText
-from memsafe.store.sqlite.graph import SQLiteGraph
-from memsafe.store.sqlite.history import SQLiteHistory
-from memsafe.store.sqlite.memories import SQLiteMemories
 from memsafe.store.sqlite.vectors import SQLiteVectors, _VectorCache
 
 BUSY_TIMEOUT_MS = 30_000
@@ -56,8 +57,7 @@ def _vec_disabled_reason() -> str | None:
     return None
 
 
-class SQLiteStore(SQLiteMemories, SQLiteFullText, SQLiteVectors, SQLiteGraph, SQLiteHistory, SQLiteConfig,
-                  SQLiteBrowse, Store):
+class SQLiteStore(SQLMemories, SQLiteFullText, SQLiteVectors, SQLGraph, SQLHistory, SQLConfig, SQLBrowse, Store):
     """An open memsafe SQLite database.
 
     Args:
@@ -69,6 +69,8 @@ class SQLiteStore(SQLiteMemories, SQLiteFullText, SQLiteVectors, SQLiteGraph, SQ
             or a needed migration cannot be written.
         SchemaTooNew: the file's schema version is newer than this code; it is left untouched.
     """
+
+    NOT_INDEXED = " NOT INDEXED"  # walk rows in id order instead of an index (see SQLBrowse._browse_from)
 
     def __init__(self, path: Path, *, create: bool = True):
         self.path = Path(path)
@@ -351,7 +353,7 @@ class SQLiteStore(SQLiteMemories, SQLiteFullText, SQLiteVectors, SQLiteGraph, SQ
                 conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
                 try:
                     found = any(conn.execute(f"SELECT 1 FROM memories WHERE uid IN ({marks}) LIMIT 1", chunk).fetchone()
-                                for chunk, marks in _chunked(uids))
+                                for chunk, marks in chunked(uids))
                 finally:
                     conn.close()
             except apsw.Error:
@@ -371,6 +373,12 @@ class SQLiteStore(SQLiteMemories, SQLiteFullText, SQLiteVectors, SQLiteGraph, SQ
             yield
         finally:
             self.conn.execute("COMMIT")
+
+    def latest_schema(self) -> int:
+        return migrations.latest()
+
+    def sizes(self) -> tuple[int, int]:
+        return file_sizes(self.path)
 
     def memory_columns(self) -> list[str]:
         return [r[1] for r in self.conn.execute("PRAGMA table_info(memories)")]

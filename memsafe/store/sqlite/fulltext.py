@@ -11,9 +11,9 @@ import apsw
 
 from memsafe import retrieve
 from memsafe.models import Scope
-from memsafe.store.interface import LexicalHits
-from memsafe.store.sqlite import _util
-from memsafe.store.sqlite._util import chunked as _chunked
+from memsafe.store.common import sql as shared
+from memsafe.store.common.fulltext import FullTextFusion
+from memsafe.store.common.sql import chunked
 from memsafe.store.sqlite.migrations import TRIGRAM_MAX_CHARS
 
 # A 1-2 character CJK query term is shorter than a trigram: it is looked up as the OR of the indexed
@@ -21,30 +21,8 @@ from memsafe.store.sqlite.migrations import TRIGRAM_MAX_CHARS
 MAX_TRIGRAMS_PER_TERM = 128
 
 
-class SQLiteFullText:
+class SQLiteFullText(FullTextFusion):
     """See the module docstring."""
-
-    def fts_search(self, match: str | None, scope: Scope, limit: int, exact: Sequence[str] = ()) -> LexicalHits:
-        """BM25 search, with exact matches first. `match` must be a safe FTS5 expression for the
-        word index (see `retrieve.fts_query`; None: none), `exact` terms from `retrieve.exact_terms`.
-
-        Returns a `LexicalHits`: [(memory id, score)] best first; score is SQLite's bm25 (negative,
-        lower is better). Memories holding exact terms (`exact_search`) come first, most terms
-        held first, with a score below every other hit's (`retrieve.exact_hits`).
-        The rest follow by bm25 (ties by id): the exact top `limit` within the scope,
-        post-filtered when the scope is broad (see _util.OVERFETCH). The evidence is kept on the
-        result (`held`, `exact`) for fusion and term coverage.
-        """
-        fetch = max(limit * _util.OVERFETCH, _util.OVERFETCH_MIN)
-        found = self.exact_search(exact, scope, fetch) if exact and limit > 0 else {}
-        words = self._bm25_search(match, scope, limit) if match is not None else []
-        held: dict[int, int] = {}
-        for _df, ids in found.values():
-            for i in ids:
-                held[i] = held.get(i, 0) + 1
-        if not held:
-            return LexicalHits(words, {}, found)
-        return LexicalHits(retrieve.exact_hits(words, held, len(exact), limit), held, found)
 
     def exact_search(self, terms: Sequence[str], scope: Scope, limit: int) -> dict[str, tuple[int, set[int]]]:
         """Memories in scope holding each term exactly as typed (`retrieve.holds_exact`):
@@ -102,7 +80,7 @@ class SQLiteFullText:
         if limit <= 0:
             return []
         where, params = self._scope_sql(scope)
-        fetch = max(limit * _util.OVERFETCH, _util.OVERFETCH_MIN)
+        fetch = max(limit * shared.OVERFETCH, shared.OVERFETCH_MIN)
         rows = list(self.conn.execute(
             "SELECT rowid, bm25(memories_fts) AS s FROM memories_fts WHERE memories_fts MATCH ? "
             "ORDER BY s, rowid LIMIT ?", (match, fetch)
@@ -121,7 +99,7 @@ class SQLiteFullText:
         """The ids among `ids` whose memory is in scope (`where` from `_scope_sql`), by primary key."""
         out: set[int] = set()
         extra = " AND m.embedded = 1" if embedded else ""
-        for chunk, marks in _chunked(ids):
+        for chunk, marks in chunked(ids):
             out.update(r[0] for r in self.conn.execute(
                 f"SELECT m.id FROM memories m NOT INDEXED WHERE m.id IN ({marks}){extra} AND {where}",
                 [*chunk, *params],

@@ -10,8 +10,8 @@ import apsw
 
 from memsafe.errors import StoreUnavailable
 from memsafe.models import Scope
-from memsafe.store.sqlite import _util
-from memsafe.store.sqlite._util import chunked as _chunked
+from memsafe.store.common import sql as shared
+from memsafe.store.common.sql import chunked
 
 KNN_MAX_K = 4096  # sqlite-vec's upper bound on `k` in a KNN query (v0.1.x)
 CACHE_MIN_VECTORS = 2000  # from this many vectors, a process's second search loads them into memory
@@ -77,20 +77,6 @@ class SQLiteVectors:
             return self.conn.execute("SELECT count(*) FROM vec_memories_rowids").fetchone()[0]
         except apsw.SQLError:
             return self.conn.execute("SELECT count(*) FROM vec_memories").fetchone()[0]
-
-    def pending_embeddings(self, limit: int, after_id: int = 0) -> list[tuple[int, str]]:
-        return list(
-            self.conn.execute(
-                "SELECT id, content FROM memories WHERE embedded = 0 AND status != 'forgotten' AND id > ? "
-                "ORDER BY id LIMIT ?",
-                (after_id, limit),
-            )
-        )
-
-    def pending_count(self) -> int:
-        return self.conn.execute(
-            "SELECT count(*) FROM memories WHERE embedded = 0 AND status != 'forgotten'"
-        ).fetchone()[0]
 
     def vector_search(self, query_bytes: bytes, scope: Scope, k: int) -> list[tuple[int, float]]:
         """The k nearest memories in scope by cosine distance. Returns [(id, distance)] nearest first.
@@ -158,7 +144,7 @@ class SQLiteVectors:
         if not (self.vector_available and self.vector_table_exists()):
             return {}
         out: dict[int, bytes] = {}
-        for chunk, marks in _chunked(ids):
+        for chunk, marks in chunked(ids):
             out.update(
                 self.conn.execute(
                     f"SELECT memory_id, embedding FROM vec_memories WHERE memory_id IN ({marks})", chunk
@@ -232,7 +218,7 @@ class SQLiteVectors:
 
     def _cached_search(self, cache, query_bytes, where, params, k) -> list[tuple[int, float]]:
         """Exact top k in scope from the in-memory vectors: one matrix-vector product over all of
-        them, then post-filtering (see _util.OVERFETCH); a narrow scope masks by its ids instead."""
+        them, then post-filtering (see shared.OVERFETCH); a narrow scope masks by its ids instead."""
         import numpy as np
 
         total = len(cache.ids)
@@ -240,7 +226,7 @@ class SQLiteVectors:
             return []
         q = np.frombuffer(query_bytes, dtype=np.float32)
         distance = 1.0 - cache.matrix @ q  # vectors are L2-normalised: cosine distance
-        fetch = min(total, max(k * _util.OVERFETCH, _util.OVERFETCH_MIN))
+        fetch = min(total, max(k * shared.OVERFETCH, shared.OVERFETCH_MIN))
         top = np.argpartition(distance, fetch - 1)[:fetch] if fetch < total else np.arange(total)
         keep = self._in_scope([int(i) for i in cache.ids[top]], where, params, embedded=True)
         if len(keep) < k and fetch < total:  # narrow scope: mask every vector by the ids in it

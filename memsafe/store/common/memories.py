@@ -1,5 +1,5 @@
-"""Responsibility: memory rows and their tags in a SQLite store, and the SQL of a `Scope`
-(a mixin of `SQLiteStore`; it uses `self.conn`).
+"""Responsibility: memory rows and their tags, and the SQL of a `Scope`: the SQL both backends
+run as it is (a mixin of `SQLiteStore` and `PostgresStore`; see `memsafe.store.common`).
 """
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from memsafe.models import Memory, Scope, Status
-from memsafe.store.sqlite._util import chunked as _chunked
+from memsafe.store.common.sql import chunked
 
 _MEMORY_COLUMNS = (
     "id, uid, content, kind, project, source, importance, confidence, created_at, updated_at, "
@@ -15,14 +15,16 @@ _MEMORY_COLUMNS = (
 )
 
 
-class SQLiteMemories:
+class SQLMemories:
     """See the module docstring."""
 
     def insert_memory(self, row: dict, tags: Sequence[str]) -> int:
         columns = ", ".join(row)
         marks = ", ".join("?" for _ in row)
-        self.conn.execute(f"INSERT INTO memories({columns}) VALUES ({marks})", tuple(row.values()))
-        memory_id = self.conn.last_insert_rowid()
+        memory_id = self.conn.execute(f"INSERT INTO memories({columns}) VALUES ({marks}) RETURNING id",
+                                      tuple(row.values())).fetchone()[0]
+        if "id" in row:
+            self._id_given(memory_id)
         self.set_tags(memory_id, tags)
         return memory_id
 
@@ -49,7 +51,7 @@ class SQLiteMemories:
     def set_tags(self, memory_id: int, tags: Iterable[str]) -> None:
         self.conn.execute("DELETE FROM memory_tags WHERE memory_id = ?", (memory_id,))
         self.conn.executemany(
-            "INSERT OR IGNORE INTO memory_tags(memory_id, tag) VALUES (?, ?)",
+            "INSERT INTO memory_tags(memory_id, tag) VALUES (?, ?) ON CONFLICT DO NOTHING",
             [(memory_id, t) for t in tags],
         )
 
@@ -57,7 +59,7 @@ class SQLiteMemories:
         if not ids:
             return {}
         out: dict[int, Memory] = {}
-        for chunk, marks in _chunked(ids):
+        for chunk, marks in chunked(ids):
             for r in self.conn.execute(f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE id IN ({marks})", chunk):
                 out[r[0]] = Memory(
                     id=r[0], uid=r[1], content=r[2], kind=r[3], project=r[4], source=r[5],
@@ -72,16 +74,13 @@ class SQLiteMemories:
         return out
 
     def raw_row(self, memory_id: int) -> dict | None:
-        cur = self.conn.execute("SELECT * FROM memories WHERE id = ?", (memory_id,))
-        row = cur.fetchone()
-        if row is None:
-            return None
-        return dict(zip([d[0] for d in cur.getdescription()], row))
+        rows = self._dict_rows("SELECT * FROM memories WHERE id = ?", (memory_id,))
+        return rows[0] if rows else None
 
     def find_duplicate(self, content_hash: str, project: str | None) -> int | None:
         row = self.conn.execute(
-            "SELECT id FROM memories WHERE content_hash = ? AND project IS ? AND status != 'forgotten' "
-            "ORDER BY id LIMIT 1",
+            "SELECT id FROM memories WHERE content_hash = ? AND project IS NOT DISTINCT FROM ? "
+            "AND status != 'forgotten' ORDER BY id LIMIT 1",
             (content_hash, project),
         ).fetchone()
         return row[0] if row else None
@@ -117,13 +116,13 @@ class SQLiteMemories:
     def _project_sql(scope: Scope, alias: str = "m") -> tuple[str, list]:
         """The project part of a scope alone: `1` for every project."""
         if scope.projects is None:
-            return "1", []
+            return "TRUE", []
         parts, params = [], list(scope.projects)
         if scope.projects:
             parts.append(f"{alias}.project IN ({','.join('?' * len(scope.projects))})")
         if scope.include_global:
             parts.append(f"{alias}.project IS NULL")
-        return "(" + " OR ".join(parts or ["0"]) + ")", params
+        return "(" + " OR ".join(parts or ["FALSE"]) + ")", params
 
     @staticmethod
     def _scope_sql(scope: Scope, alias: str = "m") -> tuple[str, list]:
@@ -133,7 +132,7 @@ class SQLiteMemories:
         clauses.append(f"{alias}.status IN ({marks})")
         params.extend(scope.statuses)
         if scope.projects is not None:
-            where, more = SQLiteMemories._project_sql(scope, alias)
+            where, more = SQLMemories._project_sql(scope, alias)
             clauses.append(where)
             params.extend(more)
         if scope.kinds:
@@ -156,19 +155,29 @@ class SQLiteMemories:
     def export_memory_rows(self, after_id: int, limit: int, statuses: Sequence[str], scope: Scope | None
                            ) -> list[dict]:
         marks = ",".join("?" * len(statuses))
-        projects, params = self._project_sql(scope) if scope is not None else ("1", [])
+        projects, params = self._project_sql(scope) if scope is not None else ("TRUE", [])
         sql = f"SELECT * FROM memories m WHERE m.id > ? AND m.status IN ({marks}) AND {projects}"
-        cur = self.conn.execute(sql + " ORDER BY m.id LIMIT ?", [after_id, *statuses, *params, limit])
-        names = None
-        rows = []
-        for r in cur:
-            names = names or [d[0] for d in cur.getdescription()]
-            rows.append(dict(zip(names, r)))
-        return rows
+        return self._dict_rows(sql + " ORDER BY m.id LIMIT ?", [after_id, *statuses, *params, limit])
+
+    def pending_embeddings(self, limit: int, after_id: int = 0) -> list[tuple[int, str]]:
+        return [tuple(r) for r in self.conn.execute(
+            "SELECT id, content FROM memories WHERE embedded = 0 AND status != 'forgotten' AND id > ? "
+            "ORDER BY id LIMIT ?",
+            (after_id, limit),
+        )]
+
+    def pending_count(self) -> int:
+        return self.conn.execute(
+            "SELECT count(*) FROM memories WHERE embedded = 0 AND status != 'forgotten'"
+        ).fetchone()[0]
+
+    def _id_given(self, memory_id: int) -> None:
+        """An import inserted `memory_id` explicitly: new ids must come after it (hook; SQLite's
+        AUTOINCREMENT already does, PostgreSQL moves its identity sequence)."""
 
     def tags_of(self, ids: Sequence[int]) -> dict[int, list[str]]:
         out: dict[int, list[str]] = {i: [] for i in ids}
-        for chunk, marks in _chunked(out):
+        for chunk, marks in chunked(out):
             for memory_id, tag in self.conn.execute(
                 f"SELECT memory_id, tag FROM memory_tags WHERE memory_id IN ({marks}) ORDER BY tag", chunk
             ):
@@ -206,7 +215,7 @@ class SQLiteMemories:
                    expect_accessed: str | None) -> bool:
         self.conn.execute(
             "UPDATE memories SET decay_bank = ?, decay_checked_at = ? WHERE id = ? AND status = 'active' "
-            "AND decay_checked_at IS ? AND last_accessed_at IS ?",
+            "AND decay_checked_at IS NOT DISTINCT FROM ? AND last_accessed_at IS NOT DISTINCT FROM ?",
             (bank, checked_at, memory_id, expect_checked, expect_accessed),
         )
         return self.conn.changes() > 0

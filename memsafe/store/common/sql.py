@@ -1,4 +1,4 @@
-"""Responsibility: small helpers shared by the SQLite store's parts."""
+"""Responsibility: small helpers for the SQL both backends share."""
 
 from __future__ import annotations
 

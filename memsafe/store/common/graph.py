@@ -1,5 +1,5 @@
-"""Responsibility: the knowledge graph in a SQLite store: entities, aliases, memory links and
-typed relations, and which of them a scope may see (a mixin of `SQLiteStore`).
+"""Responsibility: the knowledge graph: entities, aliases, memory links and typed relations, and
+which of them a scope may see (a mixin of both stores; see `memsafe.store.common`).
 """
 
 from __future__ import annotations
@@ -7,15 +7,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 
 from memsafe.models import Scope
-from memsafe.store.sqlite._util import chunked as _chunked
+from memsafe.store.common.sql import chunked
 
 
-class SQLiteGraph:
+class SQLGraph:
     """See the module docstring."""
 
     def entity_degrees(self, ids: Sequence[int]) -> dict[int, int]:
         out: dict[int, int] = {}
-        for chunk, marks in _chunked(ids):
+        for chunk, marks in chunked(ids):
             out.update(self.conn.execute(
                 f"SELECT memory_id, count(*) FROM memory_entities WHERE memory_id IN ({marks}) GROUP BY memory_id",
                 chunk,
@@ -24,7 +24,7 @@ class SQLiteGraph:
 
     def connected_entity_counts(self, ids: Sequence[int]) -> dict[int, int]:
         out: dict[int, int] = {}
-        for chunk, marks in _chunked(ids):
+        for chunk, marks in chunked(ids):
             out.update(self.conn.execute(
                 f"SELECT me.memory_id, count(*) FROM memory_entities me WHERE me.memory_id IN ({marks}) AND ("
                 "EXISTS (SELECT 1 FROM relations r WHERE r.source_id = me.entity_id OR r.target_id = me.entity_id) "
@@ -36,7 +36,7 @@ class SQLiteGraph:
 
     def entity_keys_of(self, ids: Sequence[int]) -> dict[int, list[str]]:
         out: dict[int, list[str]] = {i: [] for i in ids}
-        for chunk, marks in _chunked(out):
+        for chunk, marks in chunked(out):
             for memory_id, key in self.conn.execute(
                 "SELECT me.memory_id, e.key FROM memory_entities me JOIN entities e ON e.id = me.entity_id "
                 f"WHERE me.memory_id IN ({marks}) ORDER BY me.memory_id, e.key",
@@ -49,7 +49,7 @@ class SQLiteGraph:
         """Entities an export of `scope` carries: every one (None), else those named by a memory
         in the scope's projects (any status) or by no memory at all (made by hand: global)."""
         if scope is None or scope.projects is None:
-            return "1", []
+            return "TRUE", []
         projects, params = self._project_sql(scope)
         return (
             "(EXISTS (SELECT 1 FROM memory_entities me JOIN memories m ON m.id = me.memory_id "
@@ -94,20 +94,22 @@ class SQLiteGraph:
 
     def add_entity_aliases(self, entity_id: int, aliases: Iterable[str]) -> None:
         self.conn.executemany(
-            "INSERT OR IGNORE INTO entity_aliases(entity_id, alias) VALUES (?, ?)", [(entity_id, a) for a in aliases]
+            "INSERT INTO entity_aliases(entity_id, alias) VALUES (?, ?) ON CONFLICT DO NOTHING",
+            [(entity_id, a) for a in aliases],
         )
 
     def link_memory_entity(self, memory_id: int, entity_id: int) -> bool:
         self.conn.execute(
-            "INSERT OR IGNORE INTO memory_entities(memory_id, entity_id) VALUES (?, ?)", (memory_id, entity_id)
+            "INSERT INTO memory_entities(memory_id, entity_id) VALUES (?, ?) ON CONFLICT DO NOTHING",
+            (memory_id, entity_id),
         )
         return self.conn.changes() > 0
 
     def add_relation(self, source_id: int, relation: str, target_id: int, weight: float, created_at: str,
                      updated_at: str) -> bool:
         self.conn.execute(
-            "INSERT OR IGNORE INTO relations(source_id, relation, target_id, weight, created_at, updated_at) "
-            "VALUES (?, ?, ?, ?, ?, ?)",
+            "INSERT INTO relations(source_id, relation, target_id, weight, created_at, updated_at) "
+            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
             (source_id, relation, target_id, weight, created_at, updated_at),
         )
         return self.conn.changes() > 0
@@ -124,28 +126,29 @@ class SQLiteGraph:
 
     def entities_by_keys(self, keys: Sequence[str]) -> dict[str, tuple[int, str, str]]:
         out: dict[str, tuple[int, str, str]] = {}
-        for chunk, marks in _chunked(keys):
+        for chunk, marks in chunked(keys):
             for r in self.conn.execute(f"SELECT key, id, name, type FROM entities WHERE key IN ({marks})", chunk):
                 out[r[0]] = (r[1], r[2], r[3])
         return out
 
     def insert_entity(self, name: str, key: str, type_: str, at: str) -> int:
-        self.conn.execute(
-            "INSERT INTO entities(name, key, type, created_at) VALUES (?, ?, ?, ?)", (name, key, type_, at)
-        )
-        entity_id = self.conn.last_insert_rowid()
+        entity_id = self.conn.execute(
+            "INSERT INTO entities(name, key, type, created_at) VALUES (?, ?, ?, ?) RETURNING id", (name, key, type_, at)
+        ).fetchone()[0]
         self.add_alias(entity_id, name)
         return entity_id
 
     def add_alias(self, entity_id: int, alias: str) -> None:
-        self.conn.execute("INSERT OR IGNORE INTO entity_aliases(entity_id, alias) VALUES (?, ?)", (entity_id, alias))
+        self.conn.execute(
+            "INSERT INTO entity_aliases(entity_id, alias) VALUES (?, ?) ON CONFLICT DO NOTHING", (entity_id, alias)
+        )
 
     def set_entity_type(self, entity_id: int, type_: str) -> None:
         self.conn.execute("UPDATE entities SET type = ? WHERE id = ?", (type_, entity_id))
 
     def link_memory_entities(self, memory_id: int, entity_ids: Iterable[int]) -> None:
         self.conn.executemany(
-            "INSERT OR IGNORE INTO memory_entities(memory_id, entity_id) VALUES (?, ?)",
+            "INSERT INTO memory_entities(memory_id, entity_id) VALUES (?, ?) ON CONFLICT DO NOTHING",
             [(memory_id, e) for e in entity_ids],
         )
 
@@ -168,7 +171,7 @@ class SQLiteGraph:
 
     def entity_rows(self, ids: Sequence[int]) -> dict[int, dict]:
         out: dict[int, dict] = {}
-        for chunk, marks in _chunked(ids):
+        for chunk, marks in chunked(ids):
             for r in self.conn.execute(
                 f"SELECT id, name, key, type, created_at FROM entities WHERE id IN ({marks})", chunk
             ):
@@ -184,7 +187,7 @@ class SQLiteGraph:
         if not entity_ids:
             return []
         out: dict[int, tuple] = {}
-        for chunk, marks in _chunked(entity_ids, 400):
+        for chunk, marks in chunked(entity_ids, 400):
             for r in self.conn.execute(
                 "SELECT id, source_id, relation, target_id, weight FROM relations "
                 f"WHERE source_id IN ({marks}) OR target_id IN ({marks}) ORDER BY id",
@@ -212,7 +215,7 @@ class SQLiteGraph:
             "WHERE me.entity_id IN ({marks}) AND " + where
         )
         cap = 2**63 - 1 if per_entity is None else per_entity
-        for chunk, marks in _chunked(entity_ids):
+        for chunk, marks in chunked(entity_ids):
             sql = f"SELECT entity_id, memory_id FROM ({inner.format(marks=marks)}) WHERE n <= ? ORDER BY entity_id, n"
             for entity_id, memory_id in self.conn.execute(sql, [*chunk, *params, cap]):
                 out.setdefault(entity_id, []).append(memory_id)
@@ -232,7 +235,7 @@ class SQLiteGraph:
 
     def memory_entity_ids(self, memory_ids: Sequence[int]) -> dict[int, list[int]]:
         out: dict[int, list[int]] = {}
-        for chunk, marks in _chunked(memory_ids):
+        for chunk, marks in chunked(memory_ids):
             for memory_id, entity_id in self.conn.execute(
                 f"SELECT memory_id, entity_id FROM memory_entities WHERE memory_id IN ({marks}) ORDER BY entity_id",
                 chunk,
@@ -262,7 +265,7 @@ class SQLiteGraph:
         """Those of `entity_ids` the scope may see (`_entity_visible_sql`)."""
         where, params = self._entity_visible_sql(scope)
         out: set[int] = set()
-        for chunk, marks in _chunked(entity_ids):
+        for chunk, marks in chunked(entity_ids):
             out.update(r[0] for r in self.conn.execute(
                 f"SELECT e.id FROM entities e WHERE e.id IN ({marks}) AND {where}", [*chunk, *params]))
         return out

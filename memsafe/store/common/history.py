@@ -1,5 +1,5 @@
-"""Responsibility: history and audit in a SQLite store: earlier versions of memories, the
-content-free event log, and the rows time travel reads (a mixin of `SQLiteStore`).
+"""Responsibility: history and audit: earlier versions of memories, the content-free event log,
+and the rows time travel reads (a mixin of both stores; see `memsafe.store.common`).
 """
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from memsafe.store.sqlite._util import chunked as _chunked
+from memsafe.store.common.sql import chunked
 
 
-class SQLiteHistory:
+class SQLHistory:
     """See the module docstring."""
 
     _VERSION_COLUMNS = ("content", "kind", "project", "tags", "importance", "confidence", "decay_level", "status",
@@ -39,15 +39,11 @@ class SQLiteHistory:
 
     def versions_of(self, ids: Sequence[int]) -> dict[int, list[dict]]:
         out: dict[int, list[dict]] = {i: [] for i in ids}
-        for chunk, marks in _chunked(out):
-            cur = self.conn.execute(
+        for chunk, marks in chunked(out):
+            for row in self._dict_rows(
                 f"SELECT * FROM memory_versions WHERE memory_id IN ({marks}) ORDER BY memory_id, valid_from, id",
                 chunk,
-            )
-            names = None
-            for r in cur:
-                names = names or [d[0] for d in cur.getdescription()]
-                row = dict(zip(names, r))
+            ):
                 memory_id = row.pop("memory_id")
                 row.pop("id")
                 out[memory_id].append(row)

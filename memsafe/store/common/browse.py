@@ -1,8 +1,6 @@
 """Responsibility: the read-only SQL behind browsing and charts (`memsafe ui`, issue 15): keyset
-pages of memories, facet counts, store aggregates and a memory's audit trail.
-
-A mixin of `SQLiteStore` (it uses `self.conn` and `SQLiteMemories._scope_sql`), kept in its own
-module so the storage layer's browsing queries sit together. Nothing here writes.
+pages of memories, facet counts, store aggregates and a memory's audit trail (a mixin of both
+stores; see `memsafe.store.common`). Nothing here writes.
 """
 
 from __future__ import annotations
@@ -12,16 +10,15 @@ from collections.abc import Sequence
 from memsafe.models import Scope
 
 
-class SQLiteBrowse:
+class SQLBrowse:
     """Read-only browsing queries; see the module docstring."""
 
-    @staticmethod
-    def _browse_from(scope: Scope, created_before: str | None) -> str:
+    def _browse_from(self, scope: Scope, created_before: str | None) -> str:
         """The FROM clause of a browse: with a kind, tag or age filter, walk the rows in id order
-        (NOT INDEXED) and stop at the page's end; the (status, project) index would make SQLite
+        (SQLite: NOT INDEXED) and stop at the page's end; the (status, project) index would make SQLite
         collect and sort every row of that status first (0.6 s at 100,000 memories, vs ~20 ms)."""
         narrowed = scope.kinds or scope.tags or scope.since or created_before
-        return "memories m NOT INDEXED" if narrowed else "memories m"
+        return "memories m" + (self.NOT_INDEXED if narrowed else "")
 
     def browse_ids(self, scope: Scope, *, after_id: int | None = None, created_before: str | None = None,
                    limit: int = 50) -> list[int]:
@@ -46,7 +43,7 @@ class SQLiteBrowse:
         source = self._browse_from(scope, created_before)
         if source == "memories m":
             return self.conn.execute(f"SELECT count(*) FROM memories m WHERE {where}", params).fetchone()[0], False
-        n = self.conn.execute(f"SELECT count(*) FROM (SELECT 1 FROM {source} WHERE {where} LIMIT ?)",
+        n = self.conn.execute(f"SELECT count(*) FROM (SELECT 1 FROM {source} WHERE {where} LIMIT ?) AS page",
                               [*params, cap + 1]).fetchone()[0]
         return min(n, cap), n > cap
 

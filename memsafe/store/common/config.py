@@ -1,10 +1,10 @@
-"""Responsibility: the `config` key/value table of a SQLite store (a mixin of `SQLiteStore`).
+"""Responsibility: the `config` key/value table (a mixin of both stores; see `memsafe.store.common`).
 """
 
 from __future__ import annotations
 
 
-class SQLiteConfig:
+class SQLConfig:
     """See the module docstring."""
 
     def config_items(self) -> dict[str, str]:

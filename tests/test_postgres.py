@@ -1,0 +1,141 @@
+"""The PostgreSQL backend (issue 14): choosing it by URL, its bad-input messages, and export/import
+between the two backends with nothing lost. Runs against the session's real server (conftest)."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+from conftest import run_memsafe
+
+from memsafe import api, settings
+from memsafe.errors import InvalidInput, SchemaTooNew
+
+
+@pytest.fixture
+def pg_url(pg_server):
+    url = pg_server.new_database()
+    yield url
+    pg_server.drop(url)
+
+
+def _one_line_error(result, *needles: str) -> None:
+    assert result.returncode == 1, result.stdout + result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+
+
+def test_a_url_selects_postgres_everywhere(pg_url, monkeypatch, tmp_path):
+    """--db, MEMSAFE_DB and `config set db` all take a postgresql:// URL; the store is PostgreSQL."""
+    r = run_memsafe("--db", pg_url, "remember", "we deploy on Tuesdays", "--json")
+    assert r.returncode == 0, r.stderr
+    r = run_memsafe("recall", "when do we deploy?", "--json", env={"MEMSAFE_DB": pg_url})
+    assert r.returncode == 0, r.stderr
+    assert "Tuesdays" in r.stdout
+    r = run_memsafe("config", "set", "db", pg_url)
+    assert r.returncode == 0, r.stderr
+    assert settings.resolve_db_path() == (pg_url, f"config ({settings.config_file()})")
+    r = run_memsafe("status", "--json")
+    assert r.returncode == 0, r.stderr
+    status = json.loads(r.stdout)
+    assert status["db_path"] == pg_url and status["counts"]["active"] == 1
+    assert status["sqlite_version"].startswith("PostgreSQL 18")
+
+
+def test_unreachable_server_is_one_line_naming_host_and_port():
+    r = run_memsafe("--db", "postgresql://memsafe@127.0.0.1:9/memsafe", "status")
+    _one_line_error(r, "127.0.0.1:9")
+
+
+def test_password_in_the_url_is_refused(tmp_path):
+    r = run_memsafe("--db", "postgresql://memsafe:hunter2@127.0.0.1:9/memsafe", "status")
+    _one_line_error(r, "PGPASSWORD")
+    assert "hunter2" not in r.stderr
+    with pytest.raises(InvalidInput):
+        api.set_db_path("postgresql://memsafe:hunter2@db.example/memsafe")
+    assert "db" not in settings.read_user_config()
+
+
+def test_missing_vector_extension_names_the_sql_to_run(pg_server):
+    """A role that may not create the extension gets the exact SQL an administrator must run."""
+    pg_server.admin("DROP ROLE IF EXISTS plain_user")
+    pg_server.admin("CREATE ROLE plain_user LOGIN")
+    pg_server.admin("CREATE DATABASE no_vector OWNER plain_user")
+    url = pg_server.url("no_vector").replace("postgresql://postgres:@", "postgresql://plain_user@")
+    try:
+        r = run_memsafe("--db", url, "status")
+        _one_line_error(r, "CREATE EXTENSION vector")
+    finally:
+        pg_server.admin("DROP DATABASE no_vector WITH (FORCE)")
+        pg_server.admin("DROP ROLE plain_user")
+
+
+def test_newer_schema_is_refused_and_left_untouched(pg_url):
+    from memsafe.store.postgres import close_pool
+
+    opened = api.open_store(pg_url)
+    api.remember(opened.store, "kept as it is", embed_now=False)
+    opened.store.conn.execute("UPDATE memsafe_schema SET version = 99")
+    opened.store.close()
+    close_pool(pg_url)  # a new process would check the schema: so does a new pool
+    with pytest.raises(SchemaTooNew, match="schema version 99"):
+        api.open_store(pg_url)
+    r = run_memsafe("--db", pg_url, "status")
+    _one_line_error(r, "schema version 99")
+    import psycopg
+
+    with psycopg.connect(pg_url) as conn:
+        assert conn.execute("SELECT version FROM memsafe_schema").fetchone()[0] == 99
+        assert conn.execute("SELECT content FROM memories").fetchall() == [("kept as it is",)]
+
+
+def test_encryption_commands_refuse_a_postgres_store(pg_url):
+    for command in ("encrypt", "decrypt", "rekey"):
+        r = run_memsafe("--db", pg_url, command)
+        _one_line_error(r, "SQLite stores only")
+
+
+def _fill(store) -> None:
+    """History, graph, a forgotten memory, vectors and authors: what a lossless transfer keeps."""
+    a = api.remember(store, "the billing service retries webhooks three times", author="alice")
+    api.update(store, a.id, content="the billing service retries webhooks five times", author="bob")
+    b = api.remember(store, "checkout-api depends on billing", project="web")
+    api.remember(store, "an old note nobody needs", tags=["ops"])
+    api.forget(store, b.id, reason="moved")
+    api.relate(store, "checkout-api", "billing", relation="depends_on", weight=0.7)
+
+
+def _export(store) -> list[dict]:
+    buf = io.StringIO()
+    api.export(store, buf, all_projects=True, include_forgotten=True, vectors=True)
+    records = [json.loads(line) for line in buf.getvalue().splitlines()]
+    for key in ("exported_at", "schema_version"):  # the moment, and each backend's own schema numbering
+        records[0].pop(key)
+    return records
+
+
+@pytest.mark.parametrize("source", ["sqlite", "postgres"])
+def test_export_import_between_backends_is_lossless(source, pg_url, tmp_path, embedder):
+    sqlite_db = str(tmp_path / "memory.db")
+    first, second = (sqlite_db, pg_url) if source == "sqlite" else (pg_url, sqlite_db)
+    a = api.open_store(first).store
+    _fill(a)
+    exported = _export(a)
+    a.close()
+    path = tmp_path / "export.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in exported), encoding="utf-8")
+    b = api.open_store(second).store
+    report = api.import_file(b, path)
+    assert report.memories_added == 3
+    assert report.vectors_imported == sum(1 for r in exported if "vector" in r) >= 2
+    again = _export(b)
+    assert again == exported
+    memories = [r for r in again if r.get("type") == "memory"]
+    assert {m["status"] for m in memories} == {"active", "forgotten"}
+    assert [v["author"] for m in memories for v in m["versions"]] == ["alice"]
+    assert sum(1 for r in again if r.get("type") == "relation") == 1
+    assert b.consistency_problems() == []
+    b.close()
