@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -107,7 +108,9 @@ class PgServer:
 def pg_server(tmp_path_factory):
     """One PostgreSQL server for the session, with a template database holding memsafe's schema."""
     try:
-        import pgserver
+        with warnings.catch_warnings():  # platformdirs: no XDG_RUNTIME_DIR here, /tmp is used
+            warnings.simplefilter("ignore")
+            import pgserver
 
         server = pgserver.get_server(tmp_path_factory.mktemp("pgdata"), cleanup_mode="delete")
     except Exception as exc:  # not installed, cannot start here

@@ -105,7 +105,7 @@ def _fill(store) -> None:
     b = api.remember(store, "checkout-api depends on billing", project="web")
     api.remember(store, "an old note nobody needs", tags=["ops"])
     api.forget(store, b.id, reason="moved")
-    api.relate(store, "checkout-api", "billing", relation="depends_on", weight=0.7)
+    api.relate(store, "checkout-api", "depends_on", "billing", weight=0.7, create=True)
 
 
 def _export(store) -> list[dict]:

@@ -79,7 +79,13 @@ def server_of(url: str) -> str:
 
 def _pool(url: str):
     """The process's pool for `url` (opened on first use; closed at exit by psycopg-pool)."""
+    import logging
+
     from psycopg_pool import ConnectionPool
+
+    # the pool's reconnection warnings go where the application's logging goes, never straight
+    # to a terminal (a CLI error is one line; `serve` keeps stdout for the protocol)
+    logging.getLogger("psycopg.pool").addHandler(logging.NullHandler())
 
     with _pools_lock:
         pool = _pools.get(url)
@@ -188,13 +194,12 @@ class PostgresStore(SQLMemories, PostgresFullText, PostgresVectors, SQLGraph, SQ
         pool = _pool(url)
         try:
             if pool.closed:
+                _probe(url)  # one direct attempt: a clear reason at once, not the pool's retries
                 pool.open(wait=True, timeout=CONNECT_TIMEOUT_S)
             raw = pool.getconn(timeout=CONNECT_TIMEOUT_S)
-        except Exception as exc:  # psycopg_pool.PoolTimeout, psycopg.OperationalError
-            with _pools_lock:
-                _pools.pop(url, None)
-            pool.close()
-            raise StoreUnavailable(f"cannot connect to PostgreSQL at {self._server}: {_reason(exc)}") from None
+        except Exception as exc:  # psycopg.OperationalError, psycopg_pool.PoolTimeout
+            close_pool(url)
+            raise StoreUnavailable(f"cannot connect to PostgreSQL at {self._server}: {_connect_reason(exc)}") from None
         self._pool = pool
         self._raw = raw
         self.conn = PgConnection(raw)
@@ -415,6 +420,20 @@ class PostgresStore(SQLMemories, PostgresFullText, PostgresVectors, SQLGraph, SQ
         elif self.conn.execute("SELECT count(*) FROM memories WHERE embedded = 1").fetchone()[0]:
             problems.append("memories marked embedded but there is no vector table")
         return problems
+
+
+def _probe(url: str) -> None:
+    """Connect once directly (raises psycopg.OperationalError with libpq's reason)."""
+    import psycopg
+
+    psycopg.connect(url, connect_timeout=CONNECT_TIMEOUT_S, autocommit=True).close()
+
+
+def _connect_reason(exc: BaseException) -> str:
+    """libpq's reason for a failed connection, without the address the message names already
+    ('connection to server at "h", port 5432 failed: Connection refused' -> 'Connection refused')."""
+    line = _reason(exc).removeprefix("connection failed: ")
+    return " ".join(line.split(" failed: ", 1)[-1].split())
 
 
 def _reason(exc: BaseException) -> str:
