@@ -12,6 +12,8 @@ from test_safety import GITHUB
 from memsafe import api, render
 from memsafe.errors import InvalidInput, SecretDetected
 
+pytestmark = pytest.mark.backends("sqlite", "postgres")  # conftest: once per store backend
+
 
 def test_author_is_stored_shown_and_kept_per_version(store, cli):
     alice = api.remember(store, "the staging database is reset every Monday", author="  alice  ", embed_now=False)

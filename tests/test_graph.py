@@ -10,6 +10,8 @@ import pytest
 from memsafe import api, graph
 from memsafe.errors import InvalidInput, NotFound
 
+pytestmark = pytest.mark.backends("sqlite", "postgres")  # conftest: once per store backend
+
 # -- extraction ------------------------------------------------------------------------------------
 
 EXTRACTION = [

@@ -12,9 +12,12 @@ import sys
 import textwrap
 from datetime import datetime, timedelta, timezone
 
+import pytest
 from conftest import run_memsafe
 
 from memsafe import api, clock
+
+pytestmark = pytest.mark.backends("sqlite", "postgres")  # conftest: once per store backend
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 

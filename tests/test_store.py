@@ -14,6 +14,8 @@ from memsafe.errors import SchemaTooNew, StoreUnavailable
 from memsafe.store import SQLiteStore
 from memsafe.store.sqlite import migrations
 
+pytestmark = pytest.mark.backends("sqlite", "postgres")  # conftest: once per store backend
+
 
 def sha(path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
@@ -25,6 +27,7 @@ def make_store(path, *texts):
             api.remember(store, text, embed_now=False)
 
 
+@pytest.mark.backends("sqlite")  # the file itself: PostgreSQL has no file of ours (test_postgres.py)
 def test_new_store_is_private_and_current(db_path):
     make_store(db_path, "hello")
     assert stat.S_IMODE(db_path.stat().st_mode) == 0o600
@@ -35,6 +38,7 @@ def test_new_store_is_private_and_current(db_path):
         assert store.integrity_check() == "ok"
 
 
+@pytest.mark.backends("sqlite")  # the file itself: PostgreSQL has no file of ours (test_postgres.py)
 def test_newer_schema_is_refused_and_left_byte_identical(db_path):
     make_store(db_path, "a memory from the future")
     with SQLiteStore(db_path) as store:
@@ -46,6 +50,7 @@ def test_newer_schema_is_refused_and_left_byte_identical(db_path):
     assert sha(db_path) == before
 
 
+@pytest.mark.backends("sqlite")  # the file itself: PostgreSQL has no file of ours (test_postgres.py)
 def test_migration_writes_a_backup_first_and_keeps_every_row(db_path, monkeypatch):
     make_store(db_path, "first", "second")
 
@@ -174,11 +179,11 @@ def test_without_sqlite_vec_everything_works_lexically(db_path, monkeypatch):
         assert api.get(store, m.id).embedded and result.hits[0].memory.id == m.id
 
 
-def test_without_the_model_recall_is_lexical(db_path, monkeypatch):
-    monkeypatch.setenv("MEMSAFE_MODEL_DIR", str(db_path.parent / "nowhere"))
+def test_without_the_model_recall_is_lexical(db_path, monkeypatch, tmp_path):
+    monkeypatch.setenv("MEMSAFE_MODEL_DIR", str(tmp_path / "nowhere"))
     embed.reset()
     try:
-        with SQLiteStore(db_path) as store:
+        with api.open_store(str(db_path)).store as store:
             m = api.remember(store, "Kafka topics are compacted weekly")
             result = api.recall(store, "Kafka")
             assert result.hits[0].memory.id == m.id and result.mode == "lexical"

@@ -14,6 +14,8 @@ import pytest
 from memsafe import api
 from memsafe.errors import InvalidInput
 
+pytestmark = pytest.mark.backends("sqlite", "postgres")  # conftest: once per store backend
+
 PORT = 18377
 BASE = f"http://127.0.0.1:{PORT}"
 XSS = '<script>alert("xss")</script><img src=x onerror="alert(2)"> payload'

@@ -16,6 +16,7 @@ full text, vectors.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -69,8 +70,6 @@ def check_url(url: str) -> dict:
 
 def server_of(url: str) -> str:
     """`host:port` (or `socket-folder:port`) the URL connects to, for messages (libpq defaults)."""
-    import os
-
     params = check_url(url)
     host = params.get("host") or params.get("hostaddr") or os.environ.get("PGHOST") or "localhost"
     port = params.get("port") or os.environ.get("PGPORT") or "5432"
@@ -188,7 +187,7 @@ class PostgresStore(SQLMemories, PostgresFullText, PostgresVectors, SQLGraph, SQ
         self.path = url  # what status and messages show
         self.created = False
         self.backup_path = None
-        self.vector_error = None
+        self.vector_error = "disabled by MEMSAFE_NO_VEC" if os.environ.get("MEMSAFE_NO_VEC") else None
         self.key = None  # memsafe's at-rest encryption is SQLite-only
         self._server = server_of(url)
         pool = _pool(url)
@@ -285,7 +284,7 @@ class PostgresStore(SQLMemories, PostgresFullText, PostgresVectors, SQLGraph, SQ
 
     @property
     def vector_available(self) -> bool:
-        return True
+        return self.vector_error is None
 
     def close(self) -> None:
         raw, self._raw = getattr(self, "_raw", None), None
