@@ -22,8 +22,19 @@ pytestmark = pytest.mark.backends("sqlite", "postgres")  # conftest: once per st
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
 
-def _sha(path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+def _sha(db) -> str:
+    """The SQLite file's bytes; for PostgreSQL, every row of every table memsafe keeps."""
+    if not isinstance(db, str):
+        return hashlib.sha256(db.read_bytes()).hexdigest()
+    import psycopg
+
+    digest = hashlib.sha256()
+    with psycopg.connect(db) as conn:
+        for table in ("memories", "memory_fts", "memory_tags", "memory_versions", "events", "config", "entities",
+                      "entity_aliases", "memory_entities", "relations"):
+            for row in conn.execute(f"SELECT * FROM {table} ORDER BY 1"):  # noqa: S608 (fixed names)
+                digest.update(repr(row).encode())
+    return digest.hexdigest()
 
 
 def _now(monkeypatch, when) -> None:
