@@ -23,7 +23,8 @@ import json
 import statistics
 import tempfile
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
 
@@ -162,8 +163,11 @@ def run_quality(
     corpus_path: str | Path | None = None,
     config: Mapping[str, str] | None = None,
     modes: Iterable[str] = MODES,
+    postgres: str | None = None,
 ) -> dict:
-    """The retrieval-quality benchmark: build a temporary store from the corpus and evaluate it.
+    """The retrieval-quality benchmark: build a temporary store from the corpus and evaluate it:
+    a SQLite file in a temporary folder, or with `postgres` (a URL) a temporary schema of that
+    PostgreSQL database, dropped afterwards (`memsafe.store.postgres.scratch_schema`).
 
     Without `corpus_path`, the shipped template corpus is the main report and every corpus of
     EXTRA_CORPORA (real developer prose: commit messages and docstrings with hand-written
@@ -189,12 +193,12 @@ def run_quality(
         falls back to lexical and the figures say so through the floors).
     """
     started = time.perf_counter()
-    report = _run_one(load_corpus(corpus_path), quick, config, modes, absolute=True)
+    report = _run_one(load_corpus(corpus_path), quick, config, modes, absolute=True, postgres=postgres)
     if corpus_path is None:
         report["corpora"] = {}
         for name, resource in EXTRA_CORPORA.items():
             corpus = json.loads(resources.files("memsafe").joinpath(resource).read_text(encoding="utf-8"))
-            extra = _run_one(corpus, quick, config, modes, absolute=False)
+            extra = _run_one(corpus, quick, config, modes, absolute=False, postgres=postgres)
             report["corpora"][name] = extra
     report["ok"] = all(f["ok"] for f in report["floors"].values())
     report["seconds"] = round(time.perf_counter() - started, 2)
@@ -202,10 +206,10 @@ def run_quality(
 
 
 def _run_one(corpus: Mapping, quick: bool, config: Mapping[str, str] | None, modes: Iterable[str],
-             absolute: bool) -> dict:
+             absolute: bool, postgres: str | None = None) -> dict:
     budgets = QUICK_BUDGETS if quick else FULL_BUDGETS
-    with tempfile.TemporaryDirectory(prefix="memsafe-bench-") as tmp:
-        opened = api.open_store(str(Path(tmp) / "bench.db"))
+    with _scratch_db(postgres) as db:
+        opened = api.open_store(db)
         store = opened.store
         try:
             for key, value in (config or {}).items():
@@ -228,6 +232,20 @@ def _run_one(corpus: Mapping, quick: bool, config: Mapping[str, str] | None, mod
     report["floors"] = _floors(report, absolute)
     report["ok"] = all(f["ok"] for f in report["floors"].values())
     return report
+
+
+@contextmanager
+def _scratch_db(postgres: str | None) -> Iterator[str]:
+    """Where a benchmark builds its store: a temporary SQLite file, or a temporary schema of the
+    PostgreSQL database `postgres` (a URL bound to it); removed afterwards."""
+    if postgres is None:
+        with tempfile.TemporaryDirectory(prefix="memsafe-bench-") as tmp:
+            yield str(Path(tmp) / "bench.db")
+        return
+    from memsafe.store.postgres import scratch_schema
+
+    with scratch_schema(postgres) as url:
+        yield url
 
 
 def _embed_latency(queries: Sequence[str]) -> dict:

@@ -63,6 +63,11 @@ def bench(
     latency_at: Annotated[
         int, typer.Option("--latency-at", min=0, help="With --http: store size for the recall latency (0 skips it).")
     ] = 10000,
+    postgres: Annotated[
+        str | None,
+        typer.Option("--postgres", metavar="URL", help="Build the benchmark's store in a temporary schema of this "
+                     "PostgreSQL database (dropped afterwards) instead of a temporary SQLite file."),
+    ] = None,
     json_: JsonOpt = False,
 ) -> None:
     """Benchmark recall quality on a built-in corpus: lexical, vector and hybrid side by side.
@@ -76,6 +81,8 @@ def bench(
       memsafe bench --quick
 
       memsafe bench --json
+
+      memsafe bench --postgres postgresql://me@localhost/scratch --json
 
       memsafe bench --mcp
 
@@ -112,7 +119,7 @@ def bench(
     from memsafe.bench import quality as bench_mod
 
     try:
-        report = bench_mod.run_quality(quick=quick, corpus_path=corpus)
+        report = bench_mod.run_quality(quick=quick, corpus_path=corpus, postgres=postgres)
     except MemsafeError as exc:
         if os.environ.get("MEMSAFE_DEBUG"):
             raise

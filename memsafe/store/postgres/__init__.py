@@ -113,6 +113,34 @@ def close_pools() -> None:
         close_pool(url)
 
 
+@contextmanager
+def scratch_schema(url: str) -> Iterator[str]:
+    """A new, empty schema in the database at `url` for a throwaway store (benchmarks): yields
+    `url` bound to it (`options=-csearch_path=...`), and drops the schema with everything in it
+    afterwards. The database's other schemas are not touched.
+
+    Raises: InvalidInput (see `check_url`), StoreUnavailable (cannot connect or create it).
+    """
+    import secrets
+
+    import psycopg
+
+    check_url(url)
+    name = f"memsafe_scratch_{secrets.token_hex(6)}"
+    try:
+        with psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S) as conn:
+            conn.execute(f"CREATE SCHEMA {name}")
+    except psycopg.Error as exc:
+        raise StoreUnavailable(f"cannot create a scratch schema at {server_of(url)}: {_connect_reason(exc)}") from None
+    bound = url + ("&" if "?" in url else "?") + f"options=-csearch_path%3D{name}%2Cpublic"
+    try:
+        yield bound
+    finally:
+        close_pool(bound)
+        with psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S) as conn:
+            conn.execute(f"DROP SCHEMA {name} CASCADE")
+
+
 class PgConnection:
     """A psycopg connection that speaks the SQL the shared store code writes: `?` placeholders
     (turned into psycopg's `%s`, a literal `%` doubled), apsw-like `execute`, `executemany`,
@@ -238,7 +266,7 @@ class PostgresStore(SQLMemories, PostgresFullText, PostgresVectors, SQLGraph, SQ
                 if version >= target:
                     return
                 if version == 0:
-                    if self.conn.execute("SELECT to_regclass('memories')").fetchone()[0] is not None:
+                    if self._has_table("memories"):
                         raise StoreUnavailable(
                             f"the PostgreSQL database at {self._server} has a `memories` table memsafe did not "
                             "make; point memsafe at its own database (or schema). Nothing was changed"
@@ -255,8 +283,15 @@ class PostgresStore(SQLMemories, PostgresFullText, PostgresVectors, SQLGraph, SQ
                 f"{_reason(exc)}; nothing was changed"
             ) from None
 
+    def _has_table(self, name: str) -> bool:
+        """True when `name` is a table of the current schema (the first of the search path): a
+        memsafe store of another schema later in the path is not this one."""
+        return self.conn.execute(
+            "SELECT 1 FROM pg_tables WHERE schemaname = current_schema() AND tablename = ?", (name,)
+        ).fetchone() is not None
+
     def _stored_version(self) -> int | None:
-        if self.conn.execute("SELECT to_regclass('memsafe_schema')").fetchone()[0] is None:
+        if not self._has_table("memsafe_schema"):
             return None
         row = self.conn.execute("SELECT max(version) FROM memsafe_schema").fetchone()
         return row[0]
@@ -379,7 +414,8 @@ class PostgresStore(SQLMemories, PostgresFullText, PostgresVectors, SQLGraph, SQ
         tables = ("memories", "memory_fts", "memory_tags", "memory_versions", "events", "config", "entities",
                   "entity_aliases", "memory_entities", "relations", "memory_vectors")
         total = self.conn.execute(
-            "SELECT coalesce(sum(pg_total_relation_size(to_regclass(t))), 0) FROM unnest(?::text[]) AS t",
+            "SELECT coalesce(sum(pg_total_relation_size(to_regclass(quote_ident(current_schema()) || '.' || t))), 0) "
+            "FROM unnest(?::text[]) AS t",
             (list(tables),)).fetchone()[0]
         return int(total), 0
 
@@ -391,7 +427,8 @@ class PostgresStore(SQLMemories, PostgresFullText, PostgresVectors, SQLGraph, SQ
 
     def _columns(self, table: str) -> list[str]:
         return [r[0] for r in self.conn.execute(
-            "SELECT attname FROM pg_attribute WHERE attrelid = to_regclass(?) AND attnum > 0 "
+            "SELECT attname FROM pg_attribute WHERE attrelid = to_regclass(quote_ident(current_schema()) || '.' || ?) "
+            "AND attnum > 0 "
             "AND NOT attisdropped ORDER BY attnum", (table,))]
 
     def consistency_problems(self) -> list[str]:

@@ -24,10 +24,12 @@ from collections.abc import Sequence
 from memsafe import retrieve
 from memsafe.models import Scope
 from memsafe.store.common.fulltext import FullTextFusion
+from memsafe.store.postgres.migrations import TRIGRAM_MAX_CHARS
 from memsafe.store.sqlite.fulltext import SQLiteFullText
 
 BM25_K1, BM25_B = 1.2, 0.75  # FTS5's bm25() defaults
 _QUOTED = re.compile(r'"((?:[^"]|"")*)"')
+_INDEXED = f"left(content, {TRIGRAM_MAX_CHARS})"  # the expression pg_trgm's index holds (migrations)
 
 # Terms → per-term tsquery, lexemes and idf → every matching memory in scope with its BM25.
 _BM25_SQL = """
@@ -82,8 +84,9 @@ class PostgresFullText(FullTextFusion):
         return [(r[0], r[1]) for r in self.conn.execute(sql, [terms, *params, limit])]
 
     def exact_search(self, terms: Sequence[str], scope: Scope, limit: int) -> dict[str, tuple[int, set[int]]]:
-        """See `Store.exact_search`. Each term is an ILIKE pattern served by pg_trgm's GIN index
-        (a term shorter than a trigram, 1-2 CJK characters, is a scan), every candidate checked
+        """See `Store.exact_search`. Each term is an ILIKE pattern over the first TRIGRAM_MAX_CHARS
+        characters (as on SQLite), served by pg_trgm's GIN index (a term shorter than a trigram,
+        1-2 CJK characters, is a scan), every candidate checked
         with `retrieve.holds_exact`; the document frequency counts the candidates in the whole store."""
         out: dict[str, tuple[int, set[int]]] = {}
         if not terms or limit <= 0:
@@ -91,9 +94,10 @@ class PostgresFullText(FullTextFusion):
         where, params = self._scope_sql(scope)
         for term in terms:
             pattern = _like_pattern(term)
-            (df,) = self.conn.execute("SELECT count(*) FROM memories WHERE content ILIKE ?", (pattern,)).fetchone()
+            (df,) = self.conn.execute(f"SELECT count(*) FROM memories WHERE {_INDEXED} ILIKE ?", (pattern,)).fetchone()
             rows = self.conn.execute(
-                f"SELECT m.id, m.content FROM memories m WHERE m.content ILIKE ? AND {where} ORDER BY m.id LIMIT ?",
+                f"SELECT m.id, m.content FROM memories m WHERE {_INDEXED.replace('content', 'm.content')} ILIKE ? "
+                f"AND {where} ORDER BY m.id LIMIT ?",
                 [pattern, *params, limit],
             )
             out[term] = (df, {i for i, text in rows if retrieve.holds_exact(text, term)})

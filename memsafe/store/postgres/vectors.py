@@ -37,7 +37,7 @@ class PostgresVectors:
     """See the module docstring."""
 
     def vector_table_exists(self) -> bool:
-        return self.conn.execute("SELECT to_regclass('memory_vectors')").fetchone()[0] is not None
+        return self._has_table("memory_vectors")
 
     def ensure_vector_table(self, model_id: str, dim: int) -> None:
         stored = self.config_get("_embedding_model")
