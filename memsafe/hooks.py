@@ -268,7 +268,7 @@ def install(path: str | Path | None = None, *, db: str | None = None) -> HookSta
         log.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     except OSError as exc:
         raise InvalidInput(f"cannot write the hook in {folder}: {exc.strerror or exc}") from None
-    baked = str(settings.expand_path(db)) if db else None
+    baked = str(settings.db_target(db)) if db else None
     for name in HOOK_NAMES:
         _install_one(folder, name, hook_script(sys.executable, baked, log, log.parent, name), current.actions)
     after = status(path)

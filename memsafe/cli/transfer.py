@@ -44,7 +44,7 @@ def _dry_run_session(ctx: typer.Context) -> Iterator[api.Opened]:
     db = ctx.obj.db if ctx.obj else None
     with _errors(db):
         path, _ = settings.resolve_db_path(db)
-    if path.exists():
+    if isinstance(path, str) or path.exists():  # a PostgreSQL URL: its database exists
         with _session(ctx) as opened:
             yield opened
         return
