@@ -39,7 +39,7 @@ URL_SCHEMES = ("postgresql://", "postgres://")
 WRITE_LOCK = 0x6D656D73_6166651  # pg_advisory_xact_lock key every memsafe write transaction takes
 BUSY_TIMEOUT_MS = 30_000
 CONNECT_TIMEOUT_S = 10
-POOL_MAX = 8
+POOL_MAX = 16  # connections per process and URL: a server's concurrent tool calls each hold one
 _pools: dict[str, object] = {}
 _pools_lock = threading.Lock()
 _migrated: set[str] = set()
@@ -77,7 +77,12 @@ def server_of(url: str) -> str:
 
 
 def _pool(url: str):
-    """The process's pool for `url` (opened on first use; closed at exit by psycopg-pool)."""
+    """The process's pool for `url`, opened (one direct connection first, for a clear reason when
+    the server cannot be reached) on first use. Created and opened under one lock, so threads
+    opening stores at once share one pool; a pool that failed to open is never kept.
+
+    Raises: psycopg.OperationalError, psycopg_pool.PoolTimeout.
+    """
     import logging
 
     from psycopg_pool import ConnectionPool
@@ -85,15 +90,19 @@ def _pool(url: str):
     # the pool's reconnection warnings go where the application's logging goes, never straight
     # to a terminal (a CLI error is one line; `serve` keeps stdout for the protocol)
     logging.getLogger("psycopg.pool").addHandler(logging.NullHandler())
-
     with _pools_lock:
         pool = _pools.get(url)
         if pool is None:
+            _probe(url)
             pool = ConnectionPool(
                 url, min_size=1, max_size=POOL_MAX, open=False, name="memsafe",
-                kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_S,
-                        "application_name": "memsafe"},
+                kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_S, "application_name": "memsafe"},
             )
+            try:
+                pool.open(wait=True, timeout=CONNECT_TIMEOUT_S)
+            except BaseException:
+                pool.close()
+                raise
             _pools[url] = pool
     return pool
 
@@ -218,14 +227,10 @@ class PostgresStore(SQLMemories, PostgresFullText, PostgresVectors, SQLGraph, SQ
         self.vector_error = "disabled by MEMSAFE_NO_VEC" if os.environ.get("MEMSAFE_NO_VEC") else None
         self.key = None  # memsafe's at-rest encryption is SQLite-only
         self._server = server_of(url)
-        pool = _pool(url)
         try:
-            if pool.closed:
-                _probe(url)  # one direct attempt: a clear reason at once, not the pool's retries
-                pool.open(wait=True, timeout=CONNECT_TIMEOUT_S)
+            pool = _pool(url)
             raw = pool.getconn(timeout=CONNECT_TIMEOUT_S)
-        except Exception as exc:  # psycopg.OperationalError, psycopg_pool.PoolTimeout
-            close_pool(url)
+        except Exception as exc:  # psycopg.OperationalError, psycopg_pool.PoolTimeout (every connection busy)
             raise StoreUnavailable(f"cannot connect to PostgreSQL at {self._server}: {_connect_reason(exc)}") from None
         self._pool = pool
         self._raw = raw
