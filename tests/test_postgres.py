@@ -139,3 +139,35 @@ def test_export_import_between_backends_is_lossless(source, pg_url, tmp_path, em
     assert sum(1 for r in again if r.get("type") == "relation") == 1
     assert b.consistency_problems() == []
     b.close()
+
+
+def test_concurrent_writers_share_one_pool_and_take_turns(pg_url):
+    """Threads opening stores on one URL at once (a server's tool calls) share one pool, and
+    writers take turns: every remember lands, and one text written by all of them lands once."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from memsafe.errors import Duplicate
+    from memsafe.store.postgres import close_pool
+
+    close_pool(pg_url)  # the first opens race for the pool
+
+    def work(n: int) -> int:
+        duplicates = 0
+        for i in range(15):
+            opened = api.open_store(pg_url)
+            try:
+                api.remember(opened.store, f"writer {n} note {i}", embed_now=False)
+                try:
+                    api.remember(opened.store, f"the shared note {i}", embed_now=False)
+                except Duplicate:
+                    duplicates += 1
+            finally:
+                opened.store.close()
+        return duplicates
+
+    with ThreadPoolExecutor(6) as pool:
+        duplicates = sum(pool.map(work, range(6)))
+    opened = api.open_store(pg_url)
+    assert opened.store.counts()["active"] == 6 * 15 + 15
+    assert duplicates == 5 * 15
+    opened.store.close()
