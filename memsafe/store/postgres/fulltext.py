@@ -84,9 +84,9 @@ class PostgresFullText(FullTextFusion):
         return [(r[0], r[1]) for r in self.conn.execute(sql, [terms, *params, limit])]
 
     def exact_search(self, terms: Sequence[str], scope: Scope, limit: int) -> dict[str, tuple[int, set[int]]]:
-        """See `Store.exact_search`. Each term is an ILIKE pattern over the first TRIGRAM_MAX_CHARS
-        characters (as on SQLite), served by pg_trgm's GIN index (a term shorter than a trigram,
-        1-2 CJK characters, is a scan), every candidate checked
+        """See `Store.exact_search`. Each term is an ILIKE pattern, served by pg_trgm's GIN index
+        over the first TRIGRAM_MAX_CHARS characters (as on SQLite) plus the memories longer than
+        that (a term shorter than a trigram, 1-2 CJK characters, is a scan), every candidate checked
         with `retrieve.holds_exact`; the document frequency counts the candidates in the whole store."""
         out: dict[str, tuple[int, set[int]]] = {}
         if not terms or limit <= 0:
@@ -94,11 +94,14 @@ class PostgresFullText(FullTextFusion):
         where, params = self._scope_sql(scope)
         for term in terms:
             pattern = _like_pattern(term)
-            (df,) = self.conn.execute(f"SELECT count(*) FROM memories WHERE {_INDEXED} ILIKE ?", (pattern,)).fetchone()
+            # the index holds each memory's first TRIGRAM_MAX_CHARS characters; the few longer
+            # memories (their own partial index) are searched whole
+            held = (f"({_INDEXED} ILIKE ? OR (length(content) > {TRIGRAM_MAX_CHARS} AND content ILIKE ?))")
+            (df,) = self.conn.execute(f"SELECT count(*) FROM memories WHERE {held}", (pattern, pattern)).fetchone()
             rows = self.conn.execute(
-                f"SELECT m.id, m.content FROM memories m WHERE {_INDEXED.replace('content', 'm.content')} ILIKE ? "
+                f"SELECT m.id, m.content FROM memories m WHERE {held.replace('content', 'm.content')} "
                 f"AND {where} ORDER BY m.id LIMIT ?",
-                [pattern, *params, limit],
+                [pattern, pattern, *params, limit],
             )
             out[term] = (df, {i for i, text in rows if retrieve.holds_exact(text, term)})
         return out

@@ -81,6 +81,8 @@ def m001_initial(conn) -> None:
         CREATE INDEX memories_hash ON memories(content_hash);
         CREATE INDEX memories_pending ON memories(embedded) WHERE embedded = 0;
         CREATE INDEX memories_trgm ON memories USING gin (left(content, {TRIGRAM_MAX_CHARS}) gin_trgm_ops);
+        -- the few memories longer than that, whose tail exact_search scans
+        CREATE INDEX memories_long ON memories(id) WHERE length(content) > {TRIGRAM_MAX_CHARS};
 
         -- The word index: one tsvector per memory and its length in tokens (BM25's document length).
         CREATE TABLE memory_fts (
