@@ -21,6 +21,7 @@ block (BEGIN ... END) is redacted, not just its header line.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import sys
@@ -147,10 +148,12 @@ def _required(items, folded: bool = False) -> list[frozenset[str]]:
 _FOLDED = "\0"  # marks a literal to be looked for in the text lower-cased
 
 
+@functools.cache  # a pattern is parsed once, whatever subsets of patterns it is planned in
 def _literals_of(pattern: re.Pattern) -> tuple[frozenset[str], ...]:
     """The requirements of a compiled `pattern` (see `_required`): every match holds a string of
     each set. When the pattern ignores case, its strings are lower-cased and marked with _FOLDED:
-    they are looked for in the text lower-cased. Empty (or a pattern the parser does not take):
+    they are looked for in the text lower-cased, and a set with a non-ASCII string is dropped (Unicode
+    case folding maps some of them onto ASCII letters). Empty (or a pattern the parser does not take):
     nothing is known, always search."""
     try:
         parsed = _sre_parse.parse(pattern.pattern, pattern.flags)
@@ -158,8 +161,8 @@ def _literals_of(pattern: re.Pattern) -> tuple[frozenset[str], ...]:
         return ()
     folded = bool(parsed.state.flags & re.IGNORECASE)
     found = _required(parsed.data, folded)
-    if folded:
-        found = [frozenset(_FOLDED + x.lower() for x in r) for r in found]
+    if folded:  # looked for in an ASCII text lower-cased, where `(?i)ſ` matches "s", `(?i)K` "k", `(?i)ı` "i"
+        found = [frozenset(_FOLDED + x.lower() for x in r) for r in found if all(x.isascii() for x in r)]
     return tuple(dict.fromkeys(found))
 
 
@@ -198,6 +201,8 @@ class _Literals:
         """The patterns, of `patterns`, that may match the text (in their order)."""
         plan = _plans.get(patterns)
         if plan is None:
+            if len(_plans) >= 256:  # bounded: `scan` plans each text's subset of the gates
+                _plans.clear()
             plan = _plans.setdefault(patterns, _Plan(patterns))
         text, lowered = self.text, self.lowered
         present = [k for k in plan.exact if k in text]

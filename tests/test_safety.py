@@ -329,3 +329,36 @@ def test_required_literals_of_a_pattern(pattern, requirements):
 
     found = safety._literals_of(re.compile(pattern))
     assert sorted(map(sorted, found)) == sorted(map(sorted, requirements))
+
+
+@pytest.mark.parametrize("pattern, text", [
+    ("(?i)\u017fecret", "secret"),  # long s folds onto s
+    ("(?i)\u212aey", "KEY"),  # Kelvin sign folds onto k
+    ("(?i)\u0131d", "ID"),  # dotless i folds onto i
+    ("(?i)\u0130d", "id"),  # dotted capital I folds onto i
+    ("(?i)[\u017fx]ecret", "Secret"),  # in a class too
+    ("x|(?i:\u017f)", "s"),  # an inline case-folded group in a case-sensitive pattern
+])
+def test_literal_prefilter_keeps_a_pattern_whose_letters_fold_onto_ascii(pattern, text):
+    """Unicode case folding maps a few letters onto ASCII (the long s, the Kelvin sign, the dotless
+    and dotted i): a case-insensitive pattern naming one matches an ASCII text, and the prefilter,
+    which reads ASCII texts lower-cased, must not skip it."""
+    import re
+
+    rx = re.compile(pattern)
+    assert rx.search(text)
+    assert safety._Literals(text).may_match(rx)
+
+
+def test_literal_prefilter_plans_stay_bounded_over_many_gate_subsets():
+    """scan() plans each text's own subset of the library's gates: over many different subsets the
+    plans kept stay bounded and each pattern is parsed once, not once per subset."""
+    safety.scan("warm up")
+    gates = tuple(safety._prefilter)
+    literals = safety._Literals("password = Xk9#mP2qLw AKIAIOSFODNN7EXAMPLE")
+    before = safety._literals_of.cache_info().misses
+    for n in range(600):
+        subset = tuple(g for i, g in enumerate(gates) if (n >> (i % 10)) & 1 or i == n % len(gates))
+        assert set(literals.passing(subset)) <= set(subset)
+    assert len(safety._plans) <= 256
+    assert safety._literals_of.cache_info().misses - before <= len(gates)
