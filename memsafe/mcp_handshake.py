@@ -15,14 +15,15 @@ protocol version the client asks for. So:
   answer at once. The line is still handed to the SDK (its session must see the handshake), and
   the SDK's own reply to it is dropped (`Early.swallow`); a reply that differs from the kept one
   replaces it for next time.
-- Anything else (no cache, another first message, a terminal on stdin, `MEMSAFE_CLI_CACHE=0`)
-  leaves the answer to the SDK, unchanged.
+- Anything else (no cache or a damaged one, another first message, a terminal on stdin,
+  `MEMSAFE_CLI_CACHE=0`, arguments the server may refuse) leaves the answer to the SDK, unchanged.
 
 Standard library only (and `memsafe.settings` for the folder), so nothing here costs an import.
 """
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import importlib
 import json
@@ -135,8 +136,9 @@ class Early:
 def _read_first_line(fd: int) -> bytes:
     """Bytes from `fd` up to and including the first newline, read one byte at a time so that
     nothing past the line is taken from the stream; stops early at end of input or after
-    MAX_FIRST_LINE bytes (at a character boundary)."""
+    MAX_FIRST_LINE bytes, at the end of a UTF-8 character (the rest of the line is decoded apart)."""
     out = bytearray()
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
     while True:
         try:
             byte = os.read(fd, 1)
@@ -145,8 +147,33 @@ def _read_first_line(fd: int) -> bytes:
         if not byte:
             return bytes(out)
         out += byte
-        if byte == b"\n" or (len(out) >= MAX_FIRST_LINE and byte[0] < 0x80):
+        if byte == b"\n":
             return bytes(out)
+        decoder.decode(byte)
+        if len(out) >= MAX_FIRST_LINE and not decoder.getstate()[0]:  # no character left half-read
+            return bytes(out)
+
+
+def _plausible(result: object) -> bool:
+    """Whether a kept `result` has the shape of an `initialize` result (a cache file edited or
+    damaged into other JSON is not sent)."""
+    return (isinstance(result, dict) and isinstance(result.get("protocolVersion"), str)
+            and isinstance(result.get("capabilities"), dict) and isinstance(result.get("serverInfo"), dict)
+            and isinstance(result["serverInfo"].get("name"), str))
+
+
+def _arguments_hold(db: str | None, project: str | None) -> bool:
+    """Whether `memsafe.server.serve` will surely accept `db` and `project`, by checks that import
+    nothing: an early answer must not precede a refusal (`serve --project ""`). False leaves the
+    handshake to the server, which refuses bad arguments before reading stdin."""
+    from memsafe import settings
+    from memsafe.errors import MemsafeError
+
+    try:
+        settings.resolve_db_path(db)
+    except (MemsafeError, OSError, ValueError):
+        return False
+    return project is None or (project.isprintable() and bool(project.strip()) and len(project) <= 4096)
 
 
 def answer_initialize(wire_in: int = 0, wire_out: int = 1, kept_in: Path | None = None) -> Early:
@@ -170,7 +197,7 @@ def answer_initialize(wire_in: int = 0, wire_out: int = 1, kept_in: Path | None 
         return early
     early.key, early.request_id = key, request["id"]
     kept = cli_cache.load_json(kept_in).get(key)
-    if not isinstance(kept, dict):
+    if not _plausible(kept):
         return early  # the SDK answers; its answer is kept (Early.swallow)
     reply = json.dumps({"jsonrpc": "2.0", "id": request["id"], "result": kept}, separators=(",", ":"),
                        ensure_ascii=False) + "\n"
@@ -196,7 +223,7 @@ def serve(db: str | None = None, project: str | None = None) -> None:
     # the deadlock that way).
     loading = threading.Thread(target=importlib.import_module, args=("memsafe.server",), daemon=True)
     loading.start()
-    early = answer_initialize(kept_in=kept_in)
+    early = answer_initialize(kept_in=kept_in) if _arguments_hold(db, project) else Early()
     loading.join()
     from memsafe.server import serve as run_server
 

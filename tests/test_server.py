@@ -12,6 +12,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -1188,3 +1189,54 @@ def test_lines_read_before_the_sdk_are_handed_on_whole():
     assert anyio.run(collect, '{"a":1}\n', ['{"b":2}\n']) == ['{"a":1}\n', '{"b":2}\n']
     assert anyio.run(collect, '{"a":1}\n{"b"', [':2}\n', '{"c":3}\n']) == ['{"a":1}\n', '{"b":2}\n', '{"c":3}\n']
     assert anyio.run(collect, '{"a"', []) == ['{"a"']
+
+
+def test_a_first_line_cut_at_its_bound_ends_on_a_whole_character():
+    """`mcp_handshake._read_first_line` stops a line longer than MAX_FIRST_LINE at the end of a
+    UTF-8 character: the rest is decoded apart (`Early.text`), and a character cut in two would
+    reach the SDK as two U+FFFD. Before, only an ASCII byte could end it (a line of accented
+    letters was read whole, byte by byte)."""
+    from memsafe import mcp_handshake
+
+    for head in ("", "x", "xy", "xyz"):
+        text = head + "é€😀" * (mcp_handshake.MAX_FIRST_LINE // 4)
+        read_fd, write_fd = os.pipe()
+        writer = threading.Thread(target=lambda: (os.write(write_fd, text.encode()), os.close(write_fd)))
+        writer.start()
+        try:
+            got = mcp_handshake._read_first_line(read_fd)
+            rest = b""
+            while chunk := os.read(read_fd, 1 << 20):
+                rest += chunk
+        finally:
+            writer.join()
+            os.close(read_fd)
+        assert mcp_handshake.MAX_FIRST_LINE <= len(got) < mcp_handshake.MAX_FIRST_LINE + 4
+        assert got.decode("utf-8") + rest.decode("utf-8") == text
+
+
+@pytest.mark.parametrize("kept", [{}, {"protocolVersion": 7}, "text", [1, 2]])
+def test_a_kept_answer_of_the_wrong_shape_is_not_sent(paths, tmp_path, kept):
+    """A cache file damaged into other JSON is not sent as the `initialize` result: the SDK answers
+    (once), and its answer replaces the bad one."""
+    cache = tmp_path / "cache"
+    truth = _piped(paths, [_initialize(1)], cache)[0]
+    [file] = cache.glob("mcp-initialize-*.json")
+    file.write_text(json.dumps({"2025-06-18": kept}))
+    assert _piped(paths, [_initialize(1)], cache) == [truth]
+    assert json.loads(file.read_text())["2025-06-18"] == truth["result"]
+
+
+@pytest.mark.parametrize("args", [["--project", ""], ["--project", "  "], ["--project", "x" * 5000]])
+def test_serve_with_a_bad_argument_answers_no_initialize_before_refusing(paths, tmp_path, args):
+    """With an answer kept, `serve --project ""` used to write the `initialize` result and then
+    exit 1: the client saw a server that accepted the handshake and vanished. Now nothing reaches
+    stdout; the error is one line on stderr."""
+    cache = tmp_path / "cache"
+    _piped(paths, [_initialize(1)], cache)
+    r = subprocess.run([sys.executable, "-m", "memsafe", "--db", str(paths["db"]), "serve", *args],
+                       input=_initialize(1) + "\n", capture_output=True, text=True, timeout=120,
+                       env={**os.environ, **server_env(paths["home"]), "MEMSAFE_CACHE_DIR": str(cache)},
+                       cwd=paths["cwd"])
+    assert r.returncode != 0 and r.stdout == ""
+    assert len(r.stderr.strip().splitlines()) == 1 and "project" in r.stderr
