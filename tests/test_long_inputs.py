@@ -85,3 +85,40 @@ def test_the_bounded_trigram_migration_rebuilds_an_index_holding_longer_texts(tm
         assert store.consistency_problems() == []
     finally:
         store.close()
+
+
+def test_memories_around_the_trigram_bound_stay_found_and_consistent(store):
+    """Memories of TRIGRAM_MAX_CHARS - 1, exactly, and + 1 characters, ending in multi-byte
+    characters or holding a word that straddles the bound, through update (across the bound both
+    ways), forget, restore and purge: every step leaves both indexes consistent with the rows, and
+    each memory's words are found by exact search wherever they sit."""
+    n = migrations.TRIGRAM_MAX_CHARS
+
+    made = iter(range(100))
+
+    def text(length: int, tail: str) -> str:
+        head = f"note{next(made)} "
+        return head + inputs.make_input("prose", length - len(head) - len(tail)) + tail
+
+    ids = {}
+    for length in (n - 1, n, n + 1):
+        for tail in ("é", "😀", " 缓存é"):
+            ids[length, tail] = api.remember(store, text(length, tail), redact=True, embed_now=False).id
+    straddle = api.remember(store, text(n - 5, " ") + "zq_bound_marker " + "filler " * 10, redact=True,
+                            embed_now=False).id
+    assert store.consistency_problems() == []
+    assert straddle in store.exact_search(["zq_bound_marker"], Scope(), 50)["zq_bound_marker"][1]
+    moved = ids[n + 1, "😀"]
+    api.update(store, moved, content=text(n - 1, " shrunk_marker"))
+    assert store.consistency_problems() == []
+    assert store.exact_search(["shrunk_marker"], Scope(), 50)["shrunk_marker"][1] == {moved}
+    api.update(store, moved, content=text(n + 2, " grown_marker"))
+    assert store.consistency_problems() == []
+    assert store.exact_search(["grown_marker"], Scope(), 50)["grown_marker"][1] == {moved}
+    for memory_id in (ids[n, "😀"], ids[n + 1, "é"], straddle):
+        api.forget(store, memory_id)
+    api.restore(store, ids[n, "😀"])
+    assert store.consistency_problems() == []
+    api.purge(store, [ids[n + 1, "é"], straddle])
+    assert store.consistency_problems() == []
+    assert store.exact_search(["zq_bound_marker"], Scope(), 50)["zq_bound_marker"][1] == set()
