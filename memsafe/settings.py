@@ -326,8 +326,10 @@ def git_root(start: Path) -> Path | None:
     return None
 
 
+MAX_PROJECT_CHARS = 4096  # PATH_MAX on Linux (limits.h): no real project key is longer
 ORIGIN_PREFIX = "origin:"  # a project keyed by its repository's remote: `origin:github.com/org/repo`
-_SCP_REMOTE = re.compile(r"^(?:[^@/\s]+@)?(?P<host>[^:/\s]+):(?!//)(?P<path>.+)$")  # git@host:org/repo.git
+_SCP_REMOTE = re.compile(  # git@host:org/repo.git, git@[::1]:org/repo.git
+    r"^(?:[^@/\s]+@)?(?:\[(?P<ipv6>[0-9A-Fa-f:.]+)\]|(?P<host>[^:/\s\[\]]+)):(?!//)(?P<path>.+)$")
 
 
 def remote_key(url: str) -> str | None:
@@ -335,7 +337,8 @@ def remote_key(url: str) -> str | None:
     password, port, `.git` or slashes at the ends, so `git@github.com:org/repo.git`,
     `ssh://git@github.com:22/org/repo` and `https://user@github.com/org/repo/` are one key
     (`origin:github.com/org/repo`). None for a remote on this machine (a path or `file://`),
-    which names no repository another machine shares. URL forms: git-clone(1), "GIT URLS"."""
+    which names no repository another machine shares, or for a key longer than MAX_PROJECT_CHARS.
+    URL forms: git-clone(1), "GIT URLS"."""
     from urllib.parse import urlsplit
 
     text = url.strip()
@@ -350,15 +353,33 @@ def remote_key(url: str) -> str | None:
         path = parts.path
     else:
         match = _SCP_REMOTE.match(text)
-        if match is None or len(match["host"]) == 1:  # `C:/path` is a Windows path, not host C
+        host = match and (match["host"] or match["ipv6"])
+        if not host or len(host) == 1:  # `C:/path` is a Windows path, not host C
             return None
-        host, path = match["host"], match["path"]
+        path = match["path"]
     path = re.sub(r"/{2,}", "/", path).strip("/")
     path = path[:-4] if path.lower().endswith(".git") else path
     path = path.rstrip("/")
-    if not path:
-        return None
-    return f"{ORIGIN_PREFIX}{host.lower()}/{path}"
+    key = f"{ORIGIN_PREFIX}{host.lower()}/{path}"
+    return key if path and len(key) <= MAX_PROJECT_CHARS else None  # too long: the path keys it
+
+
+def _git_dir(root: Path) -> Path:
+    """The git directory of the working tree `root`: `root/.git`, or where a `.git` file points
+    (`gitdir: ...`: a submodule's `.git/modules/NAME`, a worktree's `.git/worktrees/NAME`), up to
+    its common directory (`commondir`), which holds the config."""
+    dotgit = root / ".git"
+    try:
+        if not dotgit.is_file():
+            return dotgit
+        line = dotgit.read_text(encoding="utf-8", errors="replace").strip()
+        if not line.startswith("gitdir:"):
+            return dotgit
+        gitdir = root / line[len("gitdir:"):].strip()
+        common = gitdir / "commondir"
+        return gitdir / common.read_text(encoding="utf-8").strip() if common.is_file() else gitdir
+    except OSError:
+        return dotgit
 
 
 def git_origin(root: Path) -> str | None:
@@ -368,7 +389,7 @@ def git_origin(root: Path) -> str | None:
 
     parser = configparser.ConfigParser(strict=False, interpolation=None)
     try:
-        parser.read(root / ".git" / "config", encoding="utf-8")
+        parser.read(_git_dir(root) / "config", encoding="utf-8")
         url = parser.get('remote "origin"', "url", fallback=None)
     except (configparser.Error, OSError, UnicodeDecodeError):
         return None

@@ -90,3 +90,41 @@ def test_memories_keyed_by_path_move_to_the_origin_key_with_nothing_lost(cli, db
         assert len(history.versions) >= 2
     finally:
         opened.store.close()
+
+
+@pytest.mark.parametrize("spelling", [
+    "git@[2001:db8::1]:acme/web.git", "ssh://git@[2001:db8::1]:22/acme/web", "https://[2001:db8::1]/acme/web/",
+])
+def test_an_ipv6_host_is_one_key_in_every_url_form(spelling):
+    """The scp form with a bracketed IPv6 host (`git@[::1]:org/repo`) was keyed `origin:[2001/db8::1]:...`."""
+    assert settings.remote_key(spelling) == "origin:2001:db8::1/acme/web"
+
+
+@pytest.mark.parametrize("spelling", [
+    "ssh://deploy:Xk9mP2qLwZ7vB4@git.acme.io/acme/web", "deploy:Xk9mP2qLwZ7vB4@git.acme.io:acme/web.git",
+    "https://x-access-token:ghs_16C7e42F292c6912E7710c838347Ae178B4a@git.acme.io/acme/web.git",
+])
+def test_a_remote_url_with_credentials_is_keyed_without_them(spelling):
+    """`--project URL` keys the repository, never the password or token in the URL: a URL with a
+    password was refused as a credential, and the scp form with one was kept whole as a path."""
+    assert api.clean_project(spelling) == "origin:git.acme.io/acme/web"
+
+
+def test_a_project_name_with_a_colon_stays_a_name():
+    assert api.clean_project("team:notes") == "team:notes"
+
+
+def test_a_submodule_and_an_overlong_origin_are_keyed(tmp_path, monkeypatch):
+    """A submodule (its `.git` a file pointing into the superproject) is keyed by its own origin,
+    like any clone; a repository whose origin key would pass MAX_PROJECT_CHARS is keyed by its
+    path (every command in it failed: 'project name or path is 5,017 characters')."""
+    sub = _repo(tmp_path / "super" / ".git" / "modules" / "lib", "git@github.com:acme/lib.git")
+    work = tmp_path / "super" / "lib"
+    work.mkdir()
+    (work / ".git").write_text("gitdir: ../.git/modules/lib\n")
+    (tmp_path / "super" / ".git" / "modules" / "lib" / ".git").rename(tmp_path / "lib.git")
+    for entry in (tmp_path / "lib.git").iterdir():
+        entry.rename(sub / entry.name)
+    assert settings.detect_project_keys(work)[0] == "origin:github.com/acme/lib"
+    long = _repo(tmp_path / "long", "https://git.acme.io/" + "a" * 5000)
+    assert settings.detect_project_keys(long)[0] == settings.project_key(str(long.resolve()))

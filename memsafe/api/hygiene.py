@@ -18,7 +18,7 @@ from memsafe.models import Kind, Scope
 
 MAX_CONTENT_CHARS = 1_000_000
 MAX_QUERY_CHARS = 100_000
-MAX_PROJECT_CHARS = 4096  # PATH_MAX on Linux (limits.h): no real project key is longer
+MAX_PROJECT_CHARS = settings.MAX_PROJECT_CHARS
 MAX_TAG_CHARS = 64
 MAX_TAGS = 50
 MAX_AUTHOR_CHARS = 200  # a person's or service account's name, as a token file gives it
@@ -116,7 +116,7 @@ def _unit_interval(value: float | None, what: str, default: float) -> float:
     return float(value)
 
 
-_USER_AT_HOST = re.compile(r"^[^@/\s:]+@[^:/\s]+:")  # git@github.com:org/repo.git
+_USER_AT_HOST = re.compile(r"^[^@/\s]+@(?:\[[0-9A-Fa-f:.]+\]|[^:/\s]+):")  # git@github.com:org/repo.git
 
 
 def current_project(store, cwd=None, mode: str = "git-root") -> str | None:
@@ -160,14 +160,14 @@ def clean_project(project: str | None, *, mode: str = "git-root", path: bool = F
         raise InvalidInput("empty project")
     if len(text) > MAX_PROJECT_CHARS:
         raise InvalidInput(f"project name or path is {len(text):,} characters; at most {MAX_PROJECT_CHARS:,}")
+    if not path and ("://" in text or _USER_AT_HOST.match(text)):  # a remote URL names its repository
+        key = settings.remote_key(text)  # without the user and password it may hold
+        if key is not None:
+            return refuse_secret(key, "project name") if check_secrets else key
     if check_secrets:
         refuse_secret(text, "project name")
     if text.startswith(settings.ORIGIN_PREFIX) and not path:  # a repository's key, as memsafe shows it
         return text
-    if not path and ("://" in text or _USER_AT_HOST.match(text)):  # a remote URL names its repository
-        key = settings.remote_key(text)
-        if key is not None:
-            return key
     if path or "/" in text or "\\" in text or text in (".", "..") or text.startswith("~"):
         key = settings.project_for_path(text, mode)
         if len(key) > MAX_PROJECT_CHARS:
