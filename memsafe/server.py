@@ -270,7 +270,7 @@ class ServerState:
         """(project key or None for global-only, the rule that chose it)."""
         mode = api.config_get(opened.store, "project_mode")
         if self.project_arg is not None:  # a path: symlinks resolved, keyed with the store's project_mode
-            return api.clean_project(self._project_raw, mode=mode), "--project"
+            return api.clean_project(self._project_raw, mode=mode, store=opened.store), "--project"
         return api.current_project(opened.store, self.cwd, mode=mode), f"{mode} of {self.cwd}"
 
     def scope(self, opened: api.Opened, all_projects: bool = False):

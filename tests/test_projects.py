@@ -128,3 +128,20 @@ def test_a_submodule_and_an_overlong_origin_are_keyed(tmp_path, monkeypatch):
     assert settings.detect_project_keys(work)[0] == "origin:github.com/acme/lib"
     long = _repo(tmp_path / "long", "https://git.acme.io/" + "a" * 5000)
     assert settings.detect_project_keys(long)[0] == settings.project_key(str(long.resolve()))
+
+
+def test_a_project_path_given_from_outside_moves_its_path_keyed_memories(cli, tmp_path, monkeypatch):
+    """`--project PATH` / `--project-path` (and `serve --project PATH`, an MCP client's usual
+    setting) name the repository from outside it: its memories kept under the path key are moved
+    to the origin key too. Before, only a command run inside the repository moved them, and a
+    server started with --project never saw them."""
+    repo = _repo(tmp_path / "web")
+    (repo / "docs").mkdir()
+    monkeypatch.chdir(repo)
+    assert cli("remember", "the billing queue retries three times").exit_code == 0
+    subprocess.run(["git", "-C", str(repo), "remote", "add", "origin", "https://gitlab.example.com/acme/web.git"],
+                   check=True)
+    monkeypatch.chdir(tmp_path)
+    for args in (("--project", str(repo)), ("--project-path", str(repo / "docs"))):
+        [hit] = _hits(cli, "billing queue", *args)
+        assert hit["project"] == "origin:gitlab.example.com/acme/web"

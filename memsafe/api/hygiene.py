@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import math
+import os
 import re
 import unicodedata
 from collections.abc import Sequence
@@ -138,12 +139,16 @@ def current_project(store, cwd=None, mode: str = "git-root") -> str | None:
 
 
 def clean_project(project: str | None, *, mode: str = "git-root", path: bool = False,
-                  check_secrets: bool = True) -> str | None:
+                  check_secrets: bool = True, store=None) -> str | None:
     """A project name or path as stored: a path (containing / or \\, `.`, `..`, `~`, or any text
     with `path=True`, as `--project-path` gives) becomes `settings.project_for_path` (symlinks
     resolved, up to the repository root in mode 'git-root'), the key `detect_project` gives
     inside that folder. Every way a project is named (CLI, MCP, `serve --project`, import
     records) comes through here: control characters become spaces, credentials are refused.
+
+    `store`: a path into a repository keyed by its origin remote also moves the memories `store`
+    keeps under the repository's path key to that key (`current_project` from inside it), so
+    `serve --project PATH` and `--project-path` see what was stored before origin keys.
 
     `check_secrets=False` is only for a name looked up (a recall scope), never stored: it skips
     the credential scan, which would load detect-secrets into every read-only command; every
@@ -172,6 +177,9 @@ def clean_project(project: str | None, *, mode: str = "git-root", path: bool = F
         key = settings.project_for_path(text, mode)
         if len(key) > MAX_PROJECT_CHARS:
             raise InvalidInput(f"project path resolves to {len(key):,} characters; at most {MAX_PROJECT_CHARS:,}")
+        if store is not None and key.startswith(settings.ORIGIN_PREFIX):  # an existing folder of a repository
+            folder = os.path.realpath(os.path.expanduser(text))
+            current_project(store, folder if os.path.isdir(folder) else os.path.dirname(folder), mode)
         return key
     return text
 

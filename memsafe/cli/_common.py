@@ -298,9 +298,9 @@ def _project(opened: api.Opened, project: str | None, project_path: str | None) 
     """(project key, the rule that chose it)."""
     mode = api.config_get(opened.store, "project_mode")
     if project_path:
-        return api.clean_project(project_path, mode=mode, path=True), "--project-path"
-    if project:
-        return api.clean_project(project, mode=mode, check_secrets=False), "--project"  # storing handlers scan it
+        return api.clean_project(project_path, mode=mode, path=True, store=opened.store), "--project-path"
+    if project:  # storing handlers scan it
+        return api.clean_project(project, mode=mode, check_secrets=False, store=opened.store), "--project"  # storing handlers scan it
     key = api.current_project(opened.store, mode=mode)
     return key, f"{mode} of {settings.current_dir()}"
 
