@@ -1191,6 +1191,13 @@ def test_lines_read_before_the_sdk_are_handed_on_whole():
     assert anyio.run(collect, '{"a"', []) == ['{"a"']
 
 
+def _write_and_close(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+    os.close(fd)
+
+
 def test_a_first_line_cut_at_its_bound_ends_on_a_whole_character():
     """`mcp_handshake._read_first_line` stops a line longer than MAX_FIRST_LINE at the end of a
     UTF-8 character: the rest is decoded apart (`Early.text`), and a character cut in two would
@@ -1201,7 +1208,7 @@ def test_a_first_line_cut_at_its_bound_ends_on_a_whole_character():
     for head in ("", "x", "xy", "xyz"):
         text = head + "é€😀" * (mcp_handshake.MAX_FIRST_LINE // 4)
         read_fd, write_fd = os.pipe()
-        writer = threading.Thread(target=lambda: (os.write(write_fd, text.encode()), os.close(write_fd)))
+        writer = threading.Thread(target=_write_and_close, args=(write_fd, text.encode()))
         writer.start()
         try:
             got = mcp_handshake._read_first_line(read_fd)
