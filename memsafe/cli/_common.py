@@ -300,7 +300,7 @@ def _project(opened: api.Opened, project: str | None, project_path: str | None) 
     if project_path:
         return api.clean_project(project_path, mode=mode, path=True, store=opened.store), "--project-path"
     if project:  # storing handlers scan it
-        return api.clean_project(project, mode=mode, check_secrets=False, store=opened.store), "--project"  # storing handlers scan it
+        return api.clean_project(project, mode=mode, check_secrets=False, store=opened.store), "--project"
     key = api.current_project(opened.store, mode=mode)
     return key, f"{mode} of {settings.current_dir()}"
 
