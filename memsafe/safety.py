@@ -146,6 +146,7 @@ def _required(items, folded: bool = False) -> list[frozenset[str]]:
 
 
 _FOLDED = "\0"  # marks a literal to be looked for in the text lower-cased
+_TO_ASCII = str.maketrans({"\u017f": "s", "\u212a": "k", "\u0131": "i", "\u0130": "i"})  # ſ K ı İ
 
 
 @functools.cache  # a pattern is parsed once, whatever subsets of patterns it is planned in
@@ -175,7 +176,6 @@ class _Plan:
         keys = {k for _, reqs in self.requirements for r in reqs for k in r}
         self.exact = tuple(k for k in keys if not k.startswith(_FOLDED))
         self.folded = tuple((k, k[1:]) for k in keys if k.startswith(_FOLDED))
-        self.all_folded = [k for k, _ in self.folded]
         self.passing: dict[frozenset[str], tuple[re.Pattern, ...]] = {}  # by the literals present
 
 
@@ -188,14 +188,19 @@ class _Literals:
     A pattern is skipped only when one of its requirements (`_literals_of`) has none of its
     strings in the text: it cannot match there. A substring test costs microseconds per MB, where
     Python's `re` spends 20-300 ms per MB on a pattern with no literal prefix. A pattern that
-    ignores case is checked against the text lower-cased only when the text is ASCII; otherwise it
-    is always searched, because Unicode case folding is wider than `str.lower`. The answer for a
+    ignores case is checked against the text lower-cased (its non-ASCII literals are not required,
+    see `_literals_of`; the four non-ASCII letters that fold onto ASCII ones are mapped first), so
+    one accented letter no longer makes every such pattern search the text. The answer for a
     set of literals present is kept, so a short text (a tag, an entity name) costs one sweep of
     the literals and a dictionary lookup."""
 
     def __init__(self, text: str) -> None:
         self.text = text
         self.lowered = text.lower() if text.isascii() else None
+        # Where a case-insensitive pattern's ASCII literals are looked for: the only other letters
+        # matching an ASCII one under re.IGNORECASE are these four (every code point checked),
+        # mapped to it before lower-casing; `str.lower` may lengthen other letters, harmlessly.
+        self.folded = self.lowered if self.lowered is not None else text.translate(_TO_ASCII).lower()
 
     def passing(self, patterns: tuple[re.Pattern, ...]) -> tuple[re.Pattern, ...]:
         """The patterns, of `patterns`, that may match the text (in their order)."""
@@ -204,9 +209,9 @@ class _Literals:
             if len(_plans) >= 256:  # bounded: `scan` plans each text's subset of the gates
                 _plans.clear()
             plan = _plans.setdefault(patterns, _Plan(patterns))
-        text, lowered = self.text, self.lowered
+        text, folded = self.text, self.folded
         present = [k for k in plan.exact if k in text]
-        present += plan.all_folded if lowered is None else [k for k, x in plan.folded if x in lowered]
+        present += [k for k, x in plan.folded if x in folded]
         key = frozenset(present)
         out = plan.passing.get(key)
         if out is None:

@@ -362,3 +362,18 @@ def test_literal_prefilter_plans_stay_bounded_over_many_gate_subsets():
         assert set(literals.passing(subset)) <= set(subset)
     assert len(safety._plans) <= 256
     assert safety._literals_of.cache_info().misses - before <= len(gates)
+
+
+def test_literal_prefilter_reads_a_non_ascii_text_lower_cased_too():
+    """One accented letter in a text used to make every case-insensitive pattern search it (1 MB of
+    prose: 0.3 s -> 4 s, CJK text 3.4 s): a non-ASCII text is now read lower-cased as well, after
+    mapping the four letters that fold onto ASCII ones, and findings are unchanged."""
+    import re
+
+    keyword = re.compile(r"(?i)password")
+    assert not safety._Literals("naïve café text").may_match(keyword)
+    for text in ("PASSWORD é", "paſſword é", "pa\u017f\u017fword", "\u0130 password"):
+        assert safety._Literals(text).may_match(keyword) == bool(keyword.search(text)), text
+    assert safety._Literals("token: \u212aX9mPqLwZ7vB4nR é").may_match(re.compile(r"(?i)kx9m"))
+    found = safety.scan("déploiement: password = Xk9#mP2qLw7vB4 (café)")
+    assert [f.type for f in found] == ["secret-keyword"]
