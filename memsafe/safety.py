@@ -479,7 +479,12 @@ def scan(text: str) -> list[Finding]:
             last[2] = max(last[2], end)
             continue
         merged.append([secret_type, start, end, detector])
-    return [Finding(t, s, e, text.count("\n", 0, s) + 1, d) for t, s, e, d in merged]
+    found, line, counted = [], 1, 0
+    for secret_type, start, end, detector in merged:  # in order of start: lines counted once, not per finding
+        line += text.count("\n", counted, start)
+        counted = start
+        found.append(Finding(secret_type, start, end, line, detector))
+    return found
 
 
 def redact(text: str, findings: list[Finding] | None = None) -> str:
