@@ -61,7 +61,7 @@ def serve(
 
       memsafe --db ~/notes/memory.db serve --project notes
 
-      MEMSAFE_HTTP_TOKENS_FILE=~/.config/memsafe/tokens memsafe serve --transport http --host 0.0.0.0 --port 8765
+      memsafe --db /srv/memsafe/team.db serve --transport http --host 0.0.0.0
     """
     db = ctx.obj.db if ctx.obj else None
     try:
