@@ -302,6 +302,7 @@ def serve_http(db: str | None = None, project: str | None = None, *, host: str =
     Raises:
         InvalidInput: a bad tokens file; no tokens file on a bind other than loopback; the
             address cannot be bound; an empty DB path or project. All before anything is served.
+        MemsafeError: the store cannot be opened (StoreUnavailable, SchemaTooNew, ...).
     """
     import threading
 
@@ -320,6 +321,11 @@ def serve_http(db: str | None = None, project: str | None = None, *, host: str =
     if tokens is not None and os.name == "posix" and os.stat(tokens.path).st_mode & 0o077:
         log.warning("%s can be read by other users of this machine; chmod 600 it", tokens.path)
     app, state = build_app(db, project, host=host, tokens=tokens, allow_hosts=allow_hosts)
+    # Open (and migrate) the store once, before any request: a store that cannot open stops the start
+    # with one line, and the first requests arriving together find it ready (a PostgreSQL pool that
+    # several threads opened at once failed them all).
+    with state.store():
+        pass
     sock = _listen(host, port)
     bound = sock.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host

@@ -201,10 +201,18 @@ def test_healthz_answers_without_a_token(team):
     assert httpx2.post(server.url, headers=MCP_HEADERS, json={}).status_code == 401  # the MCP path is guarded
 
 
-def test_healthz_is_503_without_details_when_the_store_cannot_open(tmp_path):
+def test_a_store_that_cannot_open_stops_the_start_and_later_makes_healthz_503(tmp_path, memsafe_proc):
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("a file where the store's folder should be", encoding="utf-8")
-    with HttpServer(blocker / "team.db", cwd=tmp_path) as server:
+    refused = memsafe_proc("--db", str(blocker / "team.db"), "serve", "--transport", "http", "--port", "0",
+                           timeout=60)
+    assert refused.returncode == 1 and refused.stderr.strip().count("\n") == 0, refused.stderr
+    db = tmp_path / "team.db"
+    with HttpServer(db, cwd=tmp_path) as server:
+        assert httpx2.get(f"{server.base}/healthz").status_code == 200
+        for suffix in ("-wal", "-shm"):
+            Path(f"{db}{suffix}").unlink(missing_ok=True)
+        db.write_bytes(b"not a database " * 512)
         reply = httpx2.get(f"{server.base}/healthz")
         assert reply.status_code == 503
         assert reply.json() == {"status": "unavailable"}  # the reason is in the log, not for anonymous callers
