@@ -366,3 +366,35 @@ def test_the_listening_socket_sets_tcp_nodelay():
         assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
     finally:
         sock.close()
+
+
+def test_the_team_path_on_postgresql(pg_server, embedder, tmp_path):
+    """The same server on PostgreSQL: alice's memory is recalled by bob and records alice as its
+    author; a wrong token is refused and writes nothing."""
+    url = pg_server.new_database()
+    try:
+        with HttpServer(url, tokens=TOKENS, cwd=tmp_path, env={"MEMSAFE_HOME": str(tmp_path / "home")}) as server:
+            async def body():
+                async with connect(server.url, TOKENS["alice"]) as alice:
+                    made = text_of(await alice.call_tool("remember", {"content": "Release candidates are cut on "
+                                                                                 "Wednesdays after the sync"}))
+                async with connect(server.url, TOKENS["bob"]) as bob:
+                    found = text_of(await bob.call_tool("recall", {"query": "when are release candidates cut?"}))
+                    number = int(made.split("#")[1].split()[0])
+                    shown = text_of(await bob.call_tool("get_memory", {"id": number}))
+                return number, found, shown
+
+            number, found, shown = run(body)
+            headers = session(server.url, TOKENS["bob"])
+            refused = httpx2.post(server.url, headers={**headers, "Authorization": f"Bearer {WRONG}"},
+                                  json=remember_call("a wrong token on PostgreSQL"))
+            assert refused.status_code == 401
+        assert "Wednesdays" in found and "by=alice" in shown
+        assert count(url) == 1
+        opened = api.open_store(url)
+        try:
+            assert api.get(opened.store, number).author == "alice"
+        finally:
+            opened.store.close()
+    finally:
+        pg_server.drop(url)
