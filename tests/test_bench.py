@@ -125,3 +125,18 @@ def test_bench_tables_keep_their_figures_at_80_columns():
     assert "…" not in text
     assert all(len(line) <= 80 for line in text.splitlines())
     assert text.count("0.912") == 12 and "hybrid+graph" in text and "103.4" in text and "123456.7" in text
+
+
+def test_startup_benchs_in_process_steps_run_on_a_small_store(tmp_path, embedder):
+    """`bench --startup` is too slow for the suite; its in-process steps run here on 20 memories,
+    so a handler's signature change cannot break the bench unseen (recall lost `touch`)."""
+    from pathlib import Path
+
+    from memsafe.bench import startup
+
+    db, export = tmp_path / "s.db", tmp_path / "s.jsonl"
+    seeded = startup._seed(db, 20, export)
+    assert seeded["texts"] == 20
+    assert startup._keyword_hits(db, 20) == 20
+    recall = startup._in_process_recall(Path(db), runs=2)
+    assert recall["seconds"]["p50"] > 0

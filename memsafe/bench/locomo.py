@@ -11,9 +11,9 @@ Protocol (the same as the figures in issue 11, so numbers compare):
   created at its session's date-time. A turn whose text repeats an earlier turn of the same
   conversation maps to the memory already stored.
 - Questions are the raw `question` strings, asked "now" = the last session's date-time, in
-  three modes (lexical, vector, hybrid), each on its own copy of the built store so one mode's
-  access bookkeeping never changes another's ranking. Recalls run as a user's do (`touch` on),
-  in the dataset's order, so self-reinforcement shows in the figures.
+  three modes (lexical, vector, hybrid), each on its own copy of the built store. Recalls run as
+  a user's do, in the dataset's order (a recall writes nothing since issue 11, so no recall
+  changes a later one's ranking).
 - Recall@k = |evidence ∩ top k| / |evidence| per question, averaged; Hit@5 = share of
   questions with any evidence in the top 5; MRR@10 = mean 1/rank of the first evidence in the
   top 10 (0 when none). "overall" = categories 1–4 (1 multi-hop, 2 temporal, 3 open-domain,

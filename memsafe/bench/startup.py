@@ -153,8 +153,8 @@ def _in_process_recall(db: Path, runs: int = 50) -> dict:
     try:
         embed.get_embedder()
         for _ in range(3):
-            api.recall(opened.store, QUERY, project="web", touch=False)
-        times = timing.timed(lambda: api.recall(opened.store, QUERY, project="web", touch=False), runs)
+            api.recall(opened.store, QUERY, project="web")
+        times = timing.timed(lambda: api.recall(opened.store, QUERY, project="web"), runs)
     finally:
         opened.store.close()
     return {"seconds": timing.summary(times), "target_s": 0.005}
