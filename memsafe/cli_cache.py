@@ -43,10 +43,23 @@ _DISPLAY_ENV = re.compile(r"^(COLUMNS|LINES|TERM|COLORTERM|NO_COLOR|FORCE_COLOR|
 _WORD = re.compile(r"^[a-z][a-z0-9-]*$")
 
 
-def _stamp() -> str:
-    """Identity of the installed CLI: a change to any command module or an upgrade changes it."""
+def stamp_of(files: list[Path]) -> str:
+    """A short digest of memsafe's version, Python's, and each file's path, size and mtime: any
+    upgrade or edit of those files changes it (a missing file counts as such)."""
     from memsafe import __version__
 
+    parts = [__version__, sys.version]
+    for f in files:
+        try:
+            st = f.stat()
+            parts.append(f"{f}:{st.st_size}:{st.st_mtime_ns}")
+        except OSError:
+            parts.append(f"{f}:-")
+    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:20]
+
+
+def _stamp() -> str:
+    """Identity of the installed CLI: a change to any command module or an upgrade changes it."""
     here = Path(__file__).resolve().parent
     files = sorted((here / "cli").glob("*.py")) + [here / "models.py", here / "cli_cache.py"]
     try:
@@ -57,14 +70,7 @@ def _stamp() -> str:
             files.append(Path(spec.origin))
     except (ImportError, ValueError):
         pass
-    parts = [__version__, sys.version]
-    for f in files:
-        try:
-            st = f.stat()
-            parts.append(f"{f.name}:{st.st_size}:{st.st_mtime_ns}")
-        except OSError:
-            parts.append(f"{f.name}:-")
-    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:20]
+    return stamp_of(files)
 
 
 def _path() -> Path:

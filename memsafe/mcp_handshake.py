@@ -24,11 +24,9 @@ Standard library only (and `memsafe.settings` for the folder), so nothing here c
 from __future__ import annotations
 
 import codecs
-import hashlib
 import importlib
 import json
 import os
-import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,11 +37,11 @@ MAX_FIRST_LINE = 65_536  # bytes: a longer first line is no handshake worth answ
 
 
 def _stamp() -> str:
-    """Identity of the installed server: memsafe's version, Python's, and the size and mtime of
-    `memsafe/server.py` and of the files of the MCP SDK's packages that shape the reply."""
+    """Identity of the installed server (`cli_cache.stamp_of`): `memsafe/server.py` and the files
+    of the MCP SDK's packages that shape the reply."""
     import importlib.util
 
-    from memsafe import __version__
+    from memsafe import cli_cache
 
     files = [Path(__file__).resolve().parent / "server.py"]
     for package, names in (("mcp", ("__init__.py", "server/runner.py", "server/lowlevel/server.py")),
@@ -54,14 +52,7 @@ def _stamp() -> str:
             spec = None
         for where in (spec.submodule_search_locations or []) if spec else []:
             files += [Path(where) / name for name in names]
-    parts = [__version__, sys.version]
-    for f in files:
-        try:
-            st = f.stat()
-            parts.append(f"{f}:{st.st_size}:{st.st_mtime_ns}")
-        except OSError:
-            parts.append(f"{f}:-")
-    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:20]
+    return cli_cache.stamp_of(files)
 
 
 def _path() -> Path:

@@ -430,23 +430,20 @@ class SQLiteStore(SQLMemories, SQLiteFullText, SQLiteVectors, SQLGraph, SQLHisto
             if rows != indexed:
                 problems.append(f"{count_of(rows, 'memory')} but {count_of(indexed, what + ' entry')}")
         if self.vector_table_exists() and self.vector_available:
-            orphans = self.conn.execute(
-                "SELECT count(*) FROM vec_memories v "
-                "WHERE NOT EXISTS (SELECT 1 FROM memories m WHERE m.id = v.memory_id)"
-            ).fetchone()[0]
-            if orphans:
-                problems.append(f"{count_of(orphans, 'vector')} for missing memories")
-            missing = self.conn.execute(
-                "SELECT count(*) FROM memories m WHERE m.embedded = 1 AND NOT EXISTS "
-                "(SELECT 1 FROM vec_memories v WHERE v.memory_id = m.id)"
-            ).fetchone()[0]
-            if missing:
-                problems.append(f"{count_of(missing, 'memory')} marked embedded without a vector")
-            unmarked = self.conn.execute(
-                "SELECT count(*) FROM vec_memories v JOIN memories m ON m.id = v.memory_id WHERE m.embedded = 0"
-            ).fetchone()[0]
-            if unmarked:
-                problems.append(f"{count_of(unmarked, 'vector')} for memories marked not embedded")
+            checks = (  # (SQL counting rows in the wrong state, noun, what is wrong with them)
+                ("SELECT count(*) FROM vec_memories v "
+                 "WHERE NOT EXISTS (SELECT 1 FROM memories m WHERE m.id = v.memory_id)",
+                 "vector", "for missing memories"),
+                ("SELECT count(*) FROM memories m WHERE m.embedded = 1 AND NOT EXISTS "
+                 "(SELECT 1 FROM vec_memories v WHERE v.memory_id = m.id)",
+                 "memory", "marked embedded without a vector"),
+                ("SELECT count(*) FROM vec_memories v JOIN memories m ON m.id = v.memory_id WHERE m.embedded = 0",
+                 "vector", "for memories marked not embedded"),
+            )
+            for sql, noun, wrong in checks:
+                count = self.conn.execute(sql).fetchone()[0]
+                if count:
+                    problems.append(f"{count_of(count, noun)} {wrong}")
         elif self.conn.execute("SELECT count(*) FROM memories WHERE embedded = 1").fetchone()[0]:
             if not self.vector_table_exists():
                 problems.append("memories marked embedded but there is no vector table")
