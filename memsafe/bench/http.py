@@ -95,6 +95,20 @@ class HttpServer:
     def stderr(self) -> str:
         return bytes(self._err).decode("utf-8", "replace")
 
+    def wait_for(self, text: str, timeout: float = 10.0) -> str:
+        """The server's stderr once it contains `text` (the log reaches us through a pipe and a reader
+        thread, so a line the server wrote before answering may arrive after the answer).
+
+        Raises:
+            TimeoutError: `text` did not appear within `timeout` seconds.
+        """
+        deadline = time.monotonic() + timeout
+        while text not in (log := self.stderr):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{text!r} not in the server's stderr after {timeout} s: {log[-2000:]}")
+            time.sleep(0.02)
+        return log
+
     def stop(self, timeout: float = 15.0) -> int:
         """SIGTERM, then wait for the exit (killed after `timeout`); returns the exit code."""
         if self.proc.poll() is None:
