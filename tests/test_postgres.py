@@ -171,3 +171,48 @@ def test_concurrent_writers_share_one_pool_and_take_turns(pg_url):
     assert opened.store.counts()["active"] == 6 * 15 + 15
     assert duplicates == 5 * 15
     opened.store.close()
+
+
+def test_a_schema_1_store_gets_its_word_index_rebuilt_with_nothing_lost(pg_server):
+    """A database as m001 made it (the word index cut by PostgreSQL's parser and Snowball stemmer,
+    kept by a trigger) is migrated in one go: every entry rebuilt from FTS5's tokens, the rows as
+    they were, the trigger gone (the store indexes what it writes)."""
+    import psycopg
+
+    from memsafe.models import Scope
+    from memsafe.store.postgres import PgConnection, close_pool, migrations
+
+    texts = ["settings live in /etc/harbor/config.toml", "we upgraded to v2.4.7", "the Café form"]
+    pg_server.admin("CREATE DATABASE schema_one")
+    url = pg_server.url("schema_one")
+    try:
+        with psycopg.connect(url, autocommit=True) as raw:
+            conn = PgConnection(raw)
+            conn.script("CREATE EXTENSION vector; CREATE EXTENSION pg_trgm;")
+            migrations.m001_initial(conn)
+            conn.script("CREATE TABLE memsafe_schema (version INTEGER NOT NULL); INSERT INTO memsafe_schema VALUES (1);")
+            for n, text in enumerate(texts):
+                conn.execute("INSERT INTO memories(uid, content, created_at, updated_at, content_updated_at, "
+                             "content_hash) VALUES (?, ?, '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z', "
+                             "'2026-01-01T00:00:00Z', ?)", (f"u{n}", text, f"h{n}"))
+            before = conn.execute("SELECT * FROM memories ORDER BY id").fetchall()
+            old = conn.execute("SELECT tsv::text FROM memory_fts ORDER BY memory_id").fetchall()
+        assert "'/etc/harbor/config.toml'" in old[0][0]  # PostgreSQL's parser kept the path whole
+        store = api.open_store(url).store
+        try:
+            assert store.schema_version() == migrations.latest()
+            assert store.conn.execute("SELECT * FROM memories ORDER BY id").fetchall() == before
+            assert store.consistency_problems() == []
+            for query, text in (("harbor", texts[0]), ("v2", texts[1]), ("cafe", texts[2])):
+                hits = store.fts_search(f'"{query}"', Scope(), 5)
+                assert [store.get_memories([i])[i].content for i, _ in hits] == [text]
+            assert store.conn.execute("SELECT count(*) FROM pg_trigger WHERE tgname = 'memories_fts_sync'"
+                                      ).fetchone()[0] == 0
+            added = api.remember(store, "a new note about harbor", embed_now=False)
+            assert {i for i, _ in store.fts_search('"harbor"', Scope(), 5)} == {1, added.id}
+            assert store.consistency_problems() == []
+        finally:
+            store.close()
+    finally:
+        close_pool(url)
+        pg_server.admin("DROP DATABASE schema_one WITH (FORCE)")

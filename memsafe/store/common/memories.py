@@ -25,6 +25,7 @@ class SQLMemories:
                                       tuple(row.values())).fetchone()[0]
         if "id" in row:
             self._id_given(memory_id)
+        self._index_words([(memory_id, row["content"])])
         self.set_tags(memory_id, tags)
         return memory_id
 
@@ -35,6 +36,8 @@ class SQLMemories:
         self.conn.execute(
             f"UPDATE memories SET {assignments} WHERE id = ?", (*changes.values(), memory_id)
         )
+        if "content" in changes:
+            self._index_words([(memory_id, changes["content"])])
 
     def rename_project(self, old: str, new: str) -> int:
         statuses = [s.value for s in Status]  # every status: the (status, project) index answers

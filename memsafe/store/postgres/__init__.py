@@ -32,7 +32,7 @@ from memsafe.store.common.history import SQLHistory
 from memsafe.store.common.memories import SQLMemories
 from memsafe.store.interface import Store
 from memsafe.store.postgres import migrations
-from memsafe.store.postgres.fulltext import PostgresFullText
+from memsafe.store.postgres.fulltext import PostgresFullText, stale_rows, text_batches
 from memsafe.store.postgres.vectors import PostgresVectors
 
 URL_SCHEMES = ("postgresql://", "postgres://")
@@ -442,9 +442,7 @@ class PostgresStore(SQLMemories, PostgresFullText, PostgresVectors, SQLGraph, SQ
         indexed = self.conn.execute("SELECT count(*) FROM memory_fts").fetchone()[0]
         if rows != indexed:
             problems.append(f"{count_of(rows, 'memory')} but {count_of(indexed, 'full-text entry')}")
-        stale = self.conn.execute(
-            "SELECT count(*) FROM memory_fts f JOIN memories m ON m.id = f.memory_id "
-            "WHERE f.tsv IS DISTINCT FROM to_tsvector('memsafe', m.content)").fetchone()[0]
+        stale = sum(stale_rows(self.conn, batch) for batch in text_batches(self.conn))
         if stale:
             problems.append(f"{count_of(stale, 'stale full-text row')} (text changed, index not)")
         if self.vector_table_exists():

@@ -12,37 +12,40 @@ query term from the GIN index, a term's frequency in a memory from its tsvector 
 phrase term, e.g. `checkout-api`: the least frequent of its lexemes). Negative, lower is better,
 like SQLite's `bm25()`, so both backends feed the same numbers to fusion.
 
-The MATCH expressions come from `retrieve.fts_query`: double-quoted terms joined by OR; each term
-becomes `phraseto_tsquery('memsafe', term)`, so no input can form tsquery syntax.
+The word index holds the tokens SQLite's FTS5 index holds (`words`: made by SQLite's own
+tokenizer, written by `_index_words` in the transaction that writes the text). The MATCH
+expressions come from `retrieve.fts_query`: double-quoted terms joined by OR; each term is cut by
+the same tokenizer into a phrase tsquery literal (`words.tsquery`), so no input can form tsquery
+syntax.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from memsafe import retrieve
 from memsafe.models import Scope
 from memsafe.store.common.fulltext import FullTextFusion
+from memsafe.store.postgres import words
 from memsafe.store.postgres.migrations import TRIGRAM_MAX_CHARS
 from memsafe.store.sqlite.fulltext import SQLiteFullText
 
 BM25_K1, BM25_B = 1.2, 0.75  # FTS5's bm25() defaults
+TEXT_BATCH = 500  # memories per statement when the word index is rebuilt or checked
 _QUOTED = re.compile(r'"((?:[^"]|"")*)"')
 _INDEXED = f"left(content, {TRIGRAM_MAX_CHARS})"  # the expression pg_trgm's index holds (migrations)
 
 # Terms → per-term tsquery, lexemes and idf → every matching memory in scope with its BM25.
 _BM25_SQL = """
 WITH t AS (
-    SELECT phraseto_tsquery('memsafe', q.term) AS tq, tsvector_to_array(to_tsvector('memsafe', q.term)) AS lx
-    FROM unnest(?::text[]) AS q(term)
+    SELECT q.tq::tsquery AS tq, string_to_array(q.lx, ' ') AS lx FROM unnest(?::text[], ?::text[]) AS q(tq, lx)
 ), st AS (
     SELECT count(*)::float8 AS n, coalesce(avg(dl), 1)::float8 AS avgdl FROM memory_fts
 ), ti AS (
     SELECT t.tq, t.lx, greatest(ln((st.n - d.df + 0.5) / (d.df + 0.5)), 1e-6) AS idf
     FROM t CROSS JOIN st
     CROSS JOIN LATERAL (SELECT count(*)::float8 AS df FROM memory_fts f WHERE f.tsv @@ t.tq) AS d
-    WHERE numnode(t.tq) > 0
 )
 SELECT f.memory_id, -sum(ti.idf * (tf.n * {k1_plus_1}) / (tf.n + {k1} * ({one_minus_b} + {b} * f.dl / st.avgdl))) AS s
 FROM memory_fts f
@@ -65,6 +68,47 @@ def match_terms(match: str) -> list[str]:
     return [t.replace('""', '"') for t in _QUOTED.findall(match)]
 
 
+def index_rows(conn, rows: Sequence[tuple[int, str]]) -> None:
+    """Write the word-index entries of `rows` ([(memory id, text)]) into `memory_fts`, replacing
+    any there: one statement (the caller's transaction)."""
+    if not rows:
+        return
+    entries = [(memory_id, *words.tsvector(text)) for memory_id, text in rows]
+    conn.execute(
+        "INSERT INTO memory_fts(memory_id, tsv, dl) SELECT e.id, e.tsv::tsvector, e.dl "
+        "FROM unnest(?::bigint[], ?::text[], ?::int[]) AS e(id, tsv, dl) "
+        "ON CONFLICT (memory_id) DO UPDATE SET tsv = excluded.tsv, dl = excluded.dl",
+        [[e[0] for e in entries], [e[1] for e in entries], [e[2] for e in entries]],
+    )
+
+
+def stale_rows(conn, rows: Sequence[tuple[int, str]]) -> int:
+    """How many of `rows` ([(memory id, text)]) have a `memory_fts` entry other than the one
+    `words.tsvector` makes of their text (a missing entry is not counted here)."""
+    if not rows:
+        return 0
+    entries = [(memory_id, *words.tsvector(text)) for memory_id, text in rows]
+    return conn.execute(
+        "SELECT count(*) FROM memory_fts f JOIN unnest(?::bigint[], ?::text[], ?::int[]) AS e(id, tsv, dl) "
+        "ON e.id = f.memory_id WHERE f.tsv IS DISTINCT FROM e.tsv::tsvector OR f.dl <> e.dl",
+        [[e[0] for e in entries], [e[1] for e in entries], [e[2] for e in entries]],
+    ).fetchone()[0]
+
+
+def text_batches(conn, size: int = TEXT_BATCH) -> Iterator[list[tuple[int, str]]]:
+    """Every memory's (id, text), by id, `size` at a time (the word index rebuilt or checked)."""
+    last = 0
+    while rows := conn.execute("SELECT id, content FROM memories WHERE id > ? ORDER BY id LIMIT ?",
+                               (last, size)).fetchall():
+        yield rows
+        last = rows[-1][0]
+
+
+def _queries(terms: Sequence[str]) -> list[tuple[str, list[str]]]:
+    """The `words.tsquery` of each term that has one, in order."""
+    return [q for q in map(words.tsquery, terms) if q is not None]
+
+
 def _like_pattern(term: str) -> str:
     """`%term%` for LIKE/ILIKE with the pattern characters of `term` escaped (escape char `\\`)."""
     return "%" + term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
@@ -75,13 +119,19 @@ class PostgresFullText(FullTextFusion):
 
     scratch_lexical = staticmethod(SQLiteFullText.scratch_lexical)  # in memory, touches no stored data
 
+    def _index_words(self, rows: Sequence[tuple[int, str]]) -> None:
+        """Index `rows` ([(memory id, text)]) in `memory_fts`: `SQLMemories` calls this whenever
+        it writes a text, in the same transaction (no trigger does it here: see `words`)."""
+        index_rows(self.conn, rows)
+
     def _bm25_search(self, match: str, scope: Scope, limit: int) -> list[tuple[int, float]]:
-        terms = match_terms(match)
-        if limit <= 0 or not terms:
+        queries = _queries(match_terms(match))
+        if limit <= 0 or not queries:
             return []
         where, params = self._scope_sql(scope)
         sql = _BM25_SQL.format(where=where, k1=BM25_K1, b=BM25_B, k1_plus_1=BM25_K1 + 1, one_minus_b=1 - BM25_B)
-        return [(r[0], r[1]) for r in self.conn.execute(sql, [terms, *params, limit])]
+        tq, lx = [q[0] for q in queries], [" ".join(q[1]) for q in queries]
+        return [(r[0], r[1]) for r in self.conn.execute(sql, [tq, lx, *params, limit])]
 
     def exact_search(self, terms: Sequence[str], scope: Scope, limit: int) -> dict[str, tuple[int, set[int]]]:
         """See `Store.exact_search`. Each term is an ILIKE pattern, served by pg_trgm's GIN index
@@ -114,10 +164,13 @@ class PostgresFullText(FullTextFusion):
         matches: dict[str, set[int]] = {}
         wanted = list(ids)
         for term in terms:
-            text = " ".join(match_terms(term)) or term
+            query = words.tsquery(" ".join(match_terms(term)) or term)
+            if query is None:
+                df[term], matches[term] = 0, set()
+                continue
             df[term], found = self.conn.execute(
                 "SELECT count(*), array_agg(memory_id) FILTER (WHERE memory_id = ANY(?)) FROM memory_fts "
-                "WHERE tsv @@ phraseto_tsquery('memsafe', ?)", (wanted, text),
+                "WHERE tsv @@ ?::tsquery", (wanted, query[0]),
             ).fetchone()
             matches[term] = set(found or ())
         return n, df, matches

@@ -75,6 +75,9 @@ class SQLiteFullText(FullTextFusion):
             out[term] = (df + len(extra - ids), ids | extra)
         return out
 
+    def _index_words(self, rows: Sequence[tuple[int, str]]) -> None:
+        """Nothing to do: FTS5's triggers (migrations m001) index each text as it is written."""
+
     def _bm25_search(self, match: str, scope: Scope, limit: int) -> list[tuple[int, float]]:
         """[(memory id, bm25)] of the word index, best first: see `fts_search`."""
         if limit <= 0:
