@@ -25,11 +25,12 @@ TEXTS = [
     "we generate the client from the OpenAPI schema",  # 7: Porter `gener` (as `general`); Snowball `generat`
     "the Café order form rejects empty names",  # 8: a diacritic
     "a night of downtime is in the general plan, that is all it is",  # 9
+    "the api of checkout calls the api of billing: checkout-api, api, api",  # 10: a phrase once, its words often
 ]
 
 # query -> the memories (indexes into TEXTS) the word index finds, as FTS5 finds them
 FOUND = {
-    "checkout-api": {0, 1},  # a phrase: the two words in a row, hyphen or not
+    "checkout-api": {0, 1, 10},  # a phrase: the two words in a row, hyphen or not
     "harbor config": {2},  # inside a path
     "v2": {3},  # a version's first part
     "alice": {4},  # an e-mail address's name

@@ -9,7 +9,7 @@ So the score here is Okapi BM25 exactly as FTS5 computes it (k1 = 1.2, b = 0.75;
 ln((N - df + 0.5) / (df + 0.5)), at least 1e-6; Robertson & Zaragoza 2009; sqlite.org/fts5.html
 section 5.1.1), over PostgreSQL's lexemes: N and the average length over every memory, df per
 query term from the GIN index, a term's frequency in a memory from its tsvector positions (a
-phrase term, e.g. `checkout-api`: the least frequent of its lexemes). Negative, lower is better,
+phrase term, e.g. `checkout-api`: how often its words stand in a row, as FTS5 counts a phrase). Negative, lower is better,
 like SQLite's `bm25()`, so both backends feed the same numbers to fusion.
 
 The word index holds the tokens SQLite's FTS5 index holds (`words`: made by SQLite's own
@@ -53,8 +53,14 @@ JOIN memories m ON m.id = f.memory_id
 CROSS JOIN st
 JOIN ti ON f.tsv @@ ti.tq
 CROSS JOIN LATERAL (
-    SELECT min(coalesce(array_length(u.positions, 1), 1))::float8 AS n FROM unnest(f.tsv) AS u
-    WHERE u.lexeme = ANY(ti.lx)
+    SELECT (CASE WHEN cardinality(ti.lx) = 1 THEN (
+        SELECT cardinality(u.positions) FROM unnest(f.tsv) AS u WHERE u.lexeme = ti.lx[1]
+    ) ELSE (  -- a phrase: the positions of its first word where each next word follows
+        SELECT count(*) FROM unnest(f.tsv) AS u CROSS JOIN LATERAL unnest(u.positions) AS p(at)
+        WHERE u.lexeme = ti.lx[1] AND NOT EXISTS (
+            SELECT 1 FROM generate_subscripts(ti.lx, 1) AS i WHERE i > 1 AND NOT EXISTS (
+                SELECT 1 FROM unnest(f.tsv) AS v WHERE v.lexeme = ti.lx[i] AND p.at + i - 1 = ANY(v.positions)))
+    ) END)::float8 AS n
 ) AS tf
 WHERE f.tsv @@ (SELECT string_agg('(' || ti.tq::text || ')', ' | ')::tsquery FROM ti) AND {where}
 GROUP BY f.memory_id

@@ -85,9 +85,9 @@ def tsvector(text: str) -> tuple[str, int]:
 
 def tsquery(phrase: str) -> tuple[str, list[str]] | None:
     """A query term (one word, or a phrase such as `checkout-api`) as (a tsquery literal matching
-    its tokens in a row, like an FTS5 phrase; its distinct lexemes), or None when it has no token,
-    or one too long to be indexed (then it matches nothing)."""
+    its tokens in a row, like an FTS5 phrase; those tokens), or None when it has no token, or one
+    too long to be indexed (then it matches nothing)."""
     found = tokens(phrase)
     if not found or not all(_indexable(t) for t in found):
         return None
-    return " <-> ".join(_quoted(t) for t in found), list(dict.fromkeys(found))
+    return " <-> ".join(_quoted(t) for t in found), found
