@@ -87,3 +87,15 @@ def test_a_stale_word_index_entry_is_reported(filled, backend):
     store.conn.execute("UPDATE memory_fts SET tsv = to_tsvector('simple', 'something else') WHERE memory_id = ?",
                        (ids[2],))
     assert store.consistency_problems() == ["1 stale full-text row (text changed, index not)"]
+
+
+def test_a_huge_text_of_distinct_words_is_stored_and_found(store):
+    """1 MB of distinct words overflows a PostgreSQL tsvector (1 MB of lexemes and positions): the
+    memory is stored all the same, its first words are found, and the index is consistent."""
+    from memsafe.bench.inputs import make_input
+
+    text = make_input("base64")
+    memory = api.remember(store, text, embed_now=False)
+    first = retrieve.query_terms(text)[0]
+    assert [i for i, _ in _words(store, first)] == [memory.id]
+    assert store.consistency_problems() == []

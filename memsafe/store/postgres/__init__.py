@@ -138,6 +138,13 @@ def scratch_schema(url: str) -> Iterator[str]:
     name = f"memsafe_scratch_{secrets.token_hex(6)}"
     try:
         with psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S) as conn:
+            # the extensions go where the database's users find them, not into the scratch schema
+            # (dropped with it, under another scratch store of the same database)
+            for ext in ("vector", "pg_trgm"):
+                try:
+                    conn.execute(f"CREATE EXTENSION IF NOT EXISTS {ext}")
+                except psycopg.Error:
+                    pass  # not allowed here: the store says what to run when it opens
             conn.execute(f"CREATE SCHEMA {name}")
     except psycopg.Error as exc:
         raise StoreUnavailable(f"cannot create a scratch schema at {server_of(url)}: {_connect_reason(exc)}") from None

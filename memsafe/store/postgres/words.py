@@ -14,8 +14,9 @@ PostgreSQL's limits on a tsvector (docs: "Text Search Types"), and what happens 
   in the document's length), and a query phrase holding one matches nothing;
 - positions run to MAX_POSITION (later tokens share it) and a lexeme keeps at most MAX_POSITIONS
   of them: phrases past the 16,383rd token and term frequencies above 256 are approximate;
-- the lexemes of one tsvector hold at most MAX_VECTOR_BYTES bytes together: the rest of a huge
-  text of distinct words is not indexed (the trigram index still finds substrings there).
+- lexemes and positions of one tsvector hold at most MAX_VECTOR_BYTES bytes together: the rest
+  of a huge text of distinct words is not indexed (the trigram index holds its first 65,536
+  characters).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ FTS5_TOKENIZE = "porter unicode61 remove_diacritics 2"
 MAX_LEXEME_BYTES = 2047  # PostgreSQL's MAXSTRLEN
 MAX_POSITION = 16383  # MAXENTRYPOS - 1
 MAX_POSITIONS = 256  # MAXNUMPOS
-MAX_VECTOR_BYTES = (1 << 20) - 1 - 65536  # MAXSTRPOS, less room for the lexemes' headers
+MAX_VECTOR_BYTES = (1 << 20) - 1  # MAXSTRPOS: lexemes and positions together
 _local = threading.local()
 
 
@@ -62,23 +63,30 @@ def _indexable(lexeme: str) -> bool:
 
 def tsvector(text: str) -> tuple[str, int]:
     """`text`'s word-index entry: (a tsvector literal: each lexeme with its 1-based positions,
-    the number of tokens: BM25's document length, as FTS5 counts it)."""
+    the number of tokens: BM25's document length, as FTS5 counts it).
+
+    The entry's size is counted as PostgreSQL counts it (each lexeme's bytes rounded up to even,
+    2 bytes for its number of positions, 2 per position): the first MAX_VECTOR_BYTES of it are
+    kept, the rest of the text is not indexed."""
     found = tokens(text)
     positions: dict[str, list[int]] = {}
     size = 0
     for position, lexeme in enumerate(found, start=1):
         held = positions.get(lexeme)
         if held is None:
-            if not _indexable(lexeme):
+            length = len(lexeme.encode("utf-8", "surrogatepass"))
+            if length > MAX_LEXEME_BYTES:
                 continue
-            size += len(lexeme.encode("utf-8", "surrogatepass"))
-            if size > MAX_VECTOR_BYTES:
-                break
+            size += length + (length & 1) + 2
             held = positions[lexeme] = []
-        if len(held) < MAX_POSITIONS:
-            at = min(position, MAX_POSITION)
-            if not held or held[-1] != at:
-                held.append(at)
+        at = min(position, MAX_POSITION)
+        if len(held) < MAX_POSITIONS and (not held or held[-1] != at):
+            size += 2
+            if size > MAX_VECTOR_BYTES:
+                if not held:
+                    del positions[lexeme]
+                break
+            held.append(at)
     literal = " ".join(_quoted(lexeme) + ":" + ",".join(map(str, at)) for lexeme, at in positions.items())
     return literal, len(found)
 
