@@ -74,18 +74,18 @@ def match_terms(match: str) -> list[str]:
     return [t.replace('""', '"') for t in _QUOTED.findall(match)]
 
 
+_ENTRIES = "unnest(?::bigint[], ?::text[], ?::int[]) AS e(id, tsv, dl)"  # the parameters `_entries` makes
+
+
 def index_rows(conn, rows: Sequence[tuple[int, str]]) -> None:
     """Write the word-index entries of `rows` ([(memory id, text)]) into `memory_fts`, replacing
     any there: one statement (the caller's transaction)."""
-    if not rows:
-        return
-    entries = [(memory_id, *words.tsvector(text)) for memory_id, text in rows]
-    conn.execute(
-        "INSERT INTO memory_fts(memory_id, tsv, dl) SELECT e.id, e.tsv::tsvector, e.dl "
-        "FROM unnest(?::bigint[], ?::text[], ?::int[]) AS e(id, tsv, dl) "
-        "ON CONFLICT (memory_id) DO UPDATE SET tsv = excluded.tsv, dl = excluded.dl",
-        [[e[0] for e in entries], [e[1] for e in entries], [e[2] for e in entries]],
-    )
+    if rows:
+        conn.execute(
+            "INSERT INTO memory_fts(memory_id, tsv, dl) SELECT e.id, e.tsv::tsvector, e.dl "
+            f"FROM {_ENTRIES} ON CONFLICT (memory_id) DO UPDATE SET tsv = excluded.tsv, dl = excluded.dl",
+            _entries(rows),
+        )
 
 
 def stale_rows(conn, rows: Sequence[tuple[int, str]]) -> int:
@@ -93,12 +93,17 @@ def stale_rows(conn, rows: Sequence[tuple[int, str]]) -> int:
     `words.tsvector` makes of their text (a missing entry is not counted here)."""
     if not rows:
         return 0
-    entries = [(memory_id, *words.tsvector(text)) for memory_id, text in rows]
     return conn.execute(
-        "SELECT count(*) FROM memory_fts f JOIN unnest(?::bigint[], ?::text[], ?::int[]) AS e(id, tsv, dl) "
-        "ON e.id = f.memory_id WHERE f.tsv IS DISTINCT FROM e.tsv::tsvector OR f.dl <> e.dl",
-        [[e[0] for e in entries], [e[1] for e in entries], [e[2] for e in entries]],
+        f"SELECT count(*) FROM memory_fts f JOIN {_ENTRIES} ON e.id = f.memory_id "
+        "WHERE f.tsv IS DISTINCT FROM e.tsv::tsvector OR f.dl <> e.dl",
+        _entries(rows),
     ).fetchone()[0]
+
+
+def _entries(rows: Sequence[tuple[int, str]]) -> list[list]:
+    """[ids, tsvector literals, document lengths] of `rows` ([(memory id, text)]), for `_ENTRIES`."""
+    entries = [(memory_id, *words.tsvector(text)) for memory_id, text in rows]
+    return [[e[0] for e in entries], [e[1] for e in entries], [e[2] for e in entries]]
 
 
 def text_batches(conn, size: int = TEXT_BATCH) -> Iterator[list[tuple[int, str]]]:
