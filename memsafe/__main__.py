@@ -2,8 +2,9 @@
 
 `memsafe [--db PATH] serve [--project NAME]` goes straight to the MCP server without loading the
 Typer app (about 0.1 s of imports, which counts against the client's handshake: FIELD-CASES F04);
-`memsafe --version` is answered here too; `--help` and completion (TAB) requests answered before
-come from `memsafe.cli_cache`; every other command line goes through the CLI as usual.
+`memsafe --version` is answered here too; a plain `recall` or `remember` runs without the Typer app
+(`memsafe.cli.fast`); `--help` and completion (TAB) requests answered before come from
+`memsafe.cli_cache`; every other command line goes through the CLI as usual.
 """
 
 import os
@@ -53,6 +54,11 @@ def main() -> None:
         except KeyboardInterrupt:
             sys.exit(130)
         return
+    from memsafe.cli import fast
+
+    code = fast.run(sys.argv[1:])  # a plain `recall` or `remember`: no Typer app (None: not one)
+    if code is not None:
+        sys.exit(code)
     from memsafe import cli_cache
 
     key = cli_cache.request_key(sys.argv[1:], os.environ, sys.stdout)

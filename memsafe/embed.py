@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import importlib.metadata
 import os
 import threading
 from pathlib import Path
@@ -41,6 +40,8 @@ class ModelUnavailable(MemsafeError):
 
 
 def _locate(dist: str, relative: str) -> Path:
+    import importlib.metadata  # tens of ms: only when the model is looked for
+
     try:
         path = Path(str(importlib.metadata.distribution(dist).locate_file(relative)))
     except importlib.metadata.PackageNotFoundError:

@@ -143,6 +143,24 @@ def recall_table(result: RecallResult):
     return table
 
 
+def recall_lines(result: RecallResult) -> list[str]:
+    """The recall table as plain lines for a pipe (a script, an agent's shell, a git hook): the
+    table's title, a header, one tab-separated line per memory (id, kind, age, source, score,
+    content on one line), then the graph caption. rich is not needed to print it."""
+    lines = [f"{count_of(len(result.hits), 'memory')} · "
+             f"{result.tokens_used}/{count_of(result.effective_budget, 'token')} · {result.mode}",
+             "id\tkind\tage\tsource\tscore\tcontent"]
+    now = clock.now()
+    for h in result.hits:
+        m = h.memory
+        text = ("[forgotten] " if m.status == "forgotten" else "") + h.text + (" …" if h.truncated else "")
+        lines.append("\t".join([str(m.id), m.kind, clock.age(m.created_at, now), m.source, f"{h.score:.3f}",
+                                printable(" ".join(text.split()))]))
+    if result.graph_context:
+        lines += [f"graph ({count_of(result.graph_tokens, 'token')}):", printable(result.graph_context)]
+    return lines
+
+
 def memory_table(memory: Memory):
     from rich.table import Table
 

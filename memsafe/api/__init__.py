@@ -2,28 +2,41 @@
 
 Each handler takes an open `Store` first and keyword-only options after it, returns a
 dataclass from `memsafe.models`, raises only `MemsafeError` subclasses, and never prints.
-Handlers are grouped by module (core: memories and recall; lifecycle: update, history, time
-travel, decay; transfer: export/import; hooks; doctor); this package re-exports them all.
+Handlers are grouped by module (core: memories and recall; graph; lifecycle: update, history,
+time travel, decay; transfer: export/import; hooks; checkup: doctor; encryption; init; browsing:
+the UI's pages); this package re-exports them all.
+
+The re-export is lazy (PEP 562 `__getattr__`): `api.recall` imports `memsafe.api.core` on first
+use, and nothing else, so a command pays only for the handlers it runs (issue 13: a lexical
+`recall` must not import the handlers of import, doctor or the UI). No submodule has a function
+of its own name, so an import of a submodule never hides a handler.
 """
 
-from memsafe.api.browse import *  # noqa: F401,F403
-from memsafe.api.browse import __all__ as _browse_all
-from memsafe.api.core import *  # noqa: F401,F403
-from memsafe.api.core import __all__ as _core_all
-from memsafe.api.doctor import *  # noqa: F401,F403
-from memsafe.api.doctor import __all__ as _doctor_all
-from memsafe.api.encryption import *  # noqa: F401,F403
-from memsafe.api.encryption import __all__ as _encryption_all
-from memsafe.api.graph import *  # noqa: F401,F403
-from memsafe.api.graph import __all__ as _graph_all
-from memsafe.api.hooks import *  # noqa: F401,F403
-from memsafe.api.hooks import __all__ as _hooks_all
-from memsafe.api.init import *  # noqa: F401,F403
-from memsafe.api.init import __all__ as _init_all
-from memsafe.api.lifecycle import *  # noqa: F401,F403
-from memsafe.api.lifecycle import __all__ as _lifecycle_all
-from memsafe.api.transfer import *  # noqa: F401,F403
-from memsafe.api.transfer import __all__ as _transfer_all
+from __future__ import annotations
 
-__all__ = [*_core_all, *_graph_all, *_lifecycle_all, *_transfer_all, *_hooks_all, *_doctor_all, *_encryption_all,
-           *_init_all, *_browse_all]
+import importlib
+
+# searched in this order; the first module whose __all__ holds a name provides it
+_MODULES = ("core", "graph", "lifecycle", "transfer", "hooks", "checkup", "encryption", "init", "browsing")
+
+
+def __getattr__(name: str):
+    if name in _MODULES:
+        return importlib.import_module(f"{__name__}.{name}")
+    if name == "__all__":
+        everything = [n for m in _MODULES for n in importlib.import_module(f"{__name__}.{m}").__all__]
+        globals()["__all__"] = everything
+        return everything
+    if name.startswith("__"):
+        raise AttributeError(name)
+    for module in _MODULES:
+        handlers = importlib.import_module(f"{__name__}.{module}")
+        if name in handlers.__all__:
+            value = getattr(handlers, name)
+            globals()[name] = value
+            return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__getattr__("__all__")})

@@ -629,7 +629,6 @@ def _candidates(store: Store, q: retrieve.Query, scope: Scope, depth: int, mode:
     # The query is embedded on a worker thread (loading the model first in a fresh process) while
     # this thread runs the BM25 search: ONNX Runtime and SQLite both release the GIL.
     query_vector = _embed_query_async(store, _vector_text(store, q.text)) if mode in ("hybrid", "vector") else None
-    tokens.warm()  # a fresh CLI process loads the tokenizer while the model loads on the worker
     lexical = _lexical(store, q.lexical_text, scope, depth) if mode in ("hybrid", "lexical") else []
     vector, used_mode = ([], mode) if query_vector is None else _vector(store, query_vector, mode, scope, depth, notes)
     if mode == "vector" and used_mode == "lexical":  # vectors unavailable: fall back to BM25

@@ -3,19 +3,16 @@ option types, the session (open store → handler → one-line errors) and outpu
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Annotated
 
-import apsw
 import typer
-from rich.console import Console
 
-from memsafe import __version__, api, render, settings
-from memsafe.errors import MemsafeError
+from memsafe import __version__, api
+from memsafe.cli import _plain
 from memsafe.models import Kind
 
 
@@ -132,21 +129,8 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
-err = render.console(stderr=True)
-
-
-def out() -> Console:
-    """Console for data on stdout: no markup interpretation, control characters escaped."""
-    return render.console()
-
-
-def say(kind: str, message: str) -> None:
-    """One line on stderr: `Error: …`, `Warning: …` or `Note: …` (message shown literally)."""
-    from rich.text import Text
-
-    style = {"Error": "bold red"}.get(kind, "yellow")
-    line = render.printable(" ".join(str(message).splitlines()))
-    err.print(Text.assemble((f"{kind}:", style), " ", line))
+err = _plain.err_console()
+out, say = _plain.out, _plain.say
 
 
 # -- errors as JSON under --json -------------------------------------------------------------------
@@ -173,10 +157,7 @@ def error(message: str, kind: str = "Error", argv: list[str] | None = None) -> N
     """Report an error: one line `Error: …` on stderr, or with --json one document on stdout,
     `{"error": {"type": KIND, "message": …}}` (issue 12.13: scripts got plain text). `kind` is
     the exception's class name (NotFound, InvalidInput, UsageError, DatabaseError, …)."""
-    if json_errors(argv):
-        _emit_json({"error": {"type": kind, "message": " ".join(str(message).splitlines())}})
-    else:
-        say("Error", message)
+    _plain.error(message, kind, json_errors(argv))
 
 
 # -- shared options ------------------------------------------------------------------------------
@@ -248,45 +229,26 @@ def _fail(message: str, code: int = 1, kind: str = "Error") -> typer.Exit:
 
 @contextmanager
 def _errors(path=None) -> Iterator[None]:
-    """Map MemsafeError and SQLite errors to one line on stderr and exit 1 (tracebacks only with MEMSAFE_DEBUG)."""
+    """Map MemsafeError and SQLite errors to one line on stderr and exit 1 (tracebacks only with
+    MEMSAFE_DEBUG): `_plain.errors`, exiting through typer.Exit."""
     try:
-        yield
-    except MemsafeError as exc:
-        if os.environ.get("MEMSAFE_DEBUG"):
-            raise
-        raise _fail(str(exc), exc.exit_code, type(exc).__name__) from None
-    except apsw.Error as exc:  # a damaged or unreadable file: say so in one line, never a traceback
-        if os.environ.get("MEMSAFE_DEBUG"):
-            raise
-        raise _fail(f"database error in {path or 'the database'}: {exc}; run `memsafe doctor`",
-                    kind="DatabaseError") from None
+        with _plain.errors(path, json_errors()):
+            yield
+    except _plain.Failed as exc:
+        raise typer.Exit(exc.code) from None
 
 
 @contextmanager
 def _session(ctx: typer.Context) -> Iterator[api.Opened]:
-    """Open the store, show its warnings on stderr, map errors to one line (see `_errors`)."""
-    opened = None
-    db = ctx.obj.db if ctx.obj else None
-    with _errors(db):
-        try:
-            opened = api.open_store(db)
-            for warning in opened.warnings:
-                say("Warning", warning)
+    """Open the store, show its warnings on stderr, map errors to one line (`_plain.session`)."""
+    try:
+        with _plain.session(ctx.obj.db if ctx.obj else None, json_errors()) as opened:
             yield opened
-            for note in opened.notes:  # after the command, so an error stays the one line on stderr
-                say("Note", note)
-        finally:
-            if opened is not None:
-                opened.store.close()
+    except _plain.Failed as exc:
+        raise typer.Exit(exc.code) from None
 
 
-def read_stdin() -> str:
-    """All of standard input as text (invalid UTF-8 becomes U+FFFD). Fails in one line without stdin."""
-    stream = sys.stdin
-    if stream is None or stream.closed:
-        raise _fail("no standard input to read; pass the text as an argument instead of -")
-    data = stream.buffer.read() if hasattr(stream, "buffer") else stream.read()
-    return data.decode("utf-8", "replace") if isinstance(data, bytes) else data
+read_stdin = _plain.read_stdin
 
 
 def is_terminal() -> bool:
@@ -294,15 +256,7 @@ def is_terminal() -> bool:
     return sys.stdin is not None and not sys.stdin.closed and sys.stdin.isatty()
 
 
-def _project(opened: api.Opened, project: str | None, project_path: str | None) -> tuple[str | None, str]:
-    """(project key, the rule that chose it)."""
-    mode = api.config_get(opened.store, "project_mode")
-    if project_path:
-        return api.clean_project(project_path, mode=mode, path=True, store=opened.store), "--project-path"
-    if project:  # storing handlers scan it
-        return api.clean_project(project, mode=mode, check_secrets=False, store=opened.store), "--project"
-    key = api.current_project(opened.store, mode=mode)
-    return key, f"{mode} of {settings.current_dir()}"
+_project = _plain.project_key
 
 
 def _scope(opened: api.Opened, project: str | None, project_path: str | None, all_projects: bool):
@@ -314,8 +268,7 @@ def _scope(opened: api.Opened, project: str | None, project_path: str | None, al
     return api.make_scope(project=key, all_projects=all_projects)
 
 
-def _emit_json(obj) -> None:
-    sys.stdout.write(render.dumps(obj) + "\n")
+_emit_json = _plain.emit_json
 
 
 def emit(obj, json_: bool, human) -> None:

@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from memsafe import api, render
+from memsafe.cli import fast
 from memsafe.cli._common import (
     AllProjectsOpt,
     IdArg,
@@ -22,10 +23,8 @@ from memsafe.cli._common import (
     _session,
     app,
     emit,
-    err,
     is_terminal,
     out,
-    read_stdin,
     say,
 )
 from memsafe.models import Kind, Source
@@ -69,22 +68,9 @@ def remember(
 
       git log -1 --format=%B | memsafe remember - --source git
     """
-    text = read_stdin() if content == "-" else content
-    with _session(ctx) as opened:
-        key = None if global_ else _project(opened, project, project_path)[0]
-        memory = api.remember(
-            opened.store, text, kind=kind.value, project=key, tags=[*(tag or []), *(["pinned"] if pin else [])],
-            source=source.value, importance=importance, embed_now=False if no_embed else "if-loaded",
-            entities=entity or [], redact=redact,
-        )
-    if not (no_embed or memory.embedded):
-        api.embed_in_background(opened.path)  # vector-searchable in seconds; keyword-searchable now
-    if memory.near_duplicate:
-        near = memory.near_duplicate
-        say("Warning", f"nearly the same as memory {near['id']} (cosine {near['similarity']:.3f}); "
-            "`memsafe consolidate` merges near-duplicates")
-    where = f" in {memory.project}" if memory.project else " (global)"
-    emit(memory, json_, f"Remembered memory {memory.id}{where}")
+    fast.remember(ctx.obj.db if ctx.obj else None, content, kind=kind.value, tags=tag or [], project=project,
+                  project_path=project_path, global_=global_, source=source.value, importance=importance,
+                  no_embed=no_embed, pin=pin, entities=entity or [], redact=redact, json_=json_)
 
 
 @app.command()
@@ -127,26 +113,9 @@ def recall(
 
       memsafe recall "which runtime?" --as-of 2026-03-01
     """
-    with _session(ctx) as opened:
-        key = None if all_projects else _project(opened, project, project_path)[0]
-        since_at = api.parse_when(since, what="--since time") if since else None
-        options = dict(project=key, all_projects=all_projects, kinds=[k.value for k in kind or []], tags=tag or [],
-                       budget=budget, limit=limit, mode=mode, since=since_at)
-        if as_of:
-            if include_forgotten:
-                raise _fail("--include-forgotten cannot be combined with --as-of (as-of shows what was known then)")
-            result = api.recall_as_of(opened.store, query, as_of=as_of, **options)
-        else:
-            result = api.recall(opened.store, query, include_forgotten=include_forgotten, **options)
-    if json_:
-        _emit_json(render.recall_dict(result))
-        return
-    for note in result.notes:
-        say("Note", note)
-    if not result.hits:
-        err.print("No memories found.")
-        return
-    out().print(render.recall_table(result))
+    fast.recall(ctx.obj.db if ctx.obj else None, query, limit=limit, budget=budget, project=project,
+                project_path=project_path, all_projects=all_projects, kinds=[k.value for k in kind or []],
+                tags=tag or [], mode=mode, include_forgotten=include_forgotten, as_of=as_of, since=since, json_=json_)
 
 
 @app.command()

@@ -1,0 +1,158 @@
+"""Responsibility: what a command needs besides its argument parser, without Typer or rich at
+import: one-line errors (or a JSON error document under --json), `Warning:`/`Note:` lines, the
+session (open store → handler → errors mapped to one line and an exit code) and the project a
+command reads. The Typer app (`memsafe.cli._common`) and the fast path of the hot commands
+(`memsafe.cli.fast`) both use these, so both paths print and exit alike. rich is imported only
+when something is printed through it.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from memsafe import render
+
+
+class Failed(SystemExit):
+    """A command failed and has said why: exit with `code` (the Typer app turns it into typer.Exit)."""
+
+
+@functools.cache
+def err_console():
+    """The rich console of stderr (made on first use: rich costs tens of ms to import)."""
+    return render.console(stderr=True)
+
+
+def say(kind: str, message: str) -> None:
+    """One line on stderr: `Error: …`, `Warning: …` or `Note: …` (message shown literally)."""
+    line = render.printable(" ".join(str(message).splitlines()))
+    if not is_tty(sys.stderr):  # what rich prints there (soft wrap, no colour), without importing it
+        sys.stderr.write(f"{kind}: {line}".expandtabs(8) + "\n")
+        return
+    from rich.text import Text
+
+    style = {"Error": "bold red"}.get(kind, "yellow")
+    err_console().print(Text.assemble((f"{kind}:", style), " ", line))
+
+
+def is_tty(stream) -> bool:
+    """True when `stream` is a terminal, or rich is told to treat it as one (FORCE_COLOR,
+    TTY_COMPATIBLE): then output goes through rich for its colours and widths."""
+    if os.environ.get("FORCE_COLOR") or os.environ.get("TTY_COMPATIBLE"):
+        return True
+    return bool(getattr(stream, "isatty", None) and stream.isatty())
+
+
+def emit_json(obj) -> None:
+    """One JSON document of `obj` on stdout."""
+    sys.stdout.write(render.dumps(obj) + "\n")
+
+
+def error(message: str, kind: str = "Error", json_: bool = False) -> None:
+    """Report an error: one line `Error: …` on stderr, or with --json one document on stdout,
+    `{"error": {"type": KIND, "message": …}}` (issue 12.13: scripts got plain text). `kind` is
+    the exception's class name (NotFound, InvalidInput, UsageError, DatabaseError, …)."""
+    if json_:
+        emit_json({"error": {"type": kind, "message": " ".join(str(message).splitlines())}})
+    else:
+        say("Error", message)
+
+
+def fail(message: str, code: int = 1, kind: str = "Error", json_: bool = False) -> Failed:
+    """Report the error (`error`) and return the exit to raise, with the same code either way."""
+    error(message, kind, json_)
+    return Failed(code)
+
+
+@contextmanager
+def errors(path=None, json_: bool = False) -> Iterator[None]:
+    """Map MemsafeError and SQLite errors to one line on stderr and exit 1 (tracebacks only with
+    MEMSAFE_DEBUG). Raises `Failed`."""
+    import apsw
+
+    from memsafe.errors import MemsafeError
+
+    try:
+        yield
+    except MemsafeError as exc:
+        if os.environ.get("MEMSAFE_DEBUG"):
+            raise
+        raise fail(str(exc), exc.exit_code, type(exc).__name__, json_) from None
+    except apsw.Error as exc:  # a damaged or unreadable file: say so in one line, never a traceback
+        if os.environ.get("MEMSAFE_DEBUG"):
+            raise
+        raise fail(f"database error in {path or 'the database'}: {exc}; run `memsafe doctor`",
+                   kind="DatabaseError", json_=json_) from None
+
+
+@contextmanager
+def session(db: str | None, json_: bool = False):
+    """Open the store (`api.open_store(db)`), show its warnings on stderr, map errors to one
+    line (see `errors`); its notes are shown after the command. Yields `api.Opened`."""
+    from memsafe import api
+
+    opened = None
+    with errors(db, json_):
+        try:
+            opened = api.open_store(db)
+            for warning in opened.warnings:
+                say("Warning", warning)
+            yield opened
+            for note in opened.notes:  # after the command, so an error stays the one line on stderr
+                say("Note", note)
+        finally:
+            if opened is not None:
+                opened.store.close()
+
+
+def project_key(opened, project: str | None, project_path: str | None) -> tuple[str | None, str]:
+    """(project key, the rule that chose it) of a command given --project / --project-path, else
+    the current directory's project."""
+    from memsafe import api, settings
+
+    mode = api.config_get(opened.store, "project_mode")
+    if project_path:
+        return api.clean_project(project_path, mode=mode, path=True, store=opened.store), "--project-path"
+    if project:  # storing handlers scan it
+        return api.clean_project(project, mode=mode, check_secrets=False, store=opened.store), "--project"
+    key = api.current_project(opened.store, mode=mode)
+    return key, f"{mode} of {settings.current_dir()}"
+
+
+def read_stdin(json_: bool = False) -> str:
+    """All of standard input as text (invalid UTF-8 becomes U+FFFD). Fails in one line without stdin."""
+    stream = sys.stdin
+    if stream is None or stream.closed:
+        raise fail("no standard input to read; pass the text as an argument instead of -", json_=json_)
+    data = stream.buffer.read() if hasattr(stream, "buffer") else stream.read()
+    return data.decode("utf-8", "replace") if isinstance(data, bytes) else data
+
+
+def out():
+    """Console for data on stdout: no markup interpretation, control characters escaped."""
+    return render.console()
+
+
+def print_line(text: str) -> None:
+    """One line of text on stdout, as `out().print(text)` shows it; without importing rich when
+    the line cannot be changed by it (printable ASCII that fits the width, no `:emoji:` code, not a terminal)."""
+    stream = sys.stdout
+    width = os.environ.get("COLUMNS") or ""
+    plain = text.isascii() and text.isprintable() and ":" not in text and text == text.strip()
+    if plain and len(text) < (int(width) if width.isdigit() else 80) and not is_tty(stream):
+        stream.write(text + "\n")
+    else:
+        out().print(text)
+
+
+def safe_streams() -> None:
+    """Never die on a legacy console encoding: unencodable characters are replaced (FIELD-CASES F02)."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.reconfigure(errors="replace")
+        except (AttributeError, ValueError):
+            pass

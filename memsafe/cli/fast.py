@@ -1,0 +1,232 @@
+"""Responsibility: the hot commands, `recall` and `remember`, as a shell, a git hook or an agent
+calls them many times a session, without building the Typer app (issue 13: Typer, rich and the
+handlers nobody runs were most of a whole-process recall).
+
+`run(argv)` reads a command line of the plain shape those callers use: `[--db PATH] recall|remember`,
+known options each as `--name VALUE`, `--name=VALUE`, `-x VALUE` or a flag, and one argument. For
+anything else (`--help`, an unknown or malformed option, a value out of range, a second argument,
+`--`, a completion request) it returns None and `memsafe.__main__` hands the command line to the
+Typer app, so help texts, usage errors and exit codes come from one place. The commands' bodies
+(`recall`, `remember`) are shared: the Typer commands in `memsafe.cli.memory` call them too.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from memsafe import render
+from memsafe.cli._plain import (
+    emit_json,
+    err_console,
+    fail,
+    is_tty,
+    out,
+    print_line,
+    project_key,
+    read_stdin,
+    safe_streams,
+    say,
+    session,
+)
+
+# option → (parameter, type); types: flag, text, texts (repeatable), count (int ≥ 1), unit (0–1),
+# kind, kinds (repeatable), source. Names and types are those of the Typer commands (cli/memory.py).
+_OPTIONS = {
+    "recall": {
+        "--limit": ("limit", "count"), "-n": ("limit", "count"),
+        "--budget": ("budget", "count"), "-b": ("budget", "count"),
+        "--project": ("project", "text"), "-p": ("project", "text"),
+        "--project-path": ("project_path", "text"),
+        "--all-projects": ("all_projects", "flag"),
+        "--kind": ("kinds", "kinds"), "-k": ("kinds", "kinds"),
+        "--tag": ("tags", "texts"), "-t": ("tags", "texts"),
+        "--mode": ("mode", "text"),
+        "--include-forgotten": ("include_forgotten", "flag"),
+        "--as-of": ("as_of", "text"),
+        "--since": ("since", "text"),
+        "--json": ("json_", "flag"),
+    },
+    "remember": {
+        "--kind": ("kind", "kind"), "-k": ("kind", "kind"),
+        "--tag": ("tags", "texts"), "-t": ("tags", "texts"),
+        "--project": ("project", "text"), "-p": ("project", "text"),
+        "--project-path": ("project_path", "text"),
+        "--global": ("global_", "flag"),
+        "--source": ("source", "source"),
+        "--importance": ("importance", "unit"),
+        "--no-embed": ("no_embed", "flag"),
+        "--pin": ("pin", "flag"),
+        "--entity": ("entities", "texts"), "-e": ("entities", "texts"),
+        "--redact": ("redact", "flag"),
+        "--json": ("json_", "flag"),
+    },
+}
+_DEFAULTS = {
+    "recall": dict(limit=None, budget=None, project=None, project_path=None, all_projects=False, kinds=[], tags=[],
+                   mode="hybrid", include_forgotten=False, as_of=None, since=None, json_=False),
+    "remember": dict(kind="general", tags=[], project=None, project_path=None, global_=False, source="user",
+                     importance=None, no_embed=False, pin=False, entities=[], redact=False, json_=False),
+}
+
+
+def _value(kind: str, raw: str):
+    """`raw` converted as the Typer option would, or None when Typer might judge it otherwise."""
+    if kind == "text" or kind == "texts":
+        return raw
+    if kind == "count":
+        return int(raw) if raw.isascii() and raw.isdigit() and int(raw) >= 1 else None
+    if kind == "unit":
+        digits = raw.replace(".", "", 1)
+        if raw.isascii() and digits.isdigit() and not raw.endswith(".") and 0.0 <= float(raw) <= 1.0:
+            return float(raw)
+        return None
+    from memsafe.models import Kind, Source
+
+    choices = Source if kind == "source" else Kind
+    return raw if raw in choices._value2member_map_ else None
+
+
+def parse(argv: list[str]) -> tuple[str, str | None, dict] | None:
+    """(command, --db value or None, keyword arguments of its body) for a plain command line of
+    `recall` or `remember`, else None (the Typer app takes it)."""
+    db = None
+    i = 0
+    while i < len(argv) and argv[i].startswith("--db"):
+        if argv[i] == "--db" and i + 1 < len(argv) and not argv[i + 1].startswith("-"):
+            db, i = argv[i + 1], i + 2
+        elif argv[i].startswith("--db="):
+            db, i = argv[i][5:], i + 1
+        else:
+            return None
+    if i >= len(argv) or argv[i] not in _OPTIONS:
+        return None
+    command, options = argv[i], _OPTIONS[argv[i]]
+    kwargs = {k: (list(v) if isinstance(v, list) else v) for k, v in _DEFAULTS[command].items()}
+    positional: list[str] = []
+    i += 1
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "-" or not arg.startswith("-"):
+            positional.append(arg)
+            i += 1
+            continue
+        name, eq, inline = arg.partition("=") if arg.startswith("--") else (arg, "", "")
+        if name not in options:
+            return None  # --help, --, -n5, an unknown option: Typer answers
+        param, kind = options[name]
+        if kind == "flag":
+            if eq:
+                return None
+            kwargs[param] = True
+            i += 1
+            continue
+        if eq:
+            raw, i = inline, i + 1
+        elif i + 1 < len(argv) and not (argv[i + 1].startswith("-") and argv[i + 1] != "-"):
+            raw, i = argv[i + 1], i + 2
+        else:
+            return None
+        value = _value(kind, raw)
+        if value is None:
+            return None
+        if kind in ("texts", "kinds"):
+            kwargs[param].append(value)
+        else:
+            kwargs[param] = value
+    if len(positional) != 1:
+        return None
+    kwargs["query" if command == "recall" else "content"] = positional[0]
+    return command, db, kwargs
+
+
+def run(argv: list[str]) -> int | None:
+    """Run `argv` when it is a plain `recall` or `remember` (see `parse`): returns the exit code.
+    None when the Typer app must take it (nothing was done)."""
+    if "_MEMSAFE_COMPLETE" in os.environ:
+        return None
+    parsed = parse(argv)
+    if parsed is None:
+        return None
+    command, db, kwargs = parsed
+    safe_streams()
+    try:
+        (recall if command == "recall" else remember)(db, **kwargs)
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else 1
+    except KeyboardInterrupt:
+        err_console().print("interrupted")
+        return 130
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    return 0
+
+
+# -- the commands' bodies (the Typer commands in cli/memory.py call these too) -------------------
+
+
+def remember(db: str | None, content: str, *, kind: str, tags: list[str], project: str | None,
+             project_path: str | None, global_: bool, source: str, importance: float | None, no_embed: bool,
+             pin: bool, entities: list[str], redact: bool, json_: bool) -> None:
+    """`memsafe remember`: store CONTENT, print its id, start its embedding in the background.
+
+    Raises:
+        Failed: the error was reported (one line, or a JSON document under --json).
+    """
+    from memsafe import api
+
+    text = read_stdin(json_) if content == "-" else content
+    with session(db, json_) as opened:
+        key = None if global_ else project_key(opened, project, project_path)[0]
+        memory = api.remember(
+            opened.store, text, kind=kind, project=key, tags=[*tags, *(["pinned"] if pin else [])],
+            source=source, importance=importance, embed_now=False if no_embed else "if-loaded",
+            entities=entities, redact=redact,
+        )
+    if not (no_embed or memory.embedded):
+        api.embed_in_background(opened.path)  # vector-searchable in seconds; keyword-searchable now
+    if memory.near_duplicate:
+        near = memory.near_duplicate
+        say("Warning", f"nearly the same as memory {near['id']} (cosine {near['similarity']:.3f}); "
+            "`memsafe consolidate` merges near-duplicates")
+    if json_:
+        emit_json(memory)
+    else:
+        print_line(f"Remembered memory {memory.id}" + (f" in {memory.project}" if memory.project else " (global)"))
+
+
+def recall(db: str | None, query: str, *, limit: int | None, budget: int | None, project: str | None,
+           project_path: str | None, all_projects: bool, kinds: list[str], tags: list[str], mode: str,
+           include_forgotten: bool, as_of: str | None, since: str | None, json_: bool) -> None:
+    """`memsafe recall`: the memories relevant to QUERY as a table, or one JSON document.
+
+    Raises:
+        Failed: the error was reported (one line, or a JSON document under --json).
+    """
+    from memsafe import api
+
+    with session(db, json_) as opened:
+        key = None if all_projects else project_key(opened, project, project_path)[0]
+        since_at = api.parse_when(since, what="--since time") if since else None
+        options = dict(project=key, all_projects=all_projects, kinds=kinds, tags=tags, budget=budget, limit=limit,
+                       mode=mode, since=since_at)
+        if as_of:
+            if include_forgotten:
+                raise fail("--include-forgotten cannot be combined with --as-of (as-of shows what was known then)",
+                           json_=json_)
+            result = api.recall_as_of(opened.store, query, as_of=as_of, **options)
+        else:
+            result = api.recall(opened.store, query, include_forgotten=include_forgotten, **options)
+    if json_:
+        emit_json(render.recall_dict(result))
+        return
+    for note in result.notes:
+        say("Note", note)
+    if not result.hits:
+        sys.stderr.write("No memories found.\n")
+        return
+    if is_tty(sys.stdout):
+        out().print(render.recall_table(result))
+    else:  # piped: plain tab-separated lines, no rich to import and lay out
+        sys.stdout.write("\n".join(render.recall_lines(result)) + "\n")

@@ -1,0 +1,53 @@
+"""Responsibility: the whole Typer app of the `memsafe` command line and its entry point `main`
+(see `memsafe.cli`). Commands live in one module per group; importing a module registers its
+commands on `app`.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import typer
+
+# import order = the order of commands in --help
+# isort: off
+from memsafe.cli import memory, graph, lifecycle, transfer, doctor, config, hook, encryption, serve, ui, bench  # noqa: F401  (registers commands)
+from memsafe.cli import init  # noqa: F401,E402  (registers `memsafe init`)
+# isort: on
+
+from memsafe.cli import _plain
+from memsafe.cli._common import app, err, error
+
+__all__ = ["app", "main"]
+
+
+def _click_exception_types() -> tuple[type, type]:
+    """(ClickException, Abort) from Typer's own Click, found without importing its private module."""
+    base = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+    return base, typer.Abort
+
+
+def main() -> None:
+    """Console-script entry point: runs the app and turns every usage error into one line on stderr."""
+    _plain.safe_streams()
+    click_error, abort = _click_exception_types()
+    try:
+        code = app(standalone_mode=False)
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        sys.exit(130)
+    except abort:
+        error("aborted", "Aborted", sys.argv[1:])
+        sys.exit(1)
+    except click_error as exc:
+        ctx = getattr(exc, "ctx", None)
+        hint = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
+        message = exc.format_message()
+        if message:  # an empty one is `memsafe` with no arguments: the help was already shown
+            error(message + hint, "UsageError", sys.argv[1:])
+        sys.exit(exc.exit_code)
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(1)
+    sys.exit(code if isinstance(code, int) else 0)
