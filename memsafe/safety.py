@@ -17,6 +17,13 @@ check:
 `scan(text)` returns `Finding`s (type, offsets, line; never the secret itself, so a finding may
 be logged); `redact(text)` replaces each finding with `[REDACTED:<type>]`. A whole private key
 block (BEGIN ... END) is redacted, not just its header line.
+
+Importing and configuring detect-secrets costs a fresh process about 0.2 s of CPU (issue 13: most
+of a whole-process `remember`), so the literals the library's plugins need (the prefilter's
+requirements, see `_Literals`) are kept in the cache folder once a process has configured it; a
+later process scans a text that none of them can match, and that none of memsafe's own rules
+matches, without importing the library at all (`_library_free`): the answer, no finding, is the
+one the library would give.
 """
 
 from __future__ import annotations
@@ -171,8 +178,8 @@ class _Plan:
     """For one tuple of patterns: their requirements and every literal they name, split by how it
     is looked for (in the text as is, or lower-cased)."""
 
-    def __init__(self, patterns: tuple[re.Pattern, ...]) -> None:
-        self.requirements = [(p, _literals_of(p)) for p in patterns]
+    def __init__(self, requirements: list[tuple[object, tuple[frozenset[str], ...]]]) -> None:
+        self.requirements = requirements
         keys = {k for _, reqs in self.requirements for r in reqs for k in r}
         self.exact = tuple(k for k in keys if not k.startswith(_FOLDED))
         self.folded = tuple((k, k[1:]) for k in keys if k.startswith(_FOLDED))
@@ -208,7 +215,7 @@ class _Literals:
         if plan is None:
             if len(_plans) >= 256:  # bounded: `scan` plans each text's subset of the gates
                 _plans.clear()
-            plan = _plans.setdefault(patterns, _Plan(patterns))
+            plan = _plans.setdefault(patterns, _Plan([(p, _literals_of(p)) for p in patterns]))
         text, folded = self.text, self.folded
         present = [k for k in plan.exact if k in text]
         present += [k for k, x in plan.folded if x in folded]
@@ -373,7 +380,100 @@ def _library_settings():
             _prefilter = _build_prefilter()
             _multiline.update({p: re.compile(p.pattern, p.flags | re.MULTILINE) for p in _prefilter or ()})
             _configured = True
+            _save_gates()
         yield
+
+
+_GATES = ("gates read from the cache folder",)  # `_plans` keys of the cached requirements: the gates,
+_KEYWORD = ("keyword regexes read from the cache folder",)  # the keyword plugin's regexes
+
+
+def _gates_file():
+    """Where the prefilter's requirements are kept: `<settings.cache_dir()>/secret-gates-<key>.json`,
+    the key a hash of what they depend on (this file, detect-secrets' files, the plugins and
+    filters used, the Python version), so any change makes a process rebuild them."""
+    import hashlib
+    import importlib.util
+    import os
+
+    from memsafe import settings
+
+    spec = importlib.util.find_spec("detect_secrets")  # finds the package without importing it
+    if spec is None or not spec.origin:
+        return None
+    parts = [repr(_SETTINGS), sys.version]
+    for path in (__file__, *(os.path.join(os.path.dirname(spec.origin), f) for f in ("__version__.py", "settings.py"))):
+        stat = os.stat(path)
+        parts.append(f"{path}|{stat.st_size}|{stat.st_mtime_ns}")
+    return settings.cache_dir() / f"secret-gates-{hashlib.sha256(chr(0).join(parts).encode()).hexdigest()[:20]}.json"
+
+
+def _save_gates() -> None:
+    """Keep the prefilter's requirements for later processes (written atomically; none when the
+    prefilter is not in use, so `_library_free` never answers then)."""
+    import json
+    import os
+
+    if _prefilter is None:
+        return
+    try:
+        path = _gates_file()
+        if path is None or path.exists():
+            return
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({
+            "gates": [[[sorted(r) for r in _literals_of(p)], p.pattern, p.flags] for p in _prefilter],
+            "keyword": _prefilter.index(_keyword_gate) if _keyword_gate in _prefilter else -1,
+            "keyword_regexes": [[sorted(r) for r in _literals_of(p)] for p in _keyword_regexes],
+        }))
+        os.replace(tmp, path)
+    except OSError:
+        pass
+
+
+@functools.cache
+def _cached_gates() -> tuple[_Plan, list[tuple[str, int]], int, _Plan] | None:
+    """(plan of the gates' requirements, their (pattern, flags), the keyword gate's index, plan of
+    the keyword regexes' requirements) as `_save_gates` kept them, or None."""
+    import json
+
+    def plan(items) -> _Plan:
+        requirements = [(i, tuple(frozenset(r) for r in reqs)) for i, reqs in enumerate(items)]
+        if not all(isinstance(x, str) for _, reqs in requirements for r in reqs for x in r):
+            raise TypeError("not a list of strings")
+        return _Plan(requirements)
+
+    try:
+        path = _gates_file()
+        data = json.loads(path.read_text()) if path is not None else None
+        gates = plan([g[0] for g in data["gates"]])
+        sources = [(str(g[1]), int(g[2])) for g in data["gates"]]
+        return (gates, sources, int(data["keyword"]), plan(data["keyword_regexes"])) if sources else None
+    except (OSError, ValueError, TypeError, KeyError, IndexError):
+        return None
+
+
+def _library_free(text: str) -> bool:
+    """True when no finding is possible in `text` without asking detect-secrets: none of memsafe's
+    own rules matches, and no gate of the prefilter matches (`_gate_hits` on the whole text, read
+    from what an earlier process kept: a gate is compiled only if its literals are present). False
+    whenever unsure (nothing kept yet, or the library is loaded already)."""
+    if _configured or _rules_for(text):
+        return False
+    cached = _cached_gates()
+    if cached is None:
+        return False
+    gates, sources, keyword, keyword_regexes = cached
+    _plans[_GATES], _plans[_KEYWORD] = gates, keyword_regexes  # again: `_plans` is cleared when it grows
+    literals = _Literals(text)
+    for i in literals.passing(_GATES):
+        if i == keyword and not literals.passing(_KEYWORD):
+            continue
+        pattern, flags = sources[i]
+        if re.compile(pattern, flags | re.MULTILINE).search(text):
+            return False
+    return True
 
 
 def _windows(line: str) -> list[tuple[int, str]]:
@@ -455,6 +555,8 @@ def scan(text: str) -> list[Finding]:
     0.1-0.3 s on a 2-core machine (`memsafe bench --inputs`), where searching every pattern took
     1.2-1.7 s; typical memories take well under a millisecond.
     """
+    if _library_free(text):
+        return []
     raw: list[tuple[str, int, int, str]] = []
     offset = 0
     with _library_settings():
