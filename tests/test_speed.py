@@ -59,6 +59,132 @@ def test_light_commands_import_nothing_heavy(seeded, args):
         assert not names & set(HEAVY), f"{args} ({attempt}) imported {sorted(names & set(HEAVY))}"
 
 
+CLI_APP = ("typer", "rich", "pydantic", "click")
+
+
+@pytest.mark.parametrize("args", [
+    ["recall", "deploy", "--project", "web", "--mode", "lexical"],
+    ["recall", "deploy", "-p", "web", "--mode=lexical", "--json", "-n", "3"],
+    ["remember", "The queue drains at noon", "--project", "web", "--no-embed", "--tag", "ops"],
+    ["remember", "Backups run nightly", "--global", "--no-embed", "--json"],
+])
+def test_hot_commands_run_without_the_typer_app_or_the_libraries_they_do_not_need(seeded, args):
+    """A plain recall or remember (the fast path, memsafe.cli.fast): no Typer, rich or pydantic,
+    and, once the counts and secret gates are cached (the second run), no tiktoken or detect-secrets."""
+    for attempt in ("first", "again"):
+        names, proc = imported([*args[:1], f"{args[1]} {attempt}" if args[0] == "remember" else args[1],
+                                *args[2:]], seeded)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        assert not names & {*HEAVY[:-1], *CLI_APP}, f"{args} ({attempt}) imported {sorted(names & {*HEAVY, *CLI_APP})}"
+    assert not names & {"tiktoken", "detect_secrets"}, f"{args} (again) imported {sorted(names)}"
+
+
+def _both_paths(tmp_path, seeded, cases):
+    """Each case (argv, stdin) run by the fast path and by the Typer app, each on its own copy of
+    the seeded store: [(case, fast result, Typer result)], results as (exit code, stdout, stderr)."""
+    import apsw
+
+    source = apsw.Connection(seeded["MEMSAFE_DB"])
+    out = []
+    envs = {}
+    for name, fast in (("fast", "1"), ("typer", "0")):
+        copy = tmp_path / name / "memory.db"
+        copy.parent.mkdir(parents=True)
+        with apsw.Connection(str(copy)).backup("main", source, "main") as backup:
+            backup.step()
+        envs[name] = {**seeded, "MEMSAFE_DB": str(copy), "MEMSAFE_CLI_FAST": fast,
+                      "MEMSAFE_NOW": "2030-01-01T00:00:00Z", "MEMSAFE_BACKGROUND_EMBED": "0"}
+    uid = re.compile(r"\b[0-9a-f]{32}\b")  # a new memory's uid
+    for args, stdin in cases:
+        results = []
+        for name in ("fast", "typer"):
+            db = envs[name]["MEMSAFE_DB"]
+            proc = run([a.replace("{db}", db) for a in args], envs[name], input=stdin)
+            results.append((proc.returncode, *(uid.sub("UID", t.replace(db, "DB")) for t in (proc.stdout, proc.stderr))))
+        out.append(((args, stdin), *results))
+    source.close()
+    return out
+
+
+def test_the_fast_path_prints_and_exits_exactly_as_the_typer_app(tmp_path, seeded):
+    """Same stdout, stderr and exit code for successes, handler errors (plain and --json), usage
+    errors and help, whichever path runs the command line."""
+    cases = [
+        (["recall", "deploy", "--project", "web", "--mode", "lexical"], None),
+        (["recall", "deploy", "--all-projects", "--json", "--limit", "1", "-b", "300", "-k", "general", "-t", "x"], None),
+        (["recall", "cache warmed", "--all-projects", "--include-forgotten", "--since", "24h"], None),
+        (["recall", "deploy", "--as-of", "3 days ago", "--include-forgotten"], None),
+        (["recall", "deploy", "--as-of", "3 days ago", "--include-forgotten", "--json"], None),
+        (["recall", "deploy", "--mode", "bogus"], None),
+        (["recall", "deploy", "--mode", "bogus", "--json"], None),
+        (["recall", "   "], None),
+        (["recall", "deploy", "--budget", "0"], None),
+        (["recall", "deploy", "-n5"], None),
+        (["recall", "a", "b"], None),
+        (["recall", "--help"], None),
+        (["recall"], None),
+        (["remember", "Deploys need two approvals", "--kind", "decision", "-t", "ops", "--pin", "--project", "web"], None),
+        (["remember", "-", "--global", "--json", "--importance", "0.25", "--source", "agent", "-e", "Kafka"],
+         "Kafka lag alerts page the on-call\n"),
+        (["remember", "Deploys need two approvals", "--kind", "decision", "-t", "ops", "--pin", "--project", "web"], None),
+        (["remember", "my password is Xk9mP2qLw8vRt5", "--global"], None),
+        (["remember", "my password is Xk9mP2qLw8vRt5", "--global", "--json"], None),
+        (["remember", "x", "--kind", "nonsense"], None),
+        (["remember", "x", "--importance", "2"], None),
+        (["--db", "{db}", "remember", "  ", "--global"], None),
+    ]
+    results = _both_paths(tmp_path, seeded, cases)
+    for case, fast, typer_ in results:
+        assert fast == typer_, case
+    assert "deploy" in results[0][1][1].lower() and results[0][1][0] == 0  # the cases did run
+    assert json.loads(results[14][1][1])["id"] == 4 and results[16][1][0] == 1
+
+
+def test_the_fast_path_takes_only_command_lines_it_reads_exactly_as_the_typer_app():
+    from memsafe.cli import fast
+
+    command, db, kwargs = fast.parse(["--db=x.db", "recall", "-n", "3", "q", "--kind", "fact", "-k", "task", "--json"])
+    assert (command, db, kwargs["query"], kwargs["limit"], kwargs["kinds"], kwargs["json_"]) == (
+        "recall", "x.db", "q", 3, ["fact", "task"], True)
+    command, db, kwargs = fast.parse(["remember", "-", "--importance", ".5", "-e", "A", "--entity=B", "--global"])
+    assert (command, db, kwargs["content"], kwargs["importance"], kwargs["entities"], kwargs["global_"]) == (
+        "remember", None, "-", 0.5, ["A", "B"], True)
+    for argv in (["recall"], ["recall", "a", "b"], ["recall", "q", "--help"], ["recall", "q", "-h"], ["recall", "--", "q"],
+                 ["recall", "q", "-n5"], ["recall", "q", "--limit", "0"], ["recall", "q", "--limit", "+3"],
+                 ["recall", "q", "--limit", "３"], ["recall", "q", "--json=1"], ["recall", "q", "--project", "--json"],
+                 ["recall", "q", "--kind", "Fact"], ["remember", "x", "--importance", "1.5"],
+                 ["remember", "x", "--importance", "nan"], ["remember", "x", "--importance", "1e-1"],
+                 ["remember", "x", "--source", "me"], ["remember", "x", "--db", "y"], ["--db", "recall", "q"],
+                 ["--version", "recall", "q"], ["list"], [], ["recall", "q", "--unknown"]):
+        assert fast.parse(argv) is None, argv
+
+
+def test_a_text_no_secret_gate_can_match_is_scanned_without_detect_secrets(tmp_path):
+    """`safety._library_free` (no detect-secrets import) answers only for texts where the library
+    finds nothing: checked on the safety tests' whole corpus, in a process that kept the gates."""
+    from tests.test_safety import POSITIVES, _prefilter_corpus
+
+    from memsafe import safety
+
+    texts = _prefilter_corpus()
+    env = {**os.environ, "MEMSAFE_CACHE_DIR": str(tmp_path / "cache")}
+    code = ("import json, sys; from memsafe import safety; texts = json.load(sys.stdin); {}"
+            "print(json.dumps([[safety._library_free(t) for t in texts], 'detect_secrets' in sys.modules]))")
+    keep = subprocess.run([sys.executable, "-c", code.format("safety.scan('x');")], input=json.dumps(texts),
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert keep.returncode == 0, keep.stderr
+    assert json.loads(keep.stdout) == [[False] * len(texts), True]  # the library is loaded: never free
+    fresh = subprocess.run([sys.executable, "-c", code.format("")], input=json.dumps(texts),
+                           capture_output=True, text=True, env=env, timeout=300)
+    free, loaded = json.loads(fresh.stdout)
+    assert not loaded
+    assert not any(free[: len(POSITIVES)])
+    assert sum(free) >= len(texts) // 3  # ordinary text is the common case
+    for text, answered in zip(texts, free):
+        if answered:
+            assert safety.scan(text) == [], text
+
+
 def test_help_and_tab_answers_come_from_the_cache_and_equal_the_cli(seeded):
     plain = {**seeded, "MEMSAFE_CLI_CACHE": "0"}
     tab = {"_MEMSAFE_COMPLETE": "complete_bash", "COMP_WORDS": "memsafe\nrec", "COMP_CWORD": "1"}

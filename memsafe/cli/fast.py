@@ -6,7 +6,8 @@ handlers nobody runs were most of a whole-process recall).
 known options each as `--name VALUE`, `--name=VALUE`, `-x VALUE` or a flag, and one argument. For
 anything else (`--help`, an unknown or malformed option, a value out of range, a second argument,
 `--`, a completion request) it returns None and `memsafe.__main__` hands the command line to the
-Typer app, so help texts, usage errors and exit codes come from one place. The commands' bodies
+Typer app, so help texts, usage errors and exit codes come from one place (`MEMSAFE_CLI_FAST=0`
+sends every command line there). The commands' bodies
 (`recall`, `remember`) are shared: the Typer commands in `memsafe.cli.memory` call them too.
 """
 
@@ -143,7 +144,7 @@ def parse(argv: list[str]) -> tuple[str, str | None, dict] | None:
 def run(argv: list[str]) -> int | None:
     """Run `argv` when it is a plain `recall` or `remember` (see `parse`): returns the exit code.
     None when the Typer app must take it (nothing was done)."""
-    if "_MEMSAFE_COMPLETE" in os.environ:
+    if "_MEMSAFE_COMPLETE" in os.environ or os.environ.get("MEMSAFE_CLI_FAST", "1") == "0":
         return None
     parsed = parse(argv)
     if parsed is None:
