@@ -2,7 +2,8 @@
 
 - `percentile` / `summary`: order statistics of a list of samples (linear interpolation between
   closest ranks, numpy's default `linear` method; the median is the 0.5 percentile).
-- `time_process`: wall-clock seconds of one whole child process (spawn to exit).
+- `time_process` / `run_process`: wall-clock seconds of one whole child process (spawn to exit),
+  and the CPU seconds (user + system) it used.
 - `interleaved`: whole-process measures run in rounds, each round also timing the baseline
   `python -c pass`, so every figure comes with its ratio to the interpreter's own start-up
   measured under the same load. On a shared or loaded machine the seconds move; the ratios hold.
@@ -18,7 +19,7 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 
-__all__ = ["BASELINE", "Measure", "interleaved", "percentile", "summary", "time_process", "timed"]
+__all__ = ["BASELINE", "Measure", "interleaved", "percentile", "run_process", "summary", "time_process", "timed"]
 
 BASELINE = "python -c pass"
 
@@ -54,21 +55,42 @@ def timed(fn: Callable[[], object], runs: int) -> list[float]:
     return times
 
 
-def time_process(argv: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: str | None = None,
-                 ok_codes: Sequence[int] = (0,)) -> float:
-    """Wall-clock seconds from spawning `argv` to its exit (stdin empty, stdout discarded).
+def run_process(argv: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: str | None = None,
+                ok_codes: Sequence[int] = (0,)) -> tuple[float, float | None]:
+    """(wall-clock seconds from spawning `argv` to its exit, CPU seconds it used: user + system,
+    from `resource.getrusage(RUSAGE_CHILDREN)`; None where that is unavailable). Stdin is empty,
+    stdout discarded. A process it leaves behind (a detached helper) is not counted.
 
     Raises:
         RuntimeError: the exit code is not in `ok_codes` (the stderr tail is in the message).
     """
+    try:
+        import resource
+    except ImportError:  # Windows
+        resource = None
+
+    def children_cpu() -> float | None:
+        if resource is None:
+            return None
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return usage.ru_utime + usage.ru_stime
+
+    cpu_before = children_cpu()
     started = time.perf_counter()
     proc = subprocess.run(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                           stderr=subprocess.PIPE, env=None if env is None else {**os.environ, **env}, cwd=cwd)
     elapsed = time.perf_counter() - started
+    cpu_after = children_cpu()
     if proc.returncode not in ok_codes:
         tail = proc.stderr.decode("utf-8", "replace").strip()[-500:]
         raise RuntimeError(f"`{' '.join(argv)}` exited {proc.returncode}: {tail}")
-    return elapsed
+    return elapsed, None if cpu_before is None or cpu_after is None else cpu_after - cpu_before
+
+
+def time_process(argv: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: str | None = None,
+                 ok_codes: Sequence[int] = (0,)) -> float:
+    """Wall-clock seconds from spawning `argv` to its exit (`run_process`)."""
+    return run_process(argv, env=env, cwd=cwd, ok_codes=ok_codes)[0]
 
 
 class Measure:
@@ -89,11 +111,12 @@ class Measure:
         self.name, self.argv, self.timer, self.env, self.cwd = name, argv, timer, env, cwd
         self.target_s, self.target_ratio = target_s, target_ratio
 
-    def run(self, round_no: int) -> float:
+    def run(self, round_no: int) -> tuple[float, float | None]:
+        """(wall seconds, CPU seconds or None) of one run."""
         if self.timer is not None:
-            return self.timer(round_no)
+            return self.timer(round_no), None
         argv = self.argv(round_no) if callable(self.argv) else self.argv
-        return time_process(argv, env=self.env, cwd=self.cwd)
+        return run_process(argv, env=self.env, cwd=self.cwd)
 
 
 def interleaved(measures: Sequence[Measure], runs: int, *, python: str = sys.executable,
@@ -101,9 +124,10 @@ def interleaved(measures: Sequence[Measure], runs: int, *, python: str = sys.exe
     """Run every measure `runs` times in rounds; each round first times `python -c pass`.
 
     Returns:
-        {"baseline": summary of the baseline (s), "runs": runs,
-         "measures": {name: {"seconds": summary (s), "ratio": median over rounds of
-         measure / that round's baseline, "target_s", "target_ratio", "met": bool | None}}}
+        {"baseline": summary of the baseline (s), "baseline_cpu": summary of its CPU seconds,
+         "runs": runs, "measures": {name: {"seconds": summary (s), "cpu_seconds": summary of the
+         CPU seconds (user + system) or None, "ratio": median over rounds of measure / that
+         round's baseline, "target_s", "target_ratio", "met": bool | None}}}
         `met` is judged on the median seconds against `target_s` and on `ratio` against
         `target_ratio` (None when the measure has no target).
 
@@ -111,22 +135,30 @@ def interleaved(measures: Sequence[Measure], runs: int, *, python: str = sys.exe
         RuntimeError: a command failed.
     """
     base: list[float] = []
+    base_cpu: list[float] = []
     times: dict[str, list[float]] = {m.name: [] for m in measures}
+    cpus: dict[str, list[float]] = {m.name: [] for m in measures}
     ratios: dict[str, list[float]] = {m.name: [] for m in measures}
     for round_no in range(runs):
         if progress:
             progress(f"round {round_no + 1}/{runs}")
-        b = time_process([python, "-c", "pass"])
+        b, b_cpu = run_process([python, "-c", "pass"])
         base.append(b)
+        if b_cpu is not None:
+            base_cpu.append(b_cpu)
         for m in measures:
-            t = m.run(round_no)
+            t, cpu = m.run(round_no)
             times[m.name].append(t)
+            if cpu is not None:
+                cpus[m.name].append(cpu)
             ratios[m.name].append(t / b if b > 0 else 0.0)
-    out: dict = {"baseline": summary(base), "runs": runs, "measures": {}}
+    out: dict = {"baseline": summary(base), "baseline_cpu": summary(base_cpu) if base_cpu else None,
+                 "runs": runs, "measures": {}}
     for m in measures:
         secs = summary(times[m.name])
         ratio = round(percentile(ratios[m.name], 0.5), 2)
-        out["measures"][m.name] = {"seconds": secs, "ratio": ratio, "target_s": m.target_s,
+        out["measures"][m.name] = {"seconds": secs, "cpu_seconds": summary(cpus[m.name]) if cpus[m.name] else None,
+                                   "ratio": ratio, "target_s": m.target_s,
                                    "target_ratio": m.target_ratio, "met": judge(secs["p50"], ratio, m)}
     return out
 
