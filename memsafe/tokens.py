@@ -127,16 +127,39 @@ class _Known:
 
 
 @functools.lru_cache(maxsize=1)
-def _known() -> _Known | None:
-    """The counts measured before, when this process had not loaded the encoding at its first
-    count (decided once per process); None otherwise, or when the cache cannot be used
-    (MEMSAFE_TOKEN_CACHE=0 turns it off)."""
-    if _encoding.cache_info().currsize or os.environ.get("MEMSAFE_TOKEN_CACHE") == "0":
+def _known_file() -> _Known | None:
+    """The cache of counts, or None when it cannot be used (MEMSAFE_TOKEN_CACHE=0 turns it off)."""
+    if os.environ.get("MEMSAFE_TOKEN_CACHE") == "0":
         return None
     try:
         return _Known()
     except Exception:  # no cache folder, a locked or damaged file: count directly
         return None
+
+
+@functools.lru_cache(maxsize=1)
+def _known() -> _Known | None:
+    """The counts measured before, when this process had not loaded the encoding at its first
+    count (decided once per process); None otherwise."""
+    return None if _encoding.cache_info().currsize else _known_file()
+
+
+def keep_counts(texts) -> None:
+    """Count `texts` now and keep their counts for later processes (`_Known`), so a CLI recall
+    that returns them does not load the encoding. Called where new memories get their vectors
+    (the detached embedder, the server's warm thread): the encoding's load is paid there, off the
+    path of a command. Does nothing when the cache or the encoding is unavailable."""
+    known = _known_file()
+    if known is None or _encoding() is None:
+        return
+    try:
+        with known.conn:  # one transaction
+            for text in texts:
+                digest = known.digest(text)
+                if known.get(digest) is None:
+                    known.put(digest, _count(text))
+    except Exception:  # a cache: locked or removed, the counts are measured when needed
+        pass
 
 
 def encoding_name() -> str:

@@ -3,14 +3,15 @@ restore, purge, recall, status and config."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
 import uuid
 from collections.abc import Iterable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from memsafe import clock, embed, retrieve, settings, tokens
 from memsafe.api import graph as graph_api
@@ -53,6 +54,9 @@ from memsafe.models import (
 )
 from memsafe.render import count_of
 from memsafe.store import Store, connect
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
 
 __all__ = [
     "Opened", "open_store", "clean_text", "clean_tags", "clean_project", "current_project", "content_hash",
@@ -157,6 +161,7 @@ def backfill(store: Store, *, limit: int | None = BACKFILL_BATCH, batch_size: in
         attempted += len(rows)
         last_id = rows[-1][0]
         vectors = embedder.embed([content for _, content in rows], batch_size=batch_size)
+        tokens.keep_counts([content for _, content in rows])  # a CLI recall of them needs no tokenizer
         with store.write():
             current = {m.id: m.content for m in store.get_memories([i for i, _ in rows]).values()}
             for (memory_id, content), vec in zip(rows, vectors):
@@ -190,6 +195,7 @@ def embed_new(store: Store, *, limit: int = embed.BATCH_SIZE) -> tuple[int, list
     if not rows:
         return 0, []
     vectors = embedder.embed([content for _, content in rows])
+    tokens.keep_counts([content for _, content in rows])  # a CLI recall of them needs no tokenizer
     done, near_found = 0, []
     with store.write():
         store.ensure_vector_table(embedder.model_id, embedder.dim)
@@ -232,7 +238,10 @@ def embed_in_background(db_path: str | os.PathLike) -> bool:
 
 
 def _background_embedder(db_path: str) -> None:
-    """Body of the process `embed_in_background` starts (see there)."""
+    """Body of the process `embed_in_background` starts (see there). It runs at a lower CPU
+    priority (nice +10): the commands a user or an agent runs meanwhile come first."""
+    with contextlib.suppress(AttributeError, OSError):
+        os.nice(10)
     try:
         import fcntl
     except ImportError:  # Windows: no advisory lock; a second embedder only repeats work, never loses it
@@ -788,6 +797,8 @@ def _embed_query_async(store: Store, text: str) -> Future:
 
     with _embed_pool_lock:
         if _embed_pool is None:
+            from concurrent.futures import ThreadPoolExecutor  # with logging: ~10 ms a lexical command skips
+
             _embed_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memsafe-embed")
     return _embed_pool.submit(job)
 
