@@ -178,9 +178,12 @@ def embed_new(store: Store, *, limit: int = embed.BATCH_SIZE) -> tuple[int, list
     them: what `remember` would have said had it embedded inline (a server's remember replies
     before its vector exists; its warm thread calls this, FIELD-CASES/issue 13).
 
-    Each memory's nearest neighbour is looked up before its own vector is written, in one short
-    write, so two near-identical memories in the same batch are still reported. A memory changed
-    meanwhile stays pending.
+    Each memory's nearest neighbour is looked up among the stored vectors and among the memories
+    embedded before it in this batch (their vectors are compared here: unit vectors, so the dot
+    product is the cosine), so two near-identical memories in one batch are still reported. The
+    lookups run before the write, which then only stores the vectors: a short write, so a
+    `remember` arriving meanwhile waits for it as little as possible. A memory changed meanwhile
+    stays pending.
 
     Returns:
         (vectors written, [(memory id, {'id': nearest memory, 'similarity': cosine})]).
@@ -196,15 +199,29 @@ def embed_new(store: Store, *, limit: int = embed.BATCH_SIZE) -> tuple[int, list
         return 0, []
     vectors = embedder.embed([content for _, content in rows])
     tokens.keep_counts([content for _, content in rows])  # a CLI recall of them needs no tokenizer
-    done, near_found = 0, []
     with store.write():
         store.ensure_vector_table(embedder.model_id, embedder.dim)
-        current = store.get_memories([i for i, _ in rows])
-        for (memory_id, content), vec in zip(rows, vectors):
-            memory = current.get(memory_id)
-            if memory is None or memory.content != content:
+    current = store.get_memories([i for i, _ in rows])
+    threshold = config_value(store, "near_duplicate_threshold")
+    kept: list[tuple[int, object, dict | None]] = []  # (memory id, vector, its near-duplicate)
+    for (memory_id, content), vec in zip(rows, vectors):
+        memory = current.get(memory_id)
+        if memory is None or memory.content != content:
+            continue
+        near = _near_duplicate(store, embedder, vec, memory.project, exclude=memory_id)
+        for other_id, other_vec, _ in kept:  # earlier in this batch: not stored yet
+            other = current[other_id]
+            similarity = float(vec @ other_vec)
+            if other.project == memory.project and other.status == Status.ACTIVE.value and similarity >= threshold \
+                    and (near is None or similarity > near["similarity"]):
+                near = {"id": other_id, "similarity": round(similarity, 4)}
+        kept.append((memory_id, vec, near))
+    done, near_found = 0, []
+    with store.write():
+        now = store.get_memories([i for i, _, _ in kept])
+        for memory_id, vec, near in kept:
+            if memory_id not in now or now[memory_id].content != current[memory_id].content:
                 continue
-            near = _near_duplicate(store, embedder, vec, memory.project, exclude=memory_id)
             store.put_vector(memory_id, _vector_bytes(vec))
             done += 1
             if near is not None:
