@@ -100,7 +100,8 @@ def _both_paths(tmp_path, seeded, cases):
         for name in ("fast", "typer"):
             db = envs[name]["MEMSAFE_DB"]
             proc = run([a.replace("{db}", db) for a in args], envs[name], input=stdin)
-            results.append((proc.returncode, *(uid.sub("UID", t.replace(db, "DB")) for t in (proc.stdout, proc.stderr))))
+            shown = (uid.sub("UID", t.replace(db, "DB")) for t in (proc.stdout, proc.stderr))
+            results.append((proc.returncode, *shown))
         out.append(((args, stdin), *results))
     source.close()
     return out
@@ -111,7 +112,8 @@ def test_the_fast_path_prints_and_exits_exactly_as_the_typer_app(tmp_path, seede
     errors and help, whichever path runs the command line."""
     cases = [
         (["recall", "deploy", "--project", "web", "--mode", "lexical"], None),
-        (["recall", "deploy", "--all-projects", "--json", "--limit", "1", "-b", "300", "-k", "general", "-t", "x"], None),
+        (["recall", "deploy", "--all-projects", "--json", "--limit", "1", "-b", "300", "-k", "general", "-t", "x"],
+         None),
         (["recall", "cache warmed", "--all-projects", "--include-forgotten", "--since", "24h"], None),
         (["recall", "deploy", "--as-of", "3 days ago", "--include-forgotten"], None),
         (["recall", "deploy", "--as-of", "3 days ago", "--include-forgotten", "--json"], None),
@@ -123,10 +125,10 @@ def test_the_fast_path_prints_and_exits_exactly_as_the_typer_app(tmp_path, seede
         (["recall", "a", "b"], None),
         (["recall", "--help"], None),
         (["recall"], None),
-        (["remember", "Deploys need two approvals", "--kind", "decision", "-t", "ops", "--pin", "--project", "web"], None),
+        (["remember", "Deploys need two approvals", "--kind", "decision", "-t", "ops", "--pin", "-p", "web"], None),
         (["remember", "-", "--global", "--json", "--importance", "0.25", "--source", "agent", "-e", "Kafka"],
          "Kafka lag alerts page the on-call\n"),
-        (["remember", "Deploys need two approvals", "--kind", "decision", "-t", "ops", "--pin", "--project", "web"], None),
+        (["remember", "Deploys need two approvals", "--kind", "decision", "-t", "ops", "--pin", "-p", "web"], None),
         (["remember", "my password is Xk9mP2qLw8vRt5", "--global"], None),
         (["remember", "my password is Xk9mP2qLw8vRt5", "--global", "--json"], None),
         (["remember", "x", "--kind", "nonsense"], None),
@@ -149,7 +151,8 @@ def test_the_fast_path_takes_only_command_lines_it_reads_exactly_as_the_typer_ap
     command, db, kwargs = fast.parse(["remember", "-", "--importance", ".5", "-e", "A", "--entity=B", "--global"])
     assert (command, db, kwargs["content"], kwargs["importance"], kwargs["entities"], kwargs["global_"]) == (
         "remember", None, "-", 0.5, ["A", "B"], True)
-    for argv in (["recall"], ["recall", "a", "b"], ["recall", "q", "--help"], ["recall", "q", "-h"], ["recall", "--", "q"],
+    for argv in (["recall"], ["recall", "a", "b"], ["recall", "q", "--help"], ["recall", "q", "-h"],
+                 ["recall", "--", "q"],
                  ["recall", "q", "-n5"], ["recall", "q", "--limit", "0"], ["recall", "q", "--limit", "+3"],
                  ["recall", "q", "--limit", "３"], ["recall", "q", "--json=1"], ["recall", "q", "--project", "--json"],
                  ["recall", "q", "--kind", "Fact"], ["remember", "x", "--importance", "1.5"],
@@ -162,7 +165,7 @@ def test_the_fast_path_takes_only_command_lines_it_reads_exactly_as_the_typer_ap
 def test_a_text_no_secret_gate_can_match_is_scanned_without_detect_secrets(tmp_path):
     """`safety._library_free` (no detect-secrets import) answers only for texts where the library
     finds nothing: checked on the safety tests' whole corpus, in a process that kept the gates."""
-    from tests.test_safety import POSITIVES, _prefilter_corpus
+    from test_safety import POSITIVES, _prefilter_corpus
 
     from memsafe import safety
 
