@@ -323,7 +323,7 @@ class ServerState:
         embedding beside sequential remembers took their reply from 9 to 15 ms)."""
         _background_priority()
         try:
-            tokens.count("warm up")
+            tokens.warm()  # first, so this process counts tokens directly (not through the cache file)
             if embed.get_embedder() is None:
                 log.info("model unavailable (%s); recall stays lexical", embed.load_error())
                 return
