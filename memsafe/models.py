@@ -74,6 +74,8 @@ class Hit:
         tokens: cl100k_base token count of `text`.
         score: final ranking score (higher is better; comparable within one recall only).
         lexical_rank / vector_rank: 1-based rank in each retriever's list, None if absent.
+        context_of: id of the adjacent turn of the same conversation, ranked highest, that lent
+            this turn relevance (`retrieve.in_context`), None if none did.
     """
 
     memory: Memory
@@ -83,6 +85,7 @@ class Hit:
     truncated: bool = False
     lexical_rank: int | None = None
     vector_rank: int | None = None
+    context_of: int | None = None
 
 
 @dataclass

@@ -94,6 +94,7 @@ def hit_dict(hit: Hit) -> dict:
         "updated_at": m.updated_at,
         "lexical_rank": hit.lexical_rank,
         "vector_rank": hit.vector_rank,
+        "context_of": hit.context_of,
     }
 
 

@@ -288,6 +288,8 @@ class Candidate:
         hop: strength in [0, 1] of the relation linking it to an entity the query names (graph).
         words: distinct content words of the memory (`content_words`).
         created_at / last_used_at: aware UTC; last_used_at = last explicit use, else creation.
+        before / after: ids of the turns just before and just after it in the same conversation
+            (`same_conversation`), when it is a conversation turn and they are in scope.
     """
 
     id: int
@@ -305,6 +307,23 @@ class Candidate:
     graph_degree: int = 0
     confidence: float = 0.8
     decay_level: int = 0
+    before: int | None = None
+    after: int | None = None
+
+
+CONVERSATION_GAP_SECONDS = 3600.0  # turns written further apart than this are not one conversation
+
+
+def same_conversation(a, b) -> bool:
+    """True if memories `a` and `b` (`models.Memory`, consecutive ids) are turns of one
+    conversation: both of kind `conversation`, in the same project, written at most
+    CONVERSATION_GAP_SECONDS apart (created_at, UTC ISO-8601)."""
+    from memsafe import clock
+
+    if a.kind != "conversation" or b.kind != "conversation" or a.project != b.project:
+        return False
+    gap = abs((clock.parse_iso(a.created_at) - clock.parse_iso(b.created_at)).total_seconds())
+    return gap <= CONVERSATION_GAP_SECONDS
 
 
 def content_words(text: str, limit: int = 64) -> int:
@@ -339,11 +358,12 @@ class Fusion:
 
     weight_lexical: float = 16.0
     weight_vector: float = 4.0
-    min_similarity: float = 0.15
+    min_similarity: float = 0.1
     coverage_power: float = 3.0
     substance_words: float = 6.0
     weight_time: float = 3.0
     weight_hop: float = 1.0
+    weight_context: float = 0.4
 
 
 def vector_relevance(similarity: float, words: int, f: Fusion) -> float:
@@ -389,6 +409,29 @@ def fuse(cands: Sequence[Candidate], query: Query, f: Fusion) -> dict[int, float
         if query.windows and c.created_at is not None and f.weight_time:
             score += f.weight_time * when.closeness(c.created_at, query.windows)
         out[c.id] = score
+    return out
+
+
+def in_context(cands: Sequence[Candidate], relevance: dict[int, float], weight: float) -> dict[int, float]:
+    """Step "context": a conversation turn is read with the turns around it. Each turn gains
+    `weight` × the larger relevance of the turn just before and the turn just after it
+    (`Candidate.before` / `after`), so the answer to a question asked in the conversation ranks
+    next to it ("Got any fave styles?" → "Contemporary dance is so expressive"): the answer alone
+    shares no word and little meaning with a query that repeats the question. A turn with no
+    relevance of its own can enter this way. Relevances are those of `fuse` (before the lift:
+    one step away, never chained). Issue 11: on the LoCoMo development split, with the other
+    defaults, weight 0.4 raised R@5 of categories 1–4 by about 5 points (settings.CONFIG_KEYS).
+
+    Returns `relevance` unchanged when `weight` ≤ 0 or no candidate has a neighbour, else new
+    scores: {id: relevance ≥ 0}.
+    """
+    if weight <= 0:
+        return relevance
+    out = dict(relevance)
+    for c in cands:
+        near = [relevance[n] for n in (c.before, c.after) if n is not None and n in relevance]
+        if near and max(near) > 0:
+            out[c.id] = relevance.get(c.id, 0.0) + weight * max(near)
     return out
 
 

@@ -166,11 +166,10 @@ def locomo_groups(rows: list[dict]) -> dict[str, list[dict]]:
 
 
 GRID = {
-    "coverage_power": [2.5, 3.0, 3.5],
-    "weight_lexical": [12, 16, 20, 24],
-    "weight_vector": [3, 4, 5, 6],
-    "weight_hop": [0.7, 1.0, 1.5],
-    "weight_time": [1.0, 3.0],
+    "coverage_power": [2.0, 3.0],
+    "weight_vector": [3, 4, 6],
+    "min_similarity": [0.1, 0.15],
+    "weight_context": [0.0, 0.3, 0.4, 0.5],
 }
 
 
@@ -189,11 +188,27 @@ def cv(cands: str, grid: dict) -> None:
         train = [n for n in names if n != held]
         chosen = max(table, key=lambda t: statistics.fmean(t[1][n] / best[n] for n in train))
         print(f"held out {held}: chosen {chosen[0]} → {held} {chosen[1][held]:.3f} (best on the grid {best[held]:.3f})")
+    if "locomo" in data:  # the conversations one by one: chosen on the others and every other corpus
+        convs = sorted({r["conv"] for r in data["locomo"]})
+        for held in convs:
+            train = {**data, "locomo": [r for r in data["locomo"] if r["conv"] != held]}
+            scored = [(p, corpus_scores(train, p)) for p in points]
+            top = {n: max(t[1][n] for t in scored) for n in names}
+            fits = [t for t in scored if t[1]["_floors"] and t[1].get("_lexical_ok", True)] or scored
+            chosen = max(fits, key=lambda t: statistics.fmean(t[1][n] / top[n] for n in names))
+            test = [r for r in data["locomo"] if r["conv"] == held]
+            print(f"held out LoCoMo conversation {held}: chosen {chosen[0]} → R@5 {metrics(test, chosen[0])['r@5']:.3f}"
+                  f" (best on the grid {max(metrics(test, p)['r@5'] for p in points):.3f})")
     kept = ([t for t in table if t[1]["_floors"] and t[1].get("_lexical_ok", True)]
             or [t for t in table if t[1]["_floors"]] or table)
     print(f"{len(kept)} points keep the own floors and hybrid ≥ lexical on LoCoMo", file=sys.stderr)
     chosen = max(kept, key=lambda t: statistics.fmean(t[1][n] / best[n] for n in names))
     print("chosen:", chosen[0], {n: round(v, 3) for n, v in chosen[1].items() if not n.startswith("_")})
+    if "locomo" in data:
+        for g, rows in locomo_groups(data["locomo"]).items():
+            for label, params in (("hybrid", chosen[0]), ("lexical", {**chosen[0], "weight_vector": 0.0})):
+                m = metrics(rows, params)
+                print(f"  LoCoMo {g} {label}: " + " ".join(f"{k} {100 * v:.1f}" for k, v in m.items()))
 
 
 def main() -> None:

@@ -274,3 +274,16 @@ def test_f12_time_filter_returns_the_recent_ones(store, monkeypatch, mode):
     api.backfill(store, limit=None)
     result = api.recall(store, "deploy pipeline", since="2026-06-01T00:00:00Z", limit=10, mode=mode)
     assert sorted(h.memory.id for h in result.hits) == recent
+
+
+def test_context_lifts_the_turns_next_to_a_relevant_turn_one_step_only():
+    # retrieve.in_context: turn 2 answers turn 1 (relevance 10) and gains 0.4 × 10; turn 3, two
+    # steps away, gains only through turn 2's own relevance (none): never chained.
+    cands = [retrieve.Candidate(1, after=2), retrieve.Candidate(2, before=1, after=3),
+             retrieve.Candidate(3, before=2), retrieve.Candidate(4)]
+    relevance = {1: 10.0, 4: 3.0}
+    lifted = retrieve.in_context(cands, relevance, 0.4)
+    assert lifted == {1: 10.0, 2: 4.0, 4: 3.0}
+    assert retrieve.in_context(cands, relevance, 0.0) is relevance
+    both = retrieve.in_context(cands, {1: 10.0, 3: 5.0}, 0.5)
+    assert both[2] == 5.0  # the larger neighbour counts, not their sum

@@ -209,3 +209,58 @@ def test_bench_dataset_not_locomo_is_one_line(cli, tmp_path):
     path.write_text('{"a": 1}', encoding="utf-8")
     r = cli("bench", "--dataset", "locomo", str(path))
     assert r.exit_code != 0 and "LoCoMo format" in r.stderr and "Traceback" not in r.stderr
+
+
+# A conversation stored turn by turn (kind conversation, as `bench --dataset locomo` and a chat
+# import store it): the answer to a question asked in the conversation shares no word with a
+# query that repeats the question; the question's turn does.
+TALK = [
+    "Lea: I finally got a membership at the pottery studio on Elm Street this week.",
+    "Max: That is great! What kind of pieces do you want to make at the studio?",
+    "Lea: Mostly big serving bowls with a blue glaze, like my grandmother had.",
+    "Max: Sounds lovely. My week was all meetings.",
+    "Lea: The studio has a kiln that fits twenty pieces at once.",
+    "Max: Do you want to make something for the office too?",
+    "Lea: Maybe later, first I want to learn the wheel properly.",
+    "Max: The studio on Elm Street also runs a class for kids, my niece loves it.",
+    "Lea: What kind of music do you want at the party?",
+    "Max: Something calm, the neighbours complain.",
+]
+
+
+def _talk(store, kind="conversation", **kw):
+    return [api.remember(store, turn, kind=kind, **kw).id for turn in TALK]
+
+
+def test_a_conversation_turn_is_found_through_the_question_it_answers(store):
+    # Issue 11, content over chit-chat, found on LoCoMo: the top hits were the turns that asked
+    # the question ("What dance were you doing?"), and the turn after them, which answers it, was
+    # far down. Each conversation turn now gains a share of the relevance of the turns around it.
+    ids = _talk(store)
+    question, answer = ids[1], ids[2]
+    query = "What kind of pieces does Lea want to make at the studio?"
+    result = api.recall(store, query)
+    hits = [h.memory.id for h in result.hits]
+    assert hits[0] == question and answer in hits[:3]
+    assert result.hits[hits.index(answer)].context_of == question  # why it ranked, for --json and the page
+    api.config_set(store, "weight_context", "0")  # the mechanism, switched off: the answer falls back
+    assert answer not in [h.memory.id for h in api.recall(store, query).hits[:3]]
+
+
+def test_context_stays_inside_one_conversation_and_the_scope(store):
+    # Only turns of kind conversation, in the same project, written close together, and visible in
+    # the scope lend each other relevance: notes of other kinds, another project's turns, turns
+    # outside a tag filter and forgotten turns never enter through a neighbour.
+    query = "What kind of pieces does Lea want to make at the studio?"
+    notes = _talk(store, kind="fact")
+    assert notes[2] not in [h.memory.id for h in api.recall(store, query).hits[:3]]
+    turns = _talk(store, project="pottery", tags=["chat"])
+    answer = turns[2]
+    api.forget(store, answer)
+    found = [h.memory.id for h in api.recall(store, query, all_projects=True).hits]
+    assert answer not in found
+    api.restore(store, answer)
+    api.update(store, answer, tags=[])
+    tagged = api.recall(store, query, project="pottery", tags=["chat"])
+    assert answer not in [h.memory.id for h in tagged.hits]
+    assert answer in [h.memory.id for h in api.recall(store, query, project="pottery").hits[:3]]

@@ -627,18 +627,19 @@ def default_config() -> dict:
 
 def score_candidates(cands: Sequence[retrieve.Candidate], q: retrieve.Query, cfg: dict
                      ) -> list[tuple[float, retrieve.Candidate]]:
-    """Steps fusion (with time and graph) and scoring, pure: [(score, candidate)] best first."""
+    """Steps fusion (with time and graph), context and scoring, pure: [(score, candidate)] best first."""
     fusion = retrieve.Fusion(
         weight_lexical=cfg["weight_lexical"], weight_vector=cfg["weight_vector"],
         min_similarity=cfg["min_similarity"], coverage_power=cfg["coverage_power"],
         substance_words=cfg["substance_words"], weight_time=cfg["weight_time"], weight_hop=cfg["weight_hop"],
+        weight_context=cfg["weight_context"],
     )
     weights = retrieve.Weights(
         recency=cfg["weight_recency"], access=cfg["weight_access"], graph=cfg["weight_graph"],
         confidence=cfg["weight_confidence"], decay=cfg["weight_decay"],
         recency_half_life_days=cfg["recency_half_life_days"],
     )
-    relevance = retrieve.fuse(cands, q, fusion)
+    relevance = retrieve.in_context(cands, retrieve.fuse(cands, q, fusion), fusion.weight_context)
     held = {c.id: c.exact for c in cands if c.exact}
     for i in held:  # a memory holding an exact term ranks first in every mode, found by meaning or not
         relevance.setdefault(i, 0.0)
@@ -677,6 +678,8 @@ def _candidates(store: Store, q: retrieve.Query, scope: Scope, depth: int, mode:
         for i, strength in hops.items():
             by_id.setdefault(i, retrieve.Candidate(i)).hop = strength
     memories = store.get_memories(list(by_id))
+    if cfg["weight_context"] > 0:
+        _link_turns(store, by_id, memories, scope)
     degrees = store.entity_degrees(list(by_id))
     cands = []
     for i, c in by_id.items():
@@ -690,6 +693,31 @@ def _candidates(store: Store, q: retrieve.Query, scope: Scope, depth: int, mode:
         c.graph_degree = degrees.get(i, 0)
         cands.append(c)
     return cands, memories, used_mode
+
+
+def _link_turns(store: Store, by_id: dict[int, retrieve.Candidate], memories: dict[int, Memory], scope: Scope
+                ) -> None:
+    """Step "candidates", conversation context: link each candidate that is a conversation turn to
+    the turns just before and after it (ids ± 1, `retrieve.same_conversation`) that `scope` may
+    see, adding those turns as candidates with no retriever features (`retrieve.in_context` gives
+    them their relevance). One read of at most two memories per candidate turn."""
+    turns = [i for i in by_id if i in memories and memories[i].kind == Kind.CONVERSATION.value]
+    if not turns:
+        return
+    wanted = {n for i in turns for n in (i - 1, i + 1)} - memories.keys()
+    memories.update(store.get_memories(sorted(wanted)) if wanted else {})
+    since = clock.parse_iso(scope.since) if scope.since else None
+
+    def visible(m: Memory) -> bool:
+        return (m.status in scope.statuses and (not scope.kinds or m.kind in scope.kinds)
+                and set(scope.tags) <= set(m.tags) and (since is None or clock.parse_iso(m.created_at) >= since))
+
+    for i in turns:
+        for n, side in ((i - 1, "before"), (i + 1, "after")):
+            near = memories.get(n)
+            if near is not None and visible(near) and retrieve.same_conversation(memories[i], near):
+                setattr(by_id[i], side, n)
+                by_id.setdefault(n, retrieve.Candidate(n))
 
 
 def _pack(store: Store, ranked: list[tuple[float, retrieve.Candidate]], memories: dict[int, Memory], effective: int,
@@ -721,9 +749,15 @@ def _pack(store: Store, ranked: list[tuple[float, retrieve.Candidate]], memories
     if skipped and packed:
         shown = ", ".join(map(str, skipped[:5])) + (f" and {len(skipped) - 5} more" if len(skipped) > 5 else "")
         notes.append(f"better-ranked memories did not fit the budget: {shown}; raise the budget or `get` them")
+    order = {c.id: n for n, (_, c) in enumerate(ranked)}
+
+    def context_of(c: retrieve.Candidate) -> int | None:  # the neighbour that lent it relevance, ranked highest
+        near = [n for n in (c.before, c.after) if n in order]
+        return min(near, key=order.__getitem__) if near else None
+
     hits = [
         Hit(memory=memories[c.id], text=p.text, tokens=p.tokens, score=round(score, 6), truncated=p.truncated,
-            lexical_rank=c.lexical_rank, vector_rank=c.vector_rank)
+            lexical_rank=c.lexical_rank, vector_rank=c.vector_rank, context_of=context_of(c))
         for p in packed
         for score, c in [ranked[p.index]]
     ]
