@@ -326,6 +326,25 @@ def same_conversation(a, b) -> bool:
     return gap <= CONVERSATION_GAP_SECONDS
 
 
+def link_turns(cands: dict[int, Candidate], visible: dict) -> None:
+    """Step "candidates", conversation context: link each candidate that is a conversation turn to
+    the turns just before and after it (ids ± 1) when `same_conversation`, setting
+    `Candidate.before` / `after` and adding those turns as candidates with no retriever features
+    (`in_context` gives them their relevance).
+
+    Args:
+        cands: {id: Candidate}, changed in place.
+        visible: {id: memory (`models.Memory` or `history.PastState`)} holding at least the
+            candidates and their ± 1 neighbours that the query's scope may see.
+    """
+    for i in [i for i in cands if i in visible and visible[i].kind == "conversation"]:
+        for n, side in ((i - 1, "before"), (i + 1, "after")):
+            near = visible.get(n)
+            if near is not None and same_conversation(visible[i], near):
+                setattr(cands[i], side, n)
+                cands.setdefault(n, Candidate(n))
+
+
 def content_words(text: str, limit: int = 64) -> int:
     """Distinct words of at least 3 letters that are not stop-words, counted up to `limit`:
     a measure of how much a memory says ("Jon: See ya Gina!" says little)."""

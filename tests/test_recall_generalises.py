@@ -243,6 +243,7 @@ def test_a_conversation_turn_is_found_through_the_question_it_answers(store):
     hits = [h.memory.id for h in result.hits]
     assert hits[0] == question and answer in hits[:3]
     assert result.hits[hits.index(answer)].context_of == question  # why it ranked, for --json and the page
+    assert [h.memory.id for h in api.recall_as_of(store, query, as_of="now").hits] == hits  # the same steps
     api.config_set(store, "weight_context", "0")  # the mechanism, switched off: the answer falls back
     assert answer not in [h.memory.id for h in api.recall(store, query).hits[:3]]
 

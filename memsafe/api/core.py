@@ -697,10 +697,9 @@ def _candidates(store: Store, q: retrieve.Query, scope: Scope, depth: int, mode:
 
 def _link_turns(store: Store, by_id: dict[int, retrieve.Candidate], memories: dict[int, Memory], scope: Scope
                 ) -> None:
-    """Step "candidates", conversation context: link each candidate that is a conversation turn to
-    the turns just before and after it (ids ± 1, `retrieve.same_conversation`) that `scope` may
-    see, adding those turns as candidates with no retriever features (`retrieve.in_context` gives
-    them their relevance). One read of at most two memories per candidate turn."""
+    """Step "candidates", conversation context (`retrieve.link_turns`) with the turns just before
+    and after each candidate turn that `scope` may see: one read of at most two memories per
+    candidate turn."""
     turns = [i for i in by_id if i in memories and memories[i].kind == Kind.CONVERSATION.value]
     if not turns:
         return
@@ -712,12 +711,7 @@ def _link_turns(store: Store, by_id: dict[int, retrieve.Candidate], memories: di
         return (m.status in scope.statuses and (not scope.kinds or m.kind in scope.kinds)
                 and set(scope.tags) <= set(m.tags) and (since is None or clock.parse_iso(m.created_at) >= since))
 
-    for i in turns:
-        for n, side in ((i - 1, "before"), (i + 1, "after")):
-            near = memories.get(n)
-            if near is not None and visible(near) and retrieve.same_conversation(memories[i], near):
-                setattr(by_id[i], side, n)
-                by_id.setdefault(n, retrieve.Candidate(n))
+    retrieve.link_turns(by_id, {i: m for i, m in memories.items() if i in by_id or visible(m)})
 
 
 def _pack(store: Store, ranked: list[tuple[float, retrieve.Candidate]], memories: dict[int, Memory], effective: int,

@@ -406,6 +406,8 @@ def recall_as_of(
     for rank, (i, sim) in enumerate(vector, start=1):
         c = by_id.setdefault(i, retrieve.Candidate(i))
         c.similarity, c.vector_rank = sim, rank
+    if config_value(store, "weight_context") > 0:
+        retrieve.link_turns(by_id, visible)
     degrees = store.entity_degrees(list(by_id))
     for i, c in by_id.items():
         s = visible[i]
