@@ -286,7 +286,7 @@ class Candidate:
         coverage: share of the query's IDF mass the memory holds (`term_coverage`).
         similarity: cosine similarity of query and memory vectors, None when KNN did not find it.
         hop: strength in [0, 1] of the relation linking it to an entity the query names (graph).
-        words: distinct content words of the memory (`content_words`).
+        words: distinct content words of the memory (`content_words`); set only when `similarity` is.
         created_at / last_used_at: aware UTC; last_used_at = last explicit use, else creation.
         before / after: ids of the turns just before and just after it in the same conversation
             (`same_conversation`), when it is a conversation turn and they are in scope.
@@ -348,13 +348,9 @@ def link_turns(cands: dict[int, Candidate], visible: dict) -> None:
 def content_words(text: str, limit: int = 64) -> int:
     """Distinct words of at least 3 letters that are not stop-words, counted up to `limit`:
     a measure of how much a memory says ("Jon: See ya Gina!" says little)."""
-    seen: set[str] = set()
-    for word in _WORD.findall(text.lower()):
-        if len(word) >= 3 and word not in STOP_WORDS:
-            seen.add(word)
-            if len(seen) >= limit:
-                break
-    return len(seen)
+    words = set(_WORD.findall(text.lower()))
+    words.difference_update(STOP_WORDS)
+    return min(limit, sum(len(w) >= 3 for w in words))
 
 
 def lexical_relevance(bm25: float, coverage: float, coverage_power: float) -> float:
@@ -377,7 +373,7 @@ class Fusion:
 
     weight_lexical: float = 16.0
     weight_vector: float = 4.0
-    min_similarity: float = 0.1
+    min_similarity: float = 0.15
     coverage_power: float = 3.0
     substance_words: float = 6.0
     weight_time: float = 3.0

@@ -205,3 +205,25 @@ def test_a_degenerate_stored_vector_does_not_break_recall(store):
     with store.write():
         store.put_vector(bad.id, struct.pack("<384f", *([math.inf] * 384)))
     assert api.recall(store, "bazel build").hits[0].memory.id == bad.id  # found lexically still
+
+
+def test_the_in_memory_copy_reads_vec0_chunks_exactly_as_the_virtual_table(tmp_path):
+    """A fresh process loads every vector from sqlite-vec's chunks (much cheaper than a scan of the
+    virtual table at 100,000 vectors): the same ids and bytes as the virtual table, after deletes
+    (holes in a chunk's validity bitmap) and re-embeds, across more than one chunk."""
+    store = SQLiteStore(tmp_path / "c.db")
+    with store.write():
+        store.ensure_vector_table("m1", 384)
+        for n in range(1, 1500):
+            store.insert_memory(_row(n), [])
+            store.put_vector(n, _unit(n).tobytes())
+        store.delete_memories([5, 6, 700, 1499])
+        store.put_vector(9, _unit(999).tobytes())
+    truth = dict(store.conn.execute("SELECT memory_id, embedding FROM vec_memories"))
+    loaded = store._chunks_of(len(truth), 384)
+    assert loaded is not None  # the chunk layout was recognised, not the slow fallback
+    ids, matrix = loaded
+    assert sorted(ids.tolist()) == sorted(truth)
+    assert all(matrix[k].tobytes() == truth[int(i)] for k, i in enumerate(ids))
+    assert store._chunks_of(len(truth) + 1, 384) is None  # a count that disagrees: read the table instead
+    store.close()

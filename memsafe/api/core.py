@@ -686,7 +686,7 @@ def _candidates(store: Store, q: retrieve.Query, scope: Scope, depth: int, mode:
         m = memories.get(i)
         if m is None or m.status not in scope.statuses:
             continue
-        c.words = retrieve.content_words(m.content)
+        c.words = retrieve.content_words(m.content) if c.similarity is not None else 0  # read by the vector half only
         c.created_at = clock.parse_iso(m.created_at)
         c.last_used_at = clock.parse_iso(m.last_accessed_at) if m.last_accessed_at else None
         c.access_count, c.confidence, c.decay_level = m.access_count, m.confidence, m.decay_level

@@ -411,7 +411,7 @@ def recall_as_of(
     degrees = store.entity_degrees(list(by_id))
     for i, c in by_id.items():
         s = visible[i]
-        c.words = retrieve.content_words(s.content)
+        c.words = retrieve.content_words(s.content) if c.similarity is not None else 0  # read by the vector half only
         c.created_at = clock.parse_iso(s.created_at)
         c.last_used_at = clock.parse_iso(s.last_accessed_at) if s.last_accessed_at else None
         c.access_count, c.confidence, c.decay_level = s.access_count, s.confidence, s.decay_level

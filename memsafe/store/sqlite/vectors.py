@@ -195,18 +195,63 @@ class SQLiteVectors:
             dim = int(self.config_get("_embedding_dim") or 0)
             if not n or not dim:
                 return None
-            # filled row by row into one preallocated array: peak memory = the matrix itself
+            loaded = self._chunks_of(n, dim)
+            if loaded is None:
+                # filled row by row into one preallocated array: peak memory = the matrix itself
+                ids = np.empty(n, dtype=np.int64)
+                matrix = np.empty((n, dim), dtype=np.float32)
+                filled = 0
+                for memory_id, blob in self.conn.execute("SELECT memory_id, embedding FROM vec_memories"):
+                    if filled == n:
+                        break
+                    ids[filled] = memory_id
+                    matrix[filled] = np.frombuffer(blob, dtype=np.float32)
+                    filled += 1
+                loaded = ids[:filled], matrix[:filled]
+            self._vcache = _VectorCache(*loaded, tail)
+            return self._vcache
+
+    def _chunks_of(self, n: int, dim: int):
+        """(ids (n,) int64, vectors (n, dim) float32) read straight from vec0's shadow tables, chunk
+        by chunk (sqlite-vec 0.1.x: `vec_memories_chunks` holds per chunk a validity bitmap, bit i
+        of byte i // 8 from the low bit, and its rowids as int64; `vec_memories_vector_chunks00`
+        its vectors, float32 row-major). Reading the virtual table instead costs ~14 µs of CPU a
+        row (1.4 s at 100,000 vectors) against ~1 µs here. None when the layout is not the one
+        expected (another sqlite-vec version) or the count differs from `n`: the caller then
+        reads the virtual table."""
+        import numpy as np
+
+        try:
+            version = self.conn.execute(
+                "SELECT value FROM vec_memories_info WHERE key = 'CREATE_VERSION'").fetchone()
+            if not version or not str(version[0]).startswith("v0.1."):
+                return None
             ids = np.empty(n, dtype=np.int64)
             matrix = np.empty((n, dim), dtype=np.float32)
             filled = 0
-            for memory_id, blob in self.conn.execute("SELECT memory_id, embedding FROM vec_memories"):
-                if filled == n:
-                    break
-                ids[filled] = memory_id
-                matrix[filled] = np.frombuffer(blob, dtype=np.float32)
-                filled += 1
-            self._vcache = _VectorCache(ids[:filled], matrix[:filled], tail)
-            return self._vcache
+            chunks = {chunk: (size, validity, rowids) for chunk, size, validity, rowids in self.conn.execute(
+                "SELECT chunk_id, size, validity, rowids FROM vec_memories_chunks")}
+            # two plain scans: a join would look each 1.5 MB vector chunk up through its
+            # non-integer `rowid` column, rereading the table once per chunk
+            for chunk, vectors in self.conn.execute("SELECT rowid, vectors FROM vec_memories_vector_chunks00"):
+                if chunk not in chunks:
+                    return None
+                size, validity, rowids = chunks.pop(chunk)
+                if len(validity) * 8 < size or len(rowids) != size * 8 or len(vectors) != size * dim * 4:
+                    return None
+                live = np.unpackbits(np.frombuffer(validity, dtype=np.uint8), bitorder="little")[:size].astype(bool)
+                count = int(live.sum())
+                if filled + count > n:
+                    return None
+                whole = count == size
+                ids[filled:filled + count] = np.frombuffer(rowids, dtype=np.int64) if whole else \
+                    np.frombuffer(rowids, dtype=np.int64)[live]
+                block = np.frombuffer(vectors, dtype=np.float32).reshape(size, dim)
+                matrix[filled:filled + count] = block if whole else block[live]
+                filled += count
+        except apsw.SQLError:
+            return None
+        return (ids, matrix) if filled == n else None
 
     def _vectors_for(self, ids: list[int]) -> dict[int, bytes]:
         out = {}
