@@ -190,7 +190,8 @@ def test_a_schema_1_store_gets_its_word_index_rebuilt_with_nothing_lost(pg_serve
             conn = PgConnection(raw)
             conn.script("CREATE EXTENSION vector; CREATE EXTENSION pg_trgm;")
             migrations.m001_initial(conn)
-            conn.script("CREATE TABLE memsafe_schema (version INTEGER NOT NULL); INSERT INTO memsafe_schema VALUES (1);")
+            conn.script("CREATE TABLE memsafe_schema (version INTEGER NOT NULL); "
+                        "INSERT INTO memsafe_schema VALUES (1);")
             for n, text in enumerate(texts):
                 conn.execute("INSERT INTO memories(uid, content, created_at, updated_at, content_updated_at, "
                              "content_hash) VALUES (?, ?, '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z', "

@@ -9,8 +9,8 @@ So the score here is Okapi BM25 exactly as FTS5 computes it (k1 = 1.2, b = 0.75;
 ln((N - df + 0.5) / (df + 0.5)), at least 1e-6; Robertson & Zaragoza 2009; sqlite.org/fts5.html
 section 5.1.1), over PostgreSQL's lexemes: N and the average length over every memory, df per
 query term from the GIN index, a term's frequency in a memory from its tsvector positions (a
-phrase term, e.g. `checkout-api`: how often its words stand in a row, as FTS5 counts a phrase). Negative, lower is better,
-like SQLite's `bm25()`, so both backends feed the same numbers to fusion.
+phrase term, e.g. `checkout-api`: how often its words stand in a row, as FTS5 counts a phrase).
+Negative, lower is better, like SQLite's `bm25()`, so both backends feed the same numbers to fusion.
 
 The word index holds the tokens SQLite's FTS5 index holds (`words`: made by SQLite's own
 tokenizer, written by `_index_words` in the transaction that writes the text). The MATCH
