@@ -2,7 +2,8 @@
 
 `memsafe [--db PATH] serve [--project NAME]` goes straight to the MCP server without loading the
 Typer app (about 0.1 s of imports, which counts against the client's handshake: FIELD-CASES F04);
-`memsafe --version` is answered here too; a plain `recall` or `remember` runs without the Typer app
+`memsafe --version` is answered here too; `memsafe [--db PATH] ui [--port N] [--no-open]` starts the
+page without the CLI (`memsafe.ui.start`); a plain `recall` or `remember` runs without the Typer app
 (`memsafe.cli.fast`); `--help` and completion (TAB) requests answered before come from
 `memsafe.cli_cache`; every other command line goes through the CLI as usual.
 """
@@ -54,6 +55,15 @@ def main() -> None:
         except KeyboardInterrupt:
             sys.exit(130)
         return
+    if "ui" in sys.argv[1:4]:  # `[--db PATH] ui ...`: the page starts without the CLI (issue 15)
+        from memsafe.ui import start
+
+        ui = start.parse_argv(sys.argv[1:])
+        if ui is not None:
+            try:
+                sys.exit(start.main(*ui))
+            except KeyboardInterrupt:
+                sys.exit(130)
     from memsafe.cli import fast
 
     code = fast.run(sys.argv[1:])  # a plain `recall` or `remember`: no Typer app (None: not one)

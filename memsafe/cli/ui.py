@@ -1,6 +1,7 @@
-"""Responsibility: `memsafe ui`, the local web page for seeing and curating the store. The page
-itself is `memsafe.ui.server`, imported only when this command runs (Starlette, uvicorn and
-Jinja2 stay out of every other command)."""
+"""Responsibility: `memsafe ui`, the local web page for seeing and curating the store: its options
+and help. A plain `memsafe [--db P] ui [--port N] [--no-open]` does not come through here:
+`memsafe.__main__` hands it to `memsafe.ui.start` before the CLI loads; both paths run
+`start.main`. Starlette, uvicorn and Jinja2 stay out of every other command."""
 
 from __future__ import annotations
 
@@ -8,9 +9,9 @@ from typing import Annotated
 
 import typer
 
-from memsafe.cli._common import _errors, app, err, say
+from memsafe.cli._common import app
 
-DEFAULT_PORT = 8377
+DEFAULT_PORT = 8377  # memsafe.ui.start.DEFAULT_PORT (not imported: --help stays light)
 
 
 @app.command()
@@ -37,31 +38,8 @@ def ui(
 
       memsafe ui --port 8400 --no-open
     """
-    import webbrowser
+    from memsafe.ui import start
 
-    from memsafe import api
-    from memsafe.ui import server
-
-    db = ctx.obj.db if ctx.obj else None
-    with _errors(db):
-        sock = server.bind(port, DEFAULT_PORT)
-        opened = api.open_store(db)
-    for warning in opened.warnings:
-        say("Warning", warning)
-    state = server.UiState(opened, sock.getsockname()[1])
-    url = state.url()
-
-    def ready() -> None:
-        print(url, flush=True)  # the one line on stdout: scripts read the URL from here
-        err.print(f"memsafe ui: serving {opened.path} on 127.0.0.1 only; press Ctrl-C to stop", highlight=False)
-        if not no_open:
-            webbrowser.open(url)
-
-    try:
-        server.run(state, sock, on_ready=ready)
-    except KeyboardInterrupt:  # uvicorn re-raises the Ctrl-C it handled once it has shut down
-        pass
-    finally:
-        opened.store.close()
-        sock.close()
-    err.print("memsafe ui: stopped", highlight=False)
+    code = start.main(ctx.obj.db if ctx.obj else None, port, no_open)
+    if code:
+        raise typer.Exit(code)

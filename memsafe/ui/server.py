@@ -20,13 +20,10 @@ from __future__ import annotations
 
 import difflib
 import hmac
-import secrets
-import threading
-from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import parse_qs, urlencode
 
-from jinja2 import Environment, FileSystemLoader, select_autoescape
+from jinja2 import Environment, FileSystemBytecodeCache, FileSystemLoader, select_autoescape
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -38,6 +35,7 @@ from memsafe import api, clock
 from memsafe.errors import Duplicate, InvalidInput, MemsafeError, NotFound
 from memsafe.models import Kind, Status
 from memsafe.ui import layout
+from memsafe.ui.start import UiState
 
 HERE = Path(__file__).resolve().parent
 MAX_BODY_BYTES = 8 * 1024 * 1024  # a form with a 1,000,000-character memory fits
@@ -64,41 +62,6 @@ MESSAGES = {
     "unchanged": "Nothing changed.",
 }
 STATUS_CODES = {NotFound: 404, Duplicate: 409, InvalidInput: 400}
-
-
-@dataclass
-class UiState:
-    """What one run of the page holds: the store (used under `lock`), the token, the CSRF token."""
-
-    opened: api.Opened
-    port: int
-    token: str = field(default_factory=lambda: secrets.token_urlsafe(32))
-    csrf: str = field(default_factory=lambda: secrets.token_urlsafe(32))
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    warmed: threading.Event = field(default_factory=threading.Event)
-
-    @property
-    def cookie(self) -> str:
-        return f"memsafe_ui_{self.port}"  # cookies ignore ports: two pages on two ports keep theirs apart
-
-    def url(self, path: str = "/") -> str:
-        return f"http://127.0.0.1:{self.port}{path}?{urlencode({'token': self.token})}"
-
-    def warm(self) -> None:
-        """Load the embedding model and token encoding in the background, once, after the first
-        response is sent: the first search then answers sooner, and startup does not wait for it."""
-        if self.warmed.is_set():
-            return
-        self.warmed.set()
-
-        def job():
-            from memsafe import embed, tokens
-
-            if self.opened.store.vector_available:
-                embed.get_embedder()
-            tokens.warm()
-
-        threading.Thread(target=job, name="memsafe-ui-warm", daemon=True).start()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -178,9 +141,34 @@ def _ago(iso: str | None) -> str:
     return "just now"
 
 
+class _TemplateCache(FileSystemBytecodeCache):
+    """Jinja2's on-disk cache of compiled templates (keyed by template name and a checksum of
+    its source, so an edited template is compiled afresh): a run renders its first page without
+    compiling `base.html`, `index.html` and the macros. A folder that cannot be written only
+    means no cache."""
+
+    def dump_bytecode(self, bucket) -> None:
+        try:
+            super().dump_bytecode(bucket)
+        except OSError:
+            pass
+
+
+def _template_cache() -> _TemplateCache | None:
+    """The cache in `settings.cache_dir()/ui-templates`, or None when that folder cannot be made."""
+    from memsafe import settings
+
+    folder = settings.cache_dir() / "ui-templates"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    return _TemplateCache(str(folder))
+
+
 def _environment() -> Environment:
     env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(default=True),
-                      trim_blocks=True, lstrip_blocks=True)
+                      trim_blocks=True, lstrip_blocks=True, bytecode_cache=_template_cache())
     env.filters["ago"] = _ago
     env.filters["day"] = lambda iso: (iso or "")[:10]
     env.filters["short"] = lambda text, n=220: text if len(text) <= n else text[: n - 1] + "…"
@@ -385,46 +373,11 @@ def _apply(store, memory_id: int, action: str, form: dict) -> str:
 # Running
 
 
-def bind(port: int | None, default_port: int):
-    """A listening socket on 127.0.0.1: `port`, or `default_port` falling back to any free port
-    when it is taken (port None), or any free port (0). Raises InvalidInput when `port` is taken."""
-    import socket
-
-    def attempt(p: int):
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        try:
-            sock.bind(("127.0.0.1", p))
-        except OSError:
-            sock.close()
-            raise
-        sock.listen(128)
-        return sock
-
-    if port is not None:
-        try:
-            return attempt(port)
-        except OSError as exc:
-            raise InvalidInput(f"cannot listen on 127.0.0.1:{port} ({exc.strerror or exc}); "
-                               "choose another --port, or --port 0 for any free one") from None
-    try:
-        return attempt(default_port)
-    except OSError:
-        return attempt(0)
-
-
-def run(state: UiState, sock, *, on_ready=None) -> None:
-    """Serve `state`'s page on `sock` until Ctrl-C (uvicorn; no access log). `on_ready()` is
-    called from a thread once the server accepts requests."""
+def run(state: UiState, sock) -> None:
+    """Serve `state`'s page on `sock` (bound and listening: `start.bind`) until Ctrl-C (uvicorn;
+    no access log, no websockets)."""
     import uvicorn
 
     config = uvicorn.Config(build_app(state), log_level="warning", access_log=False, lifespan="off",
-                            server_header=False, date_header=False)
-    server = uvicorn.Server(config)
-    if on_ready is not None:
-        def wait():
-            while not server.started and not server.should_exit:
-                threading.Event().wait(0.01)
-            if server.started:
-                on_ready()
-        threading.Thread(target=wait, name="memsafe-ui-ready", daemon=True).start()
-    server.run(sockets=[sock])
+                            server_header=False, date_header=False, ws="none")
+    uvicorn.Server(config).run(sockets=[sock])
