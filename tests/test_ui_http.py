@@ -218,3 +218,11 @@ def test_other_commands_do_not_import_the_web_stack():
             "print(sorted(m for m in ('starlette', 'uvicorn', 'jinja2') if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.stdout.strip() == "[]", done.stderr
+
+
+def test_project_facet_counts_every_status_most_first(store):
+    for project, n in (("web", 3), ("api", 3), (None, 4), ("cli", 1)):
+        for i in range(n):
+            api.remember(store, f"note {i} of {project}", project=project, embed_now=False)
+    api.forget(store, 1)  # a forgotten memory still counts in its project's facet
+    assert api.facets(store).projects == [(None, 4), ("api", 3), ("web", 3), ("cli", 1)]

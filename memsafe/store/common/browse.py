@@ -13,12 +13,20 @@ from memsafe.models import Scope
 class SQLBrowse:
     """Read-only browsing queries; see the module docstring."""
 
+    @staticmethod
+    def _narrowed(scope: Scope, created_before: str | None) -> bool:
+        """A kind, tag or age filter: no index narrows these, so counting means reading rows."""
+        return bool(scope.kinds or scope.tags or scope.since or created_before)
+
     def _browse_from(self, scope: Scope, created_before: str | None) -> str:
-        """The FROM clause of a browse: with a kind, tag or age filter, walk the rows in id order
-        (SQLite: NOT INDEXED) and stop at the page's end; the (status, project) index would make SQLite
-        collect and sort every row of that status first (0.6 s at 100,000 memories, vs ~20 ms)."""
-        narrowed = scope.kinds or scope.tags or scope.since or created_before
-        return "memories m" + (self.NOT_INDEXED if narrowed else "")
+        """The FROM clause of a page: walk the rows in id order, newest first, and stop at the
+        page's end (SQLite: NOT INDEXED) when the matching rows are common among the newest: with
+        a kind, tag or age filter, and when active memories (most of a store) are listed across
+        every project. The (status, project) index would make SQLite collect and sort every row of
+        that status first (at 100,000 memories: 0.6 s with a kind filter vs ~20 ms; 25 ms for the
+        first page vs 0.1 ms). A project, or archived or forgotten memories alone, keep the index."""
+        common = scope.projects is None and "active" in scope.statuses
+        return "memories m" + (self.NOT_INDEXED if common or self._narrowed(scope, created_before) else "")
 
     def browse_ids(self, scope: Scope, *, after_id: int | None = None, created_before: str | None = None,
                    limit: int = 50) -> list[int]:
@@ -40,16 +48,21 @@ class SQLBrowse:
         if created_before:
             where += " AND m.created_at < ?"
             params.append(created_before)
-        source = self._browse_from(scope, created_before)
-        if source == "memories m":
+        if not self._narrowed(scope, created_before):
             return self.conn.execute(f"SELECT count(*) FROM memories m WHERE {where}", params).fetchone()[0], False
-        n = self.conn.execute(f"SELECT count(*) FROM (SELECT 1 FROM {source} WHERE {where} LIMIT ?) AS page",
-                              [*params, cap + 1]).fetchone()[0]
+        n = self.conn.execute(f"SELECT count(*) FROM (SELECT 1 FROM memories m{self.NOT_INDEXED} WHERE {where} "
+                              "LIMIT ?) AS page", [*params, cap + 1]).fetchone()[0]
         return min(n, cap), n > cap
 
     def project_counts(self) -> list[tuple[str | None, int]]:
-        return [(r[0], r[1]) for r in self.conn.execute(
-            "SELECT project, count(*) AS n FROM memories GROUP BY project ORDER BY n DESC, project")]
+        """[(project, memories of any status)], most first, then by name (global, None, first).
+        Counted per (status, project), the order of the (status, project) index, so no row is
+        sorted (16 ms at 100,000 memories, vs 60–100 ms grouping by project alone)."""
+        counts: dict[str | None, int] = {}
+        for _, project, n in self.conn.execute(
+                "SELECT status, project, count(*) FROM memories GROUP BY status, project"):
+            counts[project] = counts.get(project, 0) + n
+        return sorted(counts.items(), key=lambda pn: (-pn[1], pn[0] is not None, pn[0] or ""))
 
     def tag_counts(self, limit: int = 200) -> list[tuple[str, int]]:
         return [(r[0], r[1]) for r in self.conn.execute(
