@@ -52,6 +52,7 @@ class UiState:
     csrf: str = field(default_factory=lambda: secrets.token_urlsafe(32))
     lock: threading.Lock = field(default_factory=threading.Lock)
     warmed: threading.Event = field(default_factory=threading.Event)
+    warmer: threading.Thread | None = None
 
     @property
     def cookie(self) -> str:
@@ -74,7 +75,8 @@ class UiState:
                 embed.get_embedder()
             tokens.warm()
 
-        threading.Thread(target=job, name="memsafe-ui-warm", daemon=True).start()
+        self.warmer = threading.Thread(target=job, name="memsafe-ui-warm", daemon=True)
+        self.warmer.start()
 
 
 def parse_argv(argv: list[str]) -> tuple[str | None, int | None, bool] | None:
@@ -197,4 +199,10 @@ def _serve(sock, db: str | None, no_open: bool) -> int:
     finally:
         opened.store.close()
     sys.stderr.write("memsafe ui: stopped\n")
+    if state.warmer is not None and state.warmer.is_alive():
+        # the model still loading (native threads) must not race the interpreter's shutdown: it
+        # aborts the process ("terminate called without an active exception"). The store is closed.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
     return 0
