@@ -476,6 +476,14 @@ def in_scope(project: str | None, scope: Scope) -> bool:
     return project in scope.projects or (project is None and scope.include_global)
 
 
+def admits(scope: Scope, m) -> bool:
+    """True if `m` (a `Memory` or a `history.PastState`: project, kind, tags, created_at as UTC
+    ISO-8601) passes the project, kind, tag and since filters of `scope`; its status is the
+    caller's to check (a past state has its own)."""
+    return (in_scope(m.project, scope) and (not scope.kinds or m.kind in scope.kinds)
+            and set(scope.tags) <= set(m.tags) and not (scope.since and m.created_at < scope.since))
+
+
 def forget(store: Store, memory_id: int, *, reason: str | None = None, scope: Scope | None = None) -> Memory:
     """Soft-forget: hidden from every recall path (lexical, vector, graph, export by default),
     kept for audit and `restore`. `scope` as in `get` (a memory outside it is NotFound).
@@ -705,13 +713,8 @@ def _link_turns(store: Store, by_id: dict[int, retrieve.Candidate], memories: di
         return
     wanted = {n for i in turns for n in (i - 1, i + 1)} - memories.keys()
     memories.update(store.get_memories(sorted(wanted)) if wanted else {})
-    since = clock.parse_iso(scope.since) if scope.since else None
-
-    def visible(m: Memory) -> bool:
-        return (m.status in scope.statuses and (not scope.kinds or m.kind in scope.kinds)
-                and set(scope.tags) <= set(m.tags) and (since is None or clock.parse_iso(m.created_at) >= since))
-
-    retrieve.link_turns(by_id, {i: m for i, m in memories.items() if i in by_id or visible(m)})
+    retrieve.link_turns(by_id, {i: m for i, m in memories.items()
+                                if i in by_id or (m.status in scope.statuses and admits(scope, m))})
 
 
 def _pack(store: Store, ranked: list[tuple[float, retrieve.Candidate]], memories: dict[int, Memory], effective: int,

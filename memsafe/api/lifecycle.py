@@ -25,6 +25,7 @@ from memsafe.api.core import (
     _screen_secrets,
     _unit_interval,
     _vector_bytes,
+    admits,
     clean_author,
     clean_project,
     clean_tags,
@@ -370,7 +371,7 @@ def recall_as_of(
     rows = store.rows_created_until(at)
     states = past.states_at(at, rows, store.own_versions_ending_after(at), store.status_events_until(at),
                                store.tags_of([r["id"] for r in rows]))
-    visible = {s.id: s for s in states if s.status == Status.ACTIVE.value and _in_scope(s, scope)}
+    visible = {s.id: s for s in states if s.status == Status.ACTIVE.value and admits(scope, s)}
     notes = [f"as of {at}: {count_of(len(visible), 'memory')} in scope known and active then"]
 
     q = retrieve.parse_query(text, at_dt)
@@ -440,20 +441,6 @@ def _exact_held(texts: dict[int, str], terms: Sequence[str]) -> tuple[dict[int, 
         for i in ids:
             held[i] = held.get(i, 0) + 1
     return held, {t: (len(ids), ids) for t, ids in exact.items()}
-
-
-def _in_scope(s: past.PastState, scope) -> bool:
-    if scope.projects is not None:
-        if s.project is None:
-            if not scope.include_global:
-                return False
-        elif s.project not in scope.projects:
-            return False
-    if scope.kinds and s.kind not in scope.kinds:
-        return False
-    if scope.tags and not set(scope.tags) <= set(s.tags):
-        return False
-    return not (scope.since and s.created_at < scope.since)
 
 
 def _vector_ranking(store: Store, embedder, text: str, visible: dict, depth: int, lexical: list[int],
