@@ -226,12 +226,22 @@ CONFIG_KEYS: dict[str, ConfigKey] = {
         # month/year R@5 higher, the smaller lift. min_similarity stays 0.15: 0.1 gained 0.3–0.7
         # points of LoCoMo R@10 but let unrelated notes through in small stores (a test store of
         # three notes returned "note via --project-path …" for "Node version"), the floor issue 11
-        # item 6 asks for. candidate_depth 100 reached R@10 68.2 for ~20% more recall time: kept
-        # at 50. Default: weight_context 0.4. `memsafe bench --dataset locomo` (categories 1–4
+        # item 6 asks for. Default: weight_context 0.4. `memsafe bench --dataset locomo` (categories 1–4
         # R@1/5/10): 34.3 / 54.7 / 64.6 → 34.1 / 60.1 / 67.3 (lexical half with context 35.5 / 56.9
         # / 63.0); adversarial R@5 72.7 → 79.8 (lexical 74.7); month/year R@5 57.1 → 63.5 (55.6).
         # Own corpus unchanged (0.971 / 1.0 / graph R@3 0.941); developer prose semantic R@1 0.842,
         # the vector half 0.868 (one query of 38: no point keeping the own floors reaches both).
+        # Session 6: candidate_depth 50 → 75. The weights above are saturated: grids over
+        # weight_vector {2..12} × coverage_power {2, 3} × substance_words {6, 10}, a convex vector
+        # term ((sim − floor)/(1 − floor))^{1, 1.5, 2}, a floor raised to the query's 10th/50th/median
+        # neighbour, vector damped by lexical relevance, asymmetric context weights, penalising runs
+        # of adjacent turns, and the exact similarity of lexical-only candidates all moved LoCoMo
+        # R@10 by under 0.6 points (or broke the own floors, or halved R@5: adjacent turns are often
+        # all evidence). What remained was depth: the answer ranked 51st–75th by one retriever. At
+        # depth 75 (both retrievers), `memsafe bench --dataset locomo`, categories 1–4 R@1/5/10/MRR:
+        # 34.1 / 60.1 / 67.3 / 51.1 → 34.4 / 60.1 / 68.1 / 51.4; adversarial R@5 79.8 → 80.8;
+        # month/year R@5 63.5 → 61.1 (one question of 42; lexical 55.6). Depth 100 gave no more
+        # (67.9, simulated on cached candidates). Own corpora unchanged (stores smaller than 75).
         ConfigKey("coverage_power", float, 3.0, "exponent on the share of query-term IDF a lexical hit holds",
                   0.0, 10.0),
         ConfigKey("min_similarity", float, 0.15,
@@ -245,7 +255,7 @@ CONFIG_KEYS: dict[str, ConfigKey] = {
                   0.0, 10.0),
         ConfigKey("weight_context", float, 0.4,
                   "share of the relevance of the turns around it a conversation turn gains (its context)", 0.0, 1.0),
-        ConfigKey("candidate_depth", int, 50, "candidates taken from each retriever", 5, 1000),
+        ConfigKey("candidate_depth", int, 75, "candidates taken from each retriever (BM25 and KNN)", 5, 1000),
         ConfigKey("weight_lexical", float, 16.0, "weight of BM25 in fusion", 0.0, 100.0),
         ConfigKey("weight_vector", float, 4.0, "weight of the vector similarity in fusion", 0.0, 100.0),
         # Recency and access: kept small so they only reorder hits of near-equal relevance (on the

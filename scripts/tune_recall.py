@@ -34,7 +34,7 @@ from memsafe import api, clock, retrieve
 from memsafe.api import core
 from memsafe.bench import locomo, quality
 
-DEPTH = 50
+DEPTH = core.default_config()["candidate_depth"]  # as recall takes them
 
 
 def _query_candidates(store, text: str, project: str | None, now) -> dict:
