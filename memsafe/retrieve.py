@@ -4,6 +4,7 @@ multi-signal score, and packing hits into a token budget. No database, no model.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Callable, Sequence
@@ -345,9 +346,24 @@ def link_turns(cands: dict[int, Candidate], visible: dict) -> None:
                 cands.setdefault(n, Candidate(n))
 
 
+SHORT_TEXT = 4096  # characters; texts up to this long are remembered by the per-process caches
+
+
 def content_words(text: str, limit: int = 64) -> int:
     """Distinct words of at least 3 letters that are not stop-words, counted up to `limit`:
-    a measure of how much a memory says ("Jon: See ya Gina!" says little)."""
+    a measure of how much a memory says ("Jon: See ya Gina!" says little). A short text's count
+    is kept per process (the same memories come back recall after recall in `serve`)."""
+    if len(text) <= SHORT_TEXT:
+        return _content_words(text, limit)
+    return _count_content_words(text, limit)
+
+
+@functools.lru_cache(maxsize=8192)
+def _content_words(text: str, limit: int) -> int:
+    return _count_content_words(text, limit)
+
+
+def _count_content_words(text: str, limit: int) -> int:
     words = set(_WORD.findall(text.lower()))
     words.difference_update(STOP_WORDS)
     return min(limit, sum(len(w) >= 3 for w in words))
