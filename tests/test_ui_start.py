@@ -133,7 +133,8 @@ def test_compiled_templates_are_cached_and_a_missing_cache_is_no_cache(tmp_path,
 
     monkeypatch.setenv("MEMSAFE_CACHE_DIR", str(tmp_path / "cache"))
     page = server._environment().get_template("index.html")
-    assert len(list((tmp_path / "cache" / "ui-templates").iterdir())) == 1  # index.html (its base and macros load as it renders)
+    # index.html (its base and macros load as it renders)
+    assert len(list((tmp_path / "cache" / "ui-templates").iterdir())) == 1
 
     def compile_again(*args, **kwargs):
         raise AssertionError("a cached template was compiled again")
