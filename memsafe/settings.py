@@ -237,7 +237,9 @@ CONFIG_KEYS: dict[str, ConfigKey] = {
         # neighbour, vector damped by lexical relevance, asymmetric context weights, penalising runs
         # of adjacent turns, and the exact similarity of lexical-only candidates all moved LoCoMo
         # R@10 by under 0.6 points (or broke the own floors, or halved R@5: adjacent turns are often
-        # all evidence). What remained was depth: the answer ranked 51st–75th by one retriever. At
+        # all evidence). What remained was depth: on cached candidates, depth 75 put 6 pieces of
+        # evidence into the top 10 (3 ranked 51st–75th by the vector search, 3 next to such a turn)
+        # and pushed 3 out. At
         # depth 75 (both retrievers), `memsafe bench --dataset locomo`, categories 1–4 R@1/5/10/MRR:
         # 34.1 / 60.1 / 67.3 / 51.1 → 34.4 / 60.1 / 68.1 / 51.4; adversarial R@5 79.8 → 80.8;
         # month/year R@5 63.5 → 61.1 (one question of 42; lexical 55.6). Depth 100 gave no more
