@@ -236,7 +236,7 @@ CONFIG_KEYS: dict[str, ConfigKey] = {
         # term ((sim − floor)/(1 − floor))^{1, 1.5, 2}, a floor raised to the query's 10th/50th/median
         # neighbour, vector damped by lexical relevance, asymmetric context weights, penalising runs
         # of adjacent turns, and the exact similarity of lexical-only candidates all moved LoCoMo
-        # R@10 by under 0.6 points (or broke the own floors, or halved R@5: adjacent turns are often
+        # R@10 by under 0.6 points (or broke the own floors, or cost up to 16 points of R@5: adjacent turns are often
         # all evidence). What remained was depth: on cached candidates, depth 75 put 6 pieces of
         # evidence into the top 10 (3 ranked 51st–75th by the vector search, 3 next to such a turn)
         # and pushed 3 out. At
