@@ -39,12 +39,14 @@ def query_terms(text: str) -> list[str]:
 
 
 # Chinese, Japanese and Korean letters (Han, kana, Hangul): written without spaces between words,
-# so unicode61 keeps a whole run as one token and the word index never finds a word inside it.
+# so unicode61 keeps a whole run as one token. The word index cuts each run into overlapping
+# bigrams instead (`memsafe.store.common.tokenizer`), and queries are cut the same way
+# (`fts_terms`). Part of the stored index: changing this set needs a migration rebuilding it.
 _CJK = (
     "\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f"
     "\U00020000-\U0002ebef"
 )
-_CJK_RUN = re.compile(f"[{_CJK}]+")
+CJK_RUN = re.compile(f"[{_CJK}]+")
 _IDENTIFIER = re.compile(r"[_.:/@+]|\d")
 MAX_EXACT_TERMS = 16
 
@@ -55,14 +57,24 @@ def fts_terms(text: str) -> list[str]:
     """The quoted FTS5 terms of a free-text query, in order, without duplicates (at most 64).
 
     Words joined by `. - / : @ +` stay together as one quoted phrase (`v2.4.0`, `checkout-api`,
-    `deploy.yml`), so identifiers match exactly. Stop-words are dropped unless nothing else is
-    left. CJK text is left to `exact_terms` (unicode61 keeps a run as one token, so a quoted run
-    would only match the same whole run). Every FTS5 operator character is outside the quotes'
-    content or doubled, so no input can form FTS5 syntax.
+    `deploy.yml`), so identifiers match exactly. A CJK run of 2+ characters gives its overlapping
+    bigrams, each a term, as the word index holds them (`memsafe.store.common.tokenizer`):
+    `悬空指针` → `悬空`, `空指`, `指针`, so BM25 ranks a memory holding more of them, and the
+    rarer ones, first; a 1-character run is left to `exact_terms`. Stop-words are dropped unless
+    nothing else is left. Every FTS5 operator character is outside the quotes' content or doubled,
+    so no input can form FTS5 syntax.
     """
     seen: dict[str, None] = {}
-    for word in _COMPOUND.findall(_CJK_RUN.sub(" ", text.lower())):  # CJK goes to `exact_terms`
-        seen.setdefault(word, None)
+    lowered = text.lower()
+    done = 0
+    for run in [*CJK_RUN.finditer(lowered), None]:
+        for word in _COMPOUND.findall(lowered[done : run.start() if run else len(lowered)]):
+            seen.setdefault(word, None)
+        if run is not None:
+            chars = run.group()
+            for i in range(len(chars) - 1):
+                seen.setdefault(chars[i : i + 2], None)
+            done = run.end()
     terms = list(seen)
     content = [t for t in terms if t not in STOP_WORDS]
     chosen = content or terms
@@ -92,22 +104,21 @@ def exact_terms(text: str) -> list[str]:
       hyphens only (`checkout-api`) stay with the word index, which matches them as a phrase:
       they mostly name services the graph knows, and the memory that answers a question about
       one often does not hold the name (bench graph queries);
-    - CJK text (see `_CJK`): a run of 1–2 characters as it is (a typical Chinese word), a longer
-      run as its overlapping 3-character pieces (no word segmentation: any shared trigram counts).
+    - a CJK run of one character (see `_CJK`), which the word index holds only where it stands
+      alone; longer runs are word-index terms (`fts_terms`: bigrams, ranked by BM25).
 
-    Terms of 3+ characters are looked up in the trigram index (`memories_tri`); shorter CJK terms
-    by a bounded scan (`Store.exact_search`).
+    Terms of 3+ characters are looked up in the trigram index (`memories_tri`), a 1-character
+    CJK term through the trigrams it starts (`Store.exact_search`).
     """
     lowered = text.lower()
     seen: dict[str, None] = {}
-    for word in _COMPOUND.findall(_CJK_RUN.sub(" ", lowered)):
+    for word in _COMPOUND.findall(CJK_RUN.sub(" ", lowered)):
         word = word.strip("_")
         if len(word) >= 3 and _IDENTIFIER.search(word) and not word.isdigit():
             seen.setdefault(word, None)
-    for run in _CJK_RUN.findall(lowered):
-        pieces = [run] if len(run) <= 2 else [run[i : i + 3] for i in range(len(run) - 2)]
-        for piece in pieces:
-            seen.setdefault(piece, None)
+    for run in CJK_RUN.findall(lowered):
+        if len(run) == 1:
+            seen.setdefault(run, None)
     return list(seen)[:MAX_EXACT_TERMS]
 
 
@@ -124,7 +135,7 @@ def holds_exact(content: str, term: str) -> bool:
     `get_user_by_id` is not in `get_user_by_ids`, but `2.4.7` is in `deploy-v2.4.7-hotfix` (a
     letter before a digit is a boundary). CJK terms match anywhere (no spaces between words)."""
     text = content.lower()
-    if _CJK_RUN.fullmatch(term):
+    if CJK_RUN.fullmatch(term):
         return term in text
     first, last = _edge_class(term[0]), _edge_class(term[-1])
     start = text.find(term)
@@ -351,8 +362,11 @@ SHORT_TEXT = 4096  # characters; texts up to this long are remembered by the per
 
 def content_words(text: str, limit: int = 64) -> int:
     """Distinct words of at least 3 letters that are not stop-words, counted up to `limit`:
-    a measure of how much a memory says ("Jon: See ya Gina!" says little). A short text's count
-    is kept per process (the same memories come back recall after recall in `serve`)."""
+    a measure of how much a memory says ("Jon: See ya Gina!" says little). CJK has no spaces
+    to count words by: each distinct CJK run counts one word per two characters (at least one;
+    most Chinese words are two characters), so `释放内存以后指针变成悬空状态` says as much as
+    its seven words. A short text's count is kept per process (the same memories come back
+    recall after recall in `serve`)."""
     if len(text) <= SHORT_TEXT:
         return _content_words(text, limit)
     return _count_content_words(text, limit)
@@ -364,9 +378,11 @@ def _content_words(text: str, limit: int) -> int:
 
 
 def _count_content_words(text: str, limit: int) -> int:
-    words = set(_WORD.findall(text.lower()))
+    lowered = text.lower()
+    words = set(_WORD.findall(CJK_RUN.sub(" ", lowered)))
     words.difference_update(STOP_WORDS)
-    return min(limit, sum(len(w) >= 3 for w in words))
+    cjk = sum(max(1, len(run) // 2) for run in set(CJK_RUN.findall(lowered)))
+    return min(limit, sum(len(w) >= 3 for w in words) + cjk)
 
 
 def lexical_relevance(bm25: float, coverage: float, coverage_power: float) -> float:

@@ -105,15 +105,33 @@ def test_fts_terms_keep_identifiers_together():
     assert retrieve.fts_terms('"*^') == []
 
 
-def test_exact_terms_are_identifiers_versions_codes_and_cjk_pieces():
+def test_exact_terms_are_identifiers_versions_codes_and_single_cjk_characters():
     assert retrieve.exact_terms("what changed in v1.9") == ["v1.9"]
     assert retrieve.exact_terms("How does get_user_by_id fail?") == ["get_user_by_id"]
     assert retrieve.exact_terms("2.4.7 and deploy.yml, e2e, 2026, checkout-api") == ["2.4.7", "deploy.yml", "e2e"]
-    assert retrieve.exact_terms("recall 引用") == ["引用"]
-    assert retrieve.exact_terms("悬空指针") == ["悬空指", "空指针"]
-    assert retrieve.exact_terms("使用redis缓存") == ["使用", "缓存"]
-    assert retrieve.fts_terms("使用redis缓存") == ['"redis"']  # CJK runs are not word-index terms
+    assert retrieve.exact_terms("recall 引用") == []  # a word-index term now (bigram)
+    assert retrieve.exact_terms("猫 v2.4 の 犬") == ["v2.4", "猫", "の", "犬"]  # below a bigram
     assert retrieve.exact_terms("the plain words only") == []
+
+
+def test_cjk_runs_are_bigram_terms_of_the_word_index():
+    """Issue 17 item 3: the query is cut as the word index cuts the text
+    (`memsafe.store.common.tokenizer`): each CJK run of 2+ characters into overlapping bigrams."""
+    assert retrieve.fts_terms("recall 引用") == ['"recall"', '"引用"']
+    assert retrieve.fts_terms("悬空指针") == ['"悬空"', '"空指"', '"指针"']
+    assert retrieve.fts_terms("使用redis缓存") == ['"使用"', '"redis"', '"缓存"']
+    assert retrieve.fts_terms("翻訳する予定") == ['"翻訳"', '"訳す"', '"する"', '"る予"', '"予定"']
+    assert retrieve.fts_terms("猫 the") == ['"the"']  # one character: `exact_terms`
+    assert retrieve.fts_terms("引用 引用计数") == ['"引用"', '"用计"', '"计数"']  # no duplicates
+
+
+def test_cjk_text_counts_its_words_for_the_vector_half():
+    """A CJK run has no spaces: it counts one word per two characters, so a Chinese memory
+    is not taken for a greeting by `vector_relevance`'s substance factor."""
+    assert retrieve.content_words("释放内存以后指针变成悬空状态，必须立即置为空值。") == 11  # 7 + 4
+    assert retrieve.content_words("好") == 1
+    assert retrieve.content_words("Reference counting manages memory") == 4  # English unchanged
+    assert retrieve.content_words("使用redis缓存") == 3
 
 
 @pytest.mark.parametrize(

@@ -198,6 +198,19 @@ def m002_fts5_words(conn) -> None:
         index_rows(conn, batch)
 
 
+@migration
+def m003_cjk_bigrams(conn) -> None:
+    """The word index cuts Chinese, Japanese and Korean runs into overlapping bigrams, as SQLite's
+    m007 makes it (issue 17 item 3, `memsafe.store.common.tokenizer`): the entry of every memory
+    holding a CJK character is rebuilt from its text (a text without one has the same tokens as
+    before). In the migration's one transaction: all or nothing, and done again after a crash."""
+    from memsafe.retrieve import CJK_RUN
+    from memsafe.store.postgres.fulltext import index_rows, text_batches
+
+    for batch in text_batches(conn):
+        index_rows(conn, [(i, text) for i, text in batch if CJK_RUN.search(text)])
+
+
 def latest() -> int:
     """The schema version this code writes: the number of registered migrations."""
     return len(MIGRATIONS)

@@ -1,6 +1,7 @@
 """Responsibility: the words of PostgreSQL's word index, cut exactly as SQLite's FTS5 index cuts
-them: by SQLite's own tokenizer (`porter unicode61 remove_diacritics 2`, through apsw), turned
-into `tsvector` and `tsquery` literals. Pure apart from a private in-memory SQLite connection.
+them: by the same FTS5 tokenizer (`porter unicode61 remove_diacritics 2`, CJK runs as bigrams:
+`memsafe.store.common.tokenizer`, through apsw), turned into `tsvector` and `tsquery` literals.
+Pure apart from a private in-memory SQLite connection.
 
 Why not a PostgreSQL text search configuration (issue 14, `memsafe bench --mode lexical`): its
 parser keeps `api.harbor.dev`, `deploy.yml`, `v2.4.0` and `/scripts/backfill.py` as one token and
@@ -23,9 +24,11 @@ from __future__ import annotations
 
 import threading
 
-# The tokenizer of SQLite's `memories_fts` (memsafe/store/sqlite/migrations.py, m001); the tests
+from memsafe.store.common import tokenizer
+
+# The tokenizer of SQLite's `memories_fts` (memsafe/store/sqlite/migrations.py, m007); the tests
 # check the two agree.
-FTS5_TOKENIZE = "porter unicode61 remove_diacritics 2"
+FTS5_TOKENIZE = tokenizer.TOKENIZE
 MAX_LEXEME_BYTES = 2047  # PostgreSQL's MAXSTRLEN
 MAX_POSITION = 16383  # MAXENTRYPOS - 1
 MAX_POSITIONS = 256  # MAXNUMPOS
@@ -34,22 +37,24 @@ _local = threading.local()
 
 
 def tokens(text: str) -> list[str]:
-    """The tokens FTS5 indexes for `text`, in order (lower-cased, diacritics removed, Porter-stemmed).
+    """The tokens FTS5 indexes for `text`, in order (lower-cased, diacritics removed, Porter-stemmed;
+    CJK runs as overlapping bigrams).
 
     Uses one in-memory apsw connection per thread (apsw refuses concurrent use of one object)."""
-    tokenizer = getattr(_local, "tokenizer", None)
-    if tokenizer is None:
+    cut = getattr(_local, "tokenizer", None)
+    if cut is None:
         import apsw
 
         _local.connection = apsw.Connection(":memory:")
+        tokenizer.register(_local.connection)
         name, *args = FTS5_TOKENIZE.split()
-        tokenizer = _local.tokenizer = _local.connection.fts5_tokenizer(name, args)
+        cut = _local.tokenizer = _local.connection.fts5_tokenizer(name, args)
     if not text:
         return []
     import apsw
 
-    return tokenizer(text.encode("utf-8", "surrogatepass"), apsw.FTS5_TOKENIZE_DOCUMENT, None,
-                     include_offsets=False, include_colocated=False)
+    return cut(text.encode("utf-8", "surrogatepass"), apsw.FTS5_TOKENIZE_DOCUMENT, None,
+               include_offsets=False, include_colocated=False)
 
 
 def _quoted(lexeme: str) -> str:

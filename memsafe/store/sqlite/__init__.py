@@ -26,6 +26,7 @@ import apsw
 from memsafe import encryption
 from memsafe.errors import SchemaTooNew, StoreUnavailable
 from memsafe.render import count_of
+from memsafe.store.common import tokenizer
 from memsafe.store.common.browse import SQLBrowse
 from memsafe.store.common.config import SQLConfig
 from memsafe.store.common.graph import SQLGraph
@@ -123,6 +124,7 @@ class SQLiteStore(SQLMemories, SQLiteFullText, SQLiteVectors, SQLGraph, SQLHisto
             for attempt, key in enumerate(candidates or [None], start=1):
                 conn = apsw.Connection(str(path), flags=flags)
                 conn.setbusytimeout(BUSY_TIMEOUT_MS)
+                tokenizer.register(conn)  # the word index's (`memories_fts`, since migration m007)
                 if key is not None:
                     encryption.apply(conn, key)
                 try:

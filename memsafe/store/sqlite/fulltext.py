@@ -1,5 +1,6 @@
 """Responsibility: lexical search in a SQLite store: the FTS5 word index (porter + unicode61,
-BM25) and the trigram index for exact substrings and CJK (a mixin of `SQLiteStore`).
+CJK runs as bigrams: `memsafe.store.common.tokenizer`; BM25) and the trigram index for exact
+substrings (a mixin of `SQLiteStore`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import apsw
 from memsafe import retrieve
 from memsafe.models import Scope
 from memsafe.store.common import sql as shared
+from memsafe.store.common import tokenizer
 from memsafe.store.common.fulltext import FullTextFusion
 from memsafe.store.common.sql import chunked
 from memsafe.store.sqlite.migrations import TRIGRAM_MAX_CHARS
@@ -65,7 +67,8 @@ class SQLiteFullText(FullTextFusion):
             ids = {i for i, text in rows if retrieve.holds_exact(text, term)}
             # Past TRIGRAM_MAX_CHARS a memory is not in the trigram index: a term made of words
             # (`unique_tail_token`, `v2.4.7`) is looked up there as a phrase of the word index
-            # instead, among those long memories only. (A CJK run is one word there: not found.)
+            # instead, among those long memories only (CJK words of 2+ characters are word-index
+            # terms, `retrieve.fts_terms`, found in a memory of any length).
             longer = self.conn.execute(
                 "SELECT m.id, m.content FROM memories_fts JOIN memories m ON m.id = memories_fts.rowid "
                 f"WHERE memories_fts MATCH ? AND length(m.content) > ? AND {where} LIMIT ?",
@@ -118,9 +121,8 @@ class SQLiteFullText(FullTextFusion):
             return [], {}, {}
         scratch = apsw.Connection(":memory:")
         try:
-            scratch.execute(
-                "CREATE VIRTUAL TABLE d USING fts5(content, tokenize='porter unicode61 remove_diacritics 2')"
-            )
+            tokenizer.register(scratch)
+            scratch.execute(f"CREATE VIRTUAL TABLE d USING fts5(content, tokenize='{tokenizer.TOKENIZE}')")
             scratch.executemany("INSERT INTO d(rowid, content) VALUES (?, ?)", list(docs.items()))
             hits = [(r[0], r[1]) for r in scratch.execute(
                 "SELECT rowid, bm25(d) FROM d WHERE d MATCH ? ORDER BY bm25(d), rowid LIMIT ?",

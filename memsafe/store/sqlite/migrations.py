@@ -295,6 +295,38 @@ def m006_trigram_index_bounded(conn: apsw.Connection) -> None:
         conn.execute("INSERT INTO memories_tri(memories_tri) VALUES ('rebuild')")
 
 
+@migration
+def m007_cjk_bigrams(conn: apsw.Connection) -> None:
+    """The word index cuts Chinese, Japanese and Korean runs into overlapping bigrams (issue 17
+    item 3): `memories_fts` is re-created with the `cjk_bigram` tokenizer over FTS5's own
+    (`memsafe.store.common.tokenizer`; the connection has it registered) and rebuilt from the
+    texts, its sync triggers re-created as m001 made them. A text without CJK gets the same
+    tokens as before. One transaction with the version bump, after the backup copy: a crash or
+    kill leaves the old index, and the next open does it again. The old index's pages are freed
+    with `secure_delete` on (zeroed: no purged text survives in them)."""
+    from memsafe.store.common.tokenizer import TOKENIZE
+
+    conn.execute(f"""
+        DROP TRIGGER memories_fts_ai; DROP TRIGGER memories_fts_ad; DROP TRIGGER memories_fts_au;
+        DROP TABLE memories_fts;
+        CREATE VIRTUAL TABLE memories_fts USING fts5(
+            content, content='memories', content_rowid='id', tokenize='{TOKENIZE}'
+        );
+        INSERT INTO memories_fts(memories_fts, rank) VALUES ('secure-delete', 1);
+        INSERT INTO memories_fts(memories_fts) VALUES ('rebuild');
+        CREATE TRIGGER memories_fts_ai AFTER INSERT ON memories BEGIN
+            INSERT INTO memories_fts(rowid, content) VALUES (new.id, new.content);
+        END;
+        CREATE TRIGGER memories_fts_ad AFTER DELETE ON memories BEGIN
+            INSERT INTO memories_fts(memories_fts, rowid, content) VALUES ('delete', old.id, old.content);
+        END;
+        CREATE TRIGGER memories_fts_au AFTER UPDATE OF content ON memories BEGIN
+            INSERT INTO memories_fts(memories_fts, rowid, content) VALUES ('delete', old.id, old.content);
+            INSERT INTO memories_fts(rowid, content) VALUES (new.id, new.content);
+        END;
+    """)
+
+
 def latest() -> int:
     """The schema version this code writes: the number of registered migrations."""
     return len(MIGRATIONS)

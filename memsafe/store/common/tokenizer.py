@@ -1,0 +1,89 @@
+"""Responsibility: the tokens of the word index on both backends: FTS5's `porter unicode61
+remove_diacritics 2` for every text outside Chinese, Japanese and Korean runs, and overlapping
+character bigrams inside them (issue 17 item 3). An FTS5 tokenizer registered on each apsw
+connection (`register`): SQLite's `memories_fts` uses it (migration m007), and PostgreSQL's word
+index is made of its tokens (`memsafe.store.postgres.words`).
+
+Why bigrams: CJK is written without spaces, and unicode61 keeps a whole run (a clause, often a
+sentence) as ONE token, so no word inside it could be found. Overlapping bigrams are the classic
+index for unsegmented CJK (Lucene's CJKBigramFilter; Kwok 1997, "Comparing representations in
+Chinese information retrieval"): most Chinese words are two characters, every 2-character word is
+exactly one bigram, a longer one is the bigrams it spans, and BM25 ranks them like words (a rare
+bigram weighs more than a common one). A trigram index cannot match a 2-character word, and a
+segmenter is a dictionary per language. A run of one character is one token (the character).
+
+Text without a CJK character is handed to the base tokenizer whole, so its tokens are exactly
+the ones FTS5's own tokenizer makes; a text with CJK is cut into its CJK runs (`retrieve.CJK_RUN`)
+and the pieces between them, each piece tokenized by the base tokenizer, so `redis缓存` is the
+tokens `redi` (Porter) and `缓存`.
+
+The tokens are part of the stored index (FTS5 is fed the same tokens again to delete an entry):
+changing `retrieve.CJK_RUN` or this module needs a migration that rebuilds the word index on both
+backends (as SQLite's m007 and PostgreSQL's m003 do).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from memsafe.retrieve import CJK_RUN
+
+NAME = "cjk_bigram"
+BASE = "porter unicode61 remove_diacritics 2"  # FTS5's own tokenizer for everything else
+TOKENIZE = f"{NAME} {BASE}"  # the `tokenize=` option of SQLite's `memories_fts` since m007
+
+
+def register(conn) -> None:
+    """Make the `cjk_bigram` tokenizer known to `conn` (an apsw.Connection). Every connection
+    that writes memories or searches `memories_fts` needs it (SQLite refuses with "no such
+    tokenizer: cjk_bigram" otherwise); reading rows, backups and VACUUM do not."""
+    conn.register_fts5_tokenizer(NAME, _factory)
+
+
+def _factory(conn, args: list[str]) -> Callable:
+    """The tokenizer FTS5 builds for `tokenize='cjk_bigram BASE...'`: BASE (the rest of the
+    arguments, e.g. `porter unicode61 remove_diacritics 2`) for non-CJK text, bigrams for CJK."""
+    if not args:
+        raise ValueError(f"the {NAME} tokenizer needs a base tokenizer, e.g. '{TOKENIZE}'")
+    base = conn.fts5_tokenizer(args[0], args[1:])
+
+    def tokenize(utf8: bytes, flags: int, locale: str | None):
+        try:
+            text = utf8.decode("utf-8", "surrogatepass")
+        except UnicodeDecodeError:  # not valid UTF-8 (never written by memsafe): FTS5's own tokens
+            return base(utf8, flags, locale)
+        if CJK_RUN.search(text) is None:
+            return base(utf8, flags, locale)
+        return _split(text, lambda piece: base(piece, flags, locale))
+
+    return tokenize
+
+
+def _split(text: str, base: Callable[[bytes], list]) -> list[tuple]:
+    """[(start byte, end byte, token, ...)] of `text`: `base` on the pieces between CJK runs
+    (offsets moved to the whole text), each run's overlapping bigrams (a 1-character run: itself)."""
+    out: list[tuple] = []
+    done_chars = done_bytes = 0
+
+    def between(end: int) -> None:
+        nonlocal done_bytes
+        piece = text[done_chars:end].encode("utf-8", "surrogatepass")
+        if piece.strip():
+            out.extend((done_bytes + start, done_bytes + stop, *rest) for start, stop, *rest in base(piece))
+        done_bytes += len(piece)
+
+    for run in CJK_RUN.finditer(text):
+        between(run.start())
+        chars = run.group()
+        widths = [len(c.encode("utf-8")) for c in chars]  # 3 or 4 bytes each
+        if len(chars) == 1:
+            out.append((done_bytes, done_bytes + widths[0], chars))
+        else:
+            at = done_bytes
+            for i in range(len(chars) - 1):
+                out.append((at, at + widths[i] + widths[i + 1], chars[i : i + 2]))
+                at += widths[i]
+        done_bytes += sum(widths)
+        done_chars = run.end()
+    between(len(text))
+    return out
