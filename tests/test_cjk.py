@@ -276,3 +276,15 @@ def test_a_schema_2_postgres_store_gets_bigrams_with_nothing_lost(pg_server, emb
     finally:
         close_pool(url)
         pg_server.admin("DROP DATABASE schema_two WITH (FORCE)")
+
+
+@pytest.mark.backends("sqlite")  # the benchmark's store is a SQLite file
+def test_the_cjk_benchmark_corpus_is_found_by_its_words(tmp_path, monkeypatch):
+    """`memsafe bench --scale`'s CJK phase (index sizes, remember and recall time): every query
+    word of its corpus puts a memory holding the word first."""
+    from memsafe.bench import scale
+
+    monkeypatch.setenv("MEMSAFE_NO_MODEL", "1")
+    out = scale._phase_cjk(str(tmp_path / "cjk.db"), 300, len(scale.CJK_QUERIES))
+    assert out["cjk_first_hit_holds_word_pct"] == 100.0
+    assert out["cjk_word_index_bytes_per_memory"] > 0 and out["cjk_trigram_index_bytes_per_memory"] > 0

@@ -18,6 +18,9 @@ vocabulary, 1 to ~12 sentences long, spread over projects, kinds and tags), then
   with a Chinese or Japanese sentence): remember time per memory, bytes per memory of the word
   (porter) and trigram indexes, lexical recall p50 for plain words, exact identifiers and CJK
   words (the trigram index's cost and use);
+- the same for a corpus of Chinese and Japanese memories written from templates
+  (`CJK_TEMPLATES`): remember time, word and trigram index bytes per memory, lexical recall p50
+  of CJK words and how often the first hit holds the word (the word index's CJK bigrams);
 - peak RSS of the import process, of the in-process recall ("serve-like") process, and of CLI runs.
 
 Each phase runs in its own child process so peak RSS is per phase and per size, not cumulative.
@@ -43,7 +46,7 @@ from pathlib import Path
 from memsafe.bench import python_m
 from memsafe.bench.timing import percentile
 
-__all__ = ["run_scale", "synthetic_memories", "synthetic_queries"]
+__all__ = ["run_scale", "synthetic_cjk_memories", "synthetic_memories", "synthetic_queries"]
 
 SERVICES = ["auth", "billing", "search", "ingest", "notifications", "gateway", "scheduler", "reporting",
             "payments", "profile", "inventory", "checkout", "analytics", "mailer", "storage", "webhooks"]
@@ -319,6 +322,85 @@ def _phase_lexical(db: str, n: int, queries: int) -> dict:
     return out
 
 
+# A corpus of Chinese and Japanese memories written for this benchmark from templates (issue 17
+# item 3): what the word index (CJK bigrams) and the trigram index cost when every memory is CJK,
+# and whether a lexical recall of a word puts a memory holding it first.
+CJK_SLOTS = {
+    "svc": ["认证服务", "计费服务", "搜索服务", "通知服务", "网关", "调度器", "报表服务", "支付服务",
+            "認証サービス", "決済サービス", "検索サービス", "通知サービス"],
+    "db": ["数据库", "缓存集群", "消息队列", "对象存储", "データベース", "キャッシュ", "メッセージキュー"],
+    "err": ["连接超时", "内存泄漏", "死锁", "证书校验失败", "磁盘已满", "悬空指针", "タイムアウト",
+            "メモリリーク", "デッドロック", "接続エラー"],
+    "who": ["张伟", "李娜", "王芳", "刘洋", "陈静", "佐藤", "鈴木", "高橋", "田中", "山本"],
+    "why": ["冷启动时间减半", "旧方案在高负载下会丢失写入", "评审要求这样做", "值班手册可以更短",
+            "成本下降了三分之一", "起動時間が半分になる", "障害対応が簡単になる"],
+    "tool": ["容器编排", "持续集成流水线", "监控面板", "配置中心", "デプロイツール", "ジョブスケジューラ"],
+}
+CJK_TEMPLATES = [
+    "我们决定把{svc}迁移到新的{db}，因为{why}。",
+    "{svc}的错误日志由{tool}收集，出现{err}时要先看日志。",
+    "{who}希望合并请求尽量小，测试和代码放在一起。",
+    "待办：在本周五之前升级{svc}的{db}，负责人是{who}。",
+    "调试{svc}时发现{err}来自过期的连接，重启{tool}以后恢复正常。",
+    "引用计数归零时对象会被立即释放，{svc}曾因此出现{err}。",
+    "{svc}のデプロイは{tool}だけで行う。手動デプロイは禁止、理由は{why}。",
+    "{svc}で{err}が発生したら、ログを確認してから再実行する。担当は{who}。",
+    "{db}の接続数は{svc}ごとに二十までに制限する。",
+    "来週までに{svc}の設計ドキュメントを日本語に翻訳する予定です。{who}がレビューする。",
+]
+CJK_QUERIES = ["引用", "悬空", "死锁", "迁移", "合并请求", "连接超时", "内存泄漏", "冷启动", "翻訳", "デプロイ",
+               "タイムアウト", "再実行", "接続数", "設計ドキュメント", "消息队列", "监控面板", "值班"]
+
+
+def synthetic_cjk_memories(n: int, seed: int = 17) -> list[str]:
+    """n distinct Chinese and Japanese memories (1-3 sentences from `CJK_TEMPLATES`)."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        parts = [rng.choice(CJK_TEMPLATES).format(**{k: rng.choice(v) for k, v in CJK_SLOTS.items()})
+                 for _ in range(rng.choice([1, 1, 2, 3]))]
+        out.append("".join(parts) + f"（编号 {i}）")
+    return out
+
+
+def _phase_cjk(db: str, n: int, queries: int) -> dict:
+    """The CJK corpus alone (no model): remember cost, bytes per memory of the word and trigram
+    indexes (dbstat), lexical recall p50 of `CJK_QUERIES`, and the share of those recalls whose
+    first hit holds the query word (those that have any holder)."""
+    os.environ["MEMSAFE_NO_MODEL"] = "1"
+    from memsafe import api
+
+    store = api.open_store(db).store
+    texts = synthetic_cjk_memories(n)
+    t0 = time.perf_counter()
+    for start in range(0, n, 500):
+        with store.write():
+            for text in texts[start : start + 500]:
+                api.remember(store, text, project="web", source="import", embed_now=False)
+    remember_ms = (time.perf_counter() - t0) * 1000 / n
+    store.checkpoint()
+    sizes = dict(store.conn.execute(
+        "SELECT CASE WHEN name LIKE 'memories_tri%' THEN 'tri' WHEN name LIKE 'memories_fts%' THEN 'fts' "
+        "ELSE 'other' END, sum(pgsize) FROM dbstat GROUP BY 1"
+    ))
+    lat, first, answerable = [], 0, 0
+    for q in CJK_QUERIES * max(1, queries // len(CJK_QUERIES)):
+        t = time.perf_counter()
+        hits = api.recall(store, q, mode="lexical", all_projects=True).hits
+        lat.append((time.perf_counter() - t) * 1000)
+        if any(q in text for text in texts):
+            answerable += 1
+            first += bool(hits) and q in hits[0].memory.content
+    store.close()
+    return {
+        "cjk_remember_ms_mean": round(remember_ms, 2),
+        "cjk_word_index_bytes_per_memory": round(sizes.get("fts", 0) / n),
+        "cjk_trigram_index_bytes_per_memory": round(sizes.get("tri", 0) / n),
+        "cjk_lexical_recall_ms_p50": round(percentile(lat, 0.5), 2),
+        "cjk_first_hit_holds_word_pct": round(100 * first / answerable, 1) if answerable else None,
+    }
+
+
 def _child(phase: str, *args: str) -> dict:
     r = subprocess.run([*python_m("memsafe.bench.scale"), phase, *args], capture_output=True, text=True)
     if r.returncode != 0:
@@ -375,6 +457,11 @@ def run_scale(
         for suffix in ("", "-wal", "-shm"):
             Path(str(lexical_db) + suffix).unlink(missing_ok=True)
         row.update(_child("lexical", str(lexical_db), str(n), str(queries)))
+        say(f"[{n}] CJK corpus, full-text indexes alone (no model)")
+        cjk_db = base / f"cjk-{n}.db"
+        for suffix in ("", "-wal", "-shm"):
+            Path(str(cjk_db) + suffix).unlink(missing_ok=True)
+        row.update(_child("cjk", str(cjk_db), str(n), str(queries)))
         say(f"[{n}] export with vectors, restore into a new store")
         row.update(_child("restore", str(db), str(base / f"restore-{n}.db")))
         say(f"[{n}] CLI recall / remember")
@@ -413,6 +500,8 @@ def main(argv: list[str]) -> int:
         out = _phase_recall(args[0], int(args[1]))
     elif phase == "lexical":
         out = _phase_lexical(args[0], int(args[1]), int(args[2]))
+    elif phase == "cjk":
+        out = _phase_cjk(args[0], int(args[1]), int(args[2]))
     elif phase == "restore":
         out = _phase_restore(args[0], args[1])
     else:
@@ -439,6 +528,11 @@ _ROWS = [
     ("remember without model, mean (ms)", "lexical_remember_ms_mean"),
     ("lexical recall p50: words / identifiers / CJK (ms)",
      ("lexical_recall_words_ms_p50", "lexical_recall_exact_ms_p50", "lexical_recall_cjk_ms_p50")),
+    ("CJK corpus: remember without model, mean (ms)", "cjk_remember_ms_mean"),
+    ("CJK corpus: word / trigram index bytes per memory",
+     ("cjk_word_index_bytes_per_memory", "cjk_trigram_index_bytes_per_memory")),
+    ("CJK corpus: lexical recall p50 (ms) / first hit holds the word (%)",
+     ("cjk_lexical_recall_ms_p50", "cjk_first_hit_holds_word_pct")),
     ("peak RSS import / serve-like / CLI recall (MB)",
      ("import_peak_rss_mb", "serve_like_peak_rss_mb", "cli_recall_peak_rss_mb")),
     ("vectors synthesised (not model-embedded)", "vectors_synthesized"),
