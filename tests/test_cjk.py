@@ -288,3 +288,18 @@ def test_the_cjk_benchmark_corpus_is_found_by_its_words(tmp_path, monkeypatch):
     out = scale._phase_cjk(str(tmp_path / "cjk.db"), 300, len(scale.CJK_QUERIES))
     assert out["cjk_first_hit_holds_word_pct"] == 100.0
     assert out["cjk_word_index_bytes_per_memory"] > 0 and out["cjk_trigram_index_bytes_per_memory"] > 0
+
+
+@pytest.mark.backends("sqlite")  # no store: the tokenizer alone
+def test_bigrams_stop_at_the_bound_without_splitting_a_word():
+    """Past BIGRAM_MAX_CHARS characters (the trigram index's bound) CJK runs are one token each,
+    as FTS5 makes them, so a 1 MB CJK text is not ~333,000 bigrams; no other word is cut."""
+    bound = tokenizer.BIGRAM_MAX_CHARS
+    straddling = "x" * (bound - 2) + "引用计数 after"  # the run crosses the bound
+    assert [t[2] for t in _tokenize(tokenizer.TOKENIZE, straddling)][1:] == ["引用", "计数", "after"]  # cut at it
+    assert [t[2] for t in _tokenize(tokenizer.TOKENIZE, straddling + " 悬空指针")][-1] == "悬空指针"
+    english = "引用 " + "word " * (bound // 5) + "悬空指针"  # one word ends past the bound: not cut
+    found = [t[2] for t in _tokenize(tokenizer.TOKENIZE, english)]
+    assert found[0] == "引用" and found[-1] == "悬空指针" and set(found[1:-1]) == {"word"}
+    huge = "测试" * 200_000
+    assert len(_tokenize(tokenizer.TOKENIZE, huge)) == bound - 1 + 1  # the bigrams, then the rest as one token

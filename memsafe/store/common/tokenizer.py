@@ -11,6 +11,8 @@ Chinese information retrieval"): most Chinese words are two characters, every 2-
 exactly one bigram, a longer one is the bigrams it spans, and BM25 ranks them like words (a rare
 bigram weighs more than a common one). A trigram index cannot match a 2-character word, and a
 segmenter is a dictionary per language. A run of one character is one token (the character).
+Bigrams are made in the first BIGRAM_MAX_CHARS characters of a text (the bound of the trigram
+index): a CJK word further into a huge memory is not found by keyword.
 
 Text without a CJK character is handed to the base tokenizer whole, so its tokens are exactly
 the ones FTS5's own tokenizer makes; a text with CJK is cut into its CJK runs (`retrieve.CJK_RUN`)
@@ -25,12 +27,17 @@ backends (as SQLite's m007 and PostgreSQL's m003 do).
 from __future__ import annotations
 
 from collections.abc import Callable
+from itertools import accumulate
 
 from memsafe.retrieve import CJK_RUN
 
 NAME = "cjk_bigram"
 BASE = "porter unicode61 remove_diacritics 2"  # FTS5's own tokenizer for everything else
 TOKENIZE = f"{NAME} {BASE}"  # the `tokenize=` option of SQLite's `memories_fts` since m007
+# CJK runs are cut into bigrams in the first this many characters of a text (as the trigram index
+# holds them: `memsafe.store.sqlite.migrations.TRIGRAM_MAX_CHARS`); past it a run is one token, as
+# FTS5 makes it. A 1 MB CJK text is ~333,000 bigrams, and its remember took ~2 s more to index them.
+BIGRAM_MAX_CHARS = 65_536
 
 
 def register(conn) -> None:
@@ -61,29 +68,35 @@ def _factory(conn, args: list[str]) -> Callable:
 
 def _split(text: str, base: Callable[[bytes], list]) -> list[tuple]:
     """[(start byte, end byte, token, ...)] of `text`: `base` on the pieces between CJK runs
-    (offsets moved to the whole text), each run's overlapping bigrams (a 1-character run: itself)."""
+    (offsets moved to the whole text), each run's overlapping bigrams (a 1-character run: itself).
+    Past BIGRAM_MAX_CHARS characters the rest of the text, from the next CJK character on, goes
+    to `base` whole (a CJK run is one token there, as FTS5 makes it)."""
     out: list[tuple] = []
     done_chars = done_bytes = 0
 
-    def between(end: int) -> None:
-        nonlocal done_bytes
+    def pass_on(end: int) -> None:  # text[done_chars:end] to the base tokenizer
+        nonlocal done_chars, done_bytes
         piece = text[done_chars:end].encode("utf-8", "surrogatepass")
         if piece.strip():
             out.extend((done_bytes + start, done_bytes + stop, *rest) for start, stop, *rest in base(piece))
-        done_bytes += len(piece)
+        done_chars, done_bytes = end, done_bytes + len(piece)
 
     for run in CJK_RUN.finditer(text):
-        between(run.start())
-        chars = run.group()
-        widths = [len(c.encode("utf-8")) for c in chars]  # 3 or 4 bytes each
+        if run.start() >= BIGRAM_MAX_CHARS:
+            break
+        pass_on(run.start())
+        chars = text[run.start() : min(run.end(), BIGRAM_MAX_CHARS)]
+        size = len(chars.encode("utf-8", "surrogatepass"))
         if len(chars) == 1:
-            out.append((done_bytes, done_bytes + widths[0], chars))
-        else:
+            out.append((done_bytes, done_bytes + size, chars))
+        elif size == 3 * len(chars):  # every character 3 bytes (the BMP: nearly all CJK text)
             at = done_bytes
-            for i in range(len(chars) - 1):
-                out.append((at, at + widths[i] + widths[i + 1], chars[i : i + 2]))
-                at += widths[i]
-        done_bytes += sum(widths)
-        done_chars = run.end()
-    between(len(text))
+            out.extend((at + 3 * i, at + 3 * i + 6, chars[i : i + 2]) for i in range(len(chars) - 1))
+        else:  # some 4-byte characters (CJK extension B and later)
+            ends = list(accumulate((len(c.encode("utf-8", "surrogatepass")) for c in chars), initial=done_bytes))
+            out.extend((ends[i], ends[i + 2], chars[i : i + 2]) for i in range(len(chars) - 1))
+        done_chars, done_bytes = done_chars + len(chars), done_bytes + size
+        if run.end() > BIGRAM_MAX_CHARS:
+            break
+    pass_on(len(text))
     return out
