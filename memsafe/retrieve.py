@@ -483,7 +483,7 @@ def in_context(cands: Sequence[Candidate], relevance: dict[int, float], weight: 
 
 
 def exact_first(relevance: dict[int, float], held: dict[int, int]) -> dict[int, float]:
-    """Put memories holding more of the query's exact terms (identifiers, versions, CJK words;
+    """Put memories holding more of the query's exact terms (identifiers, versions, single CJK characters;
     `Store.fts_search`'s `held`) above the rest, keeping the fused order inside each tier:
     rel' = rel + h · (R + 1), h = terms held, R = the highest relevance. Tiers are at least 1
     apart whatever the scale of `relevance` (absolute, `fuse`), more than the other signals of

@@ -763,7 +763,7 @@ def _pack(store: Store, ranked: list[tuple[float, retrieve.Candidate]], memories
 
 def _lexical(store: Store, text: str, scope: Scope, depth: int) -> list[tuple[int, float]]:
     """The BM25 hits of the word index, memories holding the query's exact terms (identifiers,
-    versions, CJK words: `retrieve.exact_terms`) first; the evidence rides on the result
+    versions, single CJK characters: `retrieve.exact_terms`) first; the evidence rides on the result
     (`memsafe.store.LexicalHits`: `held`, `exact`)."""
     match, exact = retrieve.fts_query(text), retrieve.exact_terms(text)
     return store.fts_search(match, scope, depth, exact) if match is not None or exact else []

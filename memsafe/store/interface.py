@@ -149,7 +149,7 @@ class Memories(ABC):
 
 class FullText(ABC):
     """Lexical search: a word index ranked by BM25 (or the closest the backend offers) and a
-    trigram index for exact substrings (identifiers, versions, CJK)."""
+    trigram index for exact substrings (identifiers, versions, single CJK characters)."""
 
     @abstractmethod
     def fts_search(self, match: str | None, scope: Scope, limit: int, exact: Sequence[str] = ()) -> LexicalHits:
@@ -169,7 +169,7 @@ class FullText(ABC):
         """Memories in scope holding each term exactly as typed (`retrieve.holds_exact`):
         {term: (document frequency over the whole store, {ids in scope holding it})}.
         At most `limit` candidates per term are checked; the document frequency may be an upper
-        bound. A 1-2 character term (CJK: shorter than a trigram) is found too. Indexed lookups
+        bound. A 1-2 character term (a CJK character: shorter than a trigram) is found too. Indexed lookups
         only, no scan of every text.
         """
 

@@ -147,7 +147,7 @@ class PostgresFullText(FullTextFusion):
     def exact_search(self, terms: Sequence[str], scope: Scope, limit: int) -> dict[str, tuple[int, set[int]]]:
         """See `Store.exact_search`. Each term is an ILIKE pattern, served by pg_trgm's GIN index
         over the first TRIGRAM_MAX_CHARS characters (as on SQLite) plus the memories longer than
-        that (a term shorter than a trigram, 1-2 CJK characters, is a scan), every candidate checked
+        that (a term shorter than a trigram, a single CJK character, is a scan), every candidate checked
         with `retrieve.holds_exact`; the document frequency counts the candidates in the whole store."""
         out: dict[str, tuple[int, set[int]]] = {}
         if not terms or limit <= 0:

@@ -18,7 +18,7 @@ from memsafe.store.common.fulltext import FullTextFusion
 from memsafe.store.common.sql import chunked
 from memsafe.store.sqlite.migrations import TRIGRAM_MAX_CHARS
 
-# A 1-2 character CJK query term is shorter than a trigram: it is looked up as the OR of the indexed
+# A 1-character CJK query term is shorter than a trigram: it is looked up as the OR of the indexed
 # trigrams it starts, at most this many (the ones in most memories first).
 MAX_TRIGRAMS_PER_TERM = 128
 
@@ -33,7 +33,7 @@ class SQLiteFullText(FullTextFusion):
         Each term is looked up in the trigram index (`memories_tri`, case-insensitive, no
         positions) as the AND of its trigrams, then checked against each candidate's text, at
         most `limit` candidates per term (best trigram bm25 first); its document frequency counts
-        the candidates, an upper bound. A 1-2 character term (CJK: below trigram length) is looked
+        the candidates, an upper bound. A 1-2 character term (a CJK character: below trigram length) is looked
         up as the OR of the indexed trigrams it starts (`memories_tri_vocab`, at most
         MAX_TRIGRAMS_PER_TERM, commonest first); the index is fed the text plus a space, so a word
         at the very end of a memory still starts one. The trigram index holds each memory's first

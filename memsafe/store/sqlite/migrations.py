@@ -178,7 +178,8 @@ def m003_vector_log(conn: apsw.Connection) -> None:
 # The trigram index (m004): every 3-character substring of each memory, case-insensitive. It finds
 # an identifier, version or code exactly as typed inside longer text (`2.4.7` in
 # `deploy-v2.4.7-hotfix`; `get_user_by_id` but not `get_users_by_ids`, which the porter index folds
-# together), and Chinese or Japanese words inside runs that unicode61 keeps as one token.
+# together), and Chinese or Japanese words inside runs that unicode61 keeps as one token (since
+# m007 the word index holds those as bigrams; single CJK characters are still looked up here).
 # External content, read through a view that adds a space to the text, so a word ending the text
 # still starts a trigram: a 1-2 character CJK word is found through the trigrams it starts
 # (`memories_tri_vocab`, see Store.exact_search). Deletes go through the 'delete' command, so
