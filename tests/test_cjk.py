@@ -5,7 +5,9 @@ path (CLI, api, time travel), and stores made before it are migrated with nothin
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import sys
 
 import apsw
 import pytest
@@ -123,6 +125,45 @@ def test_the_word_index_holds_cjk_bigrams_and_stays_consistent_through_changes(s
     api.purge(store, [memory.id])
     assert _ids(api.recall(store, "线程", mode="lexical")) == []
     assert store.consistency_problems() == []
+
+
+def test_imported_cjk_memories_are_found_by_keyword(store, tmp_path):
+    """Import writes through the same index: a SQLite store's export imported into this backend."""
+    source = api.open_store(str(tmp_path / "source.db")).store
+    for text in FOUR:
+        api.remember(source, text, embed_now=False)
+    path = tmp_path / "export.jsonl"
+    api.export_to_path(source, path, all_projects=True)
+    source.close()
+    api.import_file(store, path)
+    hits = api.recall(store, "引用", mode="lexical", all_projects=True).hits
+    assert [h.memory.content for h in hits] == [FOUR[0]]
+    assert store.consistency_problems() == []
+
+
+def test_the_mcp_server_finds_cjk_words(db_path, tmp_path, embedder):
+    """Through a real MCP client over stdio: remember the issue's four memories, recall `引用`."""
+    import anyio
+    from mcp import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    (tmp_path / "srv").mkdir()
+
+    async def session():
+        params = StdioServerParameters(command=sys.executable, args=["-m", "memsafe", "--db", str(db_path), "serve"],
+                                       env={**os.environ, "MEMSAFE_HOME": str(tmp_path / "home")},
+                                       cwd=str(tmp_path / "srv"))
+        with open(tmp_path / "server.err", "a", encoding="utf-8") as err:
+            async with stdio_client(params, errlog=err) as (read, write):
+                async with ClientSession(read, write) as s:
+                    await s.initialize()
+                    for text in FOUR:
+                        assert not (await s.call_tool("remember", {"content": text})).is_error
+                    return await s.call_tool("recall", {"query": "引用", "limit": 1})
+
+    result = anyio.run(session)
+    text = "\n".join(c.text for c in result.content)
+    assert not result.is_error and FOUR[0] in text and FOUR[1] not in text, text
 
 
 # -- the tokenizer ----------------------------------------------------------------------------------
