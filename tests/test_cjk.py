@@ -95,6 +95,13 @@ def test_mixed_text_is_found_by_its_english_and_its_cjk_words(store):
     assert _ids(api.recall(store, "redis缓存", mode="lexical"))[:1] == [mixed]
 
 
+def test_a_korean_word_with_a_particle_attached_is_found(store):
+    """Korean separates words by spaces but glues particles to them: `연결이` holds `연결`."""
+    target = api.remember(store, "데이터베이스 연결이 자주 끊겨서 재시도 정책을 바꿨다.").id
+    api.remember(store, "캐시 서버는 매일 밤 재시작한다.")
+    assert _ids(api.recall(store, "연결", mode="lexical")) == [target]
+
+
 def test_a_single_cjk_character_is_found(store):
     """Below a bigram: looked up exactly (`retrieve.exact_terms`, the trigram index)."""
     cat = api.remember(store, "我家的猫喜欢在键盘上睡觉。").id
