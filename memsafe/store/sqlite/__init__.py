@@ -124,7 +124,6 @@ class SQLiteStore(SQLMemories, SQLiteFullText, SQLiteVectors, SQLGraph, SQLHisto
             for attempt, key in enumerate(candidates or [None], start=1):
                 conn = apsw.Connection(str(path), flags=flags)
                 conn.setbusytimeout(BUSY_TIMEOUT_MS)
-                tokenizer.register(conn)  # the word index's (`memories_fts`, since migration m007)
                 if key is not None:
                     encryption.apply(conn, key)
                 try:
@@ -157,6 +156,9 @@ class SQLiteStore(SQLMemories, SQLiteFullText, SQLiteVectors, SQLGraph, SQLHisto
                     f"{path} has schema version {version}, newer than this memsafe understands "
                     f"({migrations.latest()}); upgrade memsafe. The file was not changed."
                 )
+            # The word index's tokenizer (`memories_fts`, since migration m007). After the key: apsw
+            # asks SQLite for FTS5's API with a statement, which cannot run on a file it cannot read.
+            tokenizer.register(conn)
             conn.execute("PRAGMA foreign_keys = ON")
             conn.execute("PRAGMA secure_delete = ON")
             if self.key is not None:
