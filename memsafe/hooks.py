@@ -42,6 +42,7 @@ HOOK_NAME = "post-commit"
 REWRITE_HOOK = "post-rewrite"
 HOOK_NAMES = (HOOK_NAME, REWRITE_HOOK)
 MARKER = "# memsafe-hook"
+HOOK_VERSION = 2  # written after MARKER as `v2`; 1: post-commit only, a process per rebased commit
 QUEUE_DIR = "memsafe-queue"  # inside the repository's common git folder
 CHAINED_SUFFIX = ".pre-memsafe"
 MAX_FILES = 20  # changed file names listed in a commit note
@@ -56,6 +57,10 @@ class HookStatus:
     Attributes:
         installed: memsafe's hook is the post-commit hook.
         rewrite_installed: memsafe's post-rewrite hook (rebase and amend) is in place too.
+        version: the version of memsafe's post-commit hook (`HOOK_VERSION` now; 0: not memsafe's).
+        outdated: memsafe's hooks are installed but not as `hook install` writes them now: one is
+            missing or from an older memsafe (v1 started a process for every commit a rebase
+            rewrote, and each rebase or amend added a duplicate memory). `hook install` upgrades.
         chained: path of the hook memsafe's hook runs first (the one it replaced), if any.
         foreign: a post-commit hook that is not memsafe's is in place.
         hooks_path: the `core.hooksPath` setting, if any.
@@ -76,6 +81,8 @@ class HookStatus:
     python_ok: bool = True
     db: str | None = None
     rewrite_installed: bool = False
+    version: int = 0
+    outdated: bool = False
     actions: list[str] = field(default_factory=list)
 
 
@@ -155,7 +162,7 @@ def hook_script(python: str, db: str | None, log: Path, workdir: Path, name: str
            f"</dev/null >>{q(str(log))} 2>&1 &\n"
            f"echo $! >\"$q/.pid\" 2>/dev/null")
     head = f"""#!/bin/sh
-{MARKER} v2: remembers each commit, and follows rebases and amends. Installed by `memsafe hook install`;
+{MARKER} v{HOOK_VERSION}: remembers each commit, and follows rebases and amends. Installed by `memsafe hook install`;
 # undo with `memsafe hook uninstall`. Never blocks or fails git: memsafe runs in the background, its errors
 # go to {log}.
 status=0
@@ -164,9 +171,12 @@ repo=$PWD
 """
     if name == HOOK_NAME:
         # A rebase reports its commits once, in post-rewrite; so does an amend (its reflog line).
-        # The first test costs no process, so a rebase of many commits pays almost nothing here.
+        # The first tests start no process (a linked worktree's .git is a file naming its git
+        # folder), so a rebase of many commits pays almost nothing here.
         return head + """if [ -x "$chained" ]; then "$chained" "$@"; status=$?; fi
-d=${GIT_DIR:-.git}; { [ -d "$d/rebase-merge" ] || [ -d "$d/rebase-apply" ]; } && exit $status
+case "${GIT_REFLOG_ACTION-}" in rebase*) exit $status;; esac
+d=${GIT_DIR:-.git}; [ -f "$d" ] && read -r _ d <"$d"
+{ [ -d "$d/rebase-merge" ] || [ -d "$d/rebase-apply" ]; } && exit $status
 """ + _HEAD_SH.format(queue=QUEUE_DIR, hook=name) + f"""[ -n "$commit" ] && [ -z "$rebasing" ] || exit $status
 case "$(tail -n 1 "$gitdir/logs/HEAD" 2>/dev/null)" in *"\tcommit (amend): "*) exit $status;; esac
 mkdir -p "$q" 2>/dev/null && printf 'commit %s\\n%s\\n' "$branch" "$commit" >"$q/.$name" \\
@@ -218,14 +228,26 @@ def status(path: str | Path | None = None) -> HookStatus:
     ours = text is not None and MARKER in text
     configured = _text(_git(root, "config", "--get", "core.hooksPath", check=False)).strip() or None
     python, db = _baked_call(text) if ours else (None, None)
+    rewrite = _read(folder / REWRITE_HOOK) or ""
+    rewrite_ours = MARKER in rewrite
     return HookStatus(
         repo=str(root), hooks_dir=str(folder), hook_file=str(hook), installed=ours,
         foreign=(text is not None or hook.is_symlink()) and not ours,
         chained=str(chained) if ours and (chained.exists() or chained.is_symlink()) else None,
         hooks_path=configured, log_file=str(log_file()), python=python,
         python_ok=python is None or Path(python).exists(), db=db,
-        rewrite_installed=MARKER in (_read(folder / REWRITE_HOOK) or ""),
+        rewrite_installed=rewrite_ours, version=_version(text) if ours else 0,
+        outdated=(ours or rewrite_ours) and (_version(text) < HOOK_VERSION or _version(rewrite) < HOOK_VERSION),
     )
+
+
+def _version(text: str | None) -> int:
+    """The version an installed memsafe hook says it is (`# memsafe-hook vN`); 0 for none."""
+    for line in (text or "").splitlines()[:3]:
+        if line.startswith(MARKER + " v"):
+            digits = line[len(MARKER) + 2:].split(":", 1)[0]
+            return int(digits) if digits.isdigit() else 0
+    return 0
 
 
 def _read(path: Path) -> str | None:

@@ -140,3 +140,21 @@ def test_startup_benchs_in_process_steps_run_on_a_small_store(tmp_path, embedder
     assert startup._keyword_hits(db, 20) == 20
     recall = startup._in_process_recall(Path(db), runs=2)
     assert recall["seconds"]["p50"] > 0
+
+
+def test_rebase_bench_runs_on_a_small_history_and_its_table_fits_80_columns(tmp_path):
+    """`bench --rebase` (issue 17.1) is too slow for the suite at 40 and 120 commits; at 3 it
+    runs every step here: three timed rebases, the hooks followed, no duplicate memory."""
+    from rich.console import Console
+
+    from memsafe.bench import rebase
+
+    result = rebase.run_rebase(sizes=(3,), runs=1)
+    [row] = result["sizes"]
+    assert row["commits"] == 3 and row["extra_memories"] == 0 and row["peak_processes"] <= 1
+    assert row["without_s"] > 0 and row["memsafe_s"] > 0 and row["settled_s"] >= row["memsafe_s"]
+    console = Console(width=80, record=True, file=open(os.devnull, "w"))  # noqa: SIM115
+    console.print(rebase.rebase_table(result))
+    text = console.export_text()
+    assert "…" not in text and all(len(line) <= 80 for line in text.splitlines())
+    assert os.environ.get("GIT_CONFIG_GLOBAL") != str(tmp_path)  # the bench put the environment back

@@ -347,3 +347,138 @@ def test_queue_entries_are_drained_in_order_once(repo, store):
     assert "(detached HEAD): two" in notes[1]
     assert hooks.read_queue(folder) == [] and (folder / ".failed-garbage").exists()
     assert api.drain_queue(store, repo).remembered == 0
+
+
+# Issue 17.1 at the issue's size: a 40-commit rebase and an amend
+
+
+def feature_branch(repo: Path, n: int) -> None:
+    """main: base, then one more commit; feature: n commits on base, checked out."""
+    commit(repo, b"base", {"base.txt": "base"})
+    git(repo, "checkout", "-q", "-b", "feature")
+    for i in range(n):
+        commit(repo, f"feature change {i}".encode(), {f"f{i}.txt": str(i)})
+    git(repo, "checkout", "-q", "main")
+    commit(repo, b"main moves on", {"main.txt": "m"})
+    git(repo, "checkout", "-q", "feature")
+
+
+def fake_python(tmp_path: Path) -> tuple[Path, Path]:
+    """A stand-in for the interpreter the hooks call: it records each start and exits."""
+    calls = tmp_path / "calls"
+    fake = tmp_path / "fake-python"
+    fake.write_text(f'#!/bin/sh\necho "$*" >>{calls}\n')
+    fake.chmod(0o755)
+    return fake, calls
+
+
+def test_a_40_commit_rebase_starts_one_process_for_one_queue_entry(repo, tmp_path):
+    """Issue 17.1: a 40-commit rebase started a memsafe process per rewritten commit (about 5 s,
+    50 processes at once). Now post-commit starts none during the rebase; post-rewrite queues the
+    whole old->new list once and starts one run; an amend is one entry and one run too."""
+    fake, calls = fake_python(tmp_path)
+    folder = repo / ".git" / "hooks"
+    for name in hooks.HOOK_NAMES:
+        (folder / name).write_text(hooks.hook_script(str(fake), None, tmp_path / "log", tmp_path, name))
+        (folder / name).chmod(0o755)
+    feature_branch(repo, 40)
+    queue = hooks.queue_dir(repo)
+    assert len(hooks.read_queue(queue)) == 42  # the commits made so far, one entry each
+    for entry in hooks.read_queue(queue):
+        entry.path.unlink()
+    (queue / ".pid").unlink()  # (a run alive would be left to drain what the rebase queues)
+    calls.write_text("")
+    old = git(repo, "rev-list", "--reverse", "main~1..feature").stdout.decode().split()
+
+    git(repo, "rebase", "-q", "main")
+    new = git(repo, "rev-list", "--reverse", "main..feature").stdout.decode().split()
+    [entry] = hooks.read_queue(queue)
+    assert (entry.kind, entry.branch, entry.pairs) == ("rebase", "feature", list(zip(old, new))) and len(new) == 40
+    assert len(calls.read_text().splitlines()) == 1 and "hook run" in calls.read_text()
+    entry.path.unlink()
+    (queue / ".pid").unlink()
+
+    git(repo, "commit", "-q", "--amend", "-m", "feature change 39, reworded")
+    [entry] = hooks.read_queue(queue)
+    assert (entry.kind, entry.pairs) == ("amend", [(new[-1], git(repo, "rev-parse", "HEAD").stdout.decode().strip())])
+    assert len(calls.read_text().splitlines()) == 2
+
+
+def test_a_40_commit_rebase_and_an_amend_leave_one_memory_per_commit(repo, db_path):
+    """Issue 17.1: every rebase added one duplicate memory per rewritten commit, and an amend one
+    more. With the hooks running for real: 42 commits, 42 memories after the rebase and after the
+    amend; each rewritten commit's memory names its new hash, and its history the old one."""
+    api.hook_install(repo, db=str(db_path))
+    feature_branch(repo, 40)
+    before = {m.id: m.content for m in wait_for_memories(db_path, 42)}
+    git(repo, "rebase", "-q", "main")
+    shorts = git(repo, "log", "--format=%h", "main..feature").stdout.decode().split()
+    wait_until(lambda: all(any(n.startswith(f"git commit {s} on feature:") for n in active_notes(db_path))
+                           for s in shorts), "the rebase was not followed")
+    git(repo, "commit", "-q", "--amend", "-m", "feature change 39, reworded")
+    amended = short(repo)
+    wait_until(lambda: any(n.startswith(f"git commit {amended} on feature: feature change 39, reworded")
+                           for n in active_notes(db_path)), "the amend was not followed")
+    opened = api.open_store(str(db_path))
+    try:
+        rows = opened.store.export_memory_rows(0, 1000, ["active", "archived", "forgotten"], None)
+        memories = [opened.store.get_memory(r["id"]) for r in rows]
+        assert len(memories) == 42 and all(m.status == "active" for m in memories)  # none added, none forgotten
+        assert {m.id for m in memories} == set(before)
+        for m in memories:
+            subject = m.content.split(": ", 1)[1].split("\n")[0]
+            if subject.startswith("feature change"):
+                was = before[m.id]
+                assert was != m.content and was.split(": ", 1)[1].split("\n")[0] in ("feature change 39", subject)
+                versions = api.history(opened.store, m.id).versions
+                assert was in [v.content for v in versions]  # the old note is kept in its history
+            else:
+                assert before[m.id] == m.content  # base and main: not rewritten
+    finally:
+        opened.store.close()
+
+
+V1_POST_COMMIT = """#!/bin/sh
+# memsafe-hook v1: remembers each commit. Installed by `memsafe hook install`; undo with `memsafe hook uninstall`.
+# Never blocks or fails a commit: memsafe runs in the background, its errors go to {log}.
+status=0
+chained="$(dirname "$0")/post-commit.pre-memsafe"
+if [ -x "$chained" ]; then "$chained" "$@"; status=$?; fi
+commit=$(git rev-parse HEAD 2>/dev/null) || exit $status
+repo=$(pwd)
+(cd {work} 2>/dev/null || cd /
+ {python} -m memsafe --db {db} hook run --repo "$repo" --commit "$commit" </dev/null >>{log} 2>&1 &) \\
+ >/dev/null 2>&1 || true
+exit $status
+"""
+
+
+def test_a_hook_from_an_older_memsafe_is_reported_and_upgraded_by_install(repo, db_path, cli, tmp_path):
+    """Issue 17.1: installs made before post-rewrite existed kept the storm. `hook status`,
+    `doctor` and `init` say so; `hook install` upgrades in place, keeping the database."""
+    import sys
+
+    hook = repo / ".git" / "hooks" / "post-commit"
+    hook.write_text(V1_POST_COMMIT.format(log=tmp_path / "log", work=tmp_path, python=sys.executable, db=db_path))
+    hook.chmod(0o755)
+    state = api.hook_status(repo)
+    assert (state.installed, state.rewrite_installed, state.version, state.outdated) == (True, False, 1, True)
+    shown = cli("hook", "status", "--repo", str(repo))
+    assert "from an older memsafe" in shown.stdout and "rebases and amends are not followed" in shown.stdout
+    doctor = json.loads(cli("doctor", "--json", "--no-model", "--repo", str(repo)).stdout)
+    [check] = [c for c in doctor["checks"] if c["name"] == "hook"]
+    assert check["level"] == "warning" and "older memsafe" in check["detail"]
+    assert check["fix"] == f"memsafe hook install --repo '{repo}'"
+    assert doctor["hook"]["outdated"] is True
+    plan = cli("init", "--dry-run", "--no-agents", "--no-rules", "--repo", str(repo), "--json")
+    assert "reinstall the post-commit hook" in plan.stdout, plan.stdout
+
+    after = api.hook_install(repo, db=str(db_path))
+    assert (after.installed, after.rewrite_installed, after.version, after.outdated, after.db) == (
+        True, True, hooks.HOOK_VERSION, False, str(db_path))
+    (repo / ".git" / "hooks" / "post-rewrite").unlink()  # a half install: only post-commit is current
+    state = api.hook_status(repo)
+    assert state.outdated and state.version == hooks.HOOK_VERSION
+    doctor = json.loads(cli("doctor", "--json", "--no-model", "--repo", str(repo)).stdout)
+    [check] = [c for c in doctor["checks"] if c["name"] == "hook"]
+    assert check["level"] == "warning" and "post-rewrite hook is missing" in check["detail"]

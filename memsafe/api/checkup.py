@@ -170,10 +170,17 @@ def doctor(opened: Opened, *, repo: str | Path | None = None, load_model: bool =
     log = hooks.log_file()
     try:
         state = hooks.status(repo)
-        hook = {"repo": state.repo, "installed": state.installed, "hooks_dir": state.hooks_dir,
+        hook = {"repo": state.repo, "installed": state.installed, "rewrite_installed": state.rewrite_installed,
+                "version": state.version, "outdated": state.outdated, "hooks_dir": state.hooks_dir,
                 "chained": state.chained, "foreign": state.foreign}
         if state.installed and not state.python_ok:
             checks.append(Check("hook", "error", f"the hook calls {state.python}, which no longer exists",
+                                f"memsafe hook install --repo '{state.repo}'"))
+        elif state.outdated:
+            why = ("the hook is from an older memsafe: a rebase or amend starts a process per rewritten commit "
+                   "and duplicates their memories" if state.version < hooks.HOOK_VERSION else
+                   "the post-rewrite hook is missing: rebased and amended commits are not followed")
+            checks.append(Check("hook", "warning", f"{why} ({state.repo})",
                                 f"memsafe hook install --repo '{state.repo}'"))
         else:
             detail = "installed" if state.installed else "not installed"

@@ -222,7 +222,7 @@ def _hook_change(root: Path | None, repo, db: str | None, undo: bool) -> Change:
             return Change("hook", "git hook", "ok", f"no memsafe hook in {root}")
         return Change("hook", "git hook", "change", f"remove the post-commit hook from {root}",
                       path=status.hook_file, repo=str(root), action="hook-uninstall")
-    if status.installed and status.python_ok and status.db == db:
+    if status.installed and status.python_ok and not status.outdated and status.db == db:
         return Change("hook", "git hook", "ok", f"already installed in {root}", path=status.hook_file)
     verb = "reinstall" if status.installed else "install"
     extra = " (the existing hook is kept and runs first)" if status.foreign else ""

@@ -27,7 +27,8 @@ def bench(
         bool, typer.Option("--mcp", help="Measure the MCP server instead: tools/list tokens and cold start.")
     ] = False,
     runs: Annotated[
-        int, typer.Option("--runs", min=1, max=50, help="With --mcp or --startup: runs to take the median of.")
+        int, typer.Option("--runs", min=1, max=50,
+                          help="With --mcp, --startup or --rebase: runs to take the median of.")
     ] = 5,
     scale: Annotated[
         str | None,
@@ -47,6 +48,10 @@ def bench(
     inputs: Annotated[
         bool,
         typer.Option("--inputs", help="Measure storing one 1 MB memory of each hostile shape instead (limit 2 s)."),
+    ] = False,
+    rebase: Annotated[
+        bool, typer.Option("--rebase", help="Measure the git hooks instead: a rebase of 40 and 120 commits with and "
+                           "without them, in temporary repositories (limit 2x; about a minute a run).")
     ] = False,
     startup: Annotated[
         bool, typer.Option("--startup", help="Measure start-up instead: whole-process times beside `python -c pass`, "
@@ -94,6 +99,8 @@ def bench(
 
       memsafe bench --startup --runs 9
 
+      memsafe bench --rebase --runs 3
+
       memsafe bench --http
 
       memsafe --db postgresql://memsafe@db.internal/bench bench --http --json
@@ -103,6 +110,9 @@ def bench(
         return
     if startup:
         _bench_startup(runs, json_)
+        return
+    if rebase:
+        _bench_rebase(runs, json_)
         return
     if inputs:
         _bench_inputs(json_)
@@ -233,6 +243,23 @@ def _bench_inputs(json_: bool) -> None:
     emit(result, json_, bench_inputs.inputs_table(result))
     if not result["ok"]:
         say("Error", f"a memory took {result['limit_s']:g} s or more to store")
+        raise typer.Exit(1)
+
+
+def _bench_rebase(runs: int, json_: bool) -> None:
+    """A rebase of 40 and 120 commits with and without memsafe's git hooks; exits 1 if the hooks
+    make one 2x slower or leave a duplicate memory."""
+    from memsafe.bench import rebase as bench_rebase
+
+    try:
+        result = bench_rebase.run_rebase(runs=runs, progress=lambda msg: err.print(msg, markup=False,
+                                                                                   highlight=False))
+    except RuntimeError as exc:
+        raise _fail(str(exc)) from None
+    emit(result, json_, bench_rebase.rebase_table(result))
+    if not result["ok"]:
+        say("Error", f"a rebase with memsafe's hooks took {result['limit_ratio']:g}x as long or more, "
+                     "or left a duplicate memory")
         raise typer.Exit(1)
 
 

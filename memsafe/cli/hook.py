@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from memsafe import api, clock
+from memsafe import api, clock, hooks
 from memsafe.cli._common import JsonOpt, _emit_json, _fail, _session, app, err, out
 from memsafe.errors import MemsafeError
 
@@ -31,9 +31,12 @@ def _show(status: api.HookStatus, json_: bool) -> None:
         err.print(action, markup=False)
     console = out()
     state = "installed" if status.installed else ("another hook is in place" if status.foreign else "not installed")
+    if status.installed and status.version < hooks.HOOK_VERSION:
+        state += " (from an older memsafe: a rebase duplicates memories; run `hook install` again)"
     rows = [("repository", status.repo), ("hooks folder", status.hooks_dir), ("post-commit", state)]
     if status.installed or status.rewrite_installed:
-        rows.append(("post-rewrite", "installed" if status.rewrite_installed else "not installed (run `hook install`)"))
+        rows.append(("post-rewrite", "installed" if status.rewrite_installed else
+                     "not installed: rebases and amends are not followed (run `hook install` again)"))
     if status.hooks_path:
         rows.append(("core.hooksPath", status.hooks_path))
     if status.chained:
@@ -148,8 +151,6 @@ def run(
     """Drain the hooks' queue (what the installed hooks start). Always exits 0; errors go to stderr (the hook log)."""
     try:
         if commit:
-            from memsafe import hooks
-
             root = hooks.repo_root(repo)
             hooks.enqueue_commit(hooks.queue_dir(root), commit, hooks.current_branch(root))
         with _session(ctx) as opened:
