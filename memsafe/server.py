@@ -48,6 +48,7 @@ import re
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Annotated, Any, Literal
 
@@ -61,6 +62,11 @@ __all__ = ["INSTRUCTIONS", "CallOrder", "ServerState", "build_server", "serve", 
 log = logging.getLogger("memsafe.server")
 
 NOTICE_WAIT_S = 2.0  # how long a call waits for the warm thread to embed earlier remembers
+# A burst of remembers is embedded in one batch: after a remember, the warm thread waits while more
+# keep coming (each within BURST_QUIET_S of the last), at most BURST_MAX_S (issue 13: one model run
+# and one write per remember took CPU from the replies; vector-searchable within 1 s still holds).
+BURST_QUIET_S = 0.05
+BURST_MAX_S = 0.25
 LOG_CAP = 500  # characters of one log message; longer messages are cut (FIELD-CASES F03)
 
 INSTRUCTIONS = (
@@ -237,6 +243,7 @@ class ServerState:
         self.stopping = threading.Event()
         self.order = CallOrder()
         self._wake = threading.Event()  # set by a remember: the warm thread embeds what is pending
+        self._flush = threading.Event()  # set by a call waiting for notices: embed now, no burst wait
         self._notices: list[str] = []  # near-duplicates found after a reply; told on the next call
         self._notices_lock = threading.Condition()  # also guards the two counters below
         self._submitted = self._embedded = 0  # remembers handed to the warm thread / embedded so far
@@ -327,8 +334,12 @@ class ServerState:
             if embed.get_embedder() is None:
                 log.info("model unavailable (%s); recall stays lexical", embed.load_error())
                 return
+            woken = False
             while not self.stopping.is_set():
+                if woken:
+                    self._gather_burst()
                 self._wake.clear()
+                self._flush.clear()
                 with self._notices_lock:
                     target = self._submitted
                 with self.store() as opened:
@@ -343,8 +354,9 @@ class ServerState:
                         self._notices_lock.notify_all()
                 if done:
                     log.debug("background embedding: %d vectors", done)
+                    woken = False
                     continue
-                self._wake.wait(1.0)  # a remember wakes it at once; the timeout catches other writers
+                woken = self._wake.wait(1.0)  # a remember wakes it at once; the timeout catches other writers
         except MemsafeError as exc:
             log.info("warm-up stopped: %s", exc)
         except Exception:  # never let the background thread take the server down
@@ -353,6 +365,22 @@ class ServerState:
             with self._notices_lock:  # nobody waits for a thread that is gone
                 self._embedded = 1 << 62
                 self._notices_lock.notify_all()
+
+    def _gather_burst(self) -> None:
+        """After a remember woke the warm thread: wait while more remembers keep arriving, each
+        within BURST_QUIET_S of the last, for at most BURST_MAX_S or until BATCH_SIZE have come, so
+        a burst is embedded in one batch. A call waiting for notices (`_flush`) ends the wait."""
+        with self._notices_lock:
+            first = self._submitted
+        deadline = time.monotonic() + BURST_MAX_S
+        while not (self.stopping.is_set() or self._flush.is_set()):
+            self._wake.clear()
+            left = deadline - time.monotonic()
+            if left <= 0 or not self._wake.wait(min(BURST_QUIET_S, left)):
+                return
+            with self._notices_lock:
+                if self._submitted - first >= embed.BATCH_SIZE:
+                    return
 
     def embed_soon(self) -> None:
         """A memory was stored without its vector: have the warm thread embed it now (when warm-up
@@ -369,6 +397,8 @@ class ServerState:
         thread = self._warm_thread
         with self._notices_lock:
             if wait_s and thread is not None and thread.is_alive():
+                self._flush.set()
+                self._wake.set()
                 self._notices_lock.wait_for(
                     lambda: self._embedded >= self._submitted or self.stopping.is_set(), wait_s)
             taken, self._notices = self._notices, []
@@ -380,6 +410,7 @@ class ServerState:
         (SIGABRT in the native library's teardown), so the wait is long and normally short."""
         self.stopping.set()
         self._wake.set()
+        self._flush.set()
         if self._warm_thread is not None:
             self._warm_thread.join(timeout)
         with self._keeper_lock:

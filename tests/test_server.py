@@ -574,6 +574,29 @@ def test_piped_requests_are_all_answered_before_the_server_exits(paths):
     assert ids == sorted([str(i) for i in range(21)] + ["99", "None"])
 
 
+def test_a_script_piped_into_serve_reads_its_own_writes(paths):
+    """Issue 17.4, as `memsafe serve < requests.jsonl` scripts run it: remember, recall, forget,
+    recall, all in one file read at once. Each call takes effect in the order written: the first
+    recall finds the new memory, the second (after the forget) does not, and the replies come in
+    that order. Before: the recall was answered first, without the memory (5 runs of 5)."""
+    init = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "script", "version": "1"}}}
+    fact = "The staging database is rebuilt every Sunday at 02:00 UTC"
+    calls = [("remember", {"content": fact}), ("recall", {"query": "when is the staging database rebuilt"}),
+             ("forget", {"id": 1}), ("recall", {"query": "when is the staging database rebuilt"})]
+    lines = [json.dumps(init), '{"jsonrpc":"2.0","method":"notifications/initialized"}']
+    lines += [_call_line(i, name, arguments) for i, (name, arguments) in enumerate(calls, 1)]
+    r = subprocess.run([sys.executable, "-m", "memsafe", "--db", str(paths["db"]), "serve"],
+                       input="\n".join(lines) + "\n", capture_output=True, text=True, timeout=180,
+                       env={**os.environ, **server_env(paths["home"])}, cwd=paths["cwd"])
+    assert r.returncode == 0, r.stderr[-2000:]
+    replies = [json.loads(line) for line in r.stdout.splitlines()]
+    assert [x["id"] for x in replies] == [0, 1, 2, 3, 4]
+    texts = [text_of(x["result"]) for x in replies[1:]]
+    assert texts[0].startswith("Remembered #1") and fact in texts[1]
+    assert texts[2].startswith("Forgot #1") and fact not in texts[3]
+
+
 # ---------------------------------------------------------------------------------------------
 # One scope rule on every read tool (issue 12, item 1)
 
@@ -806,6 +829,27 @@ def test_pipelined_calls_take_effect_in_the_order_sent(paths):
         assert c.close() == 0
     calls = [i for i in ids if isinstance(i, int) and i >= 100]
     assert calls == sorted(calls)
+
+
+def test_a_burst_of_remembers_is_embedded_in_batches_and_searchable_after_it(paths):
+    """Issue 13: the warm thread embedded each remember of a burst on its own (one model run and
+    one write each, taking CPU and the write lock from the replies). Twelve remembers in a row
+    are embedded in a few batches; the recall after them finds one by meaning."""
+    env = server_env(paths["home"], MEMSAFE_LOG_LEVEL="DEBUG")
+    topics = ["kafka retention", "nginx timeouts", "redis eviction", "postgres vacuum", "celery retries",
+              "s3 lifecycle", "dns ttl", "jwt expiry", "cron drift", "tls renewal", "oom killer", "git lfs"]
+    with RawClient(paths["db"], env=env, cwd=paths["cwd"]) as c:
+        c.initialize()
+        assert not is_error(c.call("recall", {"query": "warm the model up"}))
+        for i, topic in enumerate(topics):  # one after another, as an agent loop sends them
+            assert text_of(c.call("remember", {"content": f"Runbook note {i}: how we handle {topic}"})
+                           ).startswith("Remembered #")
+        found = text_of(c.call("recall", {"query": "how we handle tls renewal", "limit": 3}))
+        assert c.close() == 0
+    assert "Runbook note 9" in found.splitlines()[0] or "Runbook note 9" in found.split("\n\n")[0], found
+    passes = [int(n) for n in re.findall(r"background embedding: (\d+) vectors", bytes(c.stderr).decode())]
+    # before: about one pass per remember on a quiet machine (a loaded one batched them by delay)
+    assert sum(passes) == len(topics) and len(passes) <= len(topics) // 3, passes
 
 
 def test_a_cancelled_call_waiting_its_turn_never_runs_and_a_running_one_completes(paths):
