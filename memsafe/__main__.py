@@ -44,16 +44,19 @@ def main() -> None:
         return
     fast = _serve_args(sys.argv[1:])
     if fast is not None:
-        from memsafe.errors import MemsafeError
-        from memsafe.mcp_handshake import serve
-
+        try:
+            from memsafe.errors import MemsafeError
+            from memsafe.mcp_handshake import STOP, serve
+        except KeyboardInterrupt:
+            sys.exit(130)
         try:
             serve(*fast)
         except MemsafeError as exc:
             sys.stderr.write(f"Error: {exc}\n")
             sys.exit(exc.exit_code)
-        except KeyboardInterrupt:
-            sys.exit(130)
+        except KeyboardInterrupt:  # SIGINT or SIGTERM during start-up, while a thread may be importing:
+            sys.stderr.flush()  # ending the interpreter normally under it could abort (SIGABRT)
+            os._exit(STOP.code)
         return
     if "ui" in sys.argv[1:4]:  # `[--db PATH] ui ...`: the page starts without the CLI (issue 15)
         from memsafe.ui import start

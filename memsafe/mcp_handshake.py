@@ -31,7 +31,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["Early", "answer_initialize", "serve"]
+__all__ = ["Early", "answer_initialize", "serve", "Stop", "STOP", "catch_stop_signals"]
 
 MAX_FIRST_LINE = 65_536  # bytes: a longer first line is no handshake worth answering early
 
@@ -202,10 +202,77 @@ def answer_initialize(wire_in: int = 0, wire_out: int = 1, kept_in: Path | None 
     return early
 
 
+STOP_DEADLINE_S = 10.0  # after SIGINT or SIGTERM, `serve` ends by then whatever it is doing
+
+
+class Stop:
+    """SIGINT and SIGTERM for `memsafe serve`, from its first line on.
+
+    Until the server's event loop listens for them (`loop` set), a signal raises
+    KeyboardInterrupt in the main thread, which ends the start-up; once the loop runs it is only
+    recorded (`signum`), and the loop's own listener, which replaces this handler, looks at it
+    first. (Before: the asyncio runner's SIGINT handler cancelled the loop's task, which then
+    waited for the thread reading stdin, forever on a terminal; and a library that swallowed
+    the KeyboardInterrupt of an import left the server running.) Either way the first signal
+    arms a deadline: `STOP_DEADLINE_S` later the process ends (`os._exit`, 128 + the signal)
+    whatever it is doing, with every thread's stack on stderr, so Ctrl-C never leaves it running.
+    """
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self.loop = False
+        self._deadline: threading.Timer | None = None
+
+    def handle(self, signum: int, frame=None) -> None:
+        """The signal handler (and the loop's listener calls it too)."""
+        if self.signum is None:
+            self.signum = signum
+        self.arm_deadline()
+        if not self.loop:
+            raise KeyboardInterrupt
+
+    @property
+    def code(self) -> int:
+        """The exit code: 128 + the first stop signal (130 for SIGINT when none was seen)."""
+        return 128 + (self.signum or 2)
+
+    def arm_deadline(self, seconds: float = STOP_DEADLINE_S) -> None:
+        """End the process `seconds` from now unless it has ended (once; a daemon timer)."""
+        if self._deadline is None:
+            self._deadline = threading.Timer(seconds, self._overdue)
+            self._deadline.daemon = True
+            self._deadline.start()
+
+    def _overdue(self) -> None:
+        import faulthandler
+        import sys
+
+        try:
+            sys.stderr.write(f"memsafe serve: still running {STOP_DEADLINE_S:g} s after the stop signal; "
+                             "ending it now. Where each thread was:\n")
+            sys.stderr.flush()
+            faulthandler.dump_traceback(all_threads=True)
+        finally:
+            os._exit(self.code)
+
+
+STOP = Stop()
+
+
+def catch_stop_signals() -> None:
+    """Route SIGINT and SIGTERM to `STOP` (main thread only; elsewhere nothing)."""
+    import signal
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, STOP.handle)
+        signal.signal(signal.SIGTERM, STOP.handle)
+
+
 def serve(db: str | None = None, project: str | None = None) -> None:
     """`memsafe.server.serve` over stdio, its module (the MCP SDK and the handlers: most of a
     start) imported in a thread while the client's first line is read and, when it is an
     `initialize` whose answer is kept, answered. Raises what `memsafe.server.serve` raises."""
+    catch_stop_signals()
     from memsafe import cli_cache  # noqa: F401  (imported before the thread starts: see below)
 
     kept_in = _path()

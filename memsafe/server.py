@@ -32,7 +32,10 @@ Protocol rules (issues 12 and 17, docs/mcp.md):
 - Input schemas are in the subset strict clients accept (`strict_schema`); an unknown argument
   is a one-line tool error naming it; null for an optional argument means its default.
 - SIGINT or SIGTERM stops the server: the call running finishes (up to `STOP_GRACE_S`), its
-  reply is written, and the process exits 130 or 143 without a traceback.
+  reply is written, and the process exits 130 or 143 without a traceback. A signal during the
+  start-up ends it; one that comes as the event loop starts is kept for the loop's listener
+  (`memsafe.mcp_handshake.Stop`); and whatever still runs `STOP_DEADLINE_S` after the signal is
+  ended then, with every thread's stack on stderr.
 """
 
 import collections
@@ -969,18 +972,23 @@ async def _lines(stream, replies: list, ready, answers: _Answers):
 
 
 async def _stop_on_signal(answers: _Answers) -> int:
-    """Wait for SIGINT or SIGTERM, then for the running tool call to finish and its reply to be
-    written (at most STOP_GRACE_S); returns the exit code, 128 + the signal number."""
+    """Wait for SIGINT or SIGTERM (or take one that came before the loop listened: `STOP`), then
+    for the running tool call to finish and its reply to be written (at most STOP_GRACE_S);
+    returns the exit code, 128 + the signal number."""
     import anyio
 
+    from memsafe.mcp_handshake import STOP
+
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:  # kept open: a 2nd ^C waits too
-        async for signum in signals:
-            break
-        log.info("stopping on signal %d", signum)
+        if STOP.signum is None:
+            async for signum in signals:
+                break
+            STOP.handle(signum)  # records it and arms the deadline
+        log.info("stopping on signal %d", STOP.signum)
         with anyio.move_on_after(STOP_GRACE_S):
             await answers.order.close()
             await answers.drained(STOP_GRACE_S, unstarted=True)
-    return 128 + signum
+    return STOP.code
 
 
 async def _prefixed(prefix: str, stream):
@@ -1011,6 +1019,10 @@ async def _run_stdio(server, wire_in: int, wire_out: int, early=None) -> int:
     stdout = _Answers(anyio.wrap_file(writer), server.memsafe.order, early)
     lines = anyio.wrap_file(reader)
     stdin = _lines(_prefixed(early.text(), lines) if early and early.data else lines, replies, ready, stdout)
+
+    from memsafe.mcp_handshake import STOP
+
+    STOP.loop = True  # from here a signal is only recorded; the listener below takes it
 
     async def stop_on_signal() -> None:
         code = await _stop_on_signal(stdout)
@@ -1054,13 +1066,15 @@ def serve(db: str | None = None, project: str | None = None, early=None) -> None
     Raises:
         InvalidInput: empty DB path or project (before anything is served).
     """
-    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))  # until the loop takes over
+    from memsafe.mcp_handshake import STOP, catch_stop_signals
+
+    catch_stop_signals()  # until the loop takes over (already done when started by `memsafe serve`)
     state = ServerState(db, project)  # bad arguments fail here, while stdout is still the terminal's
-    if os.isatty(0):
-        sys.stderr.write(WAITING_NOTE)
-        sys.stderr.flush()
-    code = 130
+    code = None
     try:
+        if os.isatty(0):
+            sys.stderr.write(WAITING_NOTE)
+            sys.stderr.flush()
         wire_in, wire_out = _claim_stdio()
         _setup_logging()
         server = build_server(db, project)
@@ -1069,6 +1083,6 @@ def serve(db: str | None = None, project: str | None = None, early=None) -> None
 
         log.info("serving %s (project: %s)", state.db, state.project_arg or "from cwd")
         code = anyio.run(_run_stdio, server, wire_in, wire_out, early)
-    except KeyboardInterrupt:  # Ctrl-C before the event loop took over the signals
+    except KeyboardInterrupt:  # SIGINT or SIGTERM before the event loop took over the signals
         pass
-    _exit(state, code)
+    _exit(state, STOP.code if code is None else code)

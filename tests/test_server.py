@@ -921,28 +921,99 @@ def _memories(db: Path) -> list:
     return found
 
 
-@pytest.mark.xfail(strict=False, raises=subprocess.TimeoutExpired, reason=(
-    "known open bug (session 5): now and then `serve` on a terminal does not exit after Ctrl-C "
-    "(seen in 2 of 4 full runs, never when run alone); to be found, not hidden: see the closing note"))
-def test_serve_on_a_terminal_says_it_waits_for_a_client_and_ctrl_c_stops_it(paths):
+def _on_a_terminal(argv: list[str], paths, send: bool = True) -> tuple[int | None, str, str, float]:
+    """Run `argv` with a terminal as stdin; once it has written its first stderr line, send it
+    SIGINT (unless `send` is false: it signals itself). Returns (exit code, first line, the rest of
+    stderr, seconds from then to the exit). A process still running STOP_WAIT_S later gets
+    SIGABRT (its Python stacks then end the returned stderr) and code None."""
     import pty
 
     primary, secondary = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "memsafe", "--db", str(paths["db"]), "serve"], stdin=secondary,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=paths["cwd"],
-                            env={**os.environ, **server_env(paths["home"])})
+    proc = subprocess.Popen(argv, stdin=secondary, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=paths["cwd"],
+                            env={**os.environ, **server_env(paths["home"]), "PYTHONFAULTHANDLER": "1"})
     os.close(secondary)
     try:
         first = proc.stderr.readline().decode()
-        proc.send_signal(signal.SIGINT)
-        code = proc.wait(STOP_WAIT_S)
+        sent = time.monotonic()
+        if send:
+            proc.send_signal(signal.SIGINT)
+        try:
+            code = proc.wait(STOP_WAIT_S)
+        except subprocess.TimeoutExpired:  # say where it hangs (faulthandler dumps every thread)
+            proc.send_signal(signal.SIGABRT)
+            proc.wait(30)
+            code = None
+        elapsed = time.monotonic() - sent
     finally:
         os.close(primary)
         if proc.poll() is None:
             proc.kill()
-    rest = proc.stderr.read().decode()
+    assert proc.stdout.read() == b""
+    return code, first, proc.stderr.read().decode(errors="replace"), elapsed
+
+
+def test_serve_on_a_terminal_says_it_waits_for_a_client_and_ctrl_c_stops_it(paths):
+    code, first, rest, _ = _on_a_terminal([sys.executable, "-m", "memsafe", "--db", str(paths["db"]), "serve"], paths)
     assert "waiting for a client" in first and "Ctrl-C" in first
-    assert code == 130 and "Traceback" not in rest and proc.stdout.read() == b""
+    assert code == 130, rest[-6000:]
+    assert "Traceback" not in rest and "still running" not in rest, rest[-6000:]
+
+
+# Session 5's open bug: in full test runs, `serve` on a terminal sometimes did not exit after
+# Ctrl-C. Two ways a signal could be lost were found; each is forced here (the start-up is
+# patched in a wrapper script), and both hung before.
+_SIGNAL_CASES = {
+    # a library that swallows the KeyboardInterrupt raised in one of the start-up's imports
+    "swallowed during start-up": """
+orig = server.build_server
+def patched(*args, **kwargs):
+    try:
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.5)
+    except KeyboardInterrupt:
+        pass
+    return orig(*args, **kwargs)
+server.build_server = patched
+""",
+    # the event loop runs, the thread reading the terminal is blocked, the listener is not open
+    # yet: asyncio's own SIGINT handler cancelled the loop's task, which then waited for that
+    # thread for ever
+    "before the loop listens": """
+orig = server._stop_on_signal
+async def patched(answers):
+    import anyio
+    await anyio.sleep(0.5)
+    os.kill(os.getpid(), signal.SIGINT)
+    await anyio.sleep(0.5)
+    return await orig(answers)
+server._stop_on_signal = patched
+""",
+}
+
+
+@pytest.mark.parametrize("case", sorted(_SIGNAL_CASES))
+def test_a_signal_at_any_moment_of_the_start_up_stops_serve_on_a_terminal(paths, case):
+    script = paths["cwd"] / "wrapped.py"
+    script.write_text("import os, signal, sys, time\nfrom memsafe import server\n" + _SIGNAL_CASES[case]
+                      + "\nserver.serve(sys.argv[1], None)\n")
+    code, first, rest, _ = _on_a_terminal([sys.executable, str(script), str(paths["db"])], paths, send=False)
+    assert "waiting for a client" in first
+    assert code == 130 and "still running" not in rest and "Traceback" not in rest, rest[-6000:]
+
+
+def test_serve_that_hangs_after_ctrl_c_still_ends_by_the_deadline_and_says_where_it_hung(paths):
+    """Whatever hangs after a stop signal (here: stopping the warm thread never returns), the
+    process ends STOP_DEADLINE_S later with exit 130, printing every thread's stack."""
+    from memsafe.mcp_handshake import STOP_DEADLINE_S
+
+    script = paths["cwd"] / "wrapped.py"
+    script.write_text("import sys, time\nfrom memsafe import server\n"
+                      "server.ServerState.stop = lambda self, timeout=0: time.sleep(1000)\n"
+                      "server.serve(sys.argv[1], None)\n")
+    code, first, rest, elapsed = _on_a_terminal([sys.executable, str(script), str(paths["db"])], paths)
+    assert code == 130 and elapsed >= STOP_DEADLINE_S, rest[-3000:]
+    assert f"still running {STOP_DEADLINE_S:g} s after the stop signal; ending it now" in rest
+    assert "in <lambda>" in rest  # the stack of the thread that hung
 
 
 @pytest.fixture

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from enum import Enum
 from typing import Annotated
 
@@ -68,9 +70,14 @@ def serve(
         if transport is Transport.stdio:
             if host is not None or port is not None or allow_host:
                 raise _fail("--host, --port and --allow-host need --transport http", 2, "UsageError")
+            from memsafe.mcp_handshake import STOP
             from memsafe.mcp_handshake import serve as run_server
 
-            run_server(db, project)
+            try:
+                run_server(db, project)
+            except KeyboardInterrupt:  # a stop signal during start-up (see memsafe.__main__)
+                sys.stderr.flush()
+                os._exit(STOP.code)
             return
         from memsafe.http_server import serve_http
 
