@@ -9,7 +9,10 @@ Two small POSIX sh scripts marked `# memsafe-hook`:
   `<python> -m memsafe hook run` in the background. During a rebase, and for `commit --amend`, it
   does nothing: those rewrite commits, and `post-rewrite` reports them once.
 - `post-rewrite` (git runs it once per rebase or amend, with the `old new` list on stdin) writes
-  that whole list as one queue entry and starts the same background run.
+  that whole list as one queue entry and starts the same background run. For a rebase the entry
+  also names where it started (`onto`, the branch's former tip, HEAD now), so the commits made
+  during it (splitting a commit at an `edit` stop, an `exec git commit`), which are in no list,
+  are remembered too.
 
 The queue is a folder in the repository's git folder (`<git-common-dir>/memsafe-queue`), one file
 per entry, written whole then renamed into place. `hook run` drains it under an exclusive lock,
@@ -191,8 +194,16 @@ exit $status
   for d in rebase-merge rebase-apply; do [ -f "$gitdir/$d/head-name" ] && ref=$(cat "$gitdir/$d/head-name"); done
   case "$ref" in refs/heads/*) branch=${{ref#refs/heads/}};; esac
 fi
-if mkdir -p "$q" 2>/dev/null && {{ printf 'rewrite %s %s\\n' "$1" "$branch"; cat; }} >"$q/.$name"; then
-  if [ -x "$chained" ]; then tail -n +2 "$q/.$name" | "$chained" "$@"; status=$?; fi
+since=; skip=2  # a rebase: where it started, for the commits it made that git lists nowhere
+for d in rebase-merge rebase-apply; do
+  if [ "$1" = rebase ] && [ -f "$gitdir/$d/onto" ] && [ -f "$gitdir/$d/orig-head" ]; then
+    read -r onto <"$gitdir/$d/onto"; read -r orig <"$gitdir/$d/orig-head"
+    [ -n "$onto" ] && [ -n "$orig" ] && [ -n "$commit" ] && since="since $onto $orig $commit" && skip=3
+  fi
+done
+if mkdir -p "$q" 2>/dev/null \\
+ && {{ printf 'rewrite %s %s\\n' "$1" "$branch"; [ -z "$since" ] || echo "$since"; cat; }} >"$q/.$name"; then
+  if [ -x "$chained" ]; then tail -n +$skip "$q/.$name" | "$chained" "$@"; status=$?; fi
   # an amend inside a rebase is reported again, whole, by the rebase's own post-rewrite
   if [ "$1" = amend ] && [ -n "$rebasing" ]; then rm -f "$q/.$name"; exit $status; fi
   mv -f "$q/.$name" "$q/$name" || exit $status
@@ -417,13 +428,15 @@ QUEUE_VERSION = 1
 class QueueEntry:
     """One queue file: a commit made (`kind` 'commit', `commits` = [sha]), or commits rewritten
     (`kind` 'rebase' or 'amend', `pairs` = [(old sha, new sha)] in git's order). `branch` as the hook
-    read it in the foreground (None: detached HEAD)."""
+    read it in the foreground (None: detached HEAD). `since`, for a rebase: (onto, the branch's
+    tip before it, HEAD after it), to find the commits it made that are in no pair."""
 
     path: Path
     kind: str
     branch: str | None
     commits: list[str] = field(default_factory=list)
     pairs: list[tuple[str, str]] = field(default_factory=list)
+    since: tuple[str, str, str] | None = None
 
 
 def queue_dir(root: Path) -> Path:
@@ -459,13 +472,24 @@ def read_queue(folder: Path) -> list[QueueEntry]:
         rest = [line.split() for line in lines[1:] if line.strip()]
         if head[:1] == ["commit"] and len(rest) == 1 and _sha(rest[0][0]):
             entries.append(QueueEntry(path, "commit", " ".join(head[1:]) or None, commits=[rest[0][0]]))
-        elif head[:1] == ["rewrite"] and len(head) >= 2 and all(len(r) >= 2 and _sha(r[0]) and _sha(r[1])
-                                                                for r in rest):
+        elif head[:1] == ["rewrite"] and len(head) >= 2 and all(
+                (len(r) >= 2 and _sha(r[0]) and _sha(r[1])) or (i == 0 and r[0] == "since")
+                for i, r in enumerate(rest)):
+            since = tuple(rest.pop(0)[1:]) if rest and rest[0][0] == "since" else None
+            if since is not None and not (len(since) == 3 and all(_sha(w) for w in since)):
+                since = None  # the rewritten commits are still followed
             pairs = [(r[0], r[1]) for r in rest]
-            entries.append(QueueEntry(path, head[1], " ".join(head[2:]) or None, pairs=pairs))
+            entries.append(QueueEntry(path, head[1], " ".join(head[2:]) or None, pairs=pairs, since=since))
         else:
             entries.append(QueueEntry(path, "bad", None))
     return entries
+
+
+def made_during(root: Path, since: tuple[str, str, str]) -> list[str]:
+    """The commits a rebase made, oldest first: reachable from the HEAD it ended on, but neither
+    from where it started (`onto`) nor from the branch's former tip. Raises InvalidInput."""
+    onto, orig, head = since
+    return _text(_git(root, "rev-list", "--reverse", head, "--not", onto, orig, "--")).split()
 
 
 def enqueue_commit(folder: Path, commit: str, branch: str | None) -> Path:

@@ -482,3 +482,26 @@ def test_a_hook_from_an_older_memsafe_is_reported_and_upgraded_by_install(repo, 
     doctor = json.loads(cli("doctor", "--json", "--no-model", "--repo", str(repo)).stdout)
     [check] = [c for c in doctor["checks"] if c["name"] == "hook"]
     assert check["level"] == "warning" and "post-rewrite hook is missing" in check["detail"]
+
+
+def test_commits_made_during_a_rebase_are_remembered_once(repo, db_path):
+    """A commit split at an `edit` stop of `rebase -i`: git lists the old commit as rewritten into
+    the second part only, and post-commit stays silent during a rebase, so the first part was
+    never remembered. Now the rebase's entry names where it started and its new commits are
+    remembered too; the old memory becomes the second part's (history kept), nothing twice."""
+    api.hook_install(repo, db=str(db_path))
+    feature_branch(repo, 3)
+    wait_for_memories(db_path, 5)
+    git(repo, "-c", "sequence.editor=sed -i '2s/^pick/edit/'", "rebase", "-q", "-i", "main")  # stops at change 1
+    git(repo, "reset", "-q", "HEAD^")
+    commit(repo, b"feature change 1, part A", {"f1.txt": "1"})
+    commit(repo, b"feature change 1, part B", {"f1b.txt": "1b"})
+    git(repo, "-c", "core.editor=true", "rebase", "--continue")
+    shorts = git(repo, "log", "--format=%h", "main..feature").stdout.decode().split()
+    assert len(shorts) == 4
+    notes = wait_until(lambda: (n := active_notes(db_path)) and all(any(x.startswith(f"git commit {s} on feature:")
+                                                                       for x in n) for s in shorts) and n,
+                       "the rebase's own commits were not remembered")
+    subjects = sorted(n.split(": ", 1)[1].split("\n")[0] for n in notes)
+    assert subjects == ["base", "feature change 0", "feature change 1, part A", "feature change 1, part B",
+                        "feature change 2", "main moves on"]

@@ -102,7 +102,8 @@ def drain_queue(store: Store, repo: str | Path, folder: str | Path | None = None
     """Apply every entry of the hook queue, oldest first, under the queue's lock (what `hook run`
     does in the background): a commit entry is remembered (with the branch the hook read when the
     commit was made); a rewrite entry (rebase, amend) updates each rewritten commit's memory in
-    place, keeping its history. Returns at once with `busy` when another process drains.
+    place, keeping its history, and remembers the commits a rebase made that git lists in no pair.
+    Returns at once with `busy` when another process drains.
 
     Raises:
         InvalidInput: not a repository.
@@ -143,6 +144,12 @@ def _apply_entry(store: Store, root: Path, project: str | None, entry: hooks.Que
         return
     for old, new in entry.pairs:
         _follow_rewrite(store, root, project, old, new, entry.branch, report)
+    if entry.since:  # commits the rebase made (an `edit` stop split a commit): in no pair
+        rewritten = {new for _, new in entry.pairs}
+        for sha in hooks.made_during(root, entry.since):
+            if sha not in rewritten:
+                memory = _store_commit(store, hooks.read_commit(root, sha, entry.branch), project)
+                report.remembered += memory is not None
 
 
 def _follow_rewrite(store: Store, root: Path, project: str | None, old: str, new: str, branch: str | None,
