@@ -45,7 +45,10 @@ HOOK_NAME = "post-commit"
 REWRITE_HOOK = "post-rewrite"
 HOOK_NAMES = (HOOK_NAME, REWRITE_HOOK)
 MARKER = "# memsafe-hook"
-HOOK_VERSION = 2  # written after MARKER as `v2`; 1: post-commit only, a process per rebased commit
+# Written after MARKER (`v3`). 1: post-commit only, a process per rebased commit and duplicates;
+# 2: post-rewrite too; 3: a rebase's entry names where it started (the commits it made are kept).
+HOOK_VERSION = 3
+STORM_VERSION = 1  # hooks up to this version start a process per rebased commit
 QUEUE_DIR = "memsafe-queue"  # inside the repository's common git folder
 CHAINED_SUFFIX = ".pre-memsafe"
 MAX_FILES = 20  # changed file names listed in a commit note

@@ -482,6 +482,16 @@ def test_a_hook_from_an_older_memsafe_is_reported_and_upgraded_by_install(repo, 
     doctor = json.loads(cli("doctor", "--json", "--no-model", "--repo", str(repo)).stdout)
     [check] = [c for c in doctor["checks"] if c["name"] == "hook"]
     assert check["level"] == "warning" and "post-rewrite hook is missing" in check["detail"]
+    api.hook_install(repo, db=str(db_path))
+    for name in hooks.HOOK_NAMES:  # both hooks as version 2 wrote them (without where a rebase started)
+        path = repo / ".git" / "hooks" / name
+        path.write_text(path.read_text().replace(f"{hooks.MARKER} v{hooks.HOOK_VERSION}:", f"{hooks.MARKER} v2:"))
+    state = api.hook_status(repo)
+    assert (state.version, state.rewrite_installed, state.outdated) == (2, True, True)
+    doctor = json.loads(cli("doctor", "--json", "--no-model", "--repo", str(repo)).stdout)
+    [check] = [c for c in doctor["checks"] if c["name"] == "hook"]
+    assert check["level"] == "warning" and check["detail"].startswith("the hooks are from an older memsafe")
+    assert not api.hook_install(repo, db=str(db_path)).outdated
 
 
 def test_commits_made_during_a_rebase_are_remembered_once(repo, db_path):

@@ -177,9 +177,13 @@ def doctor(opened: Opened, *, repo: str | Path | None = None, load_model: bool =
             checks.append(Check("hook", "error", f"the hook calls {state.python}, which no longer exists",
                                 f"memsafe hook install --repo '{state.repo}'"))
         elif state.outdated:
-            why = ("the hook is from an older memsafe: a rebase or amend starts a process per rewritten commit "
-                   "and duplicates their memories" if state.version < hooks.HOOK_VERSION else
-                   "the post-rewrite hook is missing: rebased and amended commits are not followed")
+            if state.installed and state.version <= hooks.STORM_VERSION:
+                why = ("the hook is from an older memsafe: a rebase or amend starts a process per rewritten "
+                       "commit and duplicates their memories")
+            elif not state.rewrite_installed:
+                why = "the post-rewrite hook is missing: rebased and amended commits are not followed"
+            else:
+                why = "the hooks are from an older memsafe"
             checks.append(Check("hook", "warning", f"{why} ({state.repo})",
                                 f"memsafe hook install --repo '{state.repo}'"))
         else:

@@ -32,7 +32,8 @@ def _show(status: api.HookStatus, json_: bool) -> None:
     console = out()
     state = "installed" if status.installed else ("another hook is in place" if status.foreign else "not installed")
     if status.installed and status.version < hooks.HOOK_VERSION:
-        state += " (from an older memsafe: a rebase duplicates memories; run `hook install` again)"
+        why = ": a rebase duplicates memories" if status.version <= hooks.STORM_VERSION else ""
+        state += f" (from an older memsafe{why}; run `hook install` again)"
     rows = [("repository", status.repo), ("hooks folder", status.hooks_dir), ("post-commit", state)]
     if status.installed or status.rewrite_installed:
         rows.append(("post-rewrite", "installed" if status.rewrite_installed else
