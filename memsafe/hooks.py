@@ -162,7 +162,11 @@ def hook_script(python: str, db: str | None, log: Path, workdir: Path, name: str
     q = shlex.quote
     db_args = f" --db {q(db)}" if db else ""
     # One background run at a time: a run alive (its pid in .pid) drains this entry too (see drain_queue).
-    run = (f"pid=$(cat \"$q/.pid\" 2>/dev/null); [ -n \"$pid\" ] && kill -0 \"$pid\" 2>/dev/null && exit $status\n"
+    # The pid must still be that run's: a run can end before its pid is written, and on a busy machine
+    # the number came back as another process's within minutes, which left a rebase's entry undrained.
+    run = ("pid=; [ -f \"$q/.pid\" ] && read -r pid <\"$q/.pid\"\n"
+           "[ -n \"$pid\" ] && kill -0 \"$pid\" 2>/dev/null && case \"$(ps -p \"$pid\" -o args= 2>/dev/null)\" in\n"
+           "  *\" hook run \"*\"--queue $q\"*) exit $status;; esac\n"
            f"cd {q(str(workdir))} 2>/dev/null || cd /\n"
            f"{q(python)} -m memsafe{db_args} hook run --repo \"$repo\" --queue \"$q\" "
            f"</dev/null >>{q(str(log))} 2>&1 &\n"

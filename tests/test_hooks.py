@@ -515,3 +515,20 @@ def test_commits_made_during_a_rebase_are_remembered_once(repo, db_path):
     subjects = sorted(n.split(": ", 1)[1].split("\n")[0] for n in notes)
     assert subjects == ["base", "feature change 0", "feature change 1, part A", "feature change 1, part B",
                         "feature change 2", "main moves on"]
+
+
+def test_a_stale_pid_file_naming_another_live_process_does_not_stop_the_hooks(repo, db_path):
+    """The hooks start no run while the one named in the queue's .pid is alive. A run can end
+    before the hook writes its pid, and on a busy machine the number came back as another
+    process's within minutes: every later entry (here a rebase's) waited for a commit that
+    would start a run. Now the pid counts only while it is still a `hook run` of this queue."""
+    api.hook_install(repo, db=str(db_path))
+    feature_branch(repo, 2)
+    wait_for_memories(db_path, 4)
+    queue = hooks.queue_dir(repo)
+    wait_until(lambda: not (queue / ".pid").exists() or not hooks.read_queue(queue), "the queue was not drained")
+    (queue / ".pid").write_text(f"{os.getpid()}\n")  # alive, and no hook run
+    git(repo, "rebase", "-q", "main")
+    shorts = git(repo, "log", "--format=%h", "main..feature").stdout.decode().split()
+    wait_until(lambda: all(any(n.startswith(f"git commit {s} on feature:") for n in active_notes(db_path))
+                           for s in shorts), "the rebase was not followed")
