@@ -13,7 +13,8 @@ load weighs on all three:
   by post-rewrite), the most `hook run` processes alive at once, and whether the store holds
   exactly one active memory per commit (no duplicate).
 
-Target (issue 17.1): a 120-commit rebase with memsafe under 2x the time without it. The figures
+Target (issue 17.1): a 120-commit rebase with memsafe under 2x the time without it (a shorter
+one is not held to it: there git's own start-up of a hook per commit weighs most). The figures
 are medians; say the load beside them. Needs git; works in a temporary folder with its own
 MEMSAFE_HOME and git config (your store and your repositories are never touched).
 """
@@ -34,7 +35,9 @@ from memsafe.bench import python_m
 __all__ = ["SIZES", "LIMIT_RATIO", "run_rebase", "rebase_table"]
 
 SIZES = (40, 120)
-LIMIT_RATIO = 2.0  # issue 17.1: with memsafe, under 2x the rebase without it
+LIMIT_RATIO = 2.0  # issue 17.1: a 120-commit rebase with memsafe under 2x the one without it
+LIMIT_COMMITS = 120  # the limit holds from this size on (a short rebase is mostly git's own start-up
+# of a hook per commit: the "empty hook" column, which no hook can avoid)
 SETTLE_S = 180.0  # longest wait for the background run to follow a rebase
 
 
@@ -151,8 +154,8 @@ def run_rebase(sizes: Sequence[int] = SIZES, runs: int = 3, *,
 
     Returns {"runs", "limit_ratio", "load_avg", "ok", "sizes": [{"commits", "without_s",
     "empty_hook_s", "memsafe_s", "ratio", "settled_s", "peak_processes", "extra_memories", "ok"}]}:
-    seconds are medians of wall-clock times; `ratio` = memsafe_s / without_s; `ok` = ratio under
-    `LIMIT_RATIO` and no extra memory.
+    seconds are medians of wall-clock times; `ratio` = memsafe_s / without_s; `ok` = no extra
+    memory and, from `LIMIT_COMMITS` commits on, a ratio under `LIMIT_RATIO`.
 
     Raises:
         RuntimeError: git is missing or failed, or the background run did not follow a rebase.
@@ -185,7 +188,7 @@ def run_rebase(sizes: Sequence[int] = SIZES, runs: int = 3, *,
                     "ratio": round(with_ / without, 2) if without else None,
                     "settled_s": round(statistics.median(r["settle_s"] for r in followed), 2),
                     "peak_processes": max(r["peak_processes"] for r in followed), "extra_memories": extra,
-                    "ok": bool(without) and with_ / without < LIMIT_RATIO and extra == 0,
+                    "ok": extra == 0 and (n < LIMIT_COMMITS or (bool(without) and with_ / without < LIMIT_RATIO)),
                 })
         except (OSError, subprocess.CalledProcessError) as exc:
             detail = getattr(exc, "stderr", None) or exc
@@ -196,16 +199,16 @@ def run_rebase(sizes: Sequence[int] = SIZES, runs: int = 3, *,
                     os.environ.pop(key, None)
                 else:
                     os.environ[key] = value
-    return {"runs": runs, "limit_ratio": LIMIT_RATIO, "load_avg": round(os.getloadavg()[0], 2),
-            "ok": all(r["ok"] for r in rows), "sizes": rows}
+    return {"runs": runs, "limit_ratio": LIMIT_RATIO, "limit_commits": LIMIT_COMMITS,
+            "load_avg": round(os.getloadavg()[0], 2), "ok": all(r["ok"] for r in rows), "sizes": rows}
 
 
 def rebase_table(result: dict):
     """Rich table of a `run_rebase` result: one row per size."""
     from rich.table import Table
 
-    table = Table(title=f"git rebase, medians of {result['runs']} runs (limit {result['limit_ratio']:g}x "
-                        f"without memsafe; load avg {result['load_avg']})")
+    table = Table(title=f"git rebase, medians of {result['runs']} runs (limit {result['limit_ratio']:g}x without "
+                        f"memsafe from {result['limit_commits']} commits; load avg {result['load_avg']})")
     # without: no hook; empty hook: git's own cost of a hook per commit; followed: until every
     # rewritten commit's memory names its new hash; runs: most `hook run` processes at once
     for name in ("commits", "without s", "empty hook s", "memsafe s", "ratio", "followed s", "runs", "dupes",

@@ -51,7 +51,7 @@ def bench(
     ] = False,
     rebase: Annotated[
         bool, typer.Option("--rebase", help="Measure the git hooks instead: a rebase of 40 and 120 commits with and "
-                           "without them, in temporary repositories (limit 2x; about a minute a run).")
+                           "without them, in temporary repositories (limit 2x at 120; about a minute a run).")
     ] = False,
     startup: Annotated[
         bool, typer.Option("--startup", help="Measure start-up instead: whole-process times beside `python -c pass`, "
@@ -248,7 +248,7 @@ def _bench_inputs(json_: bool) -> None:
 
 def _bench_rebase(runs: int, json_: bool) -> None:
     """A rebase of 40 and 120 commits with and without memsafe's git hooks; exits 1 if the hooks
-    make one 2x slower or leave a duplicate memory."""
+    make the 120-commit one 2x slower or leave a duplicate memory."""
     from memsafe.bench import rebase as bench_rebase
 
     try:
@@ -258,8 +258,8 @@ def _bench_rebase(runs: int, json_: bool) -> None:
         raise _fail(str(exc)) from None
     emit(result, json_, bench_rebase.rebase_table(result))
     if not result["ok"]:
-        say("Error", f"a rebase with memsafe's hooks took {result['limit_ratio']:g}x as long or more, "
-                     "or left a duplicate memory")
+        say("Error", f"a {result['limit_commits']}-commit rebase with memsafe's hooks took "
+                     f"{result['limit_ratio']:g}x as long or more, or one left a duplicate memory")
         raise typer.Exit(1)
 
 
