@@ -105,7 +105,11 @@ def exact_terms(text: str) -> list[str]:
       they mostly name services the graph knows, and the memory that answers a question about
       one often does not hold the name (bench graph queries);
     - a CJK run of one character (see `_CJK`), which the word index holds only where it stands
-      alone; longer runs are word-index terms (`fts_terms`: bigrams, ranked by BM25).
+      alone; longer runs are word-index terms (`fts_terms`: bigrams, ranked by BM25). Only when
+      the query has no longer CJK run: beside words of two or more characters a lone character
+      is mostly a particle or function word (Korean 안, 을; Chinese 用, 在; Japanese の), and an
+      exact term ranks every memory holding it above the ones holding the words (break-it,
+      session 6: "데이터베이스 연결 안 됨" put two greetings holding 안 first).
 
     Terms of 3+ characters are looked up in the trigram index (`memories_tri`), a 1-character
     CJK term through the trigrams it starts (`Store.exact_search`).
@@ -116,8 +120,9 @@ def exact_terms(text: str) -> list[str]:
         word = word.strip("_")
         if len(word) >= 3 and _IDENTIFIER.search(word) and not word.isdigit():
             seen.setdefault(word, None)
-    for run in CJK_RUN.findall(lowered):
-        if len(run) == 1:
+    runs = CJK_RUN.findall(lowered)
+    if all(len(run) == 1 for run in runs):
+        for run in runs:
             seen.setdefault(run, None)
     return list(seen)[:MAX_EXACT_TERMS]
 

@@ -102,6 +102,23 @@ def test_a_korean_word_with_a_particle_attached_is_found(store):
     assert _ids(api.recall(store, "연결", mode="lexical")) == [target]
 
 
+@pytest.mark.parametrize("mode", ["hybrid", "lexical"])
+@pytest.mark.parametrize("texts, query", [
+    (["데이터베이스 연결 시간 초과 오류가 발생했습니다", "안녕하세요 반갑습니다", "안전 점검 일정은 다음 주입니다"],
+     "데이터베이스 연결 안 됨"),
+    (["服务通过 Docker 部署到生产环境", "用户登录失败时要记录日志", "这个函数的作用是清理缓存"], "用Docker部署"),
+    (["服务通过 Docker 部署到生产环境", "用户登录失败时要记录日志", "这个函数的作用是清理缓存"], "Docker 部署 在 哪"),
+    (["設定ファイルはホームディレクトリに置いてください。", "このページの内容は古い", "場所の情報は地図にある"],
+     "設定ファイル の 場所"),
+])
+def test_a_lone_cjk_character_beside_words_does_not_outrank_the_words(store, mode, texts, query):
+    """Break-it (session 6): a 1-character run was an exact term, and a memory holding an exact
+    term ranks first, so greetings holding the particle 안 came before the memory holding
+    데이터베이스 and 연결. Beside longer CJK words a lone character is a plain word."""
+    ids = [api.remember(store, text).id for text in texts]
+    assert _ids(api.recall(store, query, mode=mode))[:1] == [ids[0]]
+
+
 def test_a_single_cjk_character_is_found(store):
     """Below a bigram: looked up exactly (`retrieve.exact_terms`, the trigram index)."""
     cat = api.remember(store, "我家的猫喜欢在键盘上睡觉。").id
