@@ -345,6 +345,13 @@ def test_a_schema_2_postgres_store_gets_bigrams_with_nothing_lost(pg_server, emb
                                       "ORDER BY memory_id").fetchall() == english  # untouched
             assert [i for i, _ in store.fts_search('"引用"', Scope(), 5)] == [1]
             assert _ids(api.recall(store, "悬空", mode="lexical", all_projects=True)) == [2]
+            # a memsafe from before m003 still running writes entries without the tokenizer's name:
+            # refused (before: it wrote '旧进程在迁移之后写入' whole, found by no search; break-it)
+            for memory_id in (1, 10**9):  # an update of an entry, a new entry
+                with pytest.raises(psycopg.errors.NotNullViolation):
+                    store.conn.execute("INSERT INTO memory_fts(memory_id, tsv, dl) VALUES (?, ?::tsvector, ?) "
+                                       "ON CONFLICT (memory_id) DO UPDATE SET tsv = excluded.tsv, dl = excluded.dl",
+                                       (memory_id, *_old_tsvector("旧进程在迁移之后写入")))
         finally:
             store.close()
     finally:

@@ -27,6 +27,7 @@ from collections.abc import Iterator, Sequence
 from memsafe import retrieve
 from memsafe.models import Scope
 from memsafe.store.common.fulltext import FullTextFusion
+from memsafe.store.common.tokenizer import NAME
 from memsafe.store.postgres import words
 from memsafe.store.postgres.migrations import TRIGRAM_MAX_CHARS
 from memsafe.store.sqlite.fulltext import SQLiteFullText
@@ -79,12 +80,14 @@ _ENTRIES = "unnest(?::bigint[], ?::text[], ?::int[]) AS e(id, tsv, dl)"  # the p
 
 def index_rows(conn, rows: Sequence[tuple[int, str]]) -> None:
     """Write the word-index entries of `rows` ([(memory id, text)]) into `memory_fts`, replacing
-    any there: one statement (the caller's transaction)."""
+    any there, each naming the tokenizer that made it (`tokenizer.NAME`; migration m003): one
+    statement (the caller's transaction)."""
     if rows:
         conn.execute(
-            "INSERT INTO memory_fts(memory_id, tsv, dl) SELECT e.id, e.tsv::tsvector, e.dl "
-            f"FROM {_ENTRIES} ON CONFLICT (memory_id) DO UPDATE SET tsv = excluded.tsv, dl = excluded.dl",
-            _entries(rows),
+            "INSERT INTO memory_fts(memory_id, tsv, dl, tokenizer) SELECT e.id, e.tsv::tsvector, e.dl, ? "
+            f"FROM {_ENTRIES} ON CONFLICT (memory_id) DO UPDATE SET tsv = excluded.tsv, dl = excluded.dl, "
+            "tokenizer = excluded.tokenizer",
+            [NAME, *_entries(rows)],
         )
 
 
