@@ -21,6 +21,7 @@ from memsafe.api.core import (
     _config_snapshot,
     _embedder,
     _enum_value,
+    _pack_notes,
     _scope_list,
     _screen_secrets,
     _unit_interval,
@@ -421,7 +422,9 @@ def recall_as_of(
     if not ranked:
         return RecallResult(text, budget_v, effective, 0, [], used_mode, _scope_list(scope), notes)
     scored = [(score, _memory_from_state(visible[c.id], at), c) for score, c in ranked]
-    packed = retrieve.pack([m.content for _, m, _ in scored], effective, tokens.count, tokens.truncate, limit=limit_v)
+    texts = [m.content for _, m, _ in scored]
+    packed = retrieve.pack(texts, effective, tokens.count, tokens.truncate, limit=limit_v)
+    notes += _pack_notes(packed, [m.id for _, m, _ in scored], texts, limit_v)
     hits = [
         Hit(memory=m, text=p.text, tokens=p.tokens, score=round(score, 6), truncated=p.truncated,
             lexical_rank=c.lexical_rank, vector_rank=c.vector_rank)
