@@ -239,6 +239,8 @@ class Embedder:
 _shared: Embedder | None = None
 _shared_error: str | None = None
 _shared_lock = threading.Lock()
+_loader: threading.Thread | None = None
+_loader_lock = threading.Lock()
 
 
 def get_embedder() -> Embedder | None:
@@ -256,6 +258,20 @@ def get_embedder() -> Embedder | None:
         return _shared
 
 
+def load_soon() -> None:
+    """Start loading the shared embedder on a thread of its own, so a process that will need it
+    (a default recall) overlaps the model load (~0.4 CPU-seconds: numpy, onnxruntime, the session)
+    with its other work: imports, opening the store, BM25 (issue 13). `get_embedder` then waits for
+    it. Once per process; nothing when the model is disabled. The thread is not a daemon: the
+    interpreter waits for it before it exits (leaving while onnxruntime builds a session aborts)."""
+    global _loader
+    with _loader_lock:  # not _shared_lock: get_embedder holds that for the whole load
+        if os.environ.get("MEMSAFE_NO_MODEL") or any(x is not None for x in (_loader, _shared, _shared_error)):
+            return
+        _loader = threading.Thread(target=get_embedder, name="memsafe-model-load")
+        _loader.start()
+
+
 def load_error() -> str | None:
     """Why the shared embedder is unavailable (None if loaded or not yet tried)."""
     return _shared_error
@@ -267,6 +283,6 @@ def loaded() -> bool:
 
 def reset() -> None:
     """Forget the shared embedder (tests)."""
-    global _shared, _shared_error
+    global _shared, _shared_error, _loader
     with _shared_lock:
-        _shared, _shared_error = None, None
+        _shared, _shared_error, _loader = None, None, None

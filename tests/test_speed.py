@@ -328,3 +328,16 @@ def test_cached_token_ranks_count_exactly_like_tiktoken_and_survive_corruption(t
         finally:
             tokens._encoding.cache_clear()
     assert len(list((tmp_path / "cache").glob("*.marshal"))) == 1
+
+
+def test_a_default_recall_loads_the_model_from_its_start_and_still_fails_cleanly(seeded):
+    """A default recall starts loading the model on its own thread before it opens the store (issue
+    13: the load overlaps the store work). A user error meanwhile is still one line and exit 1: the
+    process waits for that thread instead of aborting inside onnxruntime; lexical recall loads nothing."""
+    for args in (["recall", "deploy", "--since", "the day after never"], ["recall", "   "]):
+        names, proc = imported(args, seeded)
+        assert "onnxruntime" in names and proc.returncode == 1, proc.stderr[-2000:]
+        errors = [line for line in proc.stderr.splitlines() if not line.startswith("import time:")]
+        assert len(errors) == 1 and errors[0].startswith("Error: "), errors
+    names, proc = imported(["recall", "blue-green deploy"], seeded)
+    assert proc.returncode == 0 and "blue-green" in proc.stdout and "onnxruntime" in names
