@@ -152,3 +152,20 @@ def test_embed_fills_every_pending_vector_once_with_progress(store):
     report = api.embed_pending(store, progress=lambda done, total: seen.append((done, total)))
     assert (report.embedded, report.pending) == (40, 0)
     assert seen and seen[-1] == (40, 40)
+
+
+def test_time_bounded_embedding_stops_when_the_time_is_up(store, embedder, monkeypatch):
+    # The time bound, made deterministic with no time at all: nothing is embedded but the query,
+    # and the answer comes from what there is (BM25), with a note. recall --as-of embeds past
+    # texts on the fly; it is bounded the same way.
+    from memsafe.api import lifecycle
+
+    for i in range(20):
+        api.remember(store, f"Note {i}: the billing queue retries {i} times, then it gives up.", embed_now=False)
+    spy = Spy(embedder, monkeypatch)
+    assert api.backfill(store, max_seconds=0.0) == 0 and spy.texts == 0
+    monkeypatch.setattr(lifecycle, "RECALL_EMBED_SECONDS", 0.0)
+    result = api.recall_as_of(store, "billing queue retries", as_of=api.get(store, 20).created_at)
+    assert result.hits and spy.texts == 1  # the query only
+    assert "20 of 20 texts as they were then not embedded" in " ".join(result.notes), result.notes
+    assert all(h.vector_rank is None for h in result.hits)

@@ -69,9 +69,6 @@ __all__ = [
 
 BACKFILL_BATCH = 256  # pending memories a recall embeds at most (attempts, written or skipped)
 RECALL_EMBED_SECONDS = 2.0  # ... and for at most this long, then answers from what it has
-# texts in the first batch of a time-bounded backfill: ~0.05 s at the 148 texts/s measured quiet
-# (embed.py), ~0.3 s at the 28 texts/s measured under load (README); later batches fit the time left
-TIMED_FIRST_BATCH = 8
 BACKGROUND_EMBED_SECONDS = 300.0  # a detached embedder stops after this; `memsafe embed` does the rest
 
 
@@ -148,8 +145,8 @@ def backfill(store: Store, *, limit: int | None = BACKFILL_BATCH, batch_size: in
 
     - `limit` counts the memories embedded (written or skipped), not only those written;
     - `max_seconds` (wall clock) stops before a new batch once it has passed; after the first
-      batch (TIMED_FIRST_BATCH texts) each batch is sized to the time left at the rate measured
-      so far, so the overrun is about one text's embedding.
+      batch (embed.TIMED_FIRST_BATCH texts) each batch is sized to the time left at the rate
+      measured so far (`embed.timed_batch`), so the overrun is about one text's embedding.
 
     `progress(written so far)` is called after each batch.
     """
@@ -168,12 +165,9 @@ def backfill(store: Store, *, limit: int | None = BACKFILL_BATCH, batch_size: in
         take = take_max
         if deadline is not None:
             now = time.monotonic()
-            if now >= deadline:
+            take = embed.timed_batch(attempted, now - started, deadline - now, take_max)
+            if not take:
                 break
-            if attempted:  # as many as the rate measured so far embeds in the time left
-                take = max(1, min(take_max, int(attempted / (now - started) * (deadline - now))))
-            else:
-                take = min(take_max, TIMED_FIRST_BATCH)
         if limit is not None:
             take = min(take, limit - attempted)
         if newest_first:
