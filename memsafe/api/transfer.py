@@ -730,7 +730,7 @@ def embed_pending(store: Store, *, progress: Progress | None = None) -> EmbedRep
         return EmbedReport(0, total, f"vector search unavailable: {store.vector_error}")
     if total and embed.get_embedder() is None:
         return EmbedReport(0, total, f"embedding model unavailable: {embed.load_error()}")
-    # One walk: each pending memory is tried once; one another process changes meanwhile (an
+    # One walk: each pending memory is tried once; a memory another process changes meanwhile (an
     # update, a decay) stays pending and is counted below, never retried without end (issue 17.2).
     done = backfill(store, limit=None, progress=(lambda n: progress(n, max(total, n))) if progress else None)
     return EmbedReport(done, store.pending_count())
