@@ -169,3 +169,25 @@ def test_time_bounded_embedding_stops_when_the_time_is_up(store, embedder, monke
     assert result.hits and spy.texts == 1  # the query only
     assert "20 of 20 texts as they were then not embedded" in " ".join(result.notes), result.notes
     assert all(h.vector_rank is None for h in result.hits)
+
+
+def test_a_recall_while_another_writer_holds_the_lock_answers_and_finds_the_new_memory(db_path, store, embedder,
+                                                                                          monkeypatch):
+    # A decay holds the write lock in turns; a recall's own embedding waits for it only within its
+    # time bound (it used to wait 30 s a write), and what it embedded but could not store still
+    # counts for its answer: the memory just remembered is found by meaning.
+    for i in range(40):
+        api.remember(store, f"Note {i}: the billing queue retries {i} times, then it gives up.", embed_now=False)
+    new = api.remember(store, NEW, embed_now=False)
+    other = api.open_store(str(db_path))
+    spy = Spy(embedder, monkeypatch)
+    try:
+        with other.store.write():  # held for the whole recall
+            result = api.recall(store, BY_MEANING)
+    finally:
+        other.store.close()
+    hit = next((h for h in result.hits if h.memory.id == new.id), None)
+    assert hit is not None and hit.vector_rank is not None, [h.memory.id for h in result.hits]
+    assert spy.texts <= core.BACKFILL_BATCH + 1
+    assert store.pending_count() == 41  # nothing could be written
+    assert any("still waiting for embedding" in n for n in result.notes), result.notes

@@ -70,6 +70,7 @@ __all__ = [
 BACKFILL_BATCH = 256  # pending memories a recall embeds at most (attempts, written or skipped)
 RECALL_EMBED_SECONDS = 2.0  # ... and for at most this long, then answers from what it has
 BACKGROUND_EMBED_SECONDS = 300.0  # a detached embedder stops after this; `memsafe embed` does the rest
+WRITE_GRACE_MS = 250  # least wait for the write lock of a time-bounded fill (about one SQLite commit under load)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -134,7 +135,7 @@ def _vector_bytes(vec) -> bytes:
 
 def backfill(store: Store, *, limit: int | None = BACKFILL_BATCH, batch_size: int = embed.BATCH_SIZE,
              max_seconds: float | None = None, newest_first: bool = False,
-             progress: Callable[[int], None] | None = None) -> int:
+             progress: Callable[[int], None] | None = None, unsaved: dict | None = None) -> int:
     """Fill pending vectors (deferred embeddings) in batches. Returns how many were written.
 
     One walk over the pending memories, oldest first (or newest first: what was just remembered
@@ -146,17 +147,35 @@ def backfill(store: Store, *, limit: int | None = BACKFILL_BATCH, batch_size: in
     - `limit` counts the memories embedded (written or skipped), not only those written;
     - `max_seconds` (wall clock) stops before a new batch once it has passed; after the first
       batch (embed.TIMED_FIRST_BATCH texts) each batch is sized to the time left at the rate
-      measured so far (`embed.timed_batch`), so the overrun is about one text's embedding.
+      measured so far (`embed.timed_batch`), so the overrun is about one text's embedding. Its
+      writes wait for another writer's lock (a decay's, an import's) only for the time left (at
+      least WRITE_GRACE_MS), and a lock that is not free by then ends it: the batch stays pending.
 
-    `progress(written so far)` is called after each batch.
+    `progress(written so far)` is called after each batch. `unsaved`, when given, receives
+    {memory id: (dim,) vector} of the memories embedded but not written for want of the lock, so
+    a recall can still use them.
+
+    Raises:
+        StoreUnavailable: without `max_seconds`, another writer held the lock for 30 s.
     """
     embedder = _embedder(store)
     if embedder is None:
         return 0
-    with store.write():
-        store.ensure_vector_table(embedder.model_id, embedder.dim)
     started = time.monotonic()
     deadline = None if max_seconds is None else started + max_seconds
+
+    def write(most_ms: int = 30_000):  # a time-bounded fill waits for the write lock only as long as it has time
+        left_ms = most_ms if deadline is None else min(most_ms, int((deadline - time.monotonic()) * 1000))
+        return store.write(wait_ms=max(WRITE_GRACE_MS, left_ms))
+
+    if not store.vectors_ready(embedder.model_id):
+        try:
+            with write(30_000 if deadline is None else WRITE_GRACE_MS):
+                store.ensure_vector_table(embedder.model_id, embedder.dim)
+        except StoreUnavailable:
+            if deadline is None:
+                raise
+            write = _no_write  # no vector table yet and no lock in time: embed, keep in `unsaved`
     done = attempted = 0
     cursor: int | None = None  # the last id walked
     # rows per transaction; embedded in length-sorted batches of `batch_size`
@@ -180,17 +199,28 @@ def backfill(store: Store, *, limit: int | None = BACKFILL_BATCH, batch_size: in
         cursor = rows[-1][0]
         vectors = embedder.embed([content for _, content in rows], batch_size=batch_size)
         tokens.keep_counts([content for _, content in rows])  # a CLI recall of them needs no tokenizer
-        with store.write():
-            current = {m.id: m.content for m in store.get_memories([i for i, _ in rows]).values()}
-            for (memory_id, content), vec in zip(rows, vectors):
-                if current.get(memory_id) == content:
-                    store.put_vector(memory_id, _vector_bytes(vec))
-                    done += 1
+        try:
+            with write():
+                current = {m.id: m.content for m in store.get_memories([i for i, _ in rows]).values()}
+                for (memory_id, content), vec in zip(rows, vectors):
+                    if current.get(memory_id) == content:
+                        store.put_vector(memory_id, _vector_bytes(vec))
+                        done += 1
+        except StoreUnavailable:
+            if deadline is None:
+                raise
+            if unsaved is not None:
+                unsaved.update((memory_id, vec) for (memory_id, _), vec in zip(rows, vectors))
+            break  # out of time while another writer held the lock: this batch stays pending
         if progress is not None:
             progress(done)
         if len(rows) < take:
             break
     return done
+
+
+def _no_write():
+    raise StoreUnavailable("no time left to wait for the write lock")
 
 
 def embed_new(store: Store, *, limit: int = embed.BATCH_SIZE) -> tuple[int, list[tuple[int, dict]]]:
@@ -830,12 +860,16 @@ def _vector(store: Store, query_vector: Future, mode: str, scope: Scope, depth: 
         notes.append(f"vector search unavailable ({reason}); lexical results only")
         return [], "lexical"
     hits: list[tuple[int, float]] = []
+    unsaved: dict[int, object] = {}
     try:
         if store.pending_count() or not store.vectors_ready(embedder.model_id):
             # bounded (issue 17.2); newest first, so a memory just remembered is found by meaning
-            backfill(store, max_seconds=RECALL_EMBED_SECONDS, newest_first=True)  # also after a model change
+            backfill(store, max_seconds=RECALL_EMBED_SECONDS, newest_first=True,  # also after a model change
+                     unsaved=unsaved)
         if store.vectors_ready(embedder.model_id):
             hits = [(i, 1.0 - d) for i, d in store.vector_search(_vector_bytes(qvec), scope, depth)]
+        if unsaved:
+            hits = _with_unsaved(store, hits, unsaved, qvec, scope, depth)
     except embed.ModelUnavailable as exc:
         notes.append(f"vector search failed ({exc}); lexical results only")
         mode = "lexical"
@@ -845,6 +879,19 @@ def _vector(store: Store, query_vector: Future, mode: str, scope: Scope, depth: 
                      f"embeds at most {BACKFILL_BATCH} of them, for at most {RECALL_EMBED_SECONDS:g} s, newest "
                      "first; `memsafe embed` does the rest)")
     return hits, mode
+
+
+def _with_unsaved(store: Store, hits: list[tuple[int, float]], unsaved: dict, qvec, scope: Scope, depth: int
+                  ) -> list[tuple[int, float]]:
+    """`hits` plus the memories in `scope` among `unsaved` (embedded by this recall, not stored: a
+    writer held the lock), by their cosine similarity to `qvec` (unit vectors: the dot product):
+    the `depth` best, best first. So the memory just remembered is found by meaning even while a
+    decay keeps the store locked (issue 17.2)."""
+    seen = {i for i, _ in hits}
+    memories = store.get_memories([i for i in unsaved if i not in seen])
+    extra = [(i, float(unsaved[i] @ qvec)) for i, m in memories.items()
+             if m.status in scope.statuses and admits(scope, m)]
+    return sorted([*hits, *extra], key=lambda h: -h[1])[:depth]
 
 
 def _vector_text(store: Store, text: str) -> str:
