@@ -80,19 +80,20 @@ def model_id_of(model_path: Path) -> str:
 
 
 def _optimized_path(model_path: Path, ort) -> Path | None:
-    """Where the optimised graph of `model_path` is cached: `<settings.cache_dir()>/<name>-<key>.onnx`,
-    the key a hash of the model's identity (`model_id_of`: size + sha256 of its first MiB, plus its
-    mtime) and the onnxruntime version, since a saved optimised graph may hold that version's own
-    fused operators. None when the model file cannot be read."""
+    """The folder where the optimised graph of `model_path` is cached: `<settings.cache_dir()>/
+    <name>-<key>/`, holding `model.onnx` (the graph) and `model.data` (its weights). The key is a
+    hash of the model's identity (`model_id_of`: size + sha256 of its first MiB, plus its mtime),
+    the onnxruntime version (a saved optimised graph may hold that version's own fused operators)
+    and the cache's layout. None when the model file cannot be read."""
     from memsafe import settings
 
     try:
         stat = model_path.stat()
-        ident = f"{model_id_of(model_path)}|{stat.st_mtime_ns}|onnxruntime {ort.__version__}|extended"
+        ident = f"{model_id_of(model_path)}|{stat.st_mtime_ns}|onnxruntime {ort.__version__}|extended|external data"
     except OSError:
         return None
     key = hashlib.sha256(ident.encode()).hexdigest()[:24]
-    return settings.cache_dir() / f"{model_path.stem}-{key}.onnx"
+    return settings.cache_dir() / f"{model_path.stem}-{key}"
 
 
 def _session(ort, model_path: Path, options):
@@ -100,38 +101,49 @@ def _session(ort, model_path: Path, options):
 
     onnxruntime optimises a model's graph (constant folding, fused attention, GELU and layer-norm
     kernels) each time a session is created. The first process saves the graph optimised at
-    ORT_ENABLE_EXTENDED (`SessionOptions.optimized_model_filepath`, written to a temporary file and
-    renamed into place, so a reader never sees half a file); later processes load it with
+    ORT_ENABLE_EXTENDED (`SessionOptions.optimized_model_filepath`) into a temporary folder and
+    renames it into place, so a reader never sees half of it; later processes load it with
     optimisation off and skip that work: its outputs are bit-identical (tests/test_speed.py checks
-    it). A cached file that fails to load is deleted and rebuilt; `MEMSAFE_MODEL_CACHE=0` turns the
-    cache off. The cache costs disk: the optimised graph stores its weights unpacked (~90 MB for
-    the default 23 MB int8 model).
+    it). The weights are saved beside the graph as external data, which onnxruntime maps from the
+    file instead of parsing and copying them out of the graph: a session then starts in ~60 ms of
+    CPU instead of ~220 ms from a graph holding its weights, mostly page faults of the copies
+    (issue 13; user + system CPU of creating the session, the 2-core dev box under load ~7, same
+    outputs and inference speed). A cached graph that fails to load is
+    deleted and rebuilt; `MEMSAFE_MODEL_CACHE=0` turns the cache off. The cache costs disk: the
+    optimised weights are unpacked (~90 MB for the default 23 MB int8 model).
     """
+    import shutil
+
     providers = ["CPUExecutionProvider"]
-    cached = None if os.environ.get("MEMSAFE_MODEL_CACHE", "1") == "0" else _optimized_path(model_path, ort)
-    if cached is not None and cached.is_file():
+    folder = None if os.environ.get("MEMSAFE_MODEL_CACHE", "1") == "0" else _optimized_path(model_path, ort)
+    if folder is not None and folder.exists():
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
         try:
-            return ort.InferenceSession(str(cached), sess_options=options, providers=providers)
-        except Exception:  # truncated or corrupt: drop it and build it again below
-            with contextlib.suppress(OSError):
-                cached.unlink()
+            return ort.InferenceSession(str(folder / "model.onnx"), sess_options=options, providers=providers)
+        except Exception:  # missing, truncated or corrupt: drop it and build it again below
+            shutil.rmtree(folder, ignore_errors=True)
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
-    if cached is None:
+    if folder is None:
         return ort.InferenceSession(str(model_path), sess_options=options, providers=providers)
-    tmp = cached.with_name(f".{cached.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    tmp = folder.with_name(f".{folder.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:
-        cached.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        options.optimized_model_filepath = str(tmp)
+        folder.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        tmp.mkdir(mode=0o700)
+        options.optimized_model_filepath = str(tmp / "model.onnx")
+        options.add_session_config_entry("session.optimized_model_external_initializers_file_name", "model.data")
+        options.add_session_config_entry("session.optimized_model_external_initializers_min_size_in_bytes", "1024")
         session = ort.InferenceSession(str(model_path), sess_options=options, providers=providers)
-        os.replace(tmp, cached)
+        with contextlib.suppress(OSError):  # another process may have put its copy there first
+            os.rename(tmp, folder)
+        for old in folder.parent.glob(f"{model_path.stem}-*.onnx"):  # the single-file cache of before
+            with contextlib.suppress(OSError):
+                old.unlink()
         return session
     except OSError:  # read-only or full disk: run without the cache
         options.optimized_model_filepath = ""
         return ort.InferenceSession(str(model_path), sess_options=options, providers=providers)
     finally:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 class Embedder:
@@ -236,9 +248,47 @@ class Embedder:
         return (pooled / np.clip(norms, 1e-12, None)).astype(np.float32)
 
 
+# Texts in the first batch of a time-bounded embedding: ~0.05 s at the 148 texts/s measured quiet
+# (see Embedder), ~0.3 s at the 28 texts/s measured under load (README); later batches fit the time left.
+TIMED_FIRST_BATCH = 8
+
+
+def timed_batch(done: int, elapsed: float, left: float, cap: int = BATCH_SIZE) -> int:
+    """How many texts to embed next so a time-bounded embedding ends near its deadline: the
+    rate measured so far (`done` texts in `elapsed` seconds) times the `left` seconds, between 1
+    and `cap`; TIMED_FIRST_BATCH before anything was measured; 0 when no time is left."""
+    if left <= 0:
+        return 0
+    if not done or elapsed <= 0:
+        return min(cap, TIMED_FIRST_BATCH)
+    return max(1, min(cap, int(done / elapsed * left)))
+
+
+def embed_within(embedder: Embedder, texts: list[str], seconds: float) -> np.ndarray:
+    """Vectors of the first texts of `texts` (most wanted first) that can be embedded in about
+    `seconds` (batches sized by `timed_batch`, so the overrun is about one text). Returns (k, dim)
+    float32 for texts[:k]; k < len(texts) when the time ran out."""
+    import time
+
+    import numpy as np
+
+    started = time.monotonic()
+    parts, done = [], 0
+    while done < len(texts):
+        now = time.monotonic()
+        take = timed_batch(done, now - started, started + seconds - now, BATCH_SIZE)
+        if not take:
+            break
+        parts.append(embedder.embed(texts[done : done + take]))
+        done += len(parts[-1])
+    return np.concatenate(parts) if parts else np.zeros((0, embedder.dim), dtype=np.float32)
+
+
 _shared: Embedder | None = None
 _shared_error: str | None = None
 _shared_lock = threading.Lock()
+_loader: threading.Thread | None = None
+_loader_lock = threading.Lock()
 
 
 def get_embedder() -> Embedder | None:
@@ -256,6 +306,20 @@ def get_embedder() -> Embedder | None:
         return _shared
 
 
+def load_soon() -> None:
+    """Start loading the shared embedder on a thread of its own, so a process that will need it
+    (a default recall) overlaps the model load (~0.4 CPU-seconds: numpy, onnxruntime, the session)
+    with its other work: imports, opening the store, BM25 (issue 13). `get_embedder` then waits for
+    it. Once per process; nothing when the model is disabled. The thread is not a daemon: the
+    interpreter waits for it before it exits (leaving while onnxruntime builds a session aborts)."""
+    global _loader
+    with _loader_lock:  # not _shared_lock: get_embedder holds that for the whole load
+        if os.environ.get("MEMSAFE_NO_MODEL") or any(x is not None for x in (_loader, _shared, _shared_error)):
+            return
+        _loader = threading.Thread(target=get_embedder, name="memsafe-model-load")
+        _loader.start()
+
+
 def load_error() -> str | None:
     """Why the shared embedder is unavailable (None if loaded or not yet tried)."""
     return _shared_error
@@ -267,6 +331,6 @@ def loaded() -> bool:
 
 def reset() -> None:
     """Forget the shared embedder (tests)."""
-    global _shared, _shared_error
+    global _shared, _shared_error, _loader
     with _shared_lock:
-        _shared, _shared_error = None, None
+        _shared, _shared_error, _loader = None, None, None

@@ -591,7 +591,7 @@ def pack(texts: Sequence[str], budget: int, count: Callable[[str], int],
     3. The best text of all is always returned: when it did not fit and too little is left for
        its excerpt, the lowest-ranked whole texts make room for it (issue 11, item 6).
 
-    At most `limit` items; `left_out` names the better-ranked texts not returned. The sum of
+    At most `limit` items; `unfitted` names the texts the budget left out. The sum of
     `tokens` never exceeds `budget`; a budget too small for one visible character returns nothing.
     """
     cap = len(texts) if limit is None else max(0, limit)
@@ -623,11 +623,15 @@ def pack(texts: Sequence[str], budget: int, count: Callable[[str], int],
     return sorted(whole, key=lambda p: p.index)
 
 
-def left_out(packed: Sequence[Packed], count: int) -> list[int]:
-    """Indexes (of `count` ranked texts) ranked above the last packed one but not packed: the
-    better matches that did not fit."""
+def unfitted(packed: Sequence[Packed], count: int, limit: int | None = None) -> tuple[list[int], list[int]]:
+    """Indexes (of `count` ranked texts) that `pack` left out for lack of budget, as (ranked above
+    the last packed one: better matches that did not fit, ranked below it). Those below count only
+    when fewer than `limit` texts were packed: otherwise the limit, not the budget, left them out.
+    Nothing packed: every text is above."""
     if not packed:
-        return list(range(count))
+        return list(range(count)), []
     last = max(p.index for p in packed)
     taken = {p.index for p in packed}
-    return [i for i in range(last) if i not in taken]
+    cap = count if limit is None else min(limit, count)
+    below = list(range(last + 1, count)) if len(packed) < cap else []
+    return [i for i in range(last) if i not in taken], below

@@ -96,7 +96,7 @@ def test_pack_returns_the_best_cut_and_an_excerpt_of_a_large_relevant_memory():
     assert [p.index for p in retrieve.pack([big, "tiny note " * 10], 30, count, cut)] == [0]  # room made
     packed = retrieve.pack(["one liner", big, "other"], 60, count, cut)
     assert [(p.index, p.truncated) for p in packed] == [(0, False), (1, True), (2, False)]
-    assert retrieve.left_out(packed, 3) == []
+    assert retrieve.unfitted(packed, 3) == ([], [])
 
 
 def test_fts_terms_keep_identifiers_together():

@@ -282,19 +282,29 @@ def test_cached_model_graph_is_bit_identical_and_rebuilt_when_corrupt(tmp_path, 
     monkeypatch.setenv("MEMSAFE_CACHE_DIR", str(tmp_path / "cache"))
     model, tokenizer = embed.model_files()
     texts = ["we deploy on Fridays", "the cache is warmed at boot " * 30, "ünïcode ✓"]
-    built = embed.Embedder(model, tokenizer)  # optimises and saves the graph
-    cached_files = list((tmp_path / "cache").glob("*.onnx"))
-    assert len(cached_files) == 1
+    (tmp_path / "cache").mkdir()
+    old = tmp_path / "cache" / f"{model.stem}-0123456789abcdef01234567.onnx"  # the single-file cache of before
+    old.write_bytes(b"old")
+    built = embed.Embedder(model, tokenizer)  # optimises and saves the graph, its weights beside it
+    folders = [p for p in (tmp_path / "cache").iterdir() if p.is_dir()]
+    assert len(folders) == 1 and sorted(p.name for p in folders[0].iterdir()) == ["model.data", "model.onnx"]
+    assert not old.exists()
     from_cache = embed.Embedder(model, tokenizer)
     monkeypatch.setenv("MEMSAFE_MODEL_CACHE", "0")
     plain = embed.Embedder(model, tokenizer)
     assert np.array_equal(built.embed(texts), plain.embed(texts))
     assert np.array_equal(from_cache.embed(texts), plain.embed(texts))
     monkeypatch.delenv("MEMSAFE_MODEL_CACHE")
-    cached_files[0].write_bytes(cached_files[0].read_bytes()[:4096])  # truncated
-    again = embed.Embedder(model, tokenizer)
-    assert np.array_equal(again.embed(texts), plain.embed(texts))
-    assert cached_files[0].stat().st_size > 1_000_000  # rebuilt
+    for name in ("model.data", "model.onnx"):
+        cached = folders[0] / name
+        size = cached.stat().st_size
+        cached.write_bytes(cached.read_bytes()[:4096])  # truncated
+        again = embed.Embedder(model, tokenizer)
+        assert np.array_equal(again.embed(texts), plain.embed(texts))
+        assert cached.stat().st_size == size  # rebuilt
+    (folders[0] / "model.onnx").unlink()  # half a folder
+    assert np.array_equal(embed.Embedder(model, tokenizer).embed(texts), plain.embed(texts))
+    assert (folders[0] / "model.onnx").is_file()
     assert not list((tmp_path / "cache").glob(".*.tmp"))
 
 
@@ -328,3 +338,16 @@ def test_cached_token_ranks_count_exactly_like_tiktoken_and_survive_corruption(t
         finally:
             tokens._encoding.cache_clear()
     assert len(list((tmp_path / "cache").glob("*.marshal"))) == 1
+
+
+def test_a_default_recall_loads_the_model_from_its_start_and_still_fails_cleanly(seeded):
+    """A default recall starts loading the model on its own thread before it opens the store (issue
+    13: the load overlaps the store work). A user error meanwhile is still one line and exit 1: the
+    process waits for that thread instead of aborting inside onnxruntime; lexical recall loads nothing."""
+    for args in (["recall", "deploy", "--since", "the day after never"], ["recall", "   "]):
+        names, proc = imported(args, seeded)
+        assert "onnxruntime" in names and proc.returncode == 1, proc.stderr[-2000:]
+        errors = [line for line in proc.stderr.splitlines() if not line.startswith("import time:")]
+        assert len(errors) == 1 and errors[0].startswith("Error: "), errors
+    names, proc = imported(["recall", "blue-green deploy"], seeded)
+    assert proc.returncode == 0 and "blue-green" in proc.stdout and "onnxruntime" in names

@@ -8,7 +8,7 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -67,8 +67,10 @@ __all__ = [
     "MAX_CONTENT_CHARS", "MAX_QUERY_CHARS", "MAX_PROJECT_CHARS",
 ]
 
-BACKFILL_BATCH = 256  # pending vectors filled per recall, so one call stays bounded
-RECALL_EMBED_SECONDS = 2.0  # a recall embeds pending memories for at most this long, then answers
+BACKFILL_BATCH = 256  # pending memories a recall embeds at most (attempts, written or skipped)
+RECALL_EMBED_SECONDS = 2.0  # ... and for at most this long, then answers from what it has
+BACKGROUND_EMBED_SECONDS = 300.0  # a detached embedder stops after this; `memsafe embed` does the rest
+WRITE_GRACE_MS = 250  # least wait for the write lock of a time-bounded fill (about one SQLite commit under load)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -132,49 +134,97 @@ def _vector_bytes(vec) -> bytes:
 
 
 def backfill(store: Store, *, limit: int | None = BACKFILL_BATCH, batch_size: int = embed.BATCH_SIZE,
-             max_seconds: float | None = None) -> int:
+             max_seconds: float | None = None, newest_first: bool = False,
+             progress: Callable[[int], None] | None = None, unsaved: dict | None = None) -> int:
     """Fill pending vectors (deferred embeddings) in batches. Returns how many were written.
 
-    Each batch is embedded outside any transaction, then written in one short transaction;
-    a memory changed meanwhile (an update, a decay step) is skipped: it stays pending for a later
-    call and is not retried in this one. So the work is bounded whatever other processes do:
-    `limit` counts the memories embedded (written or skipped), not only those written, and
-    `max_seconds` (wall clock) stops before a new batch once it has passed; a batch then holds
-    `batch_size` texts, so the overrun is at most one small batch.
+    One walk over the pending memories, oldest first (or newest first: what was just remembered
+    is what a recall is likely asked about). Each batch is embedded outside any transaction, then
+    written in one short transaction; a memory changed meanwhile (an update, a decay step) is
+    skipped: it stays pending for a later call and is not retried in this one (the walk goes on
+    past it). So the work is bounded whatever other processes do (issue 17.2):
+
+    - `limit` counts the memories embedded (written or skipped), not only those written;
+    - `max_seconds` (wall clock) stops before a new batch once it has passed; after the first
+      batch (embed.TIMED_FIRST_BATCH texts) each batch is sized to the time left at the rate
+      measured so far (`embed.timed_batch`), so the overrun is about one text's embedding. Its
+      writes wait for another writer's lock (a decay's, an import's) only for the time left (at
+      least WRITE_GRACE_MS), and a lock that is not free by then ends it: the batch stays pending.
+
+    `progress(written so far)` is called after each batch. `unsaved`, when given, receives
+    {memory id: (dim,) vector} of the memories embedded but not written for want of the lock, so
+    a recall can still use them.
+
+    Raises:
+        StoreUnavailable: without `max_seconds`, another writer held the lock for 30 s.
     """
     embedder = _embedder(store)
     if embedder is None:
         return 0
-    with store.write():
-        store.ensure_vector_table(embedder.model_id, embedder.dim)
-    deadline = None if max_seconds is None else time.monotonic() + max_seconds
-    done = attempted = last_id = 0
-    # rows per transaction; embedded in length-sorted batches (one batch when time-bounded)
-    chunk = batch_size if deadline is not None else max(batch_size, BACKFILL_BATCH)
+    started = time.monotonic()
+    deadline = None if max_seconds is None else started + max_seconds
+
+    def write(most_ms: int = 30_000):  # a time-bounded fill waits for the write lock only as long as it has time
+        left_ms = most_ms if deadline is None else min(most_ms, int((deadline - time.monotonic()) * 1000))
+        return store.write(wait_ms=max(WRITE_GRACE_MS, left_ms))
+
+    if not store.vectors_ready(embedder.model_id):
+        try:
+            with write(30_000 if deadline is None else WRITE_GRACE_MS):
+                store.ensure_vector_table(embedder.model_id, embedder.dim)
+        except StoreUnavailable:
+            if deadline is None:
+                raise
+            write = _no_write  # no vector table yet and no lock in time: embed, keep in `unsaved`
+    done = attempted = 0
+    cursor: int | None = None  # the last id walked
+    # rows per transaction; embedded in length-sorted batches of `batch_size`
+    take_max = max(batch_size, BACKFILL_BATCH) if deadline is None else batch_size
     while limit is None or attempted < limit:
-        if deadline is not None and time.monotonic() >= deadline:
-            break
-        take = chunk if limit is None else min(chunk, limit - attempted)
-        rows = store.pending_embeddings(take, after_id=last_id)
+        take = take_max
+        if deadline is not None:
+            now = time.monotonic()
+            take = embed.timed_batch(attempted, now - started, deadline - now, take_max)
+            if not take:
+                break
+        if limit is not None:
+            take = min(take, limit - attempted)
+        if newest_first:
+            rows = store.pending_embeddings(take, newest_first=True, before_id=cursor)
+        else:
+            rows = store.pending_embeddings(take, after_id=cursor or 0)
         if not rows:
             break
         attempted += len(rows)
-        last_id = rows[-1][0]
+        cursor = rows[-1][0]
         vectors = embedder.embed([content for _, content in rows], batch_size=batch_size)
         tokens.keep_counts([content for _, content in rows])  # a CLI recall of them needs no tokenizer
-        with store.write():
-            current = {m.id: m.content for m in store.get_memories([i for i, _ in rows]).values()}
-            for (memory_id, content), vec in zip(rows, vectors):
-                if current.get(memory_id) == content:
-                    store.put_vector(memory_id, _vector_bytes(vec))
-                    done += 1
+        try:
+            with write():
+                current = {m.id: m.content for m in store.get_memories([i for i, _ in rows]).values()}
+                for (memory_id, content), vec in zip(rows, vectors):
+                    if current.get(memory_id) == content:
+                        store.put_vector(memory_id, _vector_bytes(vec))
+                        done += 1
+        except StoreUnavailable:
+            if deadline is None:
+                raise
+            if unsaved is not None:
+                unsaved.update((memory_id, vec) for (memory_id, _), vec in zip(rows, vectors))
+            break  # out of time while another writer held the lock: this batch stays pending
+        if progress is not None:
+            progress(done)
         if len(rows) < take:
             break
     return done
 
 
+def _no_write():
+    raise StoreUnavailable("no time left to wait for the write lock")
+
+
 def embed_new(store: Store, *, limit: int = embed.BATCH_SIZE) -> tuple[int, list[tuple[int, dict]]]:
-    """Embed up to `limit` pending memories (oldest first) and report the near-duplicates among
+    """Embed the `limit` newest pending memories (taken in id order) and report the near-duplicates among
     them: what `remember` would have said had it embedded inline (a server's remember replies
     before its vector exists; its warm thread calls this, FIELD-CASES/issue 13).
 
@@ -194,7 +244,8 @@ def embed_new(store: Store, *, limit: int = embed.BATCH_SIZE) -> tuple[int, list
     embedder = _embedder(store)
     if embedder is None:
         return 0, []
-    rows = store.pending_embeddings(limit)
+    # newest first: what `remember` just stored, even while older rows keep changing (a decay)
+    rows = sorted(store.pending_embeddings(limit, newest_first=True))
     if not rows:
         return 0, []
     vectors = embedder.embed([content for _, content in rows])
@@ -232,7 +283,10 @@ def embed_new(store: Store, *, limit: int = embed.BATCH_SIZE) -> tuple[int, list
 def embed_in_background(db_path: str | os.PathLike) -> bool:
     """Start a detached process that fills the pending vectors of `db_path` and exits (at most one
     per database at a time: it holds `<db>.embed.lock`; a second one exits at once, and the holder
-    looks for new pending memories after releasing the lock, so none is left behind).
+    looks for new pending memories after releasing the lock, so none is left behind). It walks
+    what is pending newest first (the memory just remembered first), each memory once a round, at
+    most 10 rounds and BACKGROUND_EMBED_SECONDS in all (issue 17.2: opportunistic embedding is
+    bounded in attempts and time); a backlog beyond that is `memsafe embed`'s work.
 
     Nothing is lost if it never runs or is killed: the memories stay pending, `status` counts them,
     and the next `embed`, `serve` or default `recall` fills them. `MEMSAFE_BACKGROUND_EMBED=0`
@@ -270,6 +324,7 @@ def _background_embedder(db_path: str) -> None:
         settings.data_dir().mkdir(parents=True, exist_ok=True, mode=0o700)
         lock_path = str(settings.data_dir() / f"embed-{hashlib.sha256(db_path.encode()).hexdigest()[:16]}.lock")
     fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+    deadline = time.monotonic() + BACKGROUND_EMBED_SECONDS
     try:
         for _round in range(10):  # bounded: a memory the model keeps failing on stays pending
             if fcntl is not None:
@@ -279,9 +334,8 @@ def _background_embedder(db_path: str) -> None:
                     return  # another embedder holds it and will see our memories
             try:
                 opened = open_store(db_path, create=False)
-                try:
-                    while backfill(opened.store, limit=BACKFILL_BATCH):
-                        pass
+                try:  # one walk, newest (the memory just remembered) first; each memory tried once
+                    backfill(opened.store, limit=None, newest_first=True, max_seconds=deadline - time.monotonic())
                 finally:
                     opened.store.close()
             finally:
@@ -292,7 +346,7 @@ def _background_embedder(db_path: str) -> None:
                 left = opened.store.pending_count() if _embedder(opened.store) is not None else 0
             finally:
                 opened.store.close()
-            if not left:
+            if not left or time.monotonic() >= deadline:
                 return
     except Exception:  # a detached helper: never a traceback on a terminal that is not ours
         return
@@ -737,15 +791,7 @@ def _pack(store: Store, ranked: list[tuple[float, retrieve.Candidate]], memories
         any(p.truncated for p in packed) or len(packed) < min(limit, len(texts))
     ):  # a memory was cut or left out: give memories the graph share the relations do not need
         packed, graph_text, graph_tokens = fill(effective - graph_tokens)
-    for p in packed:
-        if p.truncated:
-            m = memories[ranked[p.index][1].id]
-            notes.append(f"memory {m.id} cut to {p.tokens} of {tokens.count(m.content)} tokens to fit the budget; "
-                         f"`get {m.id}` shows it whole")
-    skipped = [ranked[i][1].id for i in retrieve.left_out(packed, len(texts))]
-    if skipped and packed:
-        shown = ", ".join(map(str, skipped[:5])) + (f" and {len(skipped) - 5} more" if len(skipped) > 5 else "")
-        notes.append(f"better-ranked memories did not fit the budget: {shown}; raise the budget or `get` them")
+    notes += _pack_notes(packed, [c.id for _, c in ranked], texts, limit)
     order = {c.id: n for n, (_, c) in enumerate(ranked)}
 
     def context_of(c: retrieve.Candidate) -> int | None:  # the neighbour that lent it relevance, ranked highest
@@ -759,6 +805,31 @@ def _pack(store: Store, ranked: list[tuple[float, retrieve.Candidate]], memories
         for score, c in [ranked[p.index]]
     ]
     return hits, graph_text, graph_tokens
+
+
+def _pack_notes(packed: Sequence[retrieve.Packed], ids: Sequence[int], texts: Sequence[str], limit: int) -> list[str]:
+    """What a recall's packing (`retrieve.pack` of `texts`, best first, memory `ids`) cut or left
+    out for lack of budget, as notes naming the memories and their size, so nothing relevant
+    vanishes silently (issue 17.6): a memory cut to fit, better matches that did not fit, and
+    lower-ranked matches that did not fit while the limit left room for them."""
+    notes = []
+    for p in packed:
+        if p.truncated:
+            notes.append(f"memory {ids[p.index]} cut to {p.tokens} of {tokens.count(texts[p.index])} tokens to fit "
+                         f"the budget; `get {ids[p.index]}` shows it whole")
+    if not packed:
+        return notes  # the caller says the budget is too small for any memory
+
+    def named(indexes: list[int]) -> str:
+        shown = ", ".join(f"{ids[i]} ({count_of(tokens.count(texts[i]), 'token')})" for i in indexes[:5])
+        return shown + (f" and {len(indexes) - 5} more" if len(indexes) > 5 else "")
+
+    above, below = retrieve.unfitted(packed, len(texts), limit)
+    if above:
+        notes.append(f"better-ranked memories did not fit the budget: {named(above)}; raise the budget or `get` them")
+    if below:
+        notes.append(f"lower-ranked matches did not fit the budget: {named(below)}; raise the budget or `get` them")
+    return notes
 
 
 def _lexical(store: Store, text: str, scope: Scope, depth: int) -> list[tuple[int, float]]:
@@ -789,19 +860,38 @@ def _vector(store: Store, query_vector: Future, mode: str, scope: Scope, depth: 
         notes.append(f"vector search unavailable ({reason}); lexical results only")
         return [], "lexical"
     hits: list[tuple[int, float]] = []
+    unsaved: dict[int, object] = {}
     try:
         if store.pending_count() or not store.vectors_ready(embedder.model_id):
-            backfill(store, max_seconds=RECALL_EMBED_SECONDS)  # also rebuilds vectors made by another model
+            # bounded (issue 17.2); newest first, so a memory just remembered is found by meaning
+            backfill(store, max_seconds=RECALL_EMBED_SECONDS, newest_first=True,  # also after a model change
+                     unsaved=unsaved)
         if store.vectors_ready(embedder.model_id):
             hits = [(i, 1.0 - d) for i, d in store.vector_search(_vector_bytes(qvec), scope, depth)]
+        if unsaved:
+            hits = _with_unsaved(store, hits, unsaved, qvec, scope, depth)
     except embed.ModelUnavailable as exc:
         notes.append(f"vector search failed ({exc}); lexical results only")
         mode = "lexical"
     pending = store.pending_count()
     if pending:
-        notes.append(f"{count_of(pending, 'memory')} still waiting for embedding (a recall embeds for at most "
-                     f"{RECALL_EMBED_SECONDS:g} s; `memsafe embed` does the rest); found lexically only")
+        notes.append(f"{count_of(pending, 'memory')} still waiting for embedding, found by keywords only (a recall "
+                     f"embeds at most {BACKFILL_BATCH} of them, for at most {RECALL_EMBED_SECONDS:g} s, newest "
+                     "first; `memsafe embed` does the rest)")
     return hits, mode
+
+
+def _with_unsaved(store: Store, hits: list[tuple[int, float]], unsaved: dict, qvec, scope: Scope, depth: int
+                  ) -> list[tuple[int, float]]:
+    """`hits` plus the memories in `scope` among `unsaved` (embedded by this recall, not stored: a
+    writer held the lock), by their cosine similarity to `qvec` (unit vectors: the dot product):
+    the `depth` best, best first. So the memory just remembered is found by meaning even while a
+    decay keeps the store locked (issue 17.2)."""
+    seen = {i for i, _ in hits}
+    memories = store.get_memories([i for i in unsaved if i not in seen])
+    extra = [(i, float(unsaved[i] @ qvec)) for i, m in memories.items()
+             if m.status in scope.statuses and admits(scope, m)]
+    return sorted([*hits, *extra], key=lambda h: -h[1])[:depth]
 
 
 def _vector_text(store: Store, text: str) -> str:

@@ -17,10 +17,12 @@ from memsafe import clock, retrieve, tokens
 from memsafe import decay as decay_rules
 from memsafe import history as past
 from memsafe.api.core import (
+    RECALL_EMBED_SECONDS,
     _check_id,
     _config_snapshot,
     _embedder,
     _enum_value,
+    _pack_notes,
     _scope_list,
     _screen_secrets,
     _unit_interval,
@@ -36,6 +38,7 @@ from memsafe.api.core import (
     make_scope,
     score_candidates,
 )
+from memsafe.embed import embed_within
 from memsafe.errors import Duplicate, InvalidInput
 from memsafe.models import Hit, Kind, Memory, RecallResult, Scope, Status
 from memsafe.render import count_of
@@ -421,7 +424,9 @@ def recall_as_of(
     if not ranked:
         return RecallResult(text, budget_v, effective, 0, [], used_mode, _scope_list(scope), notes)
     scored = [(score, _memory_from_state(visible[c.id], at), c) for score, c in ranked]
-    packed = retrieve.pack([m.content for _, m, _ in scored], effective, tokens.count, tokens.truncate, limit=limit_v)
+    texts = [m.content for _, m, _ in scored]
+    packed = retrieve.pack(texts, effective, tokens.count, tokens.truncate, limit=limit_v)
+    notes += _pack_notes(packed, [m.id for _, m, _ in scored], texts, limit_v)
     hits = [
         Hit(memory=m, text=p.text, tokens=p.tokens, score=round(score, 6), truncated=p.truncated,
             lexical_rank=c.lexical_rank, vector_rank=c.vector_rank)
@@ -451,7 +456,9 @@ def _vector_ranking(store: Store, embedder, text: str, visible: dict, depth: int
     more than AS_OF_EMBED_MAX texts changed, only the likely ones are embedded: the BM25
     candidates plus the `depth` nearest by their current vector (a proxy: summaries and edits
     usually stay close to the original meaning); the others are left out of the vector ranking
-    (they can still come from BM25), and a note says so.
+    (they can still come from BM25), and a note says so. The embedding is bounded in time as a
+    recall's backfill is (RECALL_EMBED_SECONDS, issue 17.2), likeliest first (BM25 order, then
+    nearest); what it did not reach is left out the same way, with a note.
     """
     import numpy as np  # lazily: the CLI must start without numpy
 
@@ -459,12 +466,20 @@ def _vector_ranking(store: Store, embedder, text: str, visible: dict, depth: int
     stored = store.get_vectors([i for i in visible if visible[i].same_as_now and visible[i].embedded]) if ready else {}
     missing = [i for i in visible if i not in stored]
     query = embedder.embed_one(text).astype(np.float32)
+    proxies = store.get_vectors(missing) if ready and missing else {}
+    near = sorted(proxies, key=lambda i: -float(np.frombuffer(proxies[i], dtype=np.float32) @ query))
+    likeliest = list(dict.fromkeys([*(i for i in lexical if i in visible), *near, *missing]))  # BM25, nearest, rest
+    missing_set = set(missing)
+    missing = [i for i in likeliest if i in missing_set]
     if len(missing) > AS_OF_EMBED_MAX:
-        proxies = store.get_vectors(missing) if ready else {}
-        near = sorted(proxies, key=lambda i: -float(np.frombuffer(proxies[i], dtype=np.float32) @ query))[:depth]
-        keep = set(near) | set(lexical)
-        notes.append(f"{len(missing)} texts changed since then; embedded the {len(keep & set(missing))} likeliest")
+        keep = set(near[:depth]) | set(lexical)
+        notes.append(f"{len(missing)} texts changed since then; embedded the {len(keep & missing_set)} likeliest")
         missing = [i for i in missing if i in keep]
+    fresh = embed_within(embedder, [visible[i].content for i in missing], RECALL_EMBED_SECONDS)
+    if len(fresh) < len(missing):
+        notes.append(f"{len(missing) - len(fresh)} of {len(missing)} texts as they were then not embedded in the "
+                     f"{RECALL_EMBED_SECONDS:g} s a recall embeds for; found by keywords only")
+        missing = missing[:len(fresh)]
     ids = [*stored, *missing]
     if not ids:
         return []
@@ -473,7 +488,6 @@ def _vector_ranking(store: Store, embedder, text: str, visible: dict, depth: int
         if i in stored:
             matrix[n] = np.frombuffer(stored[i], dtype=np.float32)
     if missing:
-        fresh = embedder.embed([visible[i].content for i in missing])
         matrix[len(stored):] = fresh
     sims = matrix @ query
     order = np.argsort(-sims, kind="stable")[:depth]

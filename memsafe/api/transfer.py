@@ -717,9 +717,9 @@ def _apply_observation(store: Store, entity_id: int, key: str, content: str, pro
 # Deferred embedding
 
 
-def embed_pending(store: Store, *, batch: int = 256, progress: Progress | None = None) -> EmbedReport:
-    """Fill every pending vector (memories stored with deferred embedding), `batch` at a time,
-    each batch in its own short write. `progress` gets (vectors written, pending at start).
+def embed_pending(store: Store, *, progress: Progress | None = None) -> EmbedReport:
+    """Fill every pending vector (memories stored with deferred embedding), 256 at a time
+    (`backfill`), each batch in its own short write. `progress` gets (vectors written, pending at start).
 
     Returns the count written and what is still pending; `error` says why when vectors cannot be
     computed here (no model or no sqlite-vec), in which case nothing is written."""
@@ -730,12 +730,7 @@ def embed_pending(store: Store, *, batch: int = 256, progress: Progress | None =
         return EmbedReport(0, total, f"vector search unavailable: {store.vector_error}")
     if total and embed.get_embedder() is None:
         return EmbedReport(0, total, f"embedding model unavailable: {embed.load_error()}")
-    done = 0
-    while True:
-        n = backfill(store, limit=batch)
-        done += n
-        if progress:
-            progress(done, max(total, done))
-        if n == 0:
-            break
+    # One walk: each pending memory is tried once; a memory another process changes meanwhile (an
+    # update, a decay) stays pending and is counted below, never retried without end (issue 17.2).
+    done = backfill(store, limit=None, progress=(lambda n: progress(n, max(total, n))) if progress else None)
     return EmbedReport(done, store.pending_count())

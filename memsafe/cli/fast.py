@@ -205,6 +205,10 @@ def recall(db: str | None, query: str, *, limit: int | None, budget: int | None,
     Raises:
         Failed: the error was reported (one line, or a JSON document under --json).
     """
+    if mode != "lexical" and not os.environ.get("MEMSAFE_NO_VEC"):
+        from memsafe import embed
+
+        embed.load_soon()  # the model loads while the store opens and BM25 runs (issue 13)
     from memsafe import api
 
     with session(db, json_) as opened:

@@ -162,12 +162,14 @@ class SQLMemories:
         sql = f"SELECT * FROM memories m WHERE m.id > ? AND m.status IN ({marks}) AND {projects}"
         return self._dict_rows(sql + " ORDER BY m.id LIMIT ?", [after_id, *statuses, *params, limit])
 
-    def pending_embeddings(self, limit: int, after_id: int = 0) -> list[tuple[int, str]]:
-        return [tuple(r) for r in self.conn.execute(
-            "SELECT id, content FROM memories WHERE embedded = 0 AND status != 'forgotten' AND id > ? "
-            "ORDER BY id LIMIT ?",
-            (after_id, limit),
-        )]
+    def pending_embeddings(self, limit: int, after_id: int = 0, *, newest_first: bool = False,
+                           before_id: int | None = None) -> list[tuple[int, str]]:
+        sql = "SELECT id, content FROM memories WHERE embedded = 0 AND status != 'forgotten' AND "
+        if newest_first:
+            sql, bound = sql + "id < ? ORDER BY id DESC LIMIT ?", (1 << 62) if before_id is None else before_id
+        else:
+            sql, bound = sql + "id > ? ORDER BY id LIMIT ?", after_id
+        return [tuple(r) for r in self.conn.execute(sql, (bound, limit))]
 
     def pending_count(self) -> int:
         return self.conn.execute(
