@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 
+import pytest
 from conftest import run_memsafe
 
 from memsafe import hooks
@@ -69,3 +70,30 @@ def test_status_and_doctor_with_vectors_switched_off_say_to_unset_the_switch(tmp
     r = run_memsafe("--db", str(db), "doctor", "--no-model", "--json", env=env)
     checks = {c["name"]: c for c in json.loads(r.stdout)["checks"]}
     assert checks["sqlite-vec"]["fix"].startswith("unset MEMSAFE_NO_VEC")
+
+
+
+@pytest.mark.backends("sqlite", "postgres")
+def test_doctor_checks_the_word_index_not_only_the_file(db_path, embedder):
+    """Break-it (session 6): `PRAGMA integrity_check` passes a word index that no longer matches
+    the rows (an entry left without its memory, or one written by a memsafe from before a
+    migration); doctor said "No failures". It checks the indexes against the rows, on both backends."""
+    from memsafe import api
+    from memsafe.api import checkup
+
+    opened = api.open_store(str(db_path))
+    try:
+        memory = api.remember(opened.store, "数据库连接池的大小设置为二十。", embed_now=False)
+        assert {c.name: c.level for c in checkup.doctor(opened, load_model=False).checks}["integrity"] == "ok"
+        with opened.store.write():
+            if isinstance(opened.path, str) and opened.path.startswith("postgresql"):  # an old writer's entry
+                opened.store.conn.execute("UPDATE memory_fts SET tsv = ?::tsvector WHERE memory_id = ?",
+                                          ("'数据库连接池的大小设置为二十':1", memory.id))
+            else:  # an entry without its memory
+                opened.store.conn.execute("INSERT INTO memories_fts(rowid, content) VALUES (999, '幽灵文本')")
+        report = checkup.doctor(opened, load_model=False)
+        integrity = next(c for c in report.checks if c.name == "integrity")
+        assert integrity.level == "error" and not report.ok, integrity
+        assert "full-text" in integrity.detail and "export" in integrity.fix
+    finally:
+        opened.store.close()
