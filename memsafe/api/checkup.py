@@ -70,7 +70,8 @@ def doctor(opened: Opened, *, repo: str | Path | None = None, load_model: bool =
 
     Checks: schema version, the file and its indexes (`Store.consistency_problems`), file
     permissions, WAL size, sqlite-vec, the embedding model (loads it unless `load_model` is
-    False), the vectors' model, pending embeddings, the token encoding, and the post-commit hook. Never raises for a failed check."""
+    False), the vectors' model, pending embeddings, the token encoding, and the post-commit hook.
+    Never raises for a failed check."""
     store = opened.store
     checks: list[Check] = []
     db_bytes, wal_bytes = store.sizes()
