@@ -119,6 +119,15 @@ def test_a_lone_cjk_character_beside_words_does_not_outrank_the_words(store, mod
     assert _ids(api.recall(store, query, mode=mode))[:1] == [ids[0]]
 
 
+def test_a_single_cjk_character_ending_a_text_is_found(store):
+    """Break-it (session 6): on SQLite a character ending a text started no trigram, so `recall 猫`
+    found only the memory where 猫 stood inside the text (PostgreSQL found all three)."""
+    ids = [api.remember(store, text).id for text in ("猫", "我喜欢猫", "我的猫很可爱")]
+    api.remember(store, "狗每天早上要散步。")
+    assert set(_ids(api.recall(store, "猫", mode="lexical"))) == set(ids)
+    assert _ids(api.recall(store, "爱", mode="lexical")) == [ids[2]]
+
+
 def test_a_single_cjk_character_is_found(store):
     """Below a bigram: looked up exactly (`retrieve.exact_terms`, the trigram index)."""
     cat = api.remember(store, "我家的猫喜欢在键盘上睡觉。").id

@@ -38,7 +38,8 @@ class SQLiteFullText(FullTextFusion):
         MAX_TRIGRAMS_PER_TERM, commonest first); the index is fed the text plus a space, so a word
         at the very end of a memory still starts one. The trigram index holds each memory's first
         TRIGRAM_MAX_CHARS characters; in longer memories a term of words is looked up as a phrase
-        of the word index. Indexed lookups only, no scan of the texts.
+        of the word index. Indexed lookups only, but for a 1-character term: a character that ends
+        a text starts no trigram, so the texts' last characters are scanned too.
         """
         out: dict[str, tuple[int, set[int]]] = {}
         if not terms or limit <= 0:
@@ -53,18 +54,23 @@ class SQLiteFullText(FullTextFusion):
                     "SELECT term FROM memories_tri_vocab WHERE term >= ? AND term < ? ORDER BY doc DESC LIMIT ?",
                     (term, term + "\U0010ffff", MAX_TRIGRAMS_PER_TERM),
                 )]
-                if not starts:
-                    out[term] = (0, set())
-                    continue
                 match = " OR ".join('"' + t.replace('"', '""') + '"' for t in starts)
-            (df,) = self.conn.execute("SELECT count(*) FROM memories_tri WHERE memories_tri MATCH ?", (match,)
-                                      ).fetchone()
-            rows = self.conn.execute(
-                "SELECT m.id, m.content FROM memories_tri JOIN memories m ON m.id = memories_tri.rowid "
-                f"WHERE memories_tri MATCH ? AND {where} ORDER BY bm25(memories_tri), m.id LIMIT ?",
-                [match, *params, limit],
-            )
-            ids = {i for i, text in rows if retrieve.holds_exact(text, term)}
+            df, ids = 0, set()
+            if match:
+                (df,) = self.conn.execute("SELECT count(*) FROM memories_tri WHERE memories_tri MATCH ?", (match,)
+                                          ).fetchone()
+                rows = self.conn.execute(
+                    "SELECT m.id, m.content FROM memories_tri JOIN memories m ON m.id = memories_tri.rowid "
+                    f"WHERE memories_tri MATCH ? AND {where} ORDER BY bm25(memories_tri), m.id LIMIT ?",
+                    [match, *params, limit],
+                )
+                ids = {i for i, text in rows if retrieve.holds_exact(text, term)}
+            if len(term) < 2:  # a character ending a text starts no trigram ("猫" + the space): a scan
+                # of the last characters (break-it, session 6: `recall 猫` missed "我喜欢猫")
+                last = {r[0] for r in self.conn.execute(
+                    f"SELECT m.id FROM memories m WHERE substr(m.content, -1) = ? AND {where} LIMIT ?",
+                    [term, *params, limit])}
+                df, ids = df + len(last - ids), ids | last
             # Past TRIGRAM_MAX_CHARS a memory is not in the trigram index: a term made of words
             # (`unique_tail_token`, `v2.4.7`) is looked up there as a phrase of the word index
             # instead, among those long memories only (CJK words of 2+ characters are word-index
