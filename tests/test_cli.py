@@ -41,6 +41,14 @@ def test_remember_reads_stdin_and_prints_the_id(cli):
     assert json.loads(cli("get", "1", "--json").stdout)["content"] == "Rotate the signing key yearly"
 
 
+def test_update_reads_stdin_like_remember(cli):
+    """Break-it (session 6): `update --content -` stored a literal "-"."""
+    assert cli("remember", "Rotate the signing key yearly").exit_code == 0
+    r = cli("update", "1", "--content", "-", input="Rotate the signing key every six months\n")
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(cli("get", "1", "--json").stdout)["content"] == "Rotate the signing key every six months"
+
+
 def test_duplicate_names_the_existing_id(cli):
     cli("remember", "Use ruff for linting")
     line = one_line_error(cli("remember", "Use ruff for linting"))

@@ -23,6 +23,7 @@ from memsafe.cli._common import (
     emit,
     err,
     out,
+    read_stdin,
 )
 from memsafe.models import Kind
 from memsafe.render import count_of
@@ -39,7 +40,9 @@ def _preview(text: str, n: int = 70) -> str:
 def update(
     ctx: typer.Context,
     memory_id: IdArg,
-    content: Annotated[str | None, typer.Option("--content", "-c", help="New text (re-embedded).")] = None,
+    content: Annotated[
+        str | None, typer.Option("--content", "-c", help="New text (re-embedded), or - to read it from stdin.")
+    ] = None,
     tag: Annotated[
         list[str] | None, typer.Option("--tag", "-t", help="Replace the tags with these (repeatable).")
     ] = None,
@@ -67,9 +70,13 @@ def update(
       memsafe update 12 --content "This repo uses Bun 1.3"
 
       memsafe update 12 --tag ops --tag deploy --importance 0.9
+
+      git log -1 --format=%B | memsafe update 12 --content -
     """
     if tag and no_tags:
         raise _fail("use either --tag or --no-tags", 2)
+    if content == "-":  # as `remember -` reads it (it stored a literal "-": break-it, session 6)
+        content = read_stdin(json_)
     with _session(ctx) as opened:
         scope = _scope(opened, None, None, all_projects)
         before = api.get(opened.store, memory_id, scope=scope)
