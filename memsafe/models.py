@@ -114,19 +114,24 @@ class RecallResult:
 @dataclass
 class PurgeReport:
     """What `purge` destroyed: ids and the number of history versions removed with them.
-    `backups`: copies memsafe made earlier (migration backups) that still hold a purged memory's
-    text; purge does not touch them, the user removes them (`remove_command`)."""
+
+    Copies memsafe made earlier that still hold a purged memory's text are not rewritten; the
+    user removes them (`remove_command`):
+    `backups`: copies of the database file (migration backups `<db>.bak-v<N>`, a conversion's
+    leftover `<db>.convert-tmp`); `exports`: files `export` wrote (`-o`, MCP transfer)."""
 
     purged_ids: list[int]
     versions_removed: int
     backups: list[str] = field(default_factory=list)
+    exports: list[str] = field(default_factory=list)
 
     @property
     def remove_command(self) -> str | None:
-        """A shell command that removes `backups` (None when there are none)."""
+        """A shell command that removes `backups` and `exports` (None when there are none)."""
         import shlex
 
-        return "rm -- " + " ".join(shlex.quote(b) for b in self.backups) if self.backups else None
+        copies = [*self.backups, *self.exports]
+        return "rm -- " + " ".join(shlex.quote(c) for c in copies) if copies else None
 
 
 @dataclass

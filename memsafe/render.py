@@ -33,6 +33,22 @@ def printable(text: str) -> str:
                        text)
 
 
+def purge_copies(report) -> str | None:
+    """The warning a `PurgeReport` needs: the copies memsafe made that still hold the purged text,
+    and the command that removes them; None when there are none. One sentence for every front end
+    (CLI, MCP, ui)."""
+    parts = []
+    if report.backups:
+        parts.append(f"{count_of(len(report.backups), 'backup')} memsafe made before migrating or converting the "
+                     f"database ({', '.join(report.backups)})")
+    if report.exports:
+        parts.append(f"{count_of(len(report.exports), 'file')} memsafe exported ({', '.join(report.exports)}; "
+                     "export again to replace one)")
+    if not parts:
+        return None
+    return f"the text is still in {' and '.join(parts)}; remove them: {report.remove_command}"
+
+
 def console(*, stderr: bool = False):
     """A rich Console that never interprets markup in data and escapes terminal control characters
     in every string it renders (table cells included)."""

@@ -656,8 +656,9 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
             report = api.purge(opened.store, ids, scope=state.scope(opened))
         purged = ", ".join(f"#{i}" for i in report.purged_ids)
         text = f"Purged {purged} ({report.versions_removed} history versions removed); this cannot be undone"
-        if report.backups:  # copies memsafe made before a migration: the user removes them
-            text += f". The text is still in migration backups; tell the user to run: {report.remove_command}"
+        copies = render.purge_copies(report)
+        if copies:  # copies memsafe made earlier (backups, exports): the user removes them
+            text += f". Tell the user: {copies}"
         return text
 
     # -- store -----------------------------------------------------------------------------------

@@ -21,6 +21,8 @@ import base64
 import binascii
 import json
 import math
+import mmap
+import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -477,6 +479,34 @@ def header(*, exported_at: str, memsafe_version: str, schema_version: int, proje
 def dump_line(record: dict) -> str:
     """One record as one line of UTF-8 JSON (non-ASCII kept; lone surrogates cannot occur in stored text)."""
     return json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n"
+
+
+#: A memory record's uid as `dump_line` writes it (`"uid":"…"`; a quote inside a string value is
+#: escaped, so text cannot forge it).
+_UID_FIELD = re.compile(rb'"uid":("(?:[^"\\\n]|\\.)*")')
+
+
+def files_holding(paths: list[str], uids: list[str]) -> list[str]:
+    """Those of `paths` (files `export` wrote) that still hold a memory record with one of `uids`,
+    in the order given. A path that no longer exists or is not a regular file is left out; one
+    that cannot be read is listed (it may hold them). Each file is read once (memory-mapped), in
+    time linear in its size whatever the number of uids."""
+    wanted = set(uids)
+    out = []
+    for name in paths:
+        try:
+            if not os.path.isfile(name):
+                continue
+            with open(name, "rb") as f:
+                if os.fstat(f.fileno()).st_size == 0:
+                    continue
+                with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+                    held = any(json.loads(m.group(1)) in wanted for m in _UID_FIELD.finditer(data))
+        except (OSError, ValueError):
+            held = True
+        if held:
+            out.append(name)
+    return out
 
 
 # ---------------------------------------------------------------------------------------------

@@ -206,6 +206,32 @@ def test_migration_backups_are_encrypted_too_and_new_ones_are_born_encrypted(tmp
     assert encryption.working_key(encrypted_backup, [key]) == key
 
 
+def test_purge_of_an_encrypted_store_reads_its_backups_with_its_key(tmp_path, monkeypatch):
+    """Purge names the copies that still hold the text (issue 17, item 5). An encrypted store's
+    backups are read with its key, so only those that hold a purged memory are named (they were
+    all named, unreadable); a conversion killed before its rename leaves `<db>.convert-tmp`,
+    which is named too."""
+    db = tmp_path / "old.db"
+    shutil.copy(FIXTURES / "v1.db", db)
+    SQLiteStore(db).close()  # migrates, leaving a backup of the v1 file
+    monkeypatch.setenv("MEMSAFE_KEY_FILE", str(tmp_path / "key"))
+    api.encrypt(str(db))
+    backup = encryption.backups_of(db)[0]
+    opened = api.open_store(str(db))
+    try:
+        store = opened.store
+        assert store.encrypted
+        everywhere = api.make_scope(project=None, all_projects=True)
+        assert api.purge(store, [2], scope=everywhere).backups == [str(backup)]
+        made_later = api.remember(store, "made after the upgrade", embed_now=False)
+        assert api.purge(store, [made_later.id]).backups == []
+        leftover = db.with_name(db.name + ".convert-tmp")  # as a kill -9 during `decrypt` leaves it
+        shutil.copy(FIXTURES / "v1.db", leftover)
+        assert api.purge(store, [3], scope=everywhere).backups == [str(backup), str(leftover)]
+    finally:
+        opened.store.close()
+
+
 def test_encrypt_refuses_while_a_server_has_the_store_open(db_path, tmp_path, monkeypatch):
     opened = api.open_store(str(db_path))
     api.remember(opened.store, PHRASE, embed_now=False)

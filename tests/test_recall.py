@@ -141,8 +141,8 @@ def test_purge_names_the_migration_backups_that_still_hold_the_text(tmp_path):
     assert backup.exists() and b"Note 1: the retry policy" in backup.read_bytes()
     doc = json.loads(old.stdout)
     assert doc["backups"] == [str(backup)] and doc["remove_command"] == f"rm -- {backup}"
-    assert f"still in 1 backup memsafe made before migrating ({backup}); remove them: rm -- {backup}" in \
-        " ".join(old.stderr.split())
+    assert f"still in 1 backup memsafe made before migrating or converting the database ({backup}); remove them: " \
+        f"rm -- {backup}" in " ".join(old.stderr.split())
     # a memory made after the migration is in no backup: nothing to say
     new = json.loads(runner.invoke(app, ["--db", str(db), "remember", "made after the upgrade", "--json"]).stdout)
     quiet = runner.invoke(app, ["--db", str(db), "purge", str(new["id"]), "--yes"])
@@ -150,6 +150,39 @@ def test_purge_names_the_migration_backups_that_still_hold_the_text(tmp_path):
     backup.unlink()  # the command it gave
     gone = runner.invoke(app, ["--db", str(db), "purge", "3", "--yes", "--all-projects"])
     assert gone.exit_code == 0 and "backup" not in gone.stderr
+
+
+def test_purge_names_the_export_files_that_still_hold_the_text(store, cli, db_path, tmp_path, monkeypatch):
+    """An export file memsafe wrote is a copy of the text too (issue 17, item 5): purge names each
+    one that still holds a purged memory, with the command that removes it, on every front end;
+    a file exported again since, removed, or written to stdout is not named."""
+    from test_server import call, text_of
+
+    from memsafe import server
+
+    victim = api.remember(store, "Quokka-7731 rotation note for the staging vault", embed_now=False)
+    other = api.remember(store, "The staging cluster runs in eu-west-1.", embed_now=False)
+    monkeypatch.chdir(tmp_path)
+    assert cli("export", "-o", "backup one.jsonl").exit_code == 0  # a relative path: kept absolute
+    first = tmp_path / "backup one.jsonl"
+    api.export_to_path(store, tmp_path / "other.jsonl")
+    assert cli("export").exit_code == 0  # stdout: memsafe cannot know where it went
+    result = cli("purge", str(victim.id), "--yes", "--json")
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(result.stdout)
+    files = [str(first), str(tmp_path / "other.jsonl")]
+    assert doc["exports"] == files and doc["backups"] == []
+    assert doc["remove_command"] == f"rm -- '{first}' {tmp_path / 'other.jsonl'}"
+    assert f"2 files memsafe exported ({files[0]}, {files[1]}; export again" in " ".join(result.stderr.split())
+    # exported again after the purge, the file no longer holds it: not named
+    api.export_to_path(store, first)
+    (tmp_path / "other.jsonl").unlink()
+    third = api.remember(store, "Wombat-42 notes on the staging vault", embed_now=False)
+    assert api.purge(store, [other.id]).exports == [str(first)]
+    api.export_to_path(store, first)
+    srv = server.build_server(str(db_path), cwd=str(tmp_path))
+    text = text_of(call(srv, "purge_memory", {"ids": [third.id], "confirm": True}))
+    assert f"rm -- '{first}'" in text and "1 file memsafe exported" in text
 
 
 def test_purge_of_unknown_id_changes_nothing(filled):

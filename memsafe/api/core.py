@@ -567,9 +567,11 @@ def purge(store: Store, memory_ids: Sequence[int], *, scope: Scope | None = None
     action `purge`, its id and `uid=<uid>` (a random id, or for server-memory observations a
     hash of entity and text), so an import never brings it back (`import_file`).
 
-    Copies memsafe made before (migration backups, `<db>.bak-v<N>`) are not rewritten: those
-    that still hold a purged memory are named in `PurgeReport.backups`, with
-    `PurgeReport.remove_command`, for the user to remove.
+    Copies memsafe made before are not rewritten: those that still hold a purged memory are
+    named, with `PurgeReport.remove_command`, for the user to remove: in `PurgeReport.backups`
+    the copies of the database file (migration backups `<db>.bak-v<N>`, a killed conversion's
+    `<db>.convert-tmp`: `Store.backups_holding`), in `PurgeReport.exports` the files `export`
+    wrote (to a path; the audit log keeps it) that still exist and hold a purged uid.
 
     Args:
         scope: as in `get`: an id outside it counts as missing.
@@ -592,8 +594,12 @@ def purge(store: Store, memory_ids: Sequence[int], *, scope: Scope | None = None
         for i in ids:
             store.add_event(now, "purge", i, f"uid={found[i].uid}")
     store.checkpoint()
-    backups = store.backups_holding([found[i].uid for i in ids])
-    return PurgeReport(purged_ids=ids, versions_removed=versions, backups=[str(b) for b in backups])
+    from memsafe import transfer  # the export format: only purge reads export files
+
+    uids = [found[i].uid for i in ids]
+    return PurgeReport(purged_ids=ids, versions_removed=versions,
+                       backups=[str(b) for b in store.backups_holding(uids)],
+                       exports=transfer.files_holding(store.export_paths(), uids))
 
 
 # ---------------------------------------------------------------------------------------------

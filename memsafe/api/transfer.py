@@ -223,6 +223,8 @@ def export(store: Store, out: IO[str], *, project: str | None = None, all_projec
 def export_to_path(store: Store, path: Path, *, overwrite: bool = True, **options) -> ExportReport:
     """`export` into a file, written beside it and renamed into place, so a failure leaves no
     half-written file. The file is created readable by the owner only (it holds every memory).
+    Its absolute path is kept in the audit log (an `export` event), so a later `purge` names the
+    file if it still holds the purged text (`transfer.files_holding`).
 
     Args:
         overwrite: replace an existing regular file (the CLI's `-o`); False refuses (MCP).
@@ -258,6 +260,8 @@ def export_to_path(store: Store, path: Path, *, overwrite: bool = True, **option
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+    with store.write():  # ASCII JSON: a path that is not UTF-8 (surrogate escapes) is kept exactly
+        store.add_event(clock.now_iso(), "export", None, "path=" + json.dumps(str(resolved)))
     report.path = str(path)
     return report
 

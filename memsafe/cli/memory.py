@@ -206,9 +206,9 @@ def purge(
             f"Purged {render.count_of(len(report.purged_ids), 'memory')} "
             f"({render.count_of(report.versions_removed, 'version')} of history removed)"
         )
-    if report.backups:
-        say("Warning", f"the text is still in {render.count_of(len(report.backups), 'backup')} memsafe made before "
-                       f"migrating ({', '.join(report.backups)}); remove them: {report.remove_command}")
+    copies = render.purge_copies(report)
+    if copies:
+        say("Warning", copies)
 
 
 @app.command()

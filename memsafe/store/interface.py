@@ -443,6 +443,12 @@ class History(ABC):
         """{uid: when it was purged} from the purge stubs of the audit log (detail `uid=<uid>`;
         stubs written before uids were kept carry none)."""
 
+    @abstractmethod
+    def export_paths(self) -> list[str]:
+        """The absolute paths of the files `export` wrote from this store, oldest first, each
+        once, from the audit log's `export` events (detail `path=<JSON string>`); whether they
+        still exist is the caller's to check."""
+
 
 class Browse(ABC):
     """Read-only paging, facet counts and aggregates for `memsafe ui`; nothing here writes."""
@@ -587,12 +593,14 @@ class Store(Memories, FullText, Vectors, Graph, History, Config, Browse):
     @abstractmethod
     def backup_files(self) -> list[Path]:
         """The copies of this database memsafe itself wrote (SQLite: migration backups
-        `<db>.bak-v<N>`, `<db>.bak-v<N>.<n>`), sorted; [] where there are none."""
+        `<db>.bak-v<N>`, `<db>.bak-v<N>.<n>`, and the `<db>.convert-tmp` an `encrypt`, `decrypt`
+        or `rekey` killed before its rename left), sorted; [] where there are none."""
 
     @abstractmethod
     def backups_holding(self, uids: Sequence[str]) -> list[Path]:
-        """Those of `backup_files` that hold a memory with one of `uids` (opened read-only). A
-        backup that cannot be read, or has no uid column, is listed too: it may hold them."""
+        """Those of `backup_files` that hold a memory with one of `uids` (opened read-only, with
+        the store's key when it is encrypted). A backup that cannot be read (another key, no uid
+        column, damaged) is listed too: it may hold them."""
 
     @abstractmethod
     def latest_schema(self) -> int:

@@ -32,6 +32,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from memsafe import api, clock
+from memsafe import render as text_of
 from memsafe.errors import Duplicate, InvalidInput, MemsafeError, NotFound
 from memsafe.models import Kind, Status
 from memsafe.ui import layout
@@ -237,8 +238,11 @@ def build_app(state: UiState) -> Starlette:
         else:
             page = api.browse(store(), after_id=_int(q.get("after")), **common)
         more = {k: v for k, v in filters.items() if v and k != "q"}
+        message = MESSAGES.get(q.get("msg", ""))
+        if q.get("msg") == "purged" and state.notice:  # shown once: copies that still hold the text
+            message, state.notice = f"{message} Warning: {state.notice}", None
         return render(request, "index.html", filters=filters, page=page, results=results,
-                      facets=api.facets(store()), message=MESSAGES.get(q.get("msg", "")),
+                      facets=api.facets(store()), message=message,
                       next_url=f"/?{urlencode({**more, 'after': page.next_after})}" if page and page.next_after
                       else None,
                       first_url=f"/?{urlencode(more)}" if q.get("after") else None)
@@ -312,7 +316,7 @@ def build_app(state: UiState) -> Starlette:
         with state.lock:
             try:
                 memory_id = _int(request.path_params["id"])
-                msg = _apply(store(), memory_id, action, form)
+                msg = _apply(store(), memory_id, action, form, state)
             except MemsafeError as exc:
                 return failure(request, exc)
         target = "/?msg=purged" if msg == "purged" else f"/m/{memory_id}?msg={msg}"
@@ -331,8 +335,9 @@ def build_app(state: UiState) -> Starlette:
     return Guard(app, state)
 
 
-def _apply(store, memory_id: int, action: str, form: dict) -> str:
-    """Run one curation action; returns the message key for the page. Raises MemsafeError."""
+def _apply(store, memory_id: int, action: str, form: dict, state: UiState | None = None) -> str:
+    """Run one curation action; returns the message key for the page (a purge leaves its warning
+    about copies that still hold the text in `state.notice`). Raises MemsafeError."""
     if action == "edit":
         kind = form.get("kind") or None
         tags = [t.strip() for t in form.get("tags", "").split(",") if t.strip()]
@@ -364,7 +369,9 @@ def _apply(store, memory_id: int, action: str, form: dict) -> str:
         expected = f"purge {memory_id}"
         if " ".join(form.get("confirm", "").split()).lower() != expected:
             raise InvalidInput(f"to purge, type exactly: {expected}")
-        api.purge(store, [memory_id])
+        report = api.purge(store, [memory_id])
+        if state is not None:
+            state.notice = text_of.purge_copies(report)
         return "purged"
     raise NotFound(f"unknown action {action[:40]!r}")
 

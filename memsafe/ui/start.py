@@ -53,6 +53,7 @@ class UiState:
     lock: threading.Lock = field(default_factory=threading.Lock)
     warmed: threading.Event = field(default_factory=threading.Event)
     warmer: threading.Thread | None = None
+    notice: str | None = None  # a warning the next page shows once (a purge's copies still holding the text)
 
     @property
     def cookie(self) -> str:

@@ -53,6 +53,18 @@ class SQLHistory:
         return {detail[4:]: at for at, detail in self.conn.execute(
             "SELECT at, detail FROM events WHERE action = 'purge' AND detail LIKE 'uid=%' ORDER BY at")}
 
+    def export_paths(self) -> list[str]:
+        out = []
+        for (detail,) in self.conn.execute("SELECT detail FROM events WHERE action = 'export' AND detail LIKE 'path=%' "
+                                           "ORDER BY id"):
+            try:
+                path = json.loads(detail[5:])
+            except ValueError:
+                continue
+            if isinstance(path, str) and path not in out:
+                out.append(path)
+        return out
+
     def replace_versions(self, memory_id: int, versions: Sequence[dict]) -> None:
         self.conn.execute("DELETE FROM memory_versions WHERE memory_id = ?", (memory_id,))
         self._insert_versions(memory_id, versions)

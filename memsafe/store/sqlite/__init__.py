@@ -347,24 +347,31 @@ class SQLiteStore(SQLMemories, SQLiteFullText, SQLiteVectors, SQLGraph, SQLHisto
 
     def backup_files(self) -> list[Path]:
         """The copies of this database memsafe itself wrote: migration backups (`<db>.bak-v<N>`,
-        `<db>.bak-v<N>.<n>`), sorted."""
-        return sorted(p for p in self.path.parent.glob(f"{glob.escape(self.path.name)}.bak-v*") if p.is_file())
+        `<db>.bak-v<N>.<n>`) and the `<db>.convert-tmp` of a conversion killed before its rename
+        (`encryption.convert`), sorted."""
+        name = glob.escape(self.path.name)
+        found = [*self.path.parent.glob(f"{name}.bak-v*"), *self.path.parent.glob(f"{name}.convert-tmp")]
+        return sorted(p for p in found if p.is_file() and not p.name.endswith("-journal"))
 
     def backups_holding(self, uids: Sequence[str]) -> list[Path]:
-        out = []
-        for path in self.backup_files():
+        return [path for path in self.backup_files() if self._may_hold(path, uids)]
+
+    def _may_hold(self, path: Path, uids: Sequence[str]) -> bool:
+        """False only when `path` opens (with this store's key, else without one: a copy left plain)
+        and none of its memories has one of `uids`."""
+        for key in ([self.key, None] if self.key is not None else [None]):
             try:
                 conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
                 try:
-                    found = any(conn.execute(f"SELECT 1 FROM memories WHERE uid IN ({marks}) LIMIT 1", chunk).fetchone()
-                                for chunk, marks in chunked(uids))
+                    if key is not None:
+                        encryption.apply(conn, key)
+                    return any(conn.execute(f"SELECT 1 FROM memories WHERE uid IN ({marks}) LIMIT 1", chunk)
+                               .fetchone() for chunk, marks in chunked(uids))
                 finally:
                     conn.close()
             except apsw.Error:
-                found = True
-            if found:
-                out.append(path)
-        return out
+                continue
+        return True
 
     @contextmanager
     def snapshot(self) -> Iterator[None]:
