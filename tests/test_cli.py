@@ -453,6 +453,18 @@ def test_control_characters_become_spaces_on_every_input_path(db_path, embedder,
     assert {"queue depth alarm", "Ops Team: owns deploys"} <= contents
     assert "Ops Team" in {e.name for e in api.graph_entities(store)}
     assert api.add_entity(store, "ops team").created is False  # the same key as the imported name
+    # a command-line argument (no NUL possible there: other controls) and an update, CLI and MCP
+    arg = subprocess.run([sys.executable, "-m", "memsafe", "--db", str(db_path), "remember", "disk\x1bquota\x7fwarning",
+                          "--json"], capture_output=True)
+    assert arg.returncode == 0, arg.stderr
+    assert json.loads(arg.stdout)["content"] == "disk quota warning"
+    updated = subprocess.run([sys.executable, "-m", "memsafe", "--db", str(db_path), "update", "1", "--content",
+                              "retry\x1bbackoff policy v2"], capture_output=True)
+    assert updated.returncode == 0, updated.stderr
+    assert api.get(store, 1).content == "retry backoff policy v2"
+    call(srv, "update_memory", {"id": 1, "content": "retry\x00jitter policy"})
+    assert api.get(store, 1).content == "retry jitter policy"
+    assert [h.memory.id for h in api.recall(store, "jitter", mode="lexical").hits] == [1]
     store.close()
 
 

@@ -105,6 +105,10 @@ def test_every_memory_written_over_http_records_its_tokens_user(team, embedder, 
                                                                                      "run at 03:00 since the move"})
             assert not updated.is_error, text_of(updated)
             history = text_of(await bob.call_tool("get_memory", {"id": number, "history": True}))
+            glued = text_of(await bob.call_tool("remember", {"content": "retry\x00backoff policy for the wiki"}))
+            assert "#" in glued, glued  # issue 17.10: a control character becomes a space on this path too
+            found = text_of(await bob.call_tool("recall", {"query": "backoff"}))
+            assert "retry backoff policy for the wiki" in found, found
         return number, shown, history
 
     number, shown, history = run(body)
