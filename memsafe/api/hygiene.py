@@ -202,7 +202,10 @@ def _name_findings(text: str) -> str:
 
 
 def _screen_secrets(text: str, redact: bool) -> str:
-    """Refuse (or, with `redact`, redact) credentials in content before it is stored."""
+    """Refuse (or, with `redact`, redact) credentials in content before it is stored. `text` has
+    passed `clean_text`'s length limit; its redacted form may be longer (`[REDACTED:aws-access-key]`
+    is 25 characters, the key 20) and is stored whole: a text within the limit is never refused
+    for what redaction added."""
     findings = safety.scan(text)
     if not findings:
         return text
@@ -212,7 +215,8 @@ def _screen_secrets(text: str, redact: bool) -> str:
             "store secrets. To keep the rest of the note with each secret replaced by [REDACTED:<type>], "
             "remember it again with --redact (MCP/API: redact=true)"
         )
-    return clean_text(safety.redact(text, findings))
+    redacted = safety.redact(text, findings)
+    return clean_text(redacted, max_chars=max(MAX_CONTENT_CHARS, len(redacted)))
 
 
 def _shown(value, width: int = 40) -> str:

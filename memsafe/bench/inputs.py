@@ -10,7 +10,10 @@ Each shape is a 1,000,000-character text (memsafe's content limit), made determi
 - base64: one unbroken base64 line;
 - prose: developer sentences with names, paths and versions, wrapped in lines;
 - repeated: the token "Node 1.2 " repeated (the field case);
-- long-line: words joined by punctuation and no space (`a.b/c-d_e…`), one line.
+- long-line: words joined by punctuation and no space (`a.b/c-d_e…`), one line;
+- key-run: one fake AWS access key repeated with no separator (each window of the scan holds
+  hundreds of findings: widening each across the whole run was quadratic);
+- key-lines: `aws_access_key_id = AKIA…` lines of one fake key (a finding on every line).
 
 For each it times, in one process with the model already loaded: the credential scan
 (`safety.scan`), entity extraction (`graph.extract_entities`), token counting (`tokens.count`),
@@ -32,7 +35,8 @@ from pathlib import Path
 
 __all__ = ["SHAPES", "make_input", "run_inputs", "inputs_table"]
 
-SHAPES = ("letters", "hex", "base64", "prose", "repeated", "long-line")
+SHAPES = ("letters", "hex", "base64", "prose", "repeated", "long-line", "key-run", "key-lines")
+_FAKE_KEY = "AKIAIOSFODNN7EXAMPLE"  # AWS's documented example key
 SIZE = 1_000_000  # characters: the content limit (api.MAX_CONTENT_CHARS)
 LIMIT_S = 2.0
 
@@ -66,6 +70,11 @@ def make_input(shape: str, size: int = SIZE, seed: int = 0) -> str:
         pieces = [w.strip(".,;") for w in _WORDS]
         text = "".join(rng.choice(pieces) + rng.choice("./-_:") for _ in range(size // 6 + 10))
         return text[:size]
+    if shape == "key-run":
+        return (_FAKE_KEY * (size // len(_FAKE_KEY) + 1))[:size]
+    if shape == "key-lines":
+        line = f"aws_access_key_id = {_FAKE_KEY}\n"
+        return (line * (size // len(line) + 1))[:size]
     raise ValueError(f"unknown input shape {shape!r}; use one of {', '.join(SHAPES)}")
 
 
