@@ -13,7 +13,9 @@ Each shape is a 1,000,000-character text (memsafe's content limit), made determi
 - long-line: words joined by punctuation and no space (`a.b/c-d_e…`), one line;
 - key-run: one fake AWS access key repeated with no separator (each window of the scan holds
   hundreds of findings: widening each across the whole run was quadratic);
-- key-lines: `aws_access_key_id = AKIA…` lines of one fake key (a finding on every line).
+- key-lines: `aws_access_key_id = AKIA…` lines of one fake key (a finding on every line);
+- spaced: words and versions apart by runs of 20,000 spaces, tabs and newlines (the version
+  pattern of entity extraction split each run every way).
 
 For each it times, in one process with the model already loaded: the credential scan
 (`safety.scan`), entity extraction (`graph.extract_entities`), token counting (`tokens.count`),
@@ -35,7 +37,7 @@ from pathlib import Path
 
 __all__ = ["SHAPES", "make_input", "run_inputs", "inputs_table"]
 
-SHAPES = ("letters", "hex", "base64", "prose", "repeated", "long-line", "key-run", "key-lines")
+SHAPES = ("letters", "hex", "base64", "prose", "repeated", "long-line", "key-run", "key-lines", "spaced")
 _FAKE_KEY = "AKIAIOSFODNN7EXAMPLE"  # AWS's documented example key
 SIZE = 1_000_000  # characters: the content limit (api.MAX_CONTENT_CHARS)
 LIMIT_S = 2.0
@@ -75,6 +77,9 @@ def make_input(shape: str, size: int = SIZE, seed: int = 0) -> str:
     if shape == "key-lines":
         line = f"aws_access_key_id = {_FAKE_KEY}\n"
         return (line * (size // len(line) + 1))[:size]
+    if shape == "spaced":
+        unit = "We run Postgres" + " \t\n" * 6_667 + "16.2 "
+        return (unit * (size // len(unit) + 1))[:size]
     raise ValueError(f"unknown input shape {shape!r}; use one of {', '.join(SHAPES)}")
 
 
