@@ -162,6 +162,43 @@ def _bulk_records(n: int) -> list[dict]:
     return [head, *body, {"type": "end", "counts": {"memory": n}}]
 
 
+def test_a_batched_import_checks_each_record_as_if_the_ones_before_were_stored(store, tmp_path):
+    """Import inserts new memories many rows per statement (issue 13.5: ~0.5 ms per statement per
+    word index); a record is still checked against every earlier one: a text repeated 290 records
+    later is a duplicate of the first, an exported id is kept when free and never taken by a
+    memory given a new id (those come after), and tags, history, entity links and the word index
+    hold every memory."""
+    for text in ("held one", "held two", "held three"):
+        api.remember(store, text, embed_now=False)  # ids 1-3 taken
+    records = _bulk_records(450)
+    body = records[1:-1]
+    body[299]["content"] = body[9]["content"]  # bulk00300 repeats bulk00010
+    for i, rec in enumerate(body):
+        rec["id"] = (2 if i % 3 == 0 else 1000 + i)  # id 2 is taken: those get new ids
+        rec["entities"] = ["bulkdb"]
+    body[5]["versions"] = [{"content": "bulk memory 6, first draft", "kind": "fact", "project": "bulk", "tags": [],
+                            "importance": 0.5, "confidence": 0.8, "valid_from": "2026-01-01T00:00:00+00:00",
+                            "valid_to": "2026-01-02T02:04:05+00:00", "cause": "update"}]
+    entity = {"type": "entity", "name": "BulkDB", "key": "bulkdb", "entity_type": "database", "aliases": [],
+              "created_at": "2026-01-01T00:00:00+00:00"}
+    path = tmp_path / "batched.jsonl"
+    _write(path, [records[0], entity, *body, {"type": "end", "counts": {"memory": 450, "entity": 1}}])
+    report = api.import_file(store, path)
+    assert report.memories_added == 449 and report.duplicates == 1 and report.links_added == 449
+    assert any("uid bulk00300 duplicates uid bulk00010, earlier in this file" in s for s in report.skipped)
+    ids = {rec["uid"]: store.memory_by_uid(rec["uid"]) for rec in body if rec["uid"] != "bulk00300"}
+    exported = {rec["uid"]: rec["id"] for rec in body if rec["uid"] in ids}
+    assert all(ids[uid]["id"] == i for uid, i in exported.items() if i != 2)  # every free exported id is kept
+    assert min(ids[uid]["id"] for uid, i in exported.items() if i == 2) > max(exported.values())  # new ids after
+    assert len({row["id"] for row in ids.values()}) == 449
+    assert store.tags_of([ids["bulk00450"]["id"]])[ids["bulk00450"]["id"]] == ["bulk"]
+    assert [v["content"] for v in store.versions(ids["bulk00006"]["id"])] == ["bulk memory 6, first draft"]
+    hits = api.recall(store, "bulk memory 449", mode="lexical", project="bulk").hits
+    assert hits and hits[0].memory.content == "bulk memory 449"
+    assert {e.name: e.memories for e in api.graph_entities(store, project="bulk")}["BulkDB"] == 449
+    assert store.consistency_problems() == []
+
+
 def test_corrupt_record_500_of_1000_imports_nothing(store, tmp_path, cli):
     api.remember(store, "already here", embed_now=False)
     before = store.counts()

@@ -138,6 +138,67 @@ class _Purged:
 # Export
 
 
+class _NewMemories:
+    """Memories an import adds, inserted many rows per statement (`Store.insert_memories`: the
+    word indexes take them several times faster than one row at a time). Rows keeping their
+    exported id are inserted `BATCH` at a time; rows given a new id wait for the end of the file
+    (or until `HELD_ROWS` / `HELD_CHARS` of them wait), so they take ids after every exported id
+    of the file instead of one a later record was to keep. What a later record is checked
+    against (a duplicate text, an exported id) is written first, so every check sees the store as
+    if each memory had been inserted at once."""
+
+    BATCH = 200
+    HELD_ROWS = 20_000
+    HELD_CHARS = 50_000_000
+
+    def __init__(self, store: Store, report: ImportReport) -> None:
+        self.store, self.report = store, report
+        self.kept: list[tuple] = []  # (row, tags, versions, entity ids, vector, dim, same text): rows with an id
+        self.new: list[tuple] = []  # the same, rows given a new id
+        self.new_chars = 0
+        self.texts: dict[tuple[str, str | None], str] = {}  # (content_hash, project) -> uid, rows not forgotten
+        self.ids: set[int] = set()  # exported ids of waiting rows
+
+    def duplicate_of(self, digest: str, project: str | None) -> str | None:
+        """The uid of a waiting row not forgotten with this content hash in this project, or None."""
+        return self.texts.get((digest, project))
+
+    def add(self, row: dict, tags: list[str], versions: list[dict], entity_ids: list[int], vector: bytes | None,
+            dim: int | None, same_text: bool) -> None:
+        item = (row, tags, versions, entity_ids, vector, dim, same_text)
+        if row["status"] != Status.FORGOTTEN.value:
+            self.texts.setdefault((row["content_hash"], row["project"]), row["uid"])
+        if "id" in row:
+            self.ids.add(row["id"])
+            self.kept.append(item)
+            if len(self.kept) >= self.BATCH:
+                self._insert(self.kept)
+                self.kept = []
+        else:
+            self.new.append(item)
+            self.new_chars += len(row["content"])
+            if len(self.new) >= self.HELD_ROWS or self.new_chars >= self.HELD_CHARS:
+                self.flush()
+
+    def flush(self) -> None:
+        """Insert every waiting memory: those keeping their id first."""
+        self._insert(self.kept)
+        self._insert(self.new)
+        self.kept, self.new, self.new_chars, self.texts, self.ids = [], [], 0, {}, set()
+
+    def _insert(self, items: list[tuple]) -> None:
+        """Insert rows with their history, vectors and entity links."""
+        if not items:
+            return
+        ids = self.store.insert_memories([(row, tags) for row, tags, *_ in items])
+        for memory_id, (_, _, versions, entity_ids, vector, dim, same_text) in zip(ids, items):
+            if versions:
+                self.store.replace_versions(memory_id, versions)
+            _put_file_vector(self.store, memory_id, vector, dim, same_text, self.report)
+            for entity_id in entity_ids:
+                self.report.links_added += self.store.link_memory_entity(memory_id, entity_id)
+
+
 def export(store: Store, out: IO[str], *, project: str | None = None, all_projects: bool = False,
            include_forgotten: bool = False, vectors: bool = False, progress: Progress | None = None) -> ExportReport:
     """Write the memsafe export (format version `transfer.FORMAT_VERSION`) to a text stream.
@@ -386,6 +447,7 @@ def _import_memsafe(store: Store, path: Path, report: ImportReport, problems: li
     record_no = 0
     dim = None  # vector size when the file's vectors are usable here
     seen_uids: dict[str, int] = {}  # uid -> line of its first memory record in this file
+    added = _NewMemories(store, report)
     for number, text in _read(path, progress):
         if not header_seen:
             try:
@@ -417,7 +479,7 @@ def _import_memsafe(store: Store, path: Path, report: ImportReport, problems: li
                 if rec["uid"] not in seen_uids and store.memory_by_uid(rec["uid"]) is None \
                         and purged.skip(rec["uid"], number, record_no, report, problems):
                     continue
-                _apply_memory(store, rec, report, problems, number, record_no, redact, dim, author)
+                _apply_memory(store, rec, report, problems, number, record_no, redact, dim, author, added)
                 seen_uids[rec["uid"]] = number  # only once taken: an invalid first copy does not hide a valid one
             elif kind == "entity":
                 entity = transfer.check_entity(value, number, record_no, now=now)
@@ -469,6 +531,7 @@ def _import_memsafe(store: Store, path: Path, report: ImportReport, problems: li
                                    record=exc.record, fatal=True))
         except MemsafeError as exc:  # input hygiene (clean_text...) on a field
             problems.append(Notice(number, str(exc), record=record_no, fatal=True))
+    added.flush()
     if not header_seen:
         raise InvalidInput(f"{path.name} is empty")
     if not end_seen:
@@ -509,7 +572,10 @@ def _apply_entity(store: Store, entity: dict, report: ImportReport) -> int:
 
 
 def _apply_memory(store: Store, rec: dict, report: ImportReport, problems: list[Notice], line: int,
-                  record: int, redact: bool = False, dim: int | None = None, author: str | None = None) -> None:
+                  record: int, redact: bool = False, dim: int | None = None, author: str | None = None,
+                  added: _NewMemories | None = None) -> None:
+    """Apply one checked memory record: update the memory of its uid when the file's is newer,
+    else insert it (through `added`, in batches, when given). Raises RecordError."""
     vector = rec["vector"]
     if vector is not None and dim is not None and len(vector) != 4 * dim:
         raise RecordError(f"holds {len(vector) // 4} values; the header's model has {dim}", line=line,
@@ -558,17 +624,22 @@ def _apply_memory(store: Store, rec: dict, report: ImportReport, problems: list[
     else:
         if rec["status"] != Status.FORGOTTEN.value:
             duplicate = store.find_duplicate(digest, project)
-            if duplicate is not None:
+            waiting = added.duplicate_of(digest, project) if added is not None and duplicate is None else None
+            if duplicate is not None or waiting is not None:
                 report.duplicates += 1
-                problems.append(Notice(line, f"uid {rec['uid']} duplicates memory {duplicate}; skipped",
-                                       record=record, skip=True))
+                what = f"memory {duplicate}" if duplicate is not None else f"uid {waiting}, earlier in this file"
+                problems.append(Notice(line, f"uid {rec['uid']} duplicates {what}; skipped", record=record, skip=True))
                 return
         row["uid"] = rec["uid"]
-        if rec["id"] is not None and not store.memory_id_taken(rec["id"], rec["uid"]):
+        if rec["id"] is not None and not (added is not None and rec["id"] in added.ids) \
+                and not store.memory_id_taken(rec["id"], rec["uid"]):
             row = {"id": rec["id"], **row}
+        report.memories_added += 1
+        if added is not None:
+            added.add(row, tags, rec["versions"], entity_ids, vector, dim, content == rec["content"])
+            return
         memory_id = store.insert_memory(row, tags)
         store.replace_versions(memory_id, rec["versions"])
-        report.memories_added += 1
         _put_file_vector(store, memory_id, vector, dim, content == rec["content"], report)
     for entity_id in entity_ids:
         report.links_added += store.link_memory_entity(memory_id, entity_id)

@@ -63,6 +63,13 @@ class Memories(ABC):
         """Insert one memory row (keys = column names) and its tags; returns the new id."""
 
     @abstractmethod
+    def insert_memories(self, items: Sequence[tuple[dict, Sequence[str]]]) -> list[int]:
+        """Insert memory rows (each with a `uid`; keys = column names, `id` optional) and their
+        tags, in few multi-row statements; returns the new ids in the order of `items`. The word
+        indexes take a statement of many rows several times faster than as many one-row
+        statements (FTS5: ~0.5 ms per statement per index), so an import inserts in batches."""
+
+    @abstractmethod
     def update_memory(self, memory_id: int, changes: dict) -> None:
         """Set the given columns of one memory."""
 

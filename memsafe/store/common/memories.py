@@ -18,6 +18,8 @@ _MEMORY_COLUMNS = (
 class SQLMemories:
     """See the module docstring."""
 
+    _ROWS_PER_INSERT = 100  # rows of one multi-row INSERT (× ≤ 23 columns: far under either engine's limit)
+
     def insert_memory(self, row: dict, tags: Sequence[str]) -> int:
         columns = ", ".join(row)
         marks = ", ".join("?" for _ in row)
@@ -28,6 +30,29 @@ class SQLMemories:
         self._index_words([(memory_id, row["content"])])
         self.set_tags(memory_id, tags)
         return memory_id
+
+    def insert_memories(self, items: Sequence[tuple[dict, Sequence[str]]]) -> list[int]:
+        by_uid: dict[str, int] = {}
+        start = 0
+        while start < len(items):  # runs of rows with the same columns, at most _ROWS_PER_INSERT each
+            columns = tuple(items[start][0])
+            end = start
+            while end < len(items) and end - start < self._ROWS_PER_INSERT and tuple(items[end][0]) == columns:
+                end += 1
+            rows = [row for row, _ in items[start:end]]
+            marks = ", ".join(["(" + ", ".join("?" * len(columns)) + ")"] * len(rows))
+            returned = self.conn.execute(  # RETURNING's order is not promised: rows are matched by uid
+                f"INSERT INTO memories({', '.join(columns)}) VALUES {marks} RETURNING id, uid",
+                [row[c] for row in rows for c in columns]).fetchall()
+            by_uid.update((uid, memory_id) for memory_id, uid in returned)
+            if "id" in columns:
+                self._id_given(max(row["id"] for row in rows))
+            start = end
+        ids = [by_uid[row["uid"]] for row, _ in items]
+        self._index_words([(memory_id, row["content"]) for memory_id, (row, _) in zip(ids, items)])
+        self.conn.executemany("INSERT INTO memory_tags(memory_id, tag) VALUES (?, ?) ON CONFLICT DO NOTHING",
+                              [(memory_id, t) for memory_id, (_, tags) in zip(ids, items) for t in tags])
+        return ids
 
     def update_memory(self, memory_id: int, changes: dict) -> None:
         if not changes:
