@@ -548,6 +548,13 @@ def test_entity_keys_in_a_file_are_recomputed_from_names(tmp_path, store, cli):
     assert [e.name for e in listing.entities] == ["Bar", "Baz"]
     assert [(r.source, r.relation, r.target) for r in listing.relations] == [("Bar", "calls", "Baz")]
     assert listing.entities[0].memories == 1
+    # one file key given to two entities: which one its records mean is unknown, so it is refused
+    records[2]["key"] = "foo"
+    _write(path, records)
+    with pytest.raises(InvalidInput, match='record 2, line 3: key "foo" already names another entity in this file '
+                                           r'\(line 2\)'):
+        api.import_file(store, path)
+    assert [e.name for e in api.graph_list(store, all_projects=True).entities] == ["Bar", "Baz"]
 
 
 @pytest.mark.parametrize("change, message", [

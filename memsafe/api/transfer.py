@@ -443,6 +443,7 @@ def _import_memsafe(store: Store, path: Path, report: ImportReport, problems: li
     now = clock.now()
     read = dict.fromkeys(transfer.RECORD_TYPES, 0)  # records per type, to check the end record's counts
     keys: dict[str, str] = {}  # entity key as the file writes it -> identity key of the entity's name
+    key_lines: dict[str, int] = {}  # entity key as the file writes it -> line of its entity record
     known_config = {k: spec.parse for k, spec in settings.CONFIG_KEYS.items()}
     record_no = 0
     dim = None  # vector size when the file's vectors are usable here
@@ -489,8 +490,15 @@ def _import_memsafe(store: Store, path: Path, report: ImportReport, problems: li
                     raise RecordError(str(exc), line=number, record=record_no, field="name") from None
                 # The key is the identity key of the name, whatever the file says (a record
                 # {"name": "Bar", "key": "foo"} must not make a second Bar); the file's key still
-                # names the entity in this file's memory and relation records.
-                keys[entity["file_key"]] = entity["key"] = graph.entity_key(entity["name"])
+                # names the entity in this file's memory and relation records, so it may name one.
+                entity["key"] = graph.entity_key(entity["name"])
+                earlier = keys.get(entity["file_key"])
+                if earlier is not None and earlier != entity["key"]:
+                    raise RecordError(f"{json.dumps(entity['file_key'])} already names another entity in this file "
+                                      f"(line {key_lines[entity['file_key']]}); which one its memories and relations "
+                                      "mean is unknown", line=number, record=record_no, field="key")
+                keys[entity["file_key"]] = entity["key"]
+                key_lines.setdefault(entity["file_key"], number)
                 _apply_entity(store, entity, report)
             elif kind == "relation":
                 rel = transfer.check_relation(value, number, record_no, now=now)
