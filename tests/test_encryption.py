@@ -227,7 +227,9 @@ def test_purge_of_an_encrypted_store_reads_its_backups_with_its_key(tmp_path, mo
         assert api.purge(store, [made_later.id]).backups == []
         leftover = db.with_name(db.name + ".convert-tmp")  # as a kill -9 during `decrypt` leaves it
         shutil.copy(FIXTURES / "v1.db", leftover)
-        assert api.purge(store, [3], scope=everywhere).backups == [str(backup), str(leftover)]
+        journal = db.with_name(db.name + ".convert-tmp-journal")  # its rollback journal holds pages too
+        journal.write_bytes(b"\xd9\xd5\x05\xf9\x20\xa1\x63\xd7" + b"\0" * 504)
+        assert api.purge(store, [3], scope=everywhere).backups == [str(backup), str(leftover), str(journal)]
     finally:
         opened.store.close()
 

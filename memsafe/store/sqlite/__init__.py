@@ -348,10 +348,10 @@ class SQLiteStore(SQLMemories, SQLiteFullText, SQLiteVectors, SQLGraph, SQLHisto
     def backup_files(self) -> list[Path]:
         """The copies of this database memsafe itself wrote: migration backups (`<db>.bak-v<N>`,
         `<db>.bak-v<N>.<n>`) and the `<db>.convert-tmp` of a conversion killed before its rename
-        (`encryption.convert`), sorted."""
+        (`encryption.convert`), with any journal or WAL beside them, sorted."""
         name = glob.escape(self.path.name)
-        found = [*self.path.parent.glob(f"{name}.bak-v*"), *self.path.parent.glob(f"{name}.convert-tmp")]
-        return sorted(p for p in found if p.is_file() and not p.name.endswith("-journal"))
+        found = [*self.path.parent.glob(f"{name}.bak-v*"), *self.path.parent.glob(f"{name}.convert-tmp*")]
+        return sorted(p for p in found if p.is_file())  # a -journal or -wal beside a copy holds its pages too
 
     def backups_holding(self, uids: Sequence[str]) -> list[Path]:
         return [path for path in self.backup_files() if self._may_hold(path, uids)]
