@@ -117,7 +117,7 @@ def test_search_is_recall_and_shows_why_each_hit_ranked(ui):
     assert api.get(ui[2], 1).access_count == 0  # looking is not using
 
 
-def test_curation_actions_go_through_the_api(ui, cli):
+def test_curation_actions_go_through_the_api(ui, cli, tmp_path):
     client, state, store = ui
     assert _post(client, state, "/m/1/edit", content="We squash and rebase before merging", tags="git, workflow",
                  kind="decision").headers["location"] == "/m/1?msg=updated"
@@ -142,6 +142,14 @@ def test_curation_actions_go_through_the_api(ui, cli):
     assert _post(client, state, "/m/2/purge", confirm="purge 2").headers["location"] == "/?msg=purged"
     assert cli("get", "2", "--all-projects").exit_code != 0
     assert client.get("/m/2").status_code == 404
+    # a copy memsafe made still holding the text is named once, on the page the purge leads to
+    export = tmp_path / "before purge.jsonl"
+    api.export_to_path(store, export, all_projects=True)
+    _post(client, state, "/m/3/purge", confirm="purge 3")
+    page = client.get("/?msg=purged").text
+    assert "Warning: the text is still in 1 file memsafe exported" in page
+    assert "rm --" in page and "before purge" in page
+    assert "Warning" not in client.get("/?msg=purged").text
 
 
 def test_memory_page_shows_history_diff_provenance_and_text_as_of(ui, monkeypatch):
