@@ -291,6 +291,25 @@ def test_consolidate_merges_a_whole_cluster_in_one_run(store):
     assert api.consolidate(store).pairs == []  # the fixpoint in one run
 
 
+def test_consolidate_compares_memories_still_waiting_for_their_vector(store):
+    """Near-copies remembered with --no-embed (or imported, or from the git hook) have no vector
+    yet: consolidate skipped them silently, so a run after `memsafe embed` found more (issue 17,
+    item 7). A dry run embeds them in memory and stores nothing; a run stores their vectors and
+    merges the whole cluster."""
+    texts = ["The deploy script retries three times before failing.",
+             "The deploy script retries 3 times before failing.",
+             "The deploy script retries three times before it fails."]
+    ids = [api.remember(store, t, project="web", embed_now=False).id for t in texts]
+    assert store.pending_count() == 3
+    dry = api.consolidate(store, dry_run=True)
+    assert [(p.survivor_id, p.merged_id) for p in dry.pairs] == [(ids[0], ids[1]), (ids[0], ids[2])]
+    assert dry.embedded == 3 and store.pending_count() == 3
+    report = api.consolidate(store)
+    assert [(p.survivor_id, p.merged_id) for p in report.pairs] == [(ids[0], ids[1]), (ids[0], ids[2])]
+    assert report.embedded == 0 and store.pending_count() == 0
+    assert api.consolidate(store).pairs == []
+
+
 def test_purging_a_merged_memory_removes_its_copies_from_the_survivor(store):
     a = api.remember(store, "The cache TTL is 300 seconds")
     b = api.remember(store, "The cache TTL is 300 seconds.")

@@ -28,6 +28,7 @@ from memsafe.api.core import (
     _unit_interval,
     _vector_bytes,
     admits,
+    backfill,
     clean_author,
     clean_project,
     clean_tags,
@@ -166,6 +167,7 @@ class ConsolidateReport:
     threshold: float
     pairs: list[MergePair] = field(default_factory=list)
     skipped: int = 0
+    embedded: int = 0  # memories still waiting for a vector, embedded (in memory) to be compared
 
 
 # ---------------------------------------------------------------------------------------------
@@ -803,6 +805,10 @@ def consolidate(store: Store, *, dry_run: bool = False, threshold: float | None 
     importance and confidence (its previous state becomes a version, cause `merge`). Merged
     memories are forgotten with reason `merged into N`. Nothing is deleted.
 
+    Memories still waiting for their vector (`remember --no-embed`, an import, the git hook) are
+    compared too, so that one run is the fixpoint: a run stores their vectors first (`backfill`),
+    a dry run embeds them in memory only (`ConsolidateReport.embedded` counts them).
+
     Returns one `MergePair` per merged memory (`similarity`: its cosine with the survivor, which
     a chain member may hold below the threshold; it joined through a near-copy).
     """
@@ -811,10 +817,19 @@ def consolidate(store: Store, *, dry_run: bool = False, threshold: float | None 
     limit = config_value(store, "near_duplicate_threshold") if threshold is None else threshold
     report = ConsolidateReport(dry_run, limit)
     embedder = _embedder(store)
-    if embedder is None or not store.vectors_ready(embedder.model_id):
+    if embedder is None:
         return report
+    if not dry_run and store.vector_available:
+        backfill(store, limit=None)
+    if store.vector_table_exists() and not store.vectors_ready(embedder.model_id):
+        return report  # the stored vectors come from another model: not comparable with this one's
     info = store.get_memories([r["id"] for r in store.decay_rows()])
-    vectors = store.get_vectors(list(info))
+    vectors = store.get_vectors(list(info)) if store.vector_table_exists() else {}
+    waiting = [i for i in sorted(info) if i not in vectors]
+    if waiting:  # a dry run's, or changed while the run stored vectors: embedded here, not stored
+        fresh = embedder.embed([info[i].content for i in waiting])
+        vectors.update((i, _vector_bytes(fresh[k])) for k, i in enumerate(waiting))
+        report.embedded = len(waiting)
     by_project: dict[str | None, list[int]] = {}
     for memory_id in sorted(vectors):
         by_project.setdefault(info[memory_id].project, []).append(memory_id)

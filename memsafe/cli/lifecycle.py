@@ -311,7 +311,8 @@ def consolidate(
 
     One run reaches the fixpoint: each cluster of near-copies merges into one survivor (the
     most used, then the oldest), which keeps every history; the others are forgotten with
-    reason `merged into N`.
+    reason `merged into N`. Memories still waiting for a vector are embedded first (a dry run
+    does not store those vectors).
     """
     with _session(ctx) as opened:
         report = api.consolidate(opened.store, dry_run=dry_run)
@@ -321,5 +322,8 @@ def consolidate(
     verb = "would merge" if dry_run else "merged"
     console = out()
     console.print(f"{len(report.pairs)} near-duplicates {verb} (threshold {report.threshold})", markup=False)
+    if report.embedded:  # a dry run stores no vector: those waiting for one were embedded to compare them
+        console.print(f"  ({render.count_of(report.embedded, 'memory')} still waiting for a vector embedded "
+                      "to compare them; not stored)", markup=False)
     for p in report.pairs:
         console.print(f"  {p.merged_id} → {p.survivor_id}  (cosine {p.similarity:.3f})", markup=False)
