@@ -78,11 +78,18 @@ def match_terms(match: str) -> list[str]:
 _ENTRIES = "unnest(?::bigint[], ?::text[], ?::int[]) AS e(id, tsv, dl)"  # the parameters `_entries` makes
 
 
-def index_rows(conn, rows: Sequence[tuple[int, str]]) -> None:
+def index_rows(conn, rows: Sequence[tuple[int, str]], *, named: bool = True) -> None:
     """Write the word-index entries of `rows` ([(memory id, text)]) into `memory_fts`, replacing
-    any there, each naming the tokenizer that made it (`tokenizer.NAME`; migration m003): one
-    statement (the caller's transaction)."""
-    if rows:
+    any there, each naming the tokenizer that made it (`tokenizer.NAME`, the column migration m003
+    adds; `named=False` for migration m002, which runs before it exists): one statement (the
+    caller's transaction)."""
+    if rows and not named:
+        conn.execute(
+            "INSERT INTO memory_fts(memory_id, tsv, dl) SELECT e.id, e.tsv::tsvector, e.dl "
+            f"FROM {_ENTRIES} ON CONFLICT (memory_id) DO UPDATE SET tsv = excluded.tsv, dl = excluded.dl",
+            _entries(rows),
+        )
+    elif rows:
         conn.execute(
             "INSERT INTO memory_fts(memory_id, tsv, dl, tokenizer) SELECT e.id, e.tsv::tsvector, e.dl, ? "
             f"FROM {_ENTRIES} ON CONFLICT (memory_id) DO UPDATE SET tsv = excluded.tsv, dl = excluded.dl, "

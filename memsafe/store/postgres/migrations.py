@@ -195,7 +195,7 @@ def m002_fts5_words(conn) -> None:
         """
     )
     for batch in text_batches(conn):
-        index_rows(conn, batch)
+        index_rows(conn, batch, named=False)  # m003 adds the tokenizer's name to every entry
 
 
 @migration
