@@ -222,8 +222,8 @@ def test_the_in_memory_copy_reads_vec0_chunks_exactly_as_the_virtual_table(tmp_p
     truth = dict(store.conn.execute("SELECT memory_id, embedding FROM vec_memories"))
     loaded = store._chunks_of(len(truth), 384)
     assert loaded is not None  # the chunk layout was recognised, not the slow fallback
-    ids, matrix = loaded
+    ids, columns = loaded  # the vectors as columns (dim, n)
     assert sorted(ids.tolist()) == sorted(truth)
-    assert all(matrix[k].tobytes() == truth[int(i)] for k, i in enumerate(ids))
+    assert all(columns[:, k].tobytes() == truth[int(i)] for k, i in enumerate(ids))
     assert store._chunks_of(len(truth) + 1, 384) is None  # a count that disagrees: read the table instead
     store.close()

@@ -39,6 +39,7 @@ from memsafe.store.sqlite.fulltext import SQLiteFullText
 from memsafe.store.sqlite.vectors import SQLiteVectors, _VectorCache
 
 BUSY_TIMEOUT_MS = 30_000
+PAGE_CACHE_KIB = 65_536  # PRAGMA cache_size of every connection, KiB (64 MiB)
 
 
 def _sqlite_vec_path() -> str:
@@ -167,6 +168,11 @@ class SQLiteStore(SQLMemories, SQLiteFullText, SQLiteVectors, SQLGraph, SQLHisto
             if mode.lower() != "wal":
                 conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = FULL")
+            # Page cache of this connection: up to 64 MiB, allocated only as pages are read (SQLite's
+            # default is 2 MiB). Recall reads pages all over the file (candidate rows by primary
+            # key, the word index's doclists): at 10,000 memories (30 MB) the default cache missed on
+            # nearly every read, and 750 scope checks by id took 6.1 ms instead of 0.6 ms.
+            conn.execute(f"PRAGMA cache_size = -{PAGE_CACHE_KIB}")
         except (apsw.ReadOnlyError, apsw.CantOpenError, apsw.PermissionsError) as exc:
             raise StoreUnavailable(
                 f"cannot open {path}: the file or its folder is read-only or not accessible ({exc}); "

@@ -88,19 +88,17 @@ class SQLiteFullText(FullTextFusion):
         """Nothing to do: FTS5's triggers (migrations m001) index each text as it is written."""
 
     def _bm25_search(self, match: str, scope: Scope, limit: int) -> list[tuple[int, float]]:
-        """[(memory id, bm25)] of the word index, best first: see `fts_search`."""
+        """[(memory id, bm25)] of the word index in `scope`, best first: see `fts_search`.
+
+        One query: each match joined to its row by primary key, the scope applied before bm25()
+        is computed. With the connection's page cache (`PAGE_CACHE_KIB`) this beat ranking every
+        match and post-filtering the best max(limit × OVERFETCH, OVERFETCH_MIN) by id: at
+        10,000 memories 2.9 against 4.9 ms of CPU for a project, 4.1 against 5.5 for every
+        project (session 7, 80 synthetic queries).
+        """
         if limit <= 0:
             return []
         where, params = self._scope_sql(scope)
-        fetch = max(limit * shared.OVERFETCH, shared.OVERFETCH_MIN)
-        rows = list(self.conn.execute(
-            "SELECT rowid, bm25(memories_fts) AS s FROM memories_fts WHERE memories_fts MATCH ? "
-            "ORDER BY s, rowid LIMIT ?", (match, fetch)
-        ))
-        keep = self._in_scope([r[0] for r in rows], where, params)
-        hits = [(i, s) for i, s in rows if i in keep]
-        if len(hits) >= limit or len(rows) < fetch:
-            return hits[:limit]
         sql = (
             "SELECT m.id, bm25(memories_fts) AS s FROM memories_fts JOIN memories m ON m.id = memories_fts.rowid "
             f"WHERE memories_fts MATCH ? AND {where} ORDER BY s, m.id LIMIT ?"
