@@ -12,7 +12,6 @@ import apsw
 
 from memsafe import retrieve
 from memsafe.models import Scope
-from memsafe.store.common import sql as shared
 from memsafe.store.common import tokenizer
 from memsafe.store.common.fulltext import FullTextFusion
 from memsafe.store.common.sql import chunked
