@@ -145,13 +145,16 @@ def test_in_memory_copy_follows_other_processes_writes(tmp_path, monkeypatch):
     writer.close()
 
 
+@pytest.mark.parametrize("cache_kib", [0, 65_536])
 @pytest.mark.parametrize("overfetch_min", [20, 500])
-def test_bm25_search_is_exact_in_scope(tmp_path, monkeypatch, overfetch_min):
-    """fts_search post-filters the global BM25 ranking by scope when the scope is broad and joins
-    first when it is narrow; both must give exactly the join's answer (ties by id)."""
+def test_bm25_search_is_exact_in_scope(tmp_path, monkeypatch, overfetch_min, cache_kib):
+    """fts_search joins each match to its row while the file fits the page cache; a larger store
+    post-filters the global BM25 ranking by scope when the scope is broad and joins first when it
+    is narrow. Every path must give exactly the join's answer (ties by id)."""
     from memsafe.store.common import sql as store_util
 
     monkeypatch.setattr(store_util, "OVERFETCH_MIN", overfetch_min)
+    monkeypatch.setattr("memsafe.store.sqlite.PAGE_CACHE_KIB", cache_kib)  # 0: no file fits
     rng = np.random.default_rng(3)
     words = ["deploy", "billing", "retry", "cache", "search", "login", "queue", "index"]
     store = SQLiteStore(tmp_path / "f.db")

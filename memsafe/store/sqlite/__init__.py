@@ -397,6 +397,12 @@ class SQLiteStore(SQLMemories, SQLiteFullText, SQLiteVectors, SQLGraph, SQLHisto
     def sizes(self) -> tuple[int, int]:
         return file_sizes(self.path)
 
+    def _fits_page_cache(self) -> bool:
+        """Whether the main file (pages × page size, bytes) fits this connection's page cache
+        (`PAGE_CACHE_KIB`): then a read by primary key costs no I/O call. Two header reads."""
+        pages = self.conn.execute("PRAGMA page_count").fetchone()[0]
+        return pages * self.conn.execute("PRAGMA page_size").fetchone()[0] <= PAGE_CACHE_KIB * 1024
+
     def memory_columns(self) -> list[str]:
         return [r[1] for r in self.conn.execute("PRAGMA table_info(memories)")]
 

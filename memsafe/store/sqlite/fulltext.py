@@ -12,6 +12,7 @@ import apsw
 
 from memsafe import retrieve
 from memsafe.models import Scope
+from memsafe.store.common import sql as shared
 from memsafe.store.common import tokenizer
 from memsafe.store.common.fulltext import FullTextFusion
 from memsafe.store.common.sql import chunked
@@ -89,20 +90,31 @@ class SQLiteFullText(FullTextFusion):
     def _bm25_search(self, match: str, scope: Scope, limit: int) -> list[tuple[int, float]]:
         """[(memory id, bm25)] of the word index in `scope`, best first: see `fts_search`.
 
-        One query: each match joined to its row by primary key, the scope applied before bm25()
-        is computed. With the connection's page cache (`PAGE_CACHE_KIB`) this beat ranking every
-        match and post-filtering the best max(limit × OVERFETCH, OVERFETCH_MIN) by id: at
-        10,000 memories 2.9 against 4.9 ms of CPU for a project, 4.1 against 5.5 for every
-        project (session 7, 80 synthetic queries).
+        While the whole file fits the connection's page cache (`_fits_page_cache`), one query
+        joins each match to its row by primary key and computes bm25() only for those in scope.
+        A larger store ranks every match and keeps the best in scope by id (`shared.OVERFETCH`),
+        joining only when too few of those are in scope. Measured on `bench --scale` stores
+        (session 7, CPU per project-scoped query): at 10,000 memories (30 MB, ~2,000 matches a
+        query) the join 2.9 ms against 4.9; at 100,000 (300 MB, ~20,000 matches) 33 against 27.
         """
         if limit <= 0:
             return []
         where, params = self._scope_sql(scope)
-        sql = (
+        joined = (
             "SELECT m.id, bm25(memories_fts) AS s FROM memories_fts JOIN memories m ON m.id = memories_fts.rowid "
             f"WHERE memories_fts MATCH ? AND {where} ORDER BY s, m.id LIMIT ?"
         )
-        return [(r[0], r[1]) for r in self.conn.execute(sql, [match, *params, limit])]
+        if not self._fits_page_cache():
+            fetch = max(limit * shared.OVERFETCH, shared.OVERFETCH_MIN)
+            rows = list(self.conn.execute(
+                "SELECT rowid, bm25(memories_fts) AS s FROM memories_fts WHERE memories_fts MATCH ? "
+                "ORDER BY s, rowid LIMIT ?", (match, fetch)
+            ))
+            keep = self._in_scope([r[0] for r in rows], where, params)
+            hits = [(i, s) for i, s in rows if i in keep]
+            if len(hits) >= limit or len(rows) < fetch:
+                return hits[:limit]
+        return [(r[0], r[1]) for r in self.conn.execute(joined, [match, *params, limit])]
 
     def _in_scope(self, ids: Sequence[int], where: str, params: list, embedded: bool = False) -> set[int]:
         """The ids among `ids` whose memory is in scope (`where` from `_scope_sql`), by primary key."""
