@@ -401,3 +401,28 @@ def test_ids_are_never_reused_after_purge(store):
     d = api.remember(store, "delta note about metrics").id
     assert d > c
     assert not {a, b, c} & {h.memory.id for h in api.recall(store, "note", mode="lexical").hits}
+
+
+def test_a_repeated_query_is_embedded_once_per_model(store, embedder, monkeypatch):
+    """An agent asks the same question again: the query's vector is reused (the model costs ~5 ms
+    a query), with the same hits; a query embedded for another model is not reused."""
+    from collections import OrderedDict
+
+    from memsafe.api import core
+
+    monkeypatch.setattr(core, "_query_vectors", OrderedDict())  # nothing from an earlier test
+    api.remember(store, "The ingest worker retries uploads three times before giving up")
+    api.remember(store, "Lunch is at noon on Fridays")
+    calls = []
+    real = type(embedder).embed
+    monkeypatch.setattr(type(embedder), "embed", lambda self, texts, *a, **k: calls.append(list(texts)) or
+                        real(self, texts, *a, **k))
+    query = "how often does ingest retry an upload (repeated-query test)"
+    first = [h.memory.id for h in api.recall(store, query).hits]
+    asked = len(calls)
+    assert asked >= 1
+    assert [h.memory.id for h in api.recall(store, query).hits] == first
+    assert len(calls) == asked  # no second model run for the same query
+    monkeypatch.setattr(embedder, "model_id", embedder.model_id + "-other")  # another model
+    vector = core._query_vector(embedder, core._vector_text(store, query))
+    assert len(calls) == asked + 1 and not vector.flags.writeable

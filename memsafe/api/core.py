@@ -8,6 +8,7 @@ import os
 import threading
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -930,14 +931,42 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_embed_pool)
 
 
+# The query vectors a process embedded last, by (model id, query text): an agent asks the same
+# question again and again in one session, and a query's vector depends on nothing in the store.
+# 256 vectors of 384 float32: 0.4 MB. Touched only by the worker thread below.
+QUERY_VECTORS_KEPT = 256
+_query_vectors: OrderedDict = OrderedDict()
+
+
+def _query_vector(embedder: embed.Embedder, text: str):
+    """(dim,) float32, L2-normalised, read-only: `embedder.embed_one(text)`, from the last
+    QUERY_VECTORS_KEPT queries when asked before (a new query costs the model ~5 ms of CPU).
+
+    Raises:
+        embed.ModelUnavailable: the model fails.
+    """
+    key = (embedder.model_id, text)
+    vector = _query_vectors.get(key)
+    if vector is None:
+        vector = embedder.embed_one(text)
+        vector.setflags(write=False)
+        _query_vectors[key] = vector
+        if len(_query_vectors) > QUERY_VECTORS_KEPT:
+            _query_vectors.popitem(last=False)
+    else:
+        _query_vectors.move_to_end(key)
+    return vector
+
+
 def _embed_query_async(store: Store, text: str) -> Future:
-    """Embed a query on the shared worker thread. The future gives (embedder, (dim,) float32 vector),
-    or (None, None) when vectors cannot be used here; it raises embed.ModelUnavailable if the model fails."""
+    """Embed a query on the shared worker thread (`_query_vector`). The future gives (embedder,
+    (dim,) float32 vector), or (None, None) when vectors cannot be used here; it raises
+    embed.ModelUnavailable if the model fails."""
     global _embed_pool
 
     def job():
         embedder = _embedder(store)  # reads only attributes set when the store was opened
-        return (embedder, embedder.embed_one(text)) if embedder is not None else (None, None)
+        return (embedder, _query_vector(embedder, text)) if embedder is not None else (None, None)
 
     with _embed_pool_lock:
         if _embed_pool is None:

@@ -14,7 +14,9 @@ from memsafe.store.common import sql as shared
 from memsafe.store.common.sql import chunked
 
 KNN_MAX_K = 4096  # sqlite-vec's upper bound on `k` in a KNN query (v0.1.x)
-CACHE_MIN_VECTORS = 2000  # from this many vectors, a process's second search loads them into memory
+# From this many vectors, a process's second search loads them into memory (n × dim × 4 bytes). At
+# 1,000 vectors a search there took 0.85 ms of CPU against 1.7 ms for vec0's KNN (session 7).
+CACHE_MIN_VECTORS = 0
 EXACT_SCAN_RATIO = 24  # score a scope row by row when it holds under 1/24 of the vectors (see vector_search)
 
 
@@ -263,7 +265,9 @@ class SQLiteVectors:
 
     def _cached_search(self, cache, query_bytes, where, params, k) -> list[tuple[int, float]]:
         """Exact top k in scope from the in-memory vectors: one matrix-vector product over all of
-        them, then post-filtering (see shared.OVERFETCH); a narrow scope masks by its ids instead."""
+        them, then post-filtering (see shared.OVERFETCH); a narrow scope, or a store holding under
+        twice the ids post-filtering would check, masks by the ids in scope instead (at 1,000
+        vectors: 0.85 against 1.8 ms of CPU, session 7)."""
         import numpy as np
 
         total = len(cache.ids)
@@ -272,9 +276,10 @@ class SQLiteVectors:
         q = np.frombuffer(query_bytes, dtype=np.float32)
         distance = 1.0 - q @ cache.columns  # vectors are L2-normalised: cosine distance
         fetch = min(total, max(k * shared.OVERFETCH, shared.OVERFETCH_MIN))
+        small = 2 * fetch >= total  # reading the ids in scope is cheaper than checking `fetch` of them
         top = np.argpartition(distance, fetch - 1)[:fetch] if fetch < total else np.arange(total)
-        keep = self._in_scope([int(i) for i in cache.ids[top]], where, params, embedded=True)
-        if len(keep) < k and fetch < total:  # narrow scope: mask every vector by the ids in it
+        keep = set() if small else self._in_scope([int(i) for i in cache.ids[top]], where, params, embedded=True)
+        if small or (len(keep) < k and fetch < total):  # mask every vector by the ids in scope
             ids = np.fromiter(
                 (r[0] for r in self.conn.execute(f"SELECT m.id FROM memories m WHERE m.embedded = 1 AND {where}",
                                                  params)), dtype=np.int64,
@@ -307,12 +312,12 @@ class _VectorCache:
 
         keep = ~np.isin(self.ids, np.array(changed, dtype=np.int64))
         new_ids = np.array(list(vectors), dtype=np.int64)
-        new_rows = np.frombuffer(b"".join(vectors.values()), dtype=np.float32).reshape(len(vectors), -1)
+        dim = self.columns.shape[0]  # vectors may be empty: every changed id was deleted
+        new_rows = np.frombuffer(b"".join(vectors.values()), dtype=np.float32).reshape(len(vectors), dim)
         if keep.all() and not len(new_ids):
             self.seq = seq
             return
         self.ids = np.concatenate([self.ids[keep], new_ids])
-        self.columns = np.ascontiguousarray(np.concatenate(
-            [self.columns[:, keep], new_rows.reshape(len(new_ids), self.columns.shape[0]).T], axis=1))
+        self.columns = np.ascontiguousarray(np.concatenate([self.columns[:, keep], new_rows.T], axis=1))
         self.seq = seq
 
