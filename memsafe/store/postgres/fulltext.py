@@ -171,7 +171,7 @@ class PostgresFullText(FullTextFusion):
             (df,) = self.conn.execute(f"SELECT count(*) FROM memories WHERE {held}", (pattern, pattern)).fetchone()
             rows = self.conn.execute(
                 f"SELECT m.id, m.content FROM memories m WHERE {held.replace('content', 'm.content')} "
-                f"AND {where} ORDER BY m.id LIMIT ?",
+                f"AND {where} ORDER BY m.id DESC LIMIT ?",  # newest first, as on SQLite
                 [pattern, pattern, *params, limit],
             )
             out[term] = (df, {i for i, text in rows if retrieve.holds_exact(text, term)})

@@ -32,7 +32,8 @@ class SQLiteFullText(FullTextFusion):
 
         Each term is looked up in the trigram index (`memories_tri`, case-insensitive, no
         positions) as the AND of its trigrams, then checked against each candidate's text, at
-        most `limit` candidates per term (best trigram bm25 first); its document frequency counts
+        most `limit` candidates per term (newest first: ranking them by the trigram index's bm25
+        cost 9 of 15 ms for a 33-character path at 10,000 memories); its document frequency counts
         the candidates, an upper bound. A 1-2 character term (a CJK character: below trigram length) is looked
         up as the OR of the indexed trigrams it starts (`memories_tri_vocab`, at most
         MAX_TRIGRAMS_PER_TERM, commonest first); the index is fed the text plus a space, so a word
@@ -61,7 +62,7 @@ class SQLiteFullText(FullTextFusion):
                                           ).fetchone()
                 rows = self.conn.execute(
                     "SELECT m.id, m.content FROM memories_tri JOIN memories m ON m.id = memories_tri.rowid "
-                    f"WHERE memories_tri MATCH ? AND {where} ORDER BY bm25(memories_tri), m.id LIMIT ?",
+                    f"WHERE memories_tri MATCH ? AND {where} ORDER BY m.id DESC LIMIT ?",
                     [match, *params, limit],
                 )
                 ids = {i for i, text in rows if retrieve.holds_exact(text, term)}
