@@ -5,6 +5,7 @@ checked against a numpy brute force over the same vectors."""
 from __future__ import annotations
 
 import math
+import os
 import struct
 
 import numpy as np
@@ -99,6 +100,46 @@ def _row(n: int) -> dict:
             "content_hash": f"h{n}"}
 
 
+def test_one_copy_serves_every_connection_and_never_another_file(tmp_path):
+    """The MCP server opens a connection per call: from the process's second search on, every
+    connection to the file searches the one in-memory copy. A new store created at the same path
+    (same ids, same log positions, other vectors) is searched by its own vectors, never the copy's."""
+    from memsafe.store.sqlite import vectors as store_module
+
+    path = tmp_path / "s.db"
+    scope = Scope(projects=None, include_global=True, kinds=[], tags=[], since=None)
+
+    def build(uid: str, shift: int) -> None:
+        store = SQLiteStore(path)
+        with store.write():
+            store.ensure_vector_table("m1", 384)
+            for n in range(1, 31):
+                store.insert_memory({**_row(n), "uid": f"{uid}{n}"}, [])
+                store.put_vector(n, _unit(n + shift).tobytes())
+        store.close()
+
+    def nearest_per_call(v) -> int:  # as the server does: open, search, close
+        store = SQLiteStore(path)
+        try:
+            return store.vector_search(v.tobytes(), scope, 1)[0][0]
+        finally:
+            store.close()
+
+    build("a", 0)
+    assert nearest_per_call(_unit(4)) == 4
+    assert nearest_per_call(_unit(5)) == 5
+    copy = store_module._copies.get(os.path.realpath(path))
+    assert copy is not None and len(copy.ids) == 30  # built by the second call's connection
+    assert nearest_per_call(_unit(6)) == 6
+    assert store_module._copies.get(os.path.realpath(path)) is copy  # the third call reused it
+
+    for suffix in ("", "-wal", "-shm"):
+        (tmp_path / f"s.db{suffix}").unlink(missing_ok=True)
+    build("b", 100)  # another store, same path, same ids and log positions
+    assert nearest_per_call(_unit(104)) == 4
+    assert store_module._copies[os.path.realpath(path)].mark == "b1"
+
+
 def test_in_memory_copy_follows_other_processes_writes(tmp_path, monkeypatch):
     """A long-lived process's in-memory vectors follow every vector write made through another
     connection: new vectors, re-embeds, deletes (purge), a model reset, and a pruned log."""
@@ -119,7 +160,7 @@ def test_in_memory_copy_follows_other_processes_writes(tmp_path, monkeypatch):
 
     assert nearest(_unit(7)) == [7]
     assert nearest(_unit(8)) == [8]
-    assert server._vcache is not None  # second search built the copy
+    assert store_module._copies.get(os.path.realpath(tmp_path / "s.db")) is not None  # second search built it
     with writer.write():  # new memory, re-embed of 9, purge of 10
         writer.insert_memory(_row(51), [])
         writer.put_vector(51, _unit(51).tobytes())

@@ -36,10 +36,11 @@ from memsafe.store.common.sql import chunked
 from memsafe.store.interface import Store
 from memsafe.store.sqlite import migrations
 from memsafe.store.sqlite.fulltext import SQLiteFullText
-from memsafe.store.sqlite.vectors import SQLiteVectors, _VectorCache
+from memsafe.store.sqlite.vectors import SQLiteVectors
 
 BUSY_TIMEOUT_MS = 30_000
 PAGE_CACHE_KIB = 65_536  # PRAGMA cache_size of every connection, KiB (64 MiB)
+MMAP_BYTES = 268_435_456  # PRAGMA mmap_size of a plain (not encrypted) store: 256 MiB
 
 
 def _sqlite_vec_path() -> str:
@@ -81,8 +82,6 @@ class SQLiteStore(SQLMemories, SQLiteFullText, SQLiteVectors, SQLGraph, SQLHisto
         self.vector_error: str | None = None
         self.key: encryption.Key | None = None
         self._vec_checked = False
-        self._vcache: _VectorCache | None = None
-        self._vsearches = 0
         self.conn = self._connect(create)
         try:
             self._migrate()
@@ -173,6 +172,12 @@ class SQLiteStore(SQLMemories, SQLiteFullText, SQLiteVectors, SQLGraph, SQLHisto
             # key, the word index's doclists): at 10,000 memories (30 MB) the default cache missed on
             # nearly every read, and 750 scope checks by id took 6.1 ms instead of 0.6 ms.
             conn.execute(f"PRAGMA cache_size = -{PAGE_CACHE_KIB}")
+            if self.key is None:  # SQLite3 Multiple Ciphers maps no encrypted file
+                # The file read through a read-only memory map: a connection's first reads cost no
+                # I/O call. The MCP server opens a connection per call; at 10,000 memories its
+                # recall took 22.4 ms of CPU instead of 29.3 (session 7). SQLite remaps when
+                # another process grows or shrinks the file; an I/O error becomes a signal.
+                conn.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")
         except (apsw.ReadOnlyError, apsw.CantOpenError, apsw.PermissionsError) as exc:
             raise StoreUnavailable(
                 f"cannot open {path}: the file or its folder is read-only or not accessible ({exc}); "

@@ -4,6 +4,9 @@ pending (deferred) embeddings, and a long-lived process's in-memory copy (a mixi
 
 from __future__ import annotations
 
+import os
+import threading
+from collections import Counter, OrderedDict
 from collections.abc import Sequence
 
 import apsw
@@ -96,7 +99,6 @@ class SQLiteVectors:
         return [(i, d) for i, d in self._vector_search(query_bytes, scope, k) if d is not None and d == d]
 
     def _vector_search(self, query_bytes: bytes, scope: Scope, k: int) -> list[tuple[int, float]]:
-        self._vsearches += 1
         total = self.vector_count()
         cache = self._vector_cache() if total >= CACHE_MIN_VECTORS else None
         where, params = self._scope_sql(scope)
@@ -170,32 +172,46 @@ class SQLiteVectors:
         return self.conn.execute("SELECT coalesce(max(seq), 0) FROM vector_log").fetchone()[0]
 
     def _vector_cache(self) -> _VectorCache | None:
-        """The in-memory copy, synced with the log; None while the process has searched only once."""
-        if self._vsearches < 2 or not self._has_vector_log():
+        """The process's in-memory copy of this file's vectors (`_copies`, shared by every
+        connection of the process to the file), synced with the log; None while the process has
+        searched the file only once (a one-shot CLI recall does not load every vector).
+
+        Shared, not per connection: the MCP server opens a connection per call, and a copy per
+        connection was rebuilt by every recall (at 10,000 vectors vec0's KNN took 16.6 ms against
+        1.5 ms for the copy, session 7). A copy is used only for the file it was read from (`_mark`:
+        the uid of its oldest memory, a random UUID) while the log's row at its `seq` still names
+        the memory it recorded: a new store at the same path, or a pruned log, loads again.
+        """
+        key = os.path.realpath(self.path)
+        with _copies_lock:
+            _searches[key] += 1
+            if _searches[key] < 2:
+                return None
+            cache = _copies.get(key)
+        if not self._has_vector_log():
             return None
         import numpy as np
 
         with self.snapshot():
-            tail = self._vector_log_tail()
-            cache = self._vcache
+            tail, mark = self._vector_log_tail(), self._mark()
+            if cache is not None and (cache.mark != mark or self._log_row(cache.seq) != cache.last):
+                cache = None  # another file, or a log pruned past it: load again
             if cache is not None and tail == cache.seq:
                 return cache
             if cache is not None:
-                first = self.conn.execute(
-                    "SELECT min(seq) FROM vector_log WHERE seq > ?", (cache.seq - 1,)
-                ).fetchone()[0]
                 changed = [
                     r[0] for r in self.conn.execute(
                         "SELECT DISTINCT memory_id FROM vector_log WHERE seq > ? AND seq <= ?", (cache.seq, tail)
                     )
                 ]
-                if first == cache.seq and 0 not in changed:
-                    cache.update(changed, self._vectors_for(changed), tail)
-                    return cache
-            self._vcache = None
+                if 0 not in changed:  # 0: every vector dropped (a model change)
+                    vectors = self._vectors_for(changed)
+                    return _keep(key, cache.updated(changed, vectors, tail, self._log_row(tail), mark))
             n = self.vector_count()
             dim = int(self.config_get("_embedding_dim") or 0)
             if not n or not dim:
+                with _copies_lock:
+                    _copies.pop(key, None)
                 return None
             loaded = self._chunks_of(n, dim)
             if loaded is None:
@@ -210,8 +226,17 @@ class SQLiteVectors:
                     columns[:, filled] = np.frombuffer(blob, dtype=np.float32)
                     filled += 1
                 loaded = ids[:filled], np.ascontiguousarray(columns[:, :filled])
-            self._vcache = _VectorCache(*loaded, tail)
-            return self._vcache
+            return _keep(key, _VectorCache(*loaded, tail, self._log_row(tail), mark))
+
+    def _mark(self) -> str | None:
+        """What tells this file from another at the same path: the uid of its oldest memory."""
+        row = self.conn.execute("SELECT uid FROM memories ORDER BY id LIMIT 1").fetchone()
+        return row[0] if row else None
+
+    def _log_row(self, seq: int) -> int | None:
+        """The memory id vector_log records at `seq` (None: no such row, e.g. pruned)."""
+        row = self.conn.execute("SELECT memory_id FROM vector_log WHERE seq = ?", (seq,)).fetchone()
+        return row[0] if row else None
 
     def _chunks_of(self, n: int, dim: int):
         """(ids (n,) int64, vectors as columns (dim, n) float32) read straight from vec0's shadow tables, chunk
@@ -294,20 +319,47 @@ class SQLiteVectors:
 
 
 VECTOR_LOG_KEEP = 50_000  # vector_log rows kept; a copy further behind reloads everything
+COPIES_KEPT = 4  # files whose vectors a process keeps in memory, the last searched first
+
+_copies: OrderedDict[str, _VectorCache] = OrderedDict()  # by the file's real path
+_searches: Counter[str] = Counter()  # vector searches of each file in this process
+_copies_lock = threading.Lock()
+
+
+def _keep(key: str, cache: _VectorCache) -> _VectorCache:
+    """Make `cache` the process's copy of the file at `key` (dropping the least recently kept
+    beyond COPIES_KEPT) and return it."""
+    with _copies_lock:
+        _copies[key] = cache
+        _copies.move_to_end(key)
+        while len(_copies) > COPIES_KEPT:
+            _copies.popitem(last=False)
+    return cache
+
+
+def forget_copies() -> None:
+    """Drop every in-memory copy and search count of this process (tests; a forked child)."""
+    with _copies_lock:
+        _copies.clear()
+        _searches.clear()
 
 
 class _VectorCache:
-    """A process's in-memory copy of the vectors: ids (n,) int64, the vectors as the columns of
-    `columns` (dim, n) float32 C-contiguous, and the last vector_log seq it reflects.
+    """An in-memory copy of a file's vectors, never changed once built (a search holds its own
+    reference while another thread installs a newer copy): ids (n,) int64, the vectors as the
+    columns of `columns` (dim, n) float32 C-contiguous, the last vector_log `seq` it reflects, the
+    memory id the log records there (`last`) and the file's `mark` (`SQLiteVectors._mark`).
 
     Columns, not rows: OpenBLAS's single-threaded sgemv over a row-major (n, dim) matrix took 6 ms
     at n = 10,000 (and threads contend with the query's embedding), `q @ columns` 0.5 ms
     (numpy 2 + scipy-openblas 0.3.31, measured in session 7)."""
 
-    def __init__(self, ids, columns, seq: int):
-        self.ids, self.columns, self.seq = ids, columns, seq
+    def __init__(self, ids, columns, seq: int, last: int | None, mark: str | None):
+        self.ids, self.columns, self.seq, self.last, self.mark = ids, columns, seq, last, mark
 
-    def update(self, changed: list[int], vectors: dict[int, bytes], seq: int) -> None:
+    def updated(self, changed: list[int], vectors: dict[int, bytes], seq: int, last: int | None,
+                mark: str | None) -> _VectorCache:
+        """A new copy: the vectors of `changed` memory ids replaced by `vectors` (absent: deleted)."""
         import numpy as np
 
         keep = ~np.isin(self.ids, np.array(changed, dtype=np.int64))
@@ -315,9 +367,17 @@ class _VectorCache:
         dim = self.columns.shape[0]  # vectors may be empty: every changed id was deleted
         new_rows = np.frombuffer(b"".join(vectors.values()), dtype=np.float32).reshape(len(vectors), dim)
         if keep.all() and not len(new_ids):
-            self.seq = seq
-            return
-        self.ids = np.concatenate([self.ids[keep], new_ids])
-        self.columns = np.ascontiguousarray(np.concatenate([self.columns[:, keep], new_rows.T], axis=1))
-        self.seq = seq
+            return _VectorCache(self.ids, self.columns, seq, last, mark)
+        return _VectorCache(np.concatenate([self.ids[keep], new_ids]),
+                            np.ascontiguousarray(np.concatenate([self.columns[:, keep], new_rows.T], axis=1)),
+                            seq, last, mark)
 
+
+def _after_fork() -> None:
+    """In a forked child: a fresh lock (another thread of the parent may have held it)."""
+    global _copies_lock
+    _copies_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)
