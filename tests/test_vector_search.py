@@ -237,6 +237,7 @@ def test_entity_memories_caps_each_entity_to_its_newest(tmp_path):
     store.close()
 
 
+@pytest.mark.filterwarnings("error::RuntimeWarning")  # no numpy warning on stderr either
 def test_a_degenerate_stored_vector_does_not_break_recall(store):
     """A zero or non-finite vector already in a store (written by an earlier import) ranks nowhere,
     and recall still answers instead of failing with a traceback."""

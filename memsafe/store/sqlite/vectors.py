@@ -299,7 +299,8 @@ class SQLiteVectors:
         if not total:
             return []
         q = np.frombuffer(query_bytes, dtype=np.float32)
-        distance = 1.0 - q @ cache.columns  # vectors are L2-normalised: cosine distance
+        with np.errstate(invalid="ignore", over="ignore"):  # a non-finite stored vector: NaN, never ranked
+            distance = 1.0 - q @ cache.columns  # vectors are L2-normalised: cosine distance
         fetch = min(total, max(k * shared.OVERFETCH, shared.OVERFETCH_MIN))
         small = 2 * fetch >= total  # reading the ids in scope is cheaper than checking `fetch` of them
         top = np.argpartition(distance, fetch - 1)[:fetch] if fetch < total else np.arange(total)
