@@ -140,6 +140,47 @@ def test_one_copy_serves_every_connection_and_never_another_file(tmp_path):
     assert store_module._copies[os.path.realpath(path)].mark == "b1"
 
 
+def test_a_restored_copy_of_the_file_is_not_searched_through_the_copy_of_its_lost_future(tmp_path):
+    """A copy of the file put back at its path (a backup restored, an export re-imported: the
+    same oldest memory, so the same mark), then as many vector writes as the file had seen, the
+    last one naming the same memory: the process's in-memory copy still holds the vectors of the
+    writes the restore undid, so it must not be taken for this file's (break-it 7: memory 31's
+    new text was searched with the vector of the text the restore removed)."""
+    import shutil
+
+    path = tmp_path / "s.db"
+    scope = Scope(projects=None, include_global=True, kinds=[], tags=[], since=None)
+
+    def write(*vectors: tuple[int, int], reset: bool = False) -> None:
+        store = SQLiteStore(path)
+        with store.write():
+            if reset:
+                store.ensure_vector_table("m1", 384)
+            for memory_id, seed in vectors:
+                store.insert_memory({**_row(memory_id), "uid": f"u{memory_id}-{seed}"}, [])
+                store.put_vector(memory_id, _unit(seed).tobytes())
+        store.close()
+
+    def nearest_per_call(v) -> int:
+        store = SQLiteStore(path)
+        try:
+            return store.vector_search(v.tobytes(), scope, 1)[0][0]
+        finally:
+            store.close()
+
+    write(*((n, n) for n in range(1, 31)), reset=True)
+    shutil.copy(path, tmp_path / "saved.db")  # closed: the WAL is in the file
+    write((31, 200))
+    assert nearest_per_call(_unit(200)) == 31
+    assert nearest_per_call(_unit(200)) == 31  # the second search built the copy
+    for suffix in ("-wal", "-shm"):
+        (tmp_path / f"s.db{suffix}").unlink(missing_ok=True)
+    shutil.copy(tmp_path / "saved.db", path)
+    write((31, 300))  # memory 31 again, another text, at the same log position
+    assert nearest_per_call(_unit(300)) == 31
+    assert nearest_per_call(_unit(200)) != 31
+
+
 def test_in_memory_copy_follows_other_processes_writes(tmp_path, monkeypatch):
     """A long-lived process's in-memory vectors follow every vector write made through another
     connection: new vectors, re-embeds, deletes (purge), a model reset, and a pruned log."""

@@ -328,6 +328,17 @@ def m007_cjk_bigrams(conn: apsw.Connection) -> None:
     """)
 
 
+@migration
+def m008_vector_log_token(conn: apsw.Connection) -> None:
+    """Each vector_log row carries a random token (`random()`, 64 bits): a process's in-memory copy
+    of the vectors recognises the row at its position by memory id AND token. By memory id alone, a
+    copy of the file put back at its path (a backup restored, an export re-imported: same oldest
+    memory) that had then seen as many vector writes, the last naming the same memory, passed for
+    the file the copy was read from, and its vectors were searched (break-it 7). Rows written
+    before keep a NULL token. Adding a column rewrites nothing."""
+    conn.execute("ALTER TABLE vector_log ADD COLUMN token INTEGER")
+
+
 def latest() -> int:
     """The schema version this code writes: the number of registered migrations."""
     return len(MIGRATIONS)

@@ -160,7 +160,9 @@ class SQLiteVectors:
         """Record a vector change for in-memory copies (inside `write()`); prunes the log now and then."""
         if not self._has_vector_log():
             return
-        self.conn.execute("INSERT INTO vector_log(memory_id) VALUES (?)", (memory_id,))
+        # a random token per row (m008): the row at a copy's position is this file's, not a
+        # restored copy's that reached the same position with another history (`_log_row`)
+        self.conn.execute("INSERT INTO vector_log(memory_id, token) VALUES (?, random())", (memory_id,))
         seq = self.conn.last_insert_rowid()
         if seq % 1000 == 0:
             self.conn.execute("DELETE FROM vector_log WHERE seq <= ?", (seq - VECTOR_LOG_KEEP,))
@@ -179,8 +181,9 @@ class SQLiteVectors:
         Shared, not per connection: the MCP server opens a connection per call, and a copy per
         connection was rebuilt by every recall (at 10,000 vectors vec0's KNN took 16.6 ms against
         1.5 ms for the copy, session 7). A copy is used only for the file it was read from (`_mark`:
-        the uid of its oldest memory, a random UUID) while the log's row at its `seq` still names
-        the memory it recorded: a new store at the same path, or a pruned log, loads again.
+        the uid of its oldest memory, a random UUID) while the log's row at its `seq` is still the
+        row it recorded (memory id and random token, `_log_row`): a new store at the same path, a
+        restored copy of the file that has since seen other writes, or a pruned log, loads again.
         """
         key = os.path.realpath(self.path)
         with _copies_lock:
@@ -233,10 +236,12 @@ class SQLiteVectors:
         row = self.conn.execute("SELECT uid FROM memories ORDER BY id LIMIT 1").fetchone()
         return row[0] if row else None
 
-    def _log_row(self, seq: int) -> int | None:
-        """The memory id vector_log records at `seq` (None: no such row, e.g. pruned)."""
-        row = self.conn.execute("SELECT memory_id FROM vector_log WHERE seq = ?", (seq,)).fetchone()
-        return row[0] if row else None
+    def _log_row(self, seq: int) -> tuple[int, int | None] | None:
+        """(memory id, random token) of the vector_log row at `seq` (None: no such row, e.g.
+        pruned). The token tells this file's row from the row a restored copy of the file wrote
+        at the same position, maybe for the same memory (m008; NULL in rows written before)."""
+        row = self.conn.execute("SELECT memory_id, token FROM vector_log WHERE seq = ?", (seq,)).fetchone()
+        return (row[0], row[1]) if row else None
 
     def _chunks_of(self, n: int, dim: int):
         """(ids (n,) int64, vectors as columns (dim, n) float32) read straight from vec0's shadow tables, chunk
@@ -349,16 +354,17 @@ class _VectorCache:
     """An in-memory copy of a file's vectors, never changed once built (a search holds its own
     reference while another thread installs a newer copy): ids (n,) int64, the vectors as the
     columns of `columns` (dim, n) float32 C-contiguous, the last vector_log `seq` it reflects, the
-    memory id the log records there (`last`) and the file's `mark` (`SQLiteVectors._mark`).
+    log's row there (`last`: memory id and token, `SQLiteVectors._log_row`) and the file's `mark`
+    (`SQLiteVectors._mark`).
 
     Columns, not rows: OpenBLAS's single-threaded sgemv over a row-major (n, dim) matrix took 6 ms
     at n = 10,000 (and threads contend with the query's embedding), `q @ columns` 0.5 ms
     (numpy 2 + scipy-openblas 0.3.31, measured in session 7)."""
 
-    def __init__(self, ids, columns, seq: int, last: int | None, mark: str | None):
+    def __init__(self, ids, columns, seq: int, last: tuple[int, int | None] | None, mark: str | None):
         self.ids, self.columns, self.seq, self.last, self.mark = ids, columns, seq, last, mark
 
-    def updated(self, changed: list[int], vectors: dict[int, bytes], seq: int, last: int | None,
+    def updated(self, changed: list[int], vectors: dict[int, bytes], seq: int, last: tuple[int, int | None] | None,
                 mark: str | None) -> _VectorCache:
         """A new copy: the vectors of `changed` memory ids replaced by `vectors` (absent: deleted)."""
         import numpy as np
