@@ -586,9 +586,15 @@ class Store(Memories, FullText, Vectors, Graph, History, Config, Browse):
         effort while others read; a no-op where the engine manages this itself."""
 
     @abstractmethod
-    def no_checkpoint_on_close(self) -> None:
-        """Leave the stored files untouched when this connection closes (read-only runs); a no-op
-        where closing writes nothing."""
+    def no_checkpoint_on_close(self, on: bool = True) -> None:
+        """Leave the stored files untouched when this connection closes (read-only runs; `on=False`
+        undoes it); a no-op where closing writes nothing."""
+
+    def still_current(self) -> bool:
+        """Whether this open connection may serve one more call as a fresh open would: the schema is
+        still this code's (another process may have migrated it since). SQLite also checks that no
+        transaction is left open and that the file at the path is still the one it opened."""
+        return self.schema_version() == self.latest_schema()
 
     @abstractmethod
     def consistency_problems(self) -> list[str]:
