@@ -1421,3 +1421,16 @@ def test_serve_with_a_bad_argument_answers_no_initialize_before_refusing(paths, 
                        cwd=paths["cwd"])
     assert r.returncode != 0 and r.stdout == ""
     assert len(r.stderr.strip().splitlines()) == 1 and "project" in r.stderr
+
+
+def test_serve_leaves_a_core_for_replies_unless_embed_threads_are_set(monkeypatch):
+    """Issue 13: the warm thread's model runs took every core from the replies. `serve` gives the
+    model one thread fewer than the CPUs it may use (1 to 4); MEMSAFE_EMBED_THREADS still wins."""
+    for cpus, threads in ((1, "1"), (2, "1"), (3, "2"), (8, "4")):
+        monkeypatch.delenv("MEMSAFE_EMBED_THREADS", raising=False)
+        monkeypatch.setattr(os, "sched_getaffinity", lambda _pid, n=cpus: set(range(n)), raising=False)
+        server._leave_a_core_for_replies()
+        assert os.environ["MEMSAFE_EMBED_THREADS"] == threads, cpus
+    monkeypatch.setenv("MEMSAFE_EMBED_THREADS", "3")
+    server._leave_a_core_for_replies()
+    assert os.environ["MEMSAFE_EMBED_THREADS"] == "3"
