@@ -1098,20 +1098,25 @@ def _exit(state: ServerState, code: int) -> None:
 
 def _leave_a_core_for_replies() -> None:
     """Have the embedding model use one thread fewer than the CPUs this process may run on (at
-    least 1, at most 4), unless MEMSAFE_EMBED_THREADS says otherwise; call before the model loads.
+    least 1, at most 4), unless MEMSAFE_EMBED_THREADS says otherwise, and numpy's BLAS one thread
+    unless OPENBLAS_NUM_THREADS says otherwise; call before the model loads and numpy is imported.
 
     The warm thread embeds while the agent keeps calling: with as many model threads as cores,
     every reply waited for a core (each model run is a barrier over all its threads, so one
     preempted thread stalls the others). Measured on 2 busy cores (issue 13): 1 thread embeds as
     many short texts per second as 2 (~145/s) for ~25% less CPU (6.5 against 8.8 ms a text), a
     query embeds faster, and sequential remembers replied in 5.4 against 7.6 ms (p50)."""
-    if os.environ.get("MEMSAFE_EMBED_THREADS"):
-        return
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cpus = os.cpu_count() or 1
-    os.environ["MEMSAFE_EMBED_THREADS"] = str(max(1, min(4, cpus - 1)))
+    if not os.environ.get("MEMSAFE_EMBED_THREADS"):
+        try:
+            cpus = len(os.sched_getaffinity(0))
+        except (AttributeError, OSError):
+            cpus = os.cpu_count() or 1
+        os.environ["MEMSAFE_EMBED_THREADS"] = str(max(1, min(4, cpus - 1)))
+    # numpy's OpenBLAS threads: a server's products are small (a batch of vectors against the
+    # stored ones), where waking a pool of threads costs far more than it saves: 20x384 by
+    # 384x1,000 floats took 23 ms with OpenBLAS's threads on 2 busy cores, 0.4 ms with one.
+    # Read when numpy is first imported, which in `serve` is later (the warm thread, a recall).
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 
 WAITING_NOTE = ("memsafe serve: MCP server on stdin/stdout, waiting for a client (Ctrl-C stops it). "

@@ -1425,12 +1425,17 @@ def test_serve_with_a_bad_argument_answers_no_initialize_before_refusing(paths, 
 
 def test_serve_leaves_a_core_for_replies_unless_embed_threads_are_set(monkeypatch):
     """Issue 13: the warm thread's model runs took every core from the replies. `serve` gives the
-    model one thread fewer than the CPUs it may use (1 to 4); MEMSAFE_EMBED_THREADS still wins."""
+    model one thread fewer than the CPUs it may use (1 to 4) and numpy's BLAS one thread; the
+    user's MEMSAFE_EMBED_THREADS and OPENBLAS_NUM_THREADS still win."""
     for cpus, threads in ((1, "1"), (2, "1"), (3, "2"), (8, "4")):
         monkeypatch.delenv("MEMSAFE_EMBED_THREADS", raising=False)
         monkeypatch.setattr(os, "sched_getaffinity", lambda _pid, n=cpus: set(range(n)), raising=False)
         server._leave_a_core_for_replies()
         assert os.environ["MEMSAFE_EMBED_THREADS"] == threads, cpus
     monkeypatch.setenv("MEMSAFE_EMBED_THREADS", "3")
+    monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
     server._leave_a_core_for_replies()
-    assert os.environ["MEMSAFE_EMBED_THREADS"] == "3"
+    assert os.environ["MEMSAFE_EMBED_THREADS"] == "3" and os.environ["OPENBLAS_NUM_THREADS"] == "1"
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "2")
+    server._leave_a_core_for_replies()
+    assert os.environ["OPENBLAS_NUM_THREADS"] == "2"
