@@ -262,10 +262,10 @@ class ServerState:
         self._idle_lock = threading.Lock()
 
     @contextlib.contextmanager
-    def store(self) -> Iterator[api.Opened]:
-        """The store for one call: an idle connection this server opened before, else a new one.
-        Open-time warnings (a new empty store next to an existing one, a migration backup) go to
-        the log once.
+    def store(self, *, fresh: bool = False) -> Iterator[api.Opened]:
+        """The store for one call: an idle connection this server opened before, else a new one
+        (always a new one with `fresh`: a health check proves the store still opens). Open-time
+        warnings (a new empty store next to an existing one, a migration backup) go to the log once.
 
         A SQLite connection goes back to the idle list after the call (at most IDLE_STORES are
         kept; one more call at the same time opens its own, closed after it) and serves a later
@@ -283,7 +283,7 @@ class ServerState:
         Raises:
             StoreUnavailable, SchemaTooNew, InvalidInput: as `api.open_store`.
         """
-        opened = self._take_idle()
+        opened = None if fresh else self._take_idle()
         if opened is None:
             opened = api.open_store(self.db, origin=self.db_origin)
             # Closing the last connection would checkpoint the WAL into the file (about a third of a
