@@ -1096,26 +1096,19 @@ def _exit(state: ServerState, code: int) -> None:
     os._exit(code)
 
 
-def _leave_a_core_for_replies() -> None:
-    """Have the embedding model use one thread fewer than the CPUs this process may run on (at
-    least 1, at most 4), unless MEMSAFE_EMBED_THREADS says otherwise, and numpy's BLAS one thread
-    unless OPENBLAS_NUM_THREADS says otherwise; call before the model loads and numpy is imported.
+def _one_blas_thread() -> None:
+    """Give numpy's OpenBLAS one thread unless OPENBLAS_NUM_THREADS says otherwise; call before
+    numpy is imported (in `serve`, later: the warm thread, a recall).
 
-    The warm thread embeds while the agent keeps calling: with as many model threads as cores,
-    every reply waited for a core (each model run is a barrier over all its threads, so one
-    preempted thread stalls the others). Measured on 2 busy cores (issue 13): 1 thread embeds as
-    many short texts per second as 2 (~145/s) for ~25% less CPU (6.5 against 8.8 ms a text), a
-    query embeds faster, and sequential remembers replied in 5.4 against 7.6 ms (p50)."""
-    if not os.environ.get("MEMSAFE_EMBED_THREADS"):
-        try:
-            cpus = len(os.sched_getaffinity(0))
-        except (AttributeError, OSError):
-            cpus = os.cpu_count() or 1
-        os.environ["MEMSAFE_EMBED_THREADS"] = str(max(1, min(4, cpus - 1)))
-    # numpy's OpenBLAS threads: a server's products are small (a batch of vectors against the
-    # stored ones), where waking a pool of threads costs far more than it saves: 20x384 by
-    # 384x1,000 floats took 23 ms with OpenBLAS's threads on 2 busy cores, 0.4 ms with one.
-    # Read when numpy is first imported, which in `serve` is later (the warm thread, a recall).
+    A server's products are small (a batch of vectors against the stored ones, issue 13), where
+    waking a pool of threads costs far more than it saves: 20x384 by 384x1,000 floats took 23 ms
+    with OpenBLAS's threads on 2 busy cores, 0.4 ms with one.
+
+    The model's own threads are left as they are (min(4, cores)): on 2 cores, 1 model thread made
+    replies faster when the machine was not busy (sequential remembers p50 5.4 against 7.6 ms at
+    load 2.7) but the memories were vector-searchable twice as late (1.7 against 0.9 s after 200
+    remembers, and 8 against 3.5 s at load 9), which missed issue 13's 1 s where 2 threads met
+    all three targets."""
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 
@@ -1135,7 +1128,7 @@ def serve(db: str | None = None, project: str | None = None, early=None) -> None
     from memsafe.mcp_handshake import STOP, catch_stop_signals
 
     catch_stop_signals()  # until the loop takes over (already done when started by `memsafe serve`)
-    _leave_a_core_for_replies()
+    _one_blas_thread()
     state = ServerState(db, project)  # bad arguments fail here, while stdout is still the terminal's
     code = None
     try:
