@@ -275,7 +275,7 @@ def build_app(db: str | None = None, project: str | None = None, *, host: str = 
 
         def check() -> str | None:
             try:
-                with state.store():
+                with state.store(fresh=True):  # a real open, not a connection kept from before
                     return None
             except Exception as exc:  # a MemsafeError, or a damaged file (apsw): unhealthy either way
                 return f"{type(exc).__name__}: {exc}"

@@ -1,10 +1,11 @@
 """Responsibility: `memsafe serve`, the MCP server over stdio (official SDK, mcp 2.x `MCPServer`).
 
-Every tool is a thin adapter over one `memsafe.api` handler: open a `Store` for the call (an open
-costs well under a millisecond), call the handler, render compact text for a model. Nothing is
-cached between calls, so several servers and the CLI on one file always see each other's writes
-and forgets at once. `MemsafeError`s become tool errors (`isError: true`) carrying the handler's
-message; the SDK reports argument-schema failures the same way.
+Every tool is a thin adapter over one `memsafe.api` handler: take a `Store` for the call (a SQLite
+connection kept open from an earlier call while the file and its schema are unchanged, see
+`ServerState.store`), call the handler, render compact text for a model. No transaction and no
+data are kept between calls, so several servers and the CLI on one file always see each other's
+writes and forgets at once. `MemsafeError`s become tool errors (`isError: true`) carrying the
+handler's message; the SDK reports argument-schema failures the same way.
 
 Start-up and stdout hygiene (FIELD-CASES F01-F04, F08):
 - `serve` first moves the protocol onto private descriptors: fd 1 is duplicated for the
@@ -70,6 +71,7 @@ NOTICE_WAIT_S = 2.0  # how long a call waits for the warm thread to embed earlie
 # and one write per remember took CPU from the replies; vector-searchable within 1 s still holds).
 BURST_QUIET_S = 0.05
 BURST_MAX_S = 0.25
+IDLE_STORES = 2  # SQLite connections kept open between tool calls (a call and the warm thread at once)
 LOG_CAP = 500  # characters of one log message; longer messages are cut (FIELD-CASES F03)
 
 INSTRUCTIONS = (
@@ -256,43 +258,74 @@ class ServerState:
         # loaded, so its near-duplicate warning goes to its own caller, and nothing is carried over to
         # the next call, which may be another user's (nor does a call wait for the warm thread).
         self.shared = False
-        self._keeper: api.Opened | None = None  # see `store`
-        self._keeper_lock = threading.Lock()
+        self._idle: list[api.Opened] = []  # open SQLite connections between calls, see `store`
+        self._idle_lock = threading.Lock()
 
     @contextlib.contextmanager
-    def store(self) -> Iterator[api.Opened]:
-        """Open the store for one call and close it afterwards. Open-time warnings (a new empty
-        store next to an existing one, a migration backup) go to the log once.
+    def store(self, *, fresh: bool = False) -> Iterator[api.Opened]:
+        """The store for one call: an idle connection this server opened before, else a new one
+        (always a new one with `fresh`: a health check proves the store still opens). Open-time
+        warnings (a new empty store next to an existing one, a migration backup) go to the log once.
 
-        A SQLite store also stays open once more, idle, for the server's life (`_keeper`): while
-        any connection is open, opening another reuses the WAL index in shared memory, where the
-        first connection after the last one closed rebuilds it from the whole WAL (issue 13: ~7 ms
-        of a 10 ms remember)."""
-        opened = api.open_store(self.db, origin=self.db_origin)
-        # Closing the last connection would checkpoint the WAL into the file on every call (about
-        # a third of a remember's time); SQLite's auto-checkpoint at commit keeps the WAL short.
-        opened.store.no_checkpoint_on_close()
-        if self._keeper is None and not settings.is_db_url(self.db):
-            self._keep_open()
-        try:
+        A SQLite connection goes back to the idle list after the call (at most IDLE_STORES are
+        kept; one more call at the same time opens its own, closed after it) and serves a later
+        call if `Store.still_current` holds: the file at the path is still the one opened and its
+        schema still this code's; otherwise it is closed and the store opened anew (which migrates,
+        refuses a newer schema, or creates a removed file, as a first open would). Reusing it sees
+        other processes' writes at once all the same (no transaction stays open between calls), and
+        saves per call (issue 13): the open itself (~1.5 ms of CPU: header, key check, sqlite-vec,
+        tokenizer, pragmas) and a second fsync per write (SQLite syncs the folder at the first
+        commit of each connection that opened the WAL). While one stays open, the WAL index in
+        shared memory is never rebuilt from the whole WAL either (the first connection after the
+        last one closed does that: ~7 ms of a 10 ms remember). PostgreSQL stores are pooled by
+        their own backend and opened per call.
+
+        Raises:
+            StoreUnavailable, SchemaTooNew, InvalidInput: as `api.open_store`.
+        """
+        opened = None if fresh else self._take_idle()
+        if opened is None:
+            opened = api.open_store(self.db, origin=self.db_origin)
+            # Closing the last connection would checkpoint the WAL into the file (about a third of a
+            # remember's time); SQLite's auto-checkpoint at commit keeps the WAL short.
+            opened.store.no_checkpoint_on_close()
             if opened.warnings and not self._warned:
                 self._warned = True
                 for warning in opened.warnings:
                     log.warning("%s", warning)
             for note in opened.notes:  # a new store: its path, in the log (stderr), never on stdout
                 log.warning("%s", note)
+        reusable = False
+        try:
             yield opened
+            reusable = True
+        except MemsafeError:  # a refusal (duplicate, bad input, not found): the connection is sound
+            reusable = True
+            raise
         finally:
-            opened.store.close()
+            self._give_back(opened, reusable)
 
-    def _keep_open(self) -> None:
-        """Open the idle connection `store` speaks of (once; a failure only costs speed)."""
-        with self._keeper_lock:
-            if self._keeper is None and not self.stopping.is_set():
-                try:
-                    self._keeper = api.open_store(self.db, create=False, origin=self.db_origin)
-                except Exception as exc:  # e.g. removed meanwhile: each call opens the store as before
-                    log.debug("no idle connection kept: %s", exc)
+    def _take_idle(self) -> api.Opened | None:
+        """An idle connection that still reaches the current store, or None (stale ones are closed)."""
+        while True:
+            with self._idle_lock:
+                if not self._idle:
+                    return None
+                opened = self._idle.pop()
+            if opened.store.still_current():
+                return opened
+            log.debug("closing a kept connection to %s: the file or its schema changed", self.db)
+            _close_quietly(opened)
+
+    def _give_back(self, opened: api.Opened, reusable: bool) -> None:
+        """Keep `opened` for a later call, or close it (not reusable, stopping, SQLite only, enough kept)."""
+        if reusable and not self.stopping.is_set() and not settings.is_db_url(self.db) \
+                and opened.store.still_current():
+            with self._idle_lock:
+                if len(self._idle) < IDLE_STORES:
+                    self._idle.append(opened)
+                    return
+        _close_quietly(opened)
 
     def project(self, opened: api.Opened) -> tuple[str | None, str]:
         """(project key or None for global-only, the rule that chose it)."""
@@ -416,10 +449,19 @@ class ServerState:
         self._flush.set()
         if self._warm_thread is not None:
             self._warm_thread.join(timeout)
-        with self._keeper_lock:
-            if self._keeper is not None:
-                self._keeper.store.close()  # the last connection: SQLite checkpoints the WAL
-                self._keeper = None
+        with self._idle_lock:
+            idle, self._idle = self._idle, []
+        for n, opened in enumerate(idle, start=1):
+            if n == len(idle):  # the last one: SQLite checkpoints the WAL into the file as it closes
+                opened.store.no_checkpoint_on_close(False)
+            _close_quietly(opened)
+
+
+def _close_quietly(opened: api.Opened) -> None:
+    try:
+        opened.store.close()
+    except Exception as exc:  # closing is best effort: the data is committed or rolled back already
+        log.debug("closing a connection failed: %s", exc)
 
 
 def _background_priority(step: int = 10) -> None:

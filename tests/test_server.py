@@ -398,6 +398,57 @@ def test_two_servers_and_the_cli_share_one_file(paths, embedder):
     assert not is_error(r["a_purge"]) and is_error(r["b_get_purged"])
 
 
+def test_a_kept_connection_follows_the_file_at_the_path_and_its_schema(paths, tmp_path):
+    """Issue 13: the server keeps its SQLite connection open between tool calls (no open per call).
+    A kept connection must never write to a file no longer at the path, nor use a schema another
+    memsafe migrated past this one: the file replaced by another store is the one the next call
+    reads and writes; a removed file is created anew as on a first open; a newer schema is refused
+    with the usual message, the file left unchanged."""
+    import apsw
+
+    from memsafe.store.sqlite import migrations
+
+    db = paths["db"]
+    other = tmp_path / "other.db"
+    assert cli(other, "remember", "The other store knows about the lighthouse", "--global").exit_code == 0
+    env = server_env(paths["home"], MEMSAFE_SERVE_WARM="0", MEMSAFE_NO_MODEL="1")
+    with RawClient(db, env=env, cwd=paths["cwd"]) as c:
+        c.initialize()
+        assert text_of(c.call("remember", {"content": "The first store knows about the harbour"})).startswith(
+            "Remembered #1")
+        assert "harbour" in text_of(c.call("recall", {"query": "harbour"}))
+
+        os.replace(other, db)  # another store moved over the path while the server runs
+        for suffix in ("-wal", "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(f"{db}{suffix}")
+        seen = text_of(c.call("recall", {"query": "lighthouse"}))
+        written = text_of(c.call("remember", {"content": "Written after the swap: the pier"}))
+
+        c.call("status", {})
+        os.remove(db)  # removed: the next call creates a new store there, as a first open does
+        for suffix in ("-wal", "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(f"{db}{suffix}")
+        recreated = text_of(c.call("remember", {"content": "Written after the removal: the quay"}))
+
+        conn = apsw.Connection(str(db))
+        conn.execute(f"PRAGMA user_version = {migrations.latest() + 1}")  # a newer memsafe migrated it
+        conn.close()
+        newer = c.call("recall", {"query": "quay"})
+        assert c.close() == 0
+    assert "lighthouse" in seen, seen
+    assert written.startswith("Remembered #2"), written  # the other store's second memory
+    assert recreated.startswith("Remembered #1"), recreated
+    assert is_error(newer) and "newer than this memsafe understands" in text_of(newer)
+    conn = apsw.Connection(str(db))
+    try:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == migrations.latest() + 1
+        assert [r[0] for r in conn.execute("SELECT content FROM memories")] == ["Written after the removal: the quay"]
+    finally:
+        conn.close()
+
+
 # ---------------------------------------------------------------------------------------------
 # In-process (SDK in-memory client): tool list shape, scope, optional tools
 
@@ -1370,3 +1421,19 @@ def test_serve_with_a_bad_argument_answers_no_initialize_before_refusing(paths, 
                        cwd=paths["cwd"])
     assert r.returncode != 0 and r.stdout == ""
     assert len(r.stderr.strip().splitlines()) == 1 and "project" in r.stderr
+
+
+def test_memsafe_gives_numpy_one_blas_thread_unless_told_otherwise():
+    """OpenBLAS's thread pool made the server's small products 50x slower on a busy 2-core machine
+    (and recall's query against the stored vectors 13x): importing memsafe sets
+    OPENBLAS_NUM_THREADS=1 before numpy loads; the user's value wins."""
+    import subprocess
+    import sys
+
+    probe = "import os, memsafe, numpy; print(os.environ['OPENBLAS_NUM_THREADS'])"
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "1"
+    out = subprocess.run([sys.executable, "-c", probe], env={**env, "OPENBLAS_NUM_THREADS": "2"},
+                         capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "2"

@@ -313,3 +313,31 @@ def test_the_in_memory_copy_reads_vec0_chunks_exactly_as_the_virtual_table(tmp_p
     assert all(columns[:, k].tobytes() == truth[int(i)] for k, i in enumerate(ids))
     assert store._chunks_of(len(truth) + 1, 384) is None  # a count that disagrees: read the table instead
     store.close()
+
+
+def test_nearest_each_answers_a_batch_as_nearest_does_query_by_query(vec_store):
+    """Issue 13: the server's warm thread looks up the near-duplicates of a batch in one pass over
+    the vectors (`nearest_each`) instead of one vec0 KNN per memory; the answers must be those of
+    `nearest` query by query, in every project, with the memory itself excluded, forgotten
+    memories never found, and a lone query (the query-by-query path) the same too."""
+    store, vectors, projects = vec_store
+    rng = np.random.default_rng(7)
+    ids = sorted(vectors)
+    picked = [ids[i] for i in rng.choice(len(ids), 24, replace=False)] + [3]  # 3 is forgotten
+    queries = [vectors[i].tobytes() for i in picked]  # each nearest to itself: `exclude` must apply
+    noisy = rng.normal(size=(6, 384)).astype(np.float32)
+    noisy /= np.linalg.norm(noisy, axis=1, keepdims=True)  # unit vectors, as the embedder gives
+    queries += [v.tobytes() for v in noisy]
+    where = [projects[i] for i in picked] + ["big", "mid", "tiny", None, "nowhere", "big"]
+    exclude = [*picked, None, None, None, None, None, ids[0]]
+    batch = store.nearest_each(queries, where, exclude)
+    for query, project, other, got in zip(queries, where, exclude, batch):
+        hits = [h for h in store.nearest(query, project, 2) if h[0] != other]
+        want = hits[0] if hits else None
+        assert (got is None) == (want is None), (project, other, got, want)
+        if want is not None:
+            assert got[0] == want[0] and math.isclose(got[1], want[1], abs_tol=1e-5), (got, want)
+    assert batch[where.index("nowhere")] is None
+    assert all(got is None or got[0] != 3 for got in batch)
+    (alone,) = store.nearest_each(queries[:1], where[:1], exclude[:1])
+    assert alone[0] == batch[0][0] and math.isclose(alone[1], batch[0][1], abs_tol=1e-5)

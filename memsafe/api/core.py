@@ -229,12 +229,12 @@ def embed_new(store: Store, *, limit: int = embed.BATCH_SIZE) -> tuple[int, list
     them: what `remember` would have said had it embedded inline (a server's remember replies
     before its vector exists; its warm thread calls this, FIELD-CASES/issue 13).
 
-    Each memory's nearest neighbour is looked up among the stored vectors and among the memories
-    embedded before it in this batch (their vectors are compared here: unit vectors, so the dot
-    product is the cosine), so two near-identical memories in one batch are still reported. The
-    lookups run before the write, which then only stores the vectors: a short write, so a
-    `remember` arriving meanwhile waits for it as little as possible. A memory changed meanwhile
-    stays pending.
+    Each memory's nearest neighbour is looked up among the stored vectors (one pass for the whole
+    batch, `Store.nearest_each`) and among the memories embedded before it in this batch (their
+    vectors are compared here: unit vectors, so the dot product is the cosine), so two
+    near-identical memories in one batch are still reported. The lookups run before the write,
+    which then only stores the vectors: a short write, so a `remember` arriving meanwhile waits for
+    it as little as possible. A memory changed meanwhile stays pending.
 
     Returns:
         (vectors written, [(memory id, {'id': nearest memory, 'similarity': cosine})]).
@@ -255,12 +255,13 @@ def embed_new(store: Store, *, limit: int = embed.BATCH_SIZE) -> tuple[int, list
         store.ensure_vector_table(embedder.model_id, embedder.dim)
     current = store.get_memories([i for i, _ in rows])
     threshold = config_value(store, "near_duplicate_threshold")
+    fresh = [(memory_id, vec) for (memory_id, content), vec in zip(rows, vectors)
+             if memory_id in current and current[memory_id].content == content]
+    stored = _near_duplicates(store, embedder, [vec for _, vec in fresh],
+                              [current[memory_id].project for memory_id, _ in fresh], [i for i, _ in fresh])
     kept: list[tuple[int, object, dict | None]] = []  # (memory id, vector, its near-duplicate)
-    for (memory_id, content), vec in zip(rows, vectors):
-        memory = current.get(memory_id)
-        if memory is None or memory.content != content:
-            continue
-        near = _near_duplicate(store, embedder, vec, memory.project, exclude=memory_id)
+    for (memory_id, vec), near in zip(fresh, stored):
+        memory = current[memory_id]
         for other_id, other_vec, _ in kept:  # earlier in this batch: not stored yet
             other = current[other_id]
             similarity = float(vec @ other_vec)
@@ -453,6 +454,18 @@ def remember(
     memory = store.get_memory(memory_id)
     memory.near_duplicate = near
     return memory
+
+
+def _near_duplicates(store: Store, embedder, vectors: list, projects: list[str | None],
+                     exclude: list[int]) -> list[dict | None]:
+    """`_near_duplicate` for several vectors ((dim,) float32 each) at once: one pass over the
+    stored vectors (`Store.nearest_each`) instead of one search each. Same answers, in order."""
+    if not vectors or not store.vectors_ready(embedder.model_id):
+        return [None] * len(vectors)
+    threshold = config_value(store, "near_duplicate_threshold")
+    found = store.nearest_each([_vector_bytes(v) for v in vectors], projects, exclude)
+    return [None if hit is None or 1.0 - hit[1] < threshold else {"id": hit[0], "similarity": round(1.0 - hit[1], 4)}
+            for hit in found]
 
 
 def _near_duplicate(store: Store, embedder, vector, project: str | None, exclude: int | None = None) -> dict | None:

@@ -273,6 +273,18 @@ class Vectors(ABC):
         scope = Scope(projects=[project] if project is not None else [], include_global=project is None)
         return self.vector_search(vector_bytes, scope, k)
 
+    def nearest_each(self, queries: Sequence[bytes], projects: Sequence[str | None],
+                     exclude: Sequence[int | None]) -> list[tuple[int, float] | None]:
+        """For each query vector (bytes, as `nearest` takes), its nearest active memory in exactly
+        that query's project (None = global only) other than the memory id at the same place in
+        `exclude`: (id, cosine distance), or None when there is none. The same answers as
+        `nearest` query by query (SQLite answers a batch in one pass over the vectors)."""
+        found: list[tuple[int, float] | None] = []
+        for query, project, other in zip(queries, projects, exclude):
+            hits = [hit for hit in self.nearest(query, project, 2) if hit[0] != other]
+            found.append(hits[0] if hits else None)
+        return found
+
 
 class Graph(ABC):
     """The knowledge graph: entities (a display name, a unique identity `key`, a type), their aliases,
@@ -586,9 +598,15 @@ class Store(Memories, FullText, Vectors, Graph, History, Config, Browse):
         effort while others read; a no-op where the engine manages this itself."""
 
     @abstractmethod
-    def no_checkpoint_on_close(self) -> None:
-        """Leave the stored files untouched when this connection closes (read-only runs); a no-op
-        where closing writes nothing."""
+    def no_checkpoint_on_close(self, on: bool = True) -> None:
+        """Leave the stored files untouched when this connection closes (read-only runs; `on=False`
+        undoes it); a no-op where closing writes nothing."""
+
+    def still_current(self) -> bool:
+        """Whether this open connection may serve one more call as a fresh open would: the schema is
+        still this code's (another process may have migrated it since). SQLite also checks that no
+        transaction is left open and that the file at the path is still the one it opened."""
+        return self.schema_version() == self.latest_schema()
 
     @abstractmethod
     def consistency_problems(self) -> list[str]:

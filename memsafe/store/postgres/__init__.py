@@ -413,7 +413,7 @@ class PostgresStore(SQLMemories, PostgresFullText, PostgresVectors, SQLGraph, SQ
     def checkpoint(self) -> None:
         pass  # the server checkpoints its own WAL
 
-    def no_checkpoint_on_close(self) -> None:
+    def no_checkpoint_on_close(self, on: bool = True) -> None:
         pass
 
     def backup_files(self) -> list[Path]:

@@ -84,6 +84,10 @@ class SQLiteStore(SQLMemories, SQLiteFullText, SQLiteVectors, SQLGraph, SQLHisto
         self._vec_checked = False
         self.conn = self._connect(create)
         try:
+            self._identity = self._file_identity()  # what `still_current` compares with
+        except OSError:  # gone already (removed by another process): never reused
+            self._identity = None
+        try:
             self._migrate()
             self._load_vec()
         except BaseException:
@@ -427,9 +431,24 @@ class SQLiteStore(SQLMemories, SQLiteFullText, SQLiteVectors, SQLGraph, SQLHisto
         cur.row_trace = tracer
         return list(cur.execute(sql, params))
 
-    def no_checkpoint_on_close(self) -> None:
-        """Do not checkpoint the WAL into the main file when this connection closes (read-only runs)."""
-        self.conn.config(apsw.SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1)
+    def no_checkpoint_on_close(self, on: bool = True) -> None:
+        """Do not checkpoint the WAL into the main file when this connection closes (read-only runs);
+        `on=False`: do (SQLite's default when it is the last connection)."""
+        self.conn.config(apsw.SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1 if on else 0)
+
+    def still_current(self) -> bool:
+        """See `Store.still_current`: no transaction open, the same file (device and inode) at the
+        path, the schema this code writes. False when the file is gone or cannot be read."""
+        try:
+            return not self.conn.in_transaction and self._file_identity() == self._identity \
+                and self.schema_version() == migrations.latest()
+        except (OSError, apsw.Error):
+            return False
+
+    def _file_identity(self) -> tuple[int, int]:
+        """(device, inode) of the file now at the path. Raises OSError when there is none."""
+        found = os.stat(self.path)
+        return found.st_dev, found.st_ino
 
     def consistency_problems(self) -> list[str]:
         """Everything that would make the file untrustworthy; [] when it is sound.
