@@ -142,6 +142,46 @@ def test_the_fast_path_prints_and_exits_exactly_as_the_typer_app(tmp_path, seede
     assert json.loads(results[14][1][1])["id"] == 4 and results[16][1][0] == 1
 
 
+def test_import_on_the_fast_path_prints_and_exits_exactly_as_the_typer_app(tmp_path, seeded, store):
+    """`memsafe import` runs without the Typer app (issue 13: its start-up was half of an import of
+    1,000 memories) and says the same: the report, --json, --dry-run, a refused file, a partial
+    import (exit 3), a missing file, a usage error, and an import that embeds."""
+    export = tmp_path / "export.jsonl"
+    api.remember(store, "Kafka consumers retry three times", project="web", entities=["Kafka"])
+    api.export_to_path(store, export, all_projects=True)
+    lines = export.read_text().splitlines()
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("\n".join([lines[0], '{"type": "memory", "content": 7}', *lines[1:]]) + "\n")
+    sm = tmp_path / "server:fire:memory.jsonl"
+    sm.write_text(json.dumps({"type": "entity", "name": "Billing", "entityType": "service",
+                              "observations": ["Billing retries webhooks hourly", "Billing: :fire: on call"]}) + "\n")
+    fresh = str(tmp_path / "fresh" / "memory.db")
+    cases = [
+        (["import", str(export), "--no-embed"], None),
+        (["import", str(export), "--json", "--no-embed"], None),
+        (["import", str(bad), "--no-embed"], None),
+        (["import", str(bad), "--no-embed", "--json"], None),
+        (["import", str(bad), "--skip-invalid", "--json", "--no-embed"], None),
+        (["import", str(bad), "--skip-invalid", "--dry-run"], None),
+        (["--db", fresh, "import", str(export), "--dry-run", "-f", "memsafe"], None),
+        (["import", str(tmp_path / "missing.jsonl")], None),
+        (["import", str(tmp_path / "missing.jsonl"), "--json"], None),
+        (["import", str(export), "--format", "bogus"], None),
+        (["import", str(sm), "--format=server-memory", "-p", "web", "--redact"], None),
+    ]
+    results = _both_paths(tmp_path, seeded, cases)
+    for case, fast, typer_ in results:
+        assert fast == typer_, case
+    codes = [fast[0] for _, fast, _ in results]
+    assert codes == [0, 0, 1, 1, 3, 3, 0, 1, 1, 2, 0], results
+    assert "2 memories added" in results[10][1][2] and "pending" not in results[10][1][2]  # it embedded
+    assert "\N{FIRE}" in results[10][1][2]  # rich read `:fire:` in the file's name, on both paths
+    assert not os.path.exists(fresh)  # a dry run creates no store
+    names, proc = imported(["import", str(export), "--no-embed"], seeded)
+    assert proc.returncode == 0, proc.stderr
+    assert not names & {*HEAVY, *CLI_APP}, sorted(names & {*HEAVY, *CLI_APP})
+
+
 def test_the_fast_path_takes_only_command_lines_it_reads_exactly_as_the_typer_app():
     from memsafe.cli import fast
 
@@ -151,6 +191,9 @@ def test_the_fast_path_takes_only_command_lines_it_reads_exactly_as_the_typer_ap
     command, db, kwargs = fast.parse(["remember", "-", "--importance", ".5", "-e", "A", "--entity=B", "--global"])
     assert (command, db, kwargs["content"], kwargs["importance"], kwargs["entities"], kwargs["global_"]) == (
         "remember", None, "-", 0.5, ["A", "B"], True)
+    command, db, kwargs = fast.parse(["import", "f.jsonl", "-f", "server-memory", "--dry-run", "-p", "web", "--json"])
+    assert (command, db, kwargs["file"], kwargs["fmt"], kwargs["dry_run"], kwargs["project"], kwargs["json_"],
+            kwargs["no_embed"]) == ("import", None, "f.jsonl", "server-memory", True, "web", True, False)
     for argv in (["recall"], ["recall", "a", "b"], ["recall", "q", "--help"], ["recall", "q", "-h"],
                  ["recall", "--", "q"],
                  ["recall", "q", "-n5"], ["recall", "q", "--limit", "0"], ["recall", "q", "--limit", "+3"],
@@ -158,7 +201,9 @@ def test_the_fast_path_takes_only_command_lines_it_reads_exactly_as_the_typer_ap
                  ["recall", "q", "--kind", "Fact"], ["remember", "x", "--importance", "1.5"],
                  ["remember", "x", "--importance", "nan"], ["remember", "x", "--importance", "1e-1"],
                  ["remember", "x", "--source", "me"], ["remember", "x", "--db", "y"], ["--db", "recall", "q"],
-                 ["--version", "recall", "q"], ["list"], [], ["recall", "q", "--unknown"]):
+                 ["--version", "recall", "q"], ["list"], [], ["recall", "q", "--unknown"],
+                 ["import"], ["import", "a", "b"], ["import", "f", "--format", "Memsafe"], ["import", "f", "-f"],
+                 ["import", "f", "--help"], ["import", "f", "--vectors"], ["import", "f", "--dry-run=1"]):
         assert fast.parse(argv) is None, argv
 
 
