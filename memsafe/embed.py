@@ -96,7 +96,7 @@ def _optimized_path(model_path: Path, ort) -> Path | None:
     return settings.cache_dir() / f"{model_path.stem}-{key}"
 
 
-def _session(ort, model_path: Path, options):
+def _session(ort, model_path: Path, options, prepack: bool = True):
     """An InferenceSession of `model_path`, from its optimised graph cached on disk when there is one.
 
     onnxruntime optimises a model's graph (constant folding, fused attention, GELU and layer-norm
@@ -108,13 +108,15 @@ def _session(ort, model_path: Path, options):
     file instead of parsing and copying them out of the graph: a session then starts in ~60 ms of
     CPU instead of ~220 ms from a graph holding its weights, mostly page faults of the copies
     (issue 13; user + system CPU of creating the session, the 2-core dev box under load ~7, same
-    outputs and inference speed). A cached graph that fails to load is
+    outputs and inference speed). `prepack=False`: see `Embedder`. A cached graph that fails to load is
     deleted and rebuilt; `MEMSAFE_MODEL_CACHE=0` turns the cache off. The cache costs disk: the
     optimised weights are unpacked (~90 MB for the default 23 MB int8 model).
     """
     import shutil
 
     providers = ["CPUExecutionProvider"]
+    if not prepack:
+        options.add_session_config_entry("session.disable_prepacking", "1")
     folder = None if os.environ.get("MEMSAFE_MODEL_CACHE", "1") == "0" else _optimized_path(model_path, ort)
     if folder is not None and folder.exists():
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
@@ -154,11 +156,20 @@ class Embedder:
         model_id: stable id of the model file (name + size + hash prefix), stored with vectors so a
             model change triggers re-embedding instead of mixing vector spaces.
 
+    Args:
+        threads: onnxruntime's intra-op threads (default: MEMSAFE_EMBED_THREADS, else min(4, cores)).
+        prepack: let onnxruntime prepack the weights of its matrix products when the session starts
+            (the default). A process that embeds one query (a CLI recall) passes False: measured on
+            the 2-core dev box (CPU of creating the session / of one 9-word query), prepacking costs
+            ~110 / 12 ms, no prepacking ~20 / 22 ms, so one query costs ~80 ms less, and every
+            further text ~2x more. Outputs then differ from the prepacked session's by at most
+            ~2e-6 (not bit-identical: another matrix kernel sums in another order).
+
     Raises:
         ModelUnavailable: the files are missing or onnxruntime cannot load them.
     """
 
-    def __init__(self, model_path: Path, tokenizer_path: Path, threads: int | None = None):
+    def __init__(self, model_path: Path, tokenizer_path: Path, threads: int | None = None, *, prepack: bool = True):
         try:
             import onnxruntime as ort
             from tokenizers import Tokenizer
@@ -175,7 +186,7 @@ class Embedder:
             default_threads = min(4, os.cpu_count() or 1)
             options.intra_op_num_threads = threads or int(os.environ.get("MEMSAFE_EMBED_THREADS") or default_threads)
             options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-            self.session = _session(ort, model_path, options)
+            self.session = _session(ort, model_path, options, prepack)
         except ModelUnavailable:
             raise
         except Exception as exc:
@@ -289,6 +300,7 @@ _shared_error: str | None = None
 _shared_lock = threading.Lock()
 _loader: threading.Thread | None = None
 _loader_lock = threading.Lock()
+_prepack = True  # how the shared embedder's session starts (`load_soon(one_query=True)` turns it off)
 
 
 def get_embedder() -> Embedder | None:
@@ -300,24 +312,48 @@ def get_embedder() -> Embedder | None:
                 _shared_error = "disabled by MEMSAFE_NO_MODEL"
             else:
                 try:
-                    _shared = Embedder(*model_files())
+                    _shared = Embedder(*model_files(), prepack=_prepack)
                 except ModelUnavailable as exc:
                     _shared_error = str(exc)
         return _shared
 
 
-def load_soon() -> None:
+def load_soon(one_query: bool = False) -> None:
     """Start loading the shared embedder on a thread of its own, so a process that will need it
-    (a default recall) overlaps the model load (~0.4 CPU-seconds: numpy, onnxruntime, the session)
+    (a default recall) overlaps the model load (~0.3 CPU-seconds: numpy, onnxruntime, the session)
     with its other work: imports, opening the store, BM25 (issue 13). `get_embedder` then waits for
     it. Once per process; nothing when the model is disabled. The thread is not a daemon: the
-    interpreter waits for it before it exits (leaving while onnxruntime builds a session aborts)."""
-    global _loader
+    interpreter waits for it before it exits (leaving while onnxruntime builds a session aborts).
+    `one_query`: the process embeds one query (and a bounded backfill at most), so the session
+    skips prepacking (`Embedder`'s `prepack`)."""
+    global _loader, _prepack
     with _loader_lock:  # not _shared_lock: get_embedder holds that for the whole load
         if os.environ.get("MEMSAFE_NO_MODEL") or any(x is not None for x in (_loader, _shared, _shared_error)):
             return
-        _loader = threading.Thread(target=get_embedder, name="memsafe-model-load")
+        if one_query:
+            _prepack = False
+        _loader = threading.Thread(target=_load_one_query if one_query else get_embedder, name="memsafe-model-load")
         _loader.start()
+
+
+def _load_one_query() -> None:
+    """`get_embedder`, numpy imported first with one OpenBLAS thread (unless numpy is imported
+    already or OPENBLAS_NUM_THREADS is set): OpenBLAS starts a thread per core when it loads, which
+    cost ~50 ms of CPU of a 2-core dev box's default recall (`python -c "import numpy"`, CPU
+    medians of 15 runs under load: 175-223 ms with one thread, 214-274 ms without), and a process
+    that embeds one query multiplies no matrix worth a thread. The variable is set only while
+    numpy loads, so no child process inherits it."""
+    import sys
+
+    if "numpy" not in sys.modules and "OPENBLAS_NUM_THREADS" not in os.environ:
+        os.environ["OPENBLAS_NUM_THREADS"] = "1"
+        try:
+            import numpy  # noqa: F401
+        except ImportError:
+            pass  # reported by get_embedder, as without this
+        finally:
+            os.environ.pop("OPENBLAS_NUM_THREADS", None)
+    get_embedder()
 
 
 def load_error() -> str | None:
@@ -331,6 +367,6 @@ def loaded() -> bool:
 
 def reset() -> None:
     """Forget the shared embedder (tests)."""
-    global _shared, _shared_error, _loader
+    global _shared, _shared_error, _loader, _prepack
     with _shared_lock:
-        _shared, _shared_error, _loader = None, None, None
+        _shared, _shared_error, _loader, _prepack = None, None, None, True

@@ -353,6 +353,27 @@ def test_cached_model_graph_is_bit_identical_and_rebuilt_when_corrupt(tmp_path, 
     assert not list((tmp_path / "cache").glob(".*.tmp"))
 
 
+def test_a_one_query_session_gives_the_same_vectors_within_rounding(embedder):
+    """A CLI recall's session skips prepacking (`Embedder(prepack=False)`, issue 13): another
+    matrix kernel, so not bit-identical, but within 1e-6, and it ranks texts as the default does."""
+    model, tokenizer = embed.model_files()
+    quick = embed.Embedder(model, tokenizer, prepack=False)
+    texts = ["we deploy on Fridays", "the cache is warmed at boot " * 30, "ünïcode ✓", "", "x"]
+    docs = embedder.embed(texts)
+    assert np.abs(quick.embed(texts) - docs).max() < 1e-6
+    for query in ("how is the cache warmed?", "deploy day", "unicode"):
+        assert np.abs(quick.embed_one(query) - embedder.embed_one(query)).max() < 1e-6
+        assert list(np.argsort(-(docs @ quick.embed_one(query)))) == list(np.argsort(-(docs @ embedder.embed_one(query))))
+
+
+def test_a_default_recall_loads_numpy_with_one_blas_thread_and_leaves_the_environment_alone():
+    code = ("import os, sys; from memsafe import embed; embed.load_soon(one_query=True); embed._loader.join(); "
+            "print(embed.loaded(), 'numpy' in sys.modules, os.environ.get('OPENBLAS_NUM_THREADS'))")
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.stdout.split() == ["True", "True", "None"], proc.stderr[-2000:]
+
+
 def test_timing_statistics():
     assert timing.percentile([3, 1, 2], 0.5) == 2
     assert timing.percentile([1, 2, 3, 4], 0.5) == 2.5
