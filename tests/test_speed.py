@@ -375,6 +375,22 @@ def test_a_default_recall_loads_numpy_with_one_blas_thread_and_leaves_the_enviro
     assert proc.stdout.split() == ["True", "True", "None"], proc.stderr[-2000:]
 
 
+@pytest.mark.skipif(sys.platform != "linux", reason="the shortcut is Linux's")
+@pytest.mark.parametrize("env", [{}, {"XDG_CACHE_HOME": "/tmp/xdg/"}, {"XDG_CACHE_HOME": "/a//b"},
+                                 {"XDG_CACHE_HOME": "relative"}, {"XDG_CACHE_HOME": ""}, {"HOME": "/home/u/"},
+                                 {"HOME": "/"}, {"HOME": "relative", "XDG_CACHE_HOME": "/x"}])
+def test_the_cache_folder_is_platformdirs_without_importing_it(monkeypatch, env):
+    import platformdirs
+
+    from memsafe import settings
+
+    monkeypatch.delenv("MEMSAFE_CACHE_DIR")
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    assert settings.cache_dir() == Path(platformdirs.user_cache_dir("memsafe", appauthor=False))
+
+
 def test_timing_statistics():
     assert timing.percentile([3, 1, 2], 0.5) == 2
     assert timing.percentile([1, 2, 3, 4], 0.5) == 2.5
