@@ -354,10 +354,10 @@ def test_cached_model_graph_is_bit_identical_and_rebuilt_when_corrupt(tmp_path, 
 
 
 def test_a_one_query_session_gives_the_same_vectors_within_rounding(embedder):
-    """A CLI recall's session skips prepacking (`Embedder(prepack=False)`, issue 13): another
+    """A CLI recall's session skips prepacking (`Embedder(one_query=True)`, issue 13): another
     matrix kernel, so not bit-identical, but within 1e-6, and it ranks texts as the default does."""
     model, tokenizer = embed.model_files()
-    quick = embed.Embedder(model, tokenizer, prepack=False)
+    quick = embed.Embedder(model, tokenizer, one_query=True)
     texts = ["we deploy on Fridays", "the cache is warmed at boot " * 30, "ünïcode ✓", "", "x"]
     docs = embedder.embed(texts)
     assert np.abs(quick.embed(texts) - docs).max() < 1e-6
@@ -365,6 +365,47 @@ def test_a_one_query_session_gives_the_same_vectors_within_rounding(embedder):
         assert np.abs(quick.embed_one(query) - embedder.embed_one(query)).max() < 1e-6
         ranked = [list(np.argsort(-(docs @ model.embed_one(query)))) for model in (quick, embedder)]
         assert ranked[0] == ranked[1], query
+
+
+def test_the_python_word_pieces_of_an_ascii_query_are_those_of_tokenizers(tmp_path, monkeypatch, embedder):
+    """`embed._WordPiece` (a one-query process reads an ASCII query without `tokenizers`) gives the
+    ids `tokenizers` gives, or declines: checked on generated memories, odd ASCII (controls, runs of
+    punctuation, words over 100 letters, texts over 256 pieces, added tokens) and random strings;
+    the vocabulary it keeps in the cache folder gives the same answers."""
+    import random
+
+    from memsafe.bench.scale import synthetic_memories
+
+    monkeypatch.setenv("MEMSAFE_CACHE_DIR", str(tmp_path / "cache"))
+    _, tokenizer_path = embed.model_files()
+    reference = embedder.tokenizer
+    rng = random.Random(13)
+    alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789" * 3 + " \t\n\r" * 4 + \
+        "".join(map(chr, range(0, 128)))
+    texts = [m["content"] for m in synthetic_memories(300)] + [
+        "How is the cache warmed at boot?", "deploy-on-friday's_ops/v2.0 (see #41) & ~/x.y", "x", " padded ",
+        "tab\tnew\nline\rreturn\x00nul\x07bel\x0bvt\x0cff\x1c\x1f\x7fdel", "a" * 101, "b" * 100, "unaffable " * 300,
+        "[MASK] this", "[mask] lower", "a [SEP] b", "[UNK]", "[", "]]", "CamelCaseWord snake_case_word kebab-case-word",
+        "!!!???...,,,;;;", "''\"\"``", "email: a.b@c.io http://x.y/z?q=1&r=2", "12345678901234567890 3.14159",
+        "qwxzj zzzzzz xylophonequartz", "   ", "\t\n", "-", "ÿ", "café", "naïve résumé",
+    ] + ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 400))) for _ in range(400)]
+    light = embed._WordPiece.cached(tokenizer_path)  # from the JSON, kept
+    again = embed._WordPiece.cached(tokenizer_path)  # from the cache folder
+    assert light is not None and again is not None and list((tmp_path / "cache").glob("wordpiece-*.marshal"))
+    answered = 0
+    for text in texts:
+        ids = light.encode(text)
+        assert ids == again.encode(text), text
+        if ids is not None:
+            answered += 1
+            assert ids == reference.encode(text).ids, text
+    assert answered >= len(texts) * 0.9
+    assert light.encode("café") is None and light.encode("[MASK] this") is None and light.encode("   ") is None
+    quick = embed.Embedder(*embed.model_files(), one_query=True)
+    assert np.abs(quick.embed_one("How is the cache warmed at boot?")
+                  - embedder.embed_one("How is the cache warmed at boot?")).max() < 1e-6
+    assert quick._tokenizer is None  # `tokenizers` was not needed
+    assert np.abs(quick.embed(["café", "two texts"]) - embedder.embed(["café", "two texts"])).max() < 1e-6
 
 
 def test_a_default_recall_loads_numpy_with_one_blas_thread_and_leaves_the_environment_alone():
