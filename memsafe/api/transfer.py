@@ -477,8 +477,9 @@ def _import_memsafe(store: Store, path: Path, report: ImportReport, problems: li
                     problems.append(Notice(number, f"uid {rec['uid']} appeared already on line {first}; skipped",
                                            record=record_no, skip=True))
                     continue
-                if rec["uid"] not in seen_uids and store.memory_by_uid(rec["uid"]) is None \
-                        and purged.skip(rec["uid"], number, record_no, report, problems):
+                if rec["uid"] in purged.stubs and rec["uid"] not in seen_uids \
+                        and store.memory_by_uid(rec["uid"]) is None \
+                        and purged.skip(rec["uid"], number, record_no, report, problems):  # looked up only if purged
                     continue
                 _apply_memory(store, rec, report, problems, number, record_no, redact, dim, author, added)
                 seen_uids[rec["uid"]] = number  # only once taken: an invalid first copy does not hide a valid one
