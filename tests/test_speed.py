@@ -432,6 +432,32 @@ def test_the_cache_folder_is_platformdirs_without_importing_it(monkeypatch, env)
     assert settings.cache_dir() == Path(platformdirs.user_cache_dir("memsafe", appauthor=False))
 
 
+def test_a_query_that_names_no_time_is_answered_without_the_date_pattern():
+    """`when.find` skips compiling its date pattern for an ASCII query with no digit and none of
+    the words every date alternative needs (issue 13): only where the pattern finds nothing."""
+    import random
+    from datetime import datetime, timezone
+
+    from memsafe import when
+
+    now = datetime(2026, 6, 1, tzinfo=timezone.utc)
+    rng = random.Random(7)
+    words = ["how", "is", "the", "cache", "warmed", "at", "boot", "may", "in", "of", "since", "during", "mid",
+             "late", "early", "last", "next", "this", "past", "ago", "a", "few", "two", "week", "weekend", "monday",
+             "Sept", "DEC", "today", "yesterday", "tonight", "2023", "3", "2022-01-05", "Q3", "end", "of",
+             "start", "June", "decided", "marching", "augment", "octopus", "novel", "playday", "agog", "years"]
+    texts = [" ".join(rng.choice(words) for _ in range(rng.randint(1, 9))) for _ in range(3000)]
+    texts += ["What did Gina paint in May 2023?", "what did we decide last December", "3 days ago", "early June",
+              "how is the cache warmed at boot", "  spaced   out  ", "ſeptember 2023", "in ſeptember", "naïve in May"]
+    skipped = 0
+    for text in texts:
+        if not when._may_name_time(text):
+            skipped += 1
+            assert not list(when._span().finditer(text)), text
+            assert when.find(text, now) == ([], " ".join(text.split()))
+    assert skipped > 100 and when.find("in May 2023", now)[0]
+
+
 def test_timing_statistics():
     assert timing.percentile([3, 1, 2], 0.5) == 2
     assert timing.percentile([1, 2, 3, 4], 0.5) == 2.5
