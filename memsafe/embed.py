@@ -479,12 +479,17 @@ _shared_lock = threading.Lock()
 _loader: threading.Thread | None = None
 _loader_lock = threading.Lock()
 _one_query = False  # the shared embedder is made for one query (`load_soon(one_query=True)`)
+_generations = 0  # `reset`s so far (see `get_embedder`)
 
 
-def get_embedder() -> Embedder | None:
-    """The process-wide embedder, loaded on first call; None (with `load_error()`) if unavailable."""
+def get_embedder(_generation: int | None = None) -> Embedder | None:
+    """The process-wide embedder, loaded on first call; None (with `load_error()`) if unavailable.
+    `_generation` (a `load_soon` thread's): load nothing if `reset` ran since that thread started,
+    so a thread of an earlier command never loads a model under a later one's settings."""
     global _shared, _shared_error
     with _shared_lock:
+        if _generation is not None and _generation != _generations:
+            return _shared
         if _shared is None and _shared_error is None:
             if os.environ.get("MEMSAFE_NO_MODEL"):
                 _shared_error = "disabled by MEMSAFE_NO_MODEL"
@@ -509,11 +514,12 @@ def load_soon(one_query: bool = False) -> None:
             return
         if one_query:
             _one_query = True
-        _loader = threading.Thread(target=_load_one_query if one_query else get_embedder, name="memsafe-model-load")
+        _loader = threading.Thread(target=_load_one_query if one_query else get_embedder, args=(_generations,),
+                                   name="memsafe-model-load")
         _loader.start()
 
 
-def _load_one_query() -> None:
+def _load_one_query(generation: int) -> None:
     """`get_embedder`, numpy imported first with one OpenBLAS thread (unless numpy is imported
     already or OPENBLAS_NUM_THREADS is set): OpenBLAS starts a thread per core when it loads, which
     cost ~50 ms of CPU of a 2-core dev box's default recall (`python -c "import numpy"`, CPU
@@ -530,7 +536,7 @@ def _load_one_query() -> None:
             pass  # reported by get_embedder, as without this
         finally:
             os.environ.pop("OPENBLAS_NUM_THREADS", None)
-    get_embedder()
+    get_embedder(generation)
 
 
 def load_error() -> str | None:
@@ -544,6 +550,7 @@ def loaded() -> bool:
 
 def reset() -> None:
     """Forget the shared embedder (tests)."""
-    global _shared, _shared_error, _loader, _one_query
+    global _shared, _shared_error, _loader, _one_query, _generations
     with _shared_lock:
         _shared, _shared_error, _loader, _one_query = None, None, None, False
+        _generations += 1

@@ -458,6 +458,19 @@ def test_a_query_that_names_no_time_is_answered_without_the_date_pattern():
     assert skipped > 100 and when.find("in May 2023", now)[0]
 
 
+def test_a_model_load_started_before_a_reset_loads_nothing_after_it(monkeypatch, tmp_path):
+    """A `load_soon` thread that runs late (a loaded machine) must not load a model under the settings
+    of what came after a `reset` (tests change MEMSAFE_MODEL_DIR between them): it loads nothing."""
+    monkeypatch.setenv("MEMSAFE_MODEL_DIR", str(tmp_path / "nowhere"))
+    generation = embed._generations
+    embed.reset()
+    try:
+        assert embed.get_embedder(generation) is None and embed.load_error() is None  # nothing was tried
+        assert embed.get_embedder() is None and "nowhere" in embed.load_error()
+    finally:
+        embed.reset()
+
+
 def test_timing_statistics():
     assert timing.percentile([3, 1, 2], 0.5) == 2
     assert timing.percentile([1, 2, 3, 4], 0.5) == 2.5
