@@ -4,7 +4,8 @@
 Typer app (about 0.1 s of imports, which counts against the client's handshake: FIELD-CASES F04);
 `memsafe --version` is answered here too; `memsafe [--db PATH] ui [--port N] [--no-open]` starts the
 page without the CLI (`memsafe.ui.start`); a plain `recall` or `remember` runs without the Typer app
-(`memsafe.cli.fast`); `--help` and completion (TAB) requests answered before come from
+(`memsafe.cli.fast`, which also takes a plain `import`, and exits without the interpreter's
+teardown); `--help` and completion (TAB) requests answered before come from
 `memsafe.cli_cache`; every other command line goes through the CLI as usual.
 """
 
@@ -34,6 +35,27 @@ def _serve_args(argv: list[str]) -> tuple[str | None, str | None] | None:
             return None
         i += 1
     return (db, project) if seen_serve else None
+
+
+def _exit_now(code: int) -> None:
+    """End a command the fast path ran: flush stdout and stderr, then leave without the
+    interpreter's teardown (issue 13: clearing numpy's and onnxruntime's modules and the model's
+    session cost a default recall ~100 ms of CPU, a lexical one ~30 ms). The command has closed
+    its store and started whatever it hands on (the detached embedder of `remember`) before it
+    returns; a model still loading on its thread (a recall that failed first) ends with the
+    process, which never aborts there as an interpreter shutting down under it can. A reader gone
+    (broken pipe) makes it exit 1, as inside the command."""
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        code = code or 1
+    except (OSError, ValueError):
+        pass
+    try:
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+    os._exit(code)
 
 
 def main() -> None:
@@ -69,9 +91,9 @@ def main() -> None:
                 sys.exit(130)
     from memsafe.cli import fast
 
-    code = fast.run(sys.argv[1:])  # a plain `recall` or `remember`: no Typer app (None: not one)
+    code = fast.run(sys.argv[1:])  # a plain `recall`, `remember` or `import`: no Typer app (None: not one)
     if code is not None:
-        sys.exit(code)
+        _exit_now(code)
     from memsafe import cli_cache
 
     key = cli_cache.request_key(sys.argv[1:], os.environ, sys.stdout)

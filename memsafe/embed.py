@@ -74,9 +74,16 @@ def model_id_of(model_path: Path) -> str:
     """Stable id of a model file, without loading it: `<folder>/<name>:<bytes>:<sha256 of the first
     MiB, 12 hex digits>`. Stored with the vectors, and in exports that carry them."""
     stat = model_path.stat()
-    with open(model_path, "rb") as fh:
-        head = hashlib.sha256(fh.read(1 << 20)).hexdigest()[:12]
-    return f"{model_path.parent.name}/{model_path.name}:{stat.st_size}:{head}"
+    key = (str(model_path), stat.st_size, stat.st_mtime_ns)
+    known = _model_ids.get(key)  # a process asks twice (the cache folder's key, the Embedder's id)
+    if known is None:
+        with open(model_path, "rb") as fh:
+            head = hashlib.sha256(fh.read(1 << 20)).hexdigest()[:12]
+        known = _model_ids[key] = f"{model_path.parent.name}/{model_path.name}:{stat.st_size}:{head}"
+    return known
+
+
+_model_ids: dict[tuple[str, int, int], str] = {}  # (path, size, mtime) -> model_id_of
 
 
 def _optimized_path(model_path: Path, ort) -> Path | None:
@@ -96,7 +103,7 @@ def _optimized_path(model_path: Path, ort) -> Path | None:
     return settings.cache_dir() / f"{model_path.stem}-{key}"
 
 
-def _session(ort, model_path: Path, options):
+def _session(ort, model_path: Path, options, *, prepack: bool = True):
     """An InferenceSession of `model_path`, from its optimised graph cached on disk when there is one.
 
     onnxruntime optimises a model's graph (constant folding, fused attention, GELU and layer-norm
@@ -108,13 +115,15 @@ def _session(ort, model_path: Path, options):
     file instead of parsing and copying them out of the graph: a session then starts in ~60 ms of
     CPU instead of ~220 ms from a graph holding its weights, mostly page faults of the copies
     (issue 13; user + system CPU of creating the session, the 2-core dev box under load ~7, same
-    outputs and inference speed). A cached graph that fails to load is
+    outputs and inference speed). `prepack=False`: see `Embedder`'s `one_query`. A cached graph that fails to load is
     deleted and rebuilt; `MEMSAFE_MODEL_CACHE=0` turns the cache off. The cache costs disk: the
     optimised weights are unpacked (~90 MB for the default 23 MB int8 model).
     """
     import shutil
 
     providers = ["CPUExecutionProvider"]
+    if not prepack:
+        options.add_session_config_entry("session.disable_prepacking", "1")
     folder = None if os.environ.get("MEMSAFE_MODEL_CACHE", "1") == "0" else _optimized_path(model_path, ort)
     if folder is not None and folder.exists():
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
@@ -146,6 +155,143 @@ def _session(ort, model_path: Path, options):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+class _Encoding:
+    """Word-piece ids of one text as `tokenizers` gives them (`.ids`, `.attention_mask`, `.type_ids`)."""
+
+    __slots__ = ("ids", "attention_mask", "type_ids")
+
+    def __init__(self, ids: list[int]) -> None:
+        self.ids, self.attention_mask, self.type_ids = ids, [1] * len(ids), [0] * len(ids)
+
+
+_ASCII_PUNCTUATION = frozenset("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
+_DROPPED = {i: None for i in [*range(0, 9), 11, 12, *range(14, 32), 127]}  # control characters: removed
+_SPACES = str.maketrans({"\t": " ", "\n": " ", "\r": " "})
+
+
+class _WordPiece:
+    """BERT's tokenization of tokenizer.json (BertNormalizer: clean text, lower case; BertPreTokenizer;
+    WordPiece; `[CLS] … [SEP]`; truncation to MAX_TOKENS) for ASCII text, in Python, so a process
+    that embeds one query needs neither `tokenizers` nor the JSON file (issue 13). `encode` answers
+    only where it gives what `tokenizers` gives: None for non-ASCII text (accents, CJK, Unicode
+    punctuation and spaces take rules of their own), a text holding an added token such as
+    `[MASK]` (matched before normalisation), and a blank text. `cached` keeps the vocabulary in the
+    cache folder (marshal) once a process has read tokenizer.json; a tokenizer.json of any other
+    shape gets no `_WordPiece`."""
+
+    def __init__(self, vocab: dict[str, int], unk: str, prefix: str, max_chars: int, added: list[str],
+                 cls_id: int, sep_id: int) -> None:
+        self.vocab, self.unk_id, self.prefix, self.max_chars = vocab, vocab[unk], prefix, max_chars
+        self.added = [a.lower() for a in added]
+        self.cls_id, self.sep_id = cls_id, sep_id
+
+    @staticmethod
+    def spec(data: dict) -> dict | None:
+        """The constructor's arguments from a parsed tokenizer.json, or None unless it is BERT's
+        uncased WordPiece scheme exactly as `encode` implements it."""
+        try:
+            model, norm, post = data["model"], data["normalizer"], data["post_processor"]
+            added = [t["content"] for t in data.get("added_tokens") or []]
+            single = [(item.get("SpecialToken") or {}).get("id") or "$A" for item in post["single"]]
+            special = post["special_tokens"]
+            ok = (model["type"] == "WordPiece" and data["pre_tokenizer"] == {"type": "BertPreTokenizer"}
+                  and norm.get("type") == "BertNormalizer" and norm.get("clean_text") is True
+                  and norm.get("lowercase") is True and norm.get("strip_accents") in (None, True)
+                  and post["type"] == "TemplateProcessing" and single == ["[CLS]", "$A", "[SEP]"]
+                  and all(item.get("SpecialToken", {}).get("type_id", 0) == 0
+                          and item.get("Sequence", {}).get("type_id", 0) == 0 for item in post["single"])
+                  and model["unk_token"] in model["vocab"] and isinstance(model["max_input_chars_per_word"], int)
+                  and data.get("normalizer", {}).get("handle_chinese_chars") in (True, False))
+            if not ok:
+                return None
+            return {"vocab": dict(model["vocab"]), "unk": model["unk_token"],
+                    "prefix": model["continuing_subword_prefix"], "max_chars": model["max_input_chars_per_word"],
+                    "added": added, "cls_id": special["[CLS]"]["ids"][0], "sep_id": special["[SEP]"]["ids"][0]}
+        except (KeyError, TypeError, IndexError, AttributeError):
+            return None
+
+    @classmethod
+    def cached(cls, tokenizer_path: Path) -> _WordPiece | None:
+        """The `_WordPiece` of `tokenizer_path`, read from the cache folder (written on the first
+        call, from the JSON); None when the file has another shape, or cannot be read."""
+        import json
+        import marshal
+
+        from memsafe import settings
+
+        try:
+            stat = tokenizer_path.stat()
+            ident = f"{tokenizer_path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}|wordpiece 1"
+            path = settings.cache_dir() / f"wordpiece-{hashlib.sha256(ident.encode()).hexdigest()[:20]}.marshal"
+        except OSError:
+            return None
+        try:
+            spec = marshal.loads(path.read_bytes())
+            if spec is None or (isinstance(spec, dict) and len(spec["vocab"]) > 100):
+                return None if spec is None else cls(**spec)
+        except (OSError, ValueError, EOFError, TypeError, KeyError):
+            pass
+        try:
+            spec = cls.spec(json.loads(tokenizer_path.read_text(encoding="utf-8")))
+        except (OSError, ValueError):
+            return None
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+            tmp.write_bytes(marshal.dumps(spec))
+            os.replace(tmp, path)
+        except (OSError, ValueError):
+            pass
+        return None if spec is None else cls(**spec)
+
+    def encode(self, text: str) -> list[int] | None:
+        """Word-piece ids of `text` with [CLS] and [SEP], at most MAX_TOKENS; None where `tokenizers`
+        must answer (see the class)."""
+        if not text.isascii() or not text.strip():
+            return None
+        lowered = text.lower()
+        if any(a in lowered for a in self.added):
+            return None
+        words = lowered.translate(_DROPPED).translate(_SPACES).split(" ")
+        ids: list[int] = []
+        limit = MAX_TOKENS - 2
+        vocab, prefix = self.vocab, self.prefix
+        for chunk in words:
+            start = 0
+            for i, ch in enumerate(chunk):  # punctuation: a word of its own
+                if ch in _ASCII_PUNCTUATION:
+                    if i > start:
+                        ids += self._pieces(chunk[start:i], vocab, prefix)
+                    ids.append(vocab.get(ch, self.unk_id))
+                    start = i + 1
+            if start < len(chunk):
+                ids += self._pieces(chunk[start:], vocab, prefix)
+            if len(ids) >= limit:
+                break
+        return [self.cls_id, *ids[:limit], self.sep_id]
+
+    def _pieces(self, word: str, vocab: dict[str, int], prefix: str) -> list[int]:
+        """WordPiece of one word: longest known piece first, `prefix` on every piece but the first;
+        the unknown token for the whole word when a part matches no piece, or it is too long."""
+        if len(word) > self.max_chars:
+            return [self.unk_id]
+        out: list[int] = []
+        start = 0
+        while start < len(word):
+            end = len(word)
+            while end > start:
+                piece = word[start:end] if start == 0 else prefix + word[start:end]
+                found = vocab.get(piece)
+                if found is not None:
+                    out.append(found)
+                    break
+                end -= 1
+            else:
+                return [self.unk_id]
+            start = end
+        return out
+
+
 class Embedder:
     """A loaded ONNX sentence-embedding model.
 
@@ -154,18 +300,32 @@ class Embedder:
         model_id: stable id of the model file (name + size + hash prefix), stored with vectors so a
             model change triggers re-embedding instead of mixing vector spaces.
 
+    Args:
+        threads: onnxruntime's intra-op threads (default: MEMSAFE_EMBED_THREADS, else min(4, cores)).
+        one_query: the process embeds one query (a CLI recall), so two start-up costs are skipped:
+            - onnxruntime's prepacking of the weights of its matrix products. Measured on the
+              2-core dev box (CPU of creating the session / of one 9-word query), prepacking costs
+              ~110 / 12 ms, no prepacking ~20 / 22 ms: one query costs ~80 ms less, every further
+              text ~2x more. Outputs differ from the prepacked session's by at most ~2e-6 (not
+              bit-identical: another matrix kernel sums in another order);
+            - loading `tokenizers` and tokenizer.json (~40 ms of CPU) while a single ASCII text is
+              embedded: `_WordPiece` reads it with the vocabulary cached by an earlier process,
+              giving the same word pieces (tests/test_speed.py compares them on a corpus).
+
     Raises:
         ModelUnavailable: the files are missing or onnxruntime cannot load them.
     """
 
-    def __init__(self, model_path: Path, tokenizer_path: Path, threads: int | None = None):
+    def __init__(self, model_path: Path, tokenizer_path: Path, threads: int | None = None, *,
+                 one_query: bool = False):
+        self._tokenizer_path = tokenizer_path
+        self._tokenizer = None
+        self._light = _WordPiece.cached(tokenizer_path) if one_query else None
         try:
             import onnxruntime as ort
-            from tokenizers import Tokenizer
 
-            self.tokenizer = Tokenizer.from_file(str(tokenizer_path))
-            self.tokenizer.enable_truncation(max_length=MAX_TOKENS)
-            self.tokenizer.no_padding()
+            if self._light is None:
+                self._tokenizer = self._load_tokenizer()
             options = ort.SessionOptions()
             options.log_severity_level = 3
             # No spin-waiting between ops (a busy-waiting thread burns the CPU the next batch, or the agent
@@ -175,7 +335,7 @@ class Embedder:
             default_threads = min(4, os.cpu_count() or 1)
             options.intra_op_num_threads = threads or int(os.environ.get("MEMSAFE_EMBED_THREADS") or default_threads)
             options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-            self.session = _session(ort, model_path, options)
+            self.session = _session(ort, model_path, options, prepack=not one_query)
         except ModelUnavailable:
             raise
         except Exception as exc:
@@ -184,6 +344,35 @@ class Embedder:
         self.dim = int(self.session.get_outputs()[0].shape[-1])
         self.model_id = model_id_of(model_path)
         self._lock = threading.Lock()
+
+    def _load_tokenizer(self):
+        """The `tokenizers` Tokenizer of tokenizer.json: truncation to MAX_TOKENS, no padding."""
+        from tokenizers import Tokenizer
+
+        tokenizer = Tokenizer.from_file(str(self._tokenizer_path))
+        tokenizer.enable_truncation(max_length=MAX_TOKENS)
+        tokenizer.no_padding()
+        return tokenizer
+
+    @property
+    def tokenizer(self):
+        """The `tokenizers` Tokenizer (loaded on first use when the Embedder was made for one query).
+        Raises ModelUnavailable when it cannot be loaded."""
+        if self._tokenizer is None:
+            try:
+                self._tokenizer = self._load_tokenizer()
+            except Exception as exc:
+                name = self._tokenizer_path.name
+                raise ModelUnavailable(f"cannot load {name}: {type(exc).__name__}: {exc}") from None
+        return self._tokenizer
+
+    def _encode(self, texts: list[str]) -> list:
+        """Encodings (`.ids`, `.attention_mask`, `.type_ids`) of texts already cut to MAX_TEXT_CHARS."""
+        if self._light is not None and self._tokenizer is None and len(texts) == 1:
+            ids = self._light.encode(texts[0])
+            if ids is not None:
+                return [_Encoding(ids)]
+        return self.tokenizer.encode_batch([t if t.strip() else "[UNK]" for t in texts])
 
     def embed(self, texts: list[str], batch_size: int = BATCH_SIZE) -> np.ndarray:
         """Embed texts. Returns (n, dim) float32, L2-normalised, in input order. Empty input gives (0, dim).
@@ -199,7 +388,7 @@ class Embedder:
             return np.zeros((0, self.dim), dtype=np.float32)
         # The model reads MAX_TOKENS word pieces; tokenizing a whole 1 MB text first took ~1 s.
         texts = [t[:MAX_TEXT_CHARS] for t in texts]
-        encodings = self.tokenizer.encode_batch([t if t.strip() else "[UNK]" for t in texts])
+        encodings = self._encode(texts)
         order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         start = 0
@@ -221,7 +410,7 @@ class Embedder:
         return self.embed([text])[0]
 
     def _embed_batch(self, texts: list[str]) -> np.ndarray:
-        return self._run(self.tokenizer.encode_batch([t if t.strip() else "[UNK]" for t in texts]))
+        return self._run(self._encode(texts))
 
     def _run(self, encodings: list) -> np.ndarray:
         import numpy as np
@@ -289,35 +478,65 @@ _shared_error: str | None = None
 _shared_lock = threading.Lock()
 _loader: threading.Thread | None = None
 _loader_lock = threading.Lock()
+_one_query = False  # the shared embedder is made for one query (`load_soon(one_query=True)`)
+_generations = 0  # `reset`s so far (see `get_embedder`)
 
 
-def get_embedder() -> Embedder | None:
-    """The process-wide embedder, loaded on first call; None (with `load_error()`) if unavailable."""
+def get_embedder(_generation: int | None = None) -> Embedder | None:
+    """The process-wide embedder, loaded on first call; None (with `load_error()`) if unavailable.
+    `_generation` (a `load_soon` thread's): load nothing if `reset` ran since that thread started,
+    so a thread of an earlier command never loads a model under a later one's settings."""
     global _shared, _shared_error
     with _shared_lock:
+        if _generation is not None and _generation != _generations:
+            return _shared
         if _shared is None and _shared_error is None:
             if os.environ.get("MEMSAFE_NO_MODEL"):
                 _shared_error = "disabled by MEMSAFE_NO_MODEL"
             else:
                 try:
-                    _shared = Embedder(*model_files())
+                    _shared = Embedder(*model_files(), one_query=_one_query)
                 except ModelUnavailable as exc:
                     _shared_error = str(exc)
         return _shared
 
 
-def load_soon() -> None:
+def load_soon(one_query: bool = False) -> None:
     """Start loading the shared embedder on a thread of its own, so a process that will need it
-    (a default recall) overlaps the model load (~0.4 CPU-seconds: numpy, onnxruntime, the session)
+    (a default recall) overlaps the model load (~0.3 CPU-seconds: numpy, onnxruntime, the session)
     with its other work: imports, opening the store, BM25 (issue 13). `get_embedder` then waits for
     it. Once per process; nothing when the model is disabled. The thread is not a daemon: the
-    interpreter waits for it before it exits (leaving while onnxruntime builds a session aborts)."""
-    global _loader
+    interpreter waits for it before it exits (leaving while onnxruntime builds a session aborts).
+    `one_query`: the process embeds one query (and a bounded backfill at most): see `Embedder`."""
+    global _loader, _one_query
     with _loader_lock:  # not _shared_lock: get_embedder holds that for the whole load
         if os.environ.get("MEMSAFE_NO_MODEL") or any(x is not None for x in (_loader, _shared, _shared_error)):
             return
-        _loader = threading.Thread(target=get_embedder, name="memsafe-model-load")
+        if one_query:
+            _one_query = True
+        _loader = threading.Thread(target=_load_one_query if one_query else get_embedder, args=(_generations,),
+                                   name="memsafe-model-load")
         _loader.start()
+
+
+def _load_one_query(generation: int) -> None:
+    """`get_embedder`, numpy imported first with one OpenBLAS thread (unless numpy is imported
+    already or OPENBLAS_NUM_THREADS is set): OpenBLAS starts a thread per core when it loads, which
+    cost ~50 ms of CPU of a 2-core dev box's default recall (`python -c "import numpy"`, CPU
+    medians of 15 runs under load: 175-223 ms with one thread, 214-274 ms without), and a process
+    that embeds one query multiplies no matrix worth a thread. The variable is set only while
+    numpy loads, so no child process inherits it."""
+    import sys
+
+    if "numpy" not in sys.modules and "OPENBLAS_NUM_THREADS" not in os.environ:
+        os.environ["OPENBLAS_NUM_THREADS"] = "1"
+        try:
+            import numpy  # noqa: F401
+        except ImportError:
+            pass  # reported by get_embedder, as without this
+        finally:
+            os.environ.pop("OPENBLAS_NUM_THREADS", None)
+    get_embedder(generation)
 
 
 def load_error() -> str | None:
@@ -331,6 +550,7 @@ def loaded() -> bool:
 
 def reset() -> None:
     """Forget the shared embedder (tests)."""
-    global _shared, _shared_error, _loader
+    global _shared, _shared_error, _loader, _one_query, _generations
     with _shared_lock:
-        _shared, _shared_error, _loader = None, None, None
+        _shared, _shared_error, _loader, _one_query = None, None, None, False
+        _generations += 1

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import os
 import re
-import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -91,6 +90,8 @@ def is_encrypted(path: Path) -> bool:
 
 def new_key() -> str:
     """A fresh generated key: `msk1-` + 64 hex digits from `secrets` (256 bits)."""
+    import secrets  # here: every store opens through this module, and `secrets` costs a recall ~3 ms to import
+
     return "msk1-" + secrets.token_hex(32)
 
 

@@ -38,9 +38,29 @@ def cache_dir() -> Path:
     folder = os.environ.get("MEMSAFE_CACHE_DIR")
     if folder:
         return Path(folder).expanduser().resolve()
+    linux = _linux_cache_dir()
+    if linux is not None:
+        return linux
     import platformdirs
 
     return Path(platformdirs.user_cache_dir(APP, appauthor=False))
+
+
+def _linux_cache_dir() -> Path | None:
+    """platformdirs' user cache dir on Linux, `$XDG_CACHE_HOME/memsafe` or `$HOME/.cache/memsafe`,
+    without importing it (issue 13: ~5-10 ms of every recall, most of it `tempfile`, which
+    platformdirs imports); None where platformdirs has more to decide (another platform,
+    Android, a relative $XDG_CACHE_HOME or $HOME). tests/test_speed.py checks that both agree;
+    were they ever to differ, a cache would be rebuilt in another folder, nothing lost."""
+    import sys
+
+    if sys.platform != "linux" or hasattr(sys, "getandroidapilevel") or os.environ.get("ANDROID_DATA"):
+        return None
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    if xdg.startswith("/"):
+        return Path(xdg) / APP
+    home = os.environ.get("HOME", "")
+    return Path(home) / ".cache" / APP if home.startswith("/") else None
 
 
 def config_file() -> Path:

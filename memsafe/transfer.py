@@ -271,7 +271,9 @@ class _Checker:
 
     def choice(self, field: str, enum: type, *, default=None, src: dict | None = None) -> str:
         value = (src if src is not None else self.obj).get(field, default)
-        allowed = [e.value for e in enum]
+        allowed = _VALUES.get(enum)
+        if allowed is None:
+            allowed = _VALUES[enum] = [e.value for e in enum]
         if value not in allowed:
             raise self.fail(field, f"{self._shown(value)} must be one of {', '.join(allowed)}")
         return value
@@ -281,6 +283,9 @@ class _Checker:
         if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
             raise self.fail(field, f"{self._shown(value)} must be a list of non-empty strings")
         return list(value)
+
+
+_VALUES: dict[type, list[str]] = {}  # enum -> its values, in order (`_Checker.choice`)
 
 
 def check_memory(obj: dict, line: int, record: int, *, now: datetime | None = None) -> dict:

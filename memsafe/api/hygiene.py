@@ -13,7 +13,7 @@ import re
 import unicodedata
 from collections.abc import Sequence
 
-from memsafe import safety, settings
+from memsafe import settings
 from memsafe.errors import InvalidInput, SecretDetected
 from memsafe.models import Kind, Scope
 
@@ -197,6 +197,8 @@ def refuse_secret(text: str, what: str) -> str:
 def _name_findings(text: str) -> str:
     """`safety.describe` of the credentials in a name ('' if none). Names repeat (tags, projects,
     entity keys in every record of an import), so the scan result is kept per process."""
+    from memsafe import safety  # on first use: its patterns cost a recall, which scans nothing, ~5 ms to compile
+
     findings = safety.scan(text)
     return safety.describe(findings) if findings else ""
 
@@ -206,6 +208,8 @@ def _screen_secrets(text: str, redact: bool) -> str:
     passed `clean_text`'s length limit; its redacted form may be longer (`[REDACTED:aws-access-key]`
     is 25 characters, the key 20) and is stored whole: a text within the limit is never refused
     for what redaction added."""
+    from memsafe import safety
+
     findings = safety.scan(text)
     if not findings:
         return text

@@ -449,6 +449,7 @@ def _import_memsafe(store: Store, path: Path, report: ImportReport, problems: li
     dim = None  # vector size when the file's vectors are usable here
     seen_uids: dict[str, int] = {}  # uid -> line of its first memory record in this file
     added = _NewMemories(store, report)
+    known: dict[str, int] = {}  # identity key -> id of the entities of this file's entity records
     for number, text in _read(path, progress):
         if not header_seen:
             try:
@@ -477,10 +478,11 @@ def _import_memsafe(store: Store, path: Path, report: ImportReport, problems: li
                     problems.append(Notice(number, f"uid {rec['uid']} appeared already on line {first}; skipped",
                                            record=record_no, skip=True))
                     continue
-                if rec["uid"] not in seen_uids and store.memory_by_uid(rec["uid"]) is None \
-                        and purged.skip(rec["uid"], number, record_no, report, problems):
+                if rec["uid"] in purged.stubs and rec["uid"] not in seen_uids \
+                        and store.memory_by_uid(rec["uid"]) is None \
+                        and purged.skip(rec["uid"], number, record_no, report, problems):  # looked up only if purged
                     continue
-                _apply_memory(store, rec, report, problems, number, record_no, redact, dim, author, added)
+                _apply_memory(store, rec, report, problems, number, record_no, redact, dim, author, added, known)
                 seen_uids[rec["uid"]] = number  # only once taken: an invalid first copy does not hide a valid one
             elif kind == "entity":
                 entity = transfer.check_entity(value, number, record_no, now=now)
@@ -499,7 +501,7 @@ def _import_memsafe(store: Store, path: Path, report: ImportReport, problems: li
                                       "mean is unknown", line=number, record=record_no, field="key")
                 keys[entity["file_key"]] = entity["key"]
                 key_lines.setdefault(entity["file_key"], number)
-                _apply_entity(store, entity, report)
+                known[entity["key"]] = _apply_entity(store, entity, report)
             elif kind == "relation":
                 rel = transfer.check_relation(value, number, record_no, now=now)
                 for end in ("source", "target"):
@@ -581,9 +583,10 @@ def _apply_entity(store: Store, entity: dict, report: ImportReport) -> int:
 
 def _apply_memory(store: Store, rec: dict, report: ImportReport, problems: list[Notice], line: int,
                   record: int, redact: bool = False, dim: int | None = None, author: str | None = None,
-                  added: _NewMemories | None = None) -> None:
+                  added: _NewMemories | None = None, known: dict[str, int] | None = None) -> None:
     """Apply one checked memory record: update the memory of its uid when the file's is newer,
-    else insert it (through `added`, in batches, when given). Raises RecordError."""
+    else insert it (through `added`, in batches, when given). `known`: entity ids known by
+    key (the file's entity records), looked up in the store otherwise. Raises RecordError."""
     vector = rec["vector"]
     if vector is not None and dim is not None and len(vector) != 4 * dim:
         raise RecordError(f"holds {len(vector) // 4} values; the header's model has {dim}", line=line,
@@ -607,7 +610,7 @@ def _apply_memory(store: Store, rec: dict, report: ImportReport, problems: list[
         raise RecordError(str(exc), line=line, record=record) from None
     entity_ids = []
     for key in rec["entities"]:
-        entity_id = store.entity_id_by_key(key)
+        entity_id = (known or {}).get(key) or store.entity_id_by_key(key)
         if entity_id is None:
             raise RecordError(f"{json.dumps(key)} names no entity record", line=line, record=record, field="entities")
         entity_ids.append(entity_id)

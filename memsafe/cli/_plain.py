@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -130,6 +131,61 @@ def read_stdin(json_: bool = False) -> str:
         raise fail("no standard input to read; pass the text as an argument instead of -", json_=json_)
     data = stream.buffer.read() if hasattr(stream, "buffer") else stream.read()
     return data.decode("utf-8", "replace") if isinstance(data, bytes) else data
+
+
+def err_line(text: str) -> None:
+    """One line of text on stderr, as `err_console().print(text, markup=False)` shows it; without
+    importing rich when that cannot change it (not a terminal, printable text, no `:name:` that
+    rich could read as an emoji code)."""
+    if is_tty(sys.stderr) or not text.isprintable() or _EMOJI_CODE.search(text):
+        err_console().print(text, markup=False)
+    else:
+        sys.stderr.write(text + "\n")
+
+
+_EMOJI_CODE = re.compile(r":\S*?:")  # what rich's emoji replacement could match (a superset of it)
+
+
+@contextmanager
+def progress(label: str, enabled: bool = True) -> Iterator:
+    """A rich progress bar on stderr (only on a terminal); yields a (done, total) callback, or None."""
+    if not (enabled and is_tty(sys.stderr) and err_console().is_terminal):
+        yield None
+        return
+    from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
+
+    bar = Progress(TextColumn(label), BarColumn(), TaskProgressColumn(), TimeRemainingColumn(),
+                   console=err_console(), transient=True)
+    with bar:
+        task = bar.add_task(label, total=None)
+
+        def update(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        yield update
+
+
+@contextmanager
+def interrupts() -> Iterator[list]:
+    """SIGINT raises KeyboardInterrupt as usual and is also recorded in the yielded list (truthy
+    once interrupted): native code (onnxruntime importing numpy) can swallow the exception."""
+    import signal
+    import threading
+
+    seen: list = []
+    if threading.current_thread() is not threading.main_thread():
+        yield seen
+        return
+
+    def handler(signum, frame):
+        seen.append(signum)
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield seen
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def out():

@@ -165,7 +165,7 @@ def _bench_dataset(dataset: str | None, file: str | None, json_: bool) -> None:
     if not file:
         raise _fail("--dataset locomo needs the dataset FILE as argument")
     from memsafe.bench import locomo
-    from memsafe.cli.transfer import _progress
+    from memsafe.cli._plain import progress as _progress
 
     try:
         with _progress("recall") as progress:

@@ -1,29 +1,39 @@
 """Responsibility: the hot commands, `recall` and `remember`, as a shell, a git hook or an agent
-calls them many times a session, without building the Typer app (issue 13: Typer, rich and the
-handlers nobody runs were most of a whole-process recall).
+calls them many times a session, and `import`, without building the Typer app (issue 13: Typer,
+rich and the handlers nobody runs were most of a whole-process recall, and half of an import of
+1,000 memories).
 
-`run(argv)` reads a command line of the plain shape those callers use: `[--db PATH] recall|remember`,
-known options each as `--name VALUE`, `--name=VALUE`, `-x VALUE` or a flag, and one argument. For
-anything else (`--help`, an unknown or malformed option, a value out of range, a second argument,
-`--`, a completion request) it returns None and `memsafe.__main__` hands the command line to the
-Typer app, so help texts, usage errors and exit codes come from one place (`MEMSAFE_CLI_FAST=0`
-sends every command line there). The commands' bodies
-(`recall`, `remember`) are shared: the Typer commands in `memsafe.cli.memory` call them too.
+`run(argv)` reads a command line of the plain shape those callers use:
+`[--db PATH] recall|remember|import`, known options each as `--name VALUE`, `--name=VALUE`,
+`-x VALUE` or a flag, and one argument. For anything else (`--help`, an unknown or malformed
+option, a value out of range, a second argument, `--`, a completion request) it returns None and
+`memsafe.__main__` hands the command line to the Typer app, so help texts, usage errors and exit
+codes come from one place (`MEMSAFE_CLI_FAST=0` sends every command line there). The commands'
+bodies (`recall`, `remember`, `import_`) are shared: the Typer commands in `memsafe.cli.memory`
+and `memsafe.cli.transfer` call them too.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 from memsafe import render
 from memsafe.cli._plain import (
+    Failed,
     emit_json,
     err_console,
+    err_line,
+    errors,
     fail,
+    interrupts,
     is_tty,
     out,
     print_line,
+    progress,
     project_key,
     read_stdin,
     safe_streams,
@@ -62,19 +72,35 @@ _OPTIONS = {
         "--redact": ("redact", "flag"),
         "--json": ("json_", "flag"),
     },
+    "import": {
+        "--format": ("fmt", "format"), "-f": ("fmt", "format"),
+        "--dry-run": ("dry_run", "flag"),
+        "--skip-invalid": ("skip_invalid", "flag"),
+        "--project": ("project", "text"), "-p": ("project", "text"),
+        "--no-embed": ("no_embed", "flag"),
+        "--redact": ("redact", "flag"),
+        "--allow-purged": ("allow_purged", "flag"),
+        "--json": ("json_", "flag"),
+    },
 }
+_POSITIONAL = {"recall": "query", "remember": "content", "import": "file"}
 _DEFAULTS = {
     "recall": dict(limit=None, budget=None, project=None, project_path=None, all_projects=False, kinds=[], tags=[],
                    mode="hybrid", include_forgotten=False, as_of=None, since=None, json_=False),
     "remember": dict(kind="general", tags=[], project=None, project_path=None, global_=False, source="user",
                      importance=None, no_embed=False, pin=False, entities=[], redact=False, json_=False),
+    "import": dict(fmt="auto", dry_run=False, skip_invalid=False, project=None, no_embed=False, redact=False,
+                   allow_purged=False, json_=False),
 }
+IMPORT_FORMATS = ("auto", "memsafe", "server-memory")  # the choices of `import --format` (cli/transfer.py)
 
 
 def _value(kind: str, raw: str):
     """`raw` converted as the Typer option would, or None when Typer might judge it otherwise."""
     if kind == "text" or kind == "texts":
         return raw
+    if kind == "format":
+        return raw if raw in IMPORT_FORMATS else None
     if kind == "count":
         return int(raw) if raw.isascii() and raw.isdigit() and int(raw) >= 1 else None
     if kind == "unit":
@@ -90,7 +116,7 @@ def _value(kind: str, raw: str):
 
 def parse(argv: list[str]) -> tuple[str, str | None, dict] | None:
     """(command, --db value or None, keyword arguments of its body) for a plain command line of
-    `recall` or `remember`, else None (the Typer app takes it)."""
+    `recall`, `remember` or `import`, else None (the Typer app takes it)."""
     db = None
     i = 0
     while i < len(argv) and argv[i].startswith("--db"):
@@ -137,13 +163,13 @@ def parse(argv: list[str]) -> tuple[str, str | None, dict] | None:
             kwargs[param] = value
     if len(positional) != 1:
         return None
-    kwargs["query" if command == "recall" else "content"] = positional[0]
+    kwargs[_POSITIONAL[command]] = positional[0]
     return command, db, kwargs
 
 
 def run(argv: list[str]) -> int | None:
-    """Run `argv` when it is a plain `recall` or `remember` (see `parse`): returns the exit code.
-    None when the Typer app must take it (nothing was done)."""
+    """Run `argv` when it is a plain `recall`, `remember` or `import` (see `parse`): returns the exit
+    code. None when the Typer app must take it (nothing was done)."""
     if "_MEMSAFE_COMPLETE" in os.environ or os.environ.get("MEMSAFE_CLI_FAST", "1") == "0":
         return None
     parsed = parse(argv)
@@ -152,7 +178,7 @@ def run(argv: list[str]) -> int | None:
     command, db, kwargs = parsed
     safe_streams()
     try:
-        (recall if command == "recall" else remember)(db, **kwargs)
+        {"recall": recall, "remember": remember, "import": import_}[command](db, **kwargs)
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else 1
     except KeyboardInterrupt:
@@ -208,7 +234,7 @@ def recall(db: str | None, query: str, *, limit: int | None, budget: int | None,
     if mode != "lexical" and not os.environ.get("MEMSAFE_NO_VEC"):
         from memsafe import embed
 
-        embed.load_soon()  # the model loads while the store opens and BM25 runs (issue 13)
+        embed.load_soon(one_query=True)  # the model loads while the store opens and BM25 runs (issue 13)
     from memsafe import api
 
     with session(db, json_) as opened:
@@ -235,3 +261,88 @@ def recall(db: str | None, query: str, *, limit: int | None, budget: int | None,
         out().print(render.recall_table(result))
     else:  # piped: plain tab-separated lines, no rich to import and lay out
         sys.stdout.write("\n".join(render.recall_lines(result)) + "\n")
+
+
+PARTIAL_EXIT = 3  # `import` finished but skipped something
+
+
+@contextmanager
+def _dry_run_session(db: str | None, json_: bool) -> Iterator:
+    """The store to check an import against without writing: the real one, or, when there is none
+    yet, a throwaway empty store (a dry run must not create the database file). Yields `api.Opened`."""
+    from memsafe import api, settings
+
+    with errors(db, json_):
+        path, _ = settings.resolve_db_path(db)
+    if isinstance(path, str) or path.exists():  # a PostgreSQL URL: its database exists
+        with session(db, json_) as opened:
+            yield opened
+        return
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="memsafe-dry-run-") as folder, errors(path, json_):
+        opened = api.open_store(str(Path(folder) / "memory.db"))
+        try:
+            yield opened
+        finally:
+            opened.store.close()
+
+
+def import_(db: str | None, file: str | Path, *, fmt: str, dry_run: bool, skip_invalid: bool, project: str | None,
+            no_embed: bool, redact: bool, allow_purged: bool, json_: bool) -> None:
+    """`memsafe import`: FILE in one transaction, then its vectors (unless --no-embed or --dry-run);
+    the report on stderr, or one JSON document on stdout with --json.
+
+    Raises:
+        Failed: the error was reported (exit 1), the import skipped records (exit 3, `PARTIAL_EXIT`)
+            or was interrupted (exit 130; it says what was kept).
+    """
+    from memsafe import api
+
+    file = Path(file)
+    with (_dry_run_session(db, json_) if dry_run else session(db, json_)) as opened, interrupts() as interrupted:
+        report = None
+        try:
+            with progress("importing") as bar:
+                report = api.import_file(
+                    opened.store, file, fmt=fmt, dry_run=dry_run, skip_invalid=skip_invalid,
+                    project=project, progress=bar, redact=redact, allow_purged=allow_purged,
+                )
+            if not (dry_run or no_embed) and report.memories_added + report.memories_updated:
+                with progress("embedding") as bar:
+                    result = api.embed_pending(opened.store, progress=bar)
+                report.embedded, report.pending = result.embedded, result.pending
+            if interrupted:  # a Ctrl-C that a native library swallowed (loading the model)
+                raise KeyboardInterrupt
+        except KeyboardInterrupt:  # the import is one transaction: before it commits, nothing is kept
+            if report is None or dry_run:
+                say("Error", "interrupted: nothing imported (rolled back)")
+            else:
+                say("Error", f"interrupted: {render.count_of(report.memories_added, 'memory')} added, "
+                             f"{report.memories_updated} updated; "
+                             f"{render.count_of(opened.store.pending_count(), 'vector')} pending: run `memsafe embed`")
+            raise Failed(130) from None
+    if json_:
+        from dataclasses import asdict
+
+        emit_json({**asdict(report), "partial": report.partial})
+    else:
+        for line in report.notes:
+            err_line(f"note: {line}")
+        for line in report.skipped:
+            err_line(f"skipped: {line}")
+        verb = "Would import" if dry_run else "Imported"
+        err_line(
+            f"{verb} {report.format} file {file}: {render.count_of(report.memories_added, 'memory')} added, "
+            f"{report.memories_updated} updated, {report.memories_unchanged} unchanged, "
+            f"{render.count_of(report.entities_added, 'entity')}, "
+            f"{render.count_of(report.relations_added, 'relation')} added; "
+            f"{len(report.skipped)} skipped"
+            + (f" ({report.purged} purged here before: --allow-purged brings them back)" if report.purged else "")
+            + (f"; {render.count_of(report.vectors_imported, 'vector')} taken from the file"
+               if report.vectors_imported else "")
+            + (f"; {render.count_of(report.pending, 'vector')} pending (run `memsafe embed`)"
+               if report.pending else ""),
+        )
+    if report.partial:
+        raise Failed(PARTIAL_EXIT)

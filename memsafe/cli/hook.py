@@ -122,7 +122,7 @@ def backfill(
 
       memsafe hook backfill --since 2024-01-01 --max 500
     """
-    from memsafe.cli.transfer import _progress
+    from memsafe.cli._plain import progress as _progress
 
     with _session(ctx) as opened, _progress("remembering commits", not json_) as progress:
         report = api.backfill_commits(opened.store, repo, since=since, max_count=max_, progress=progress)

@@ -4,22 +4,20 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from enum import Enum
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from memsafe import api, render, settings
+from memsafe import api, render
+from memsafe.cli import _plain, fast
 from memsafe.cli._common import (
     AllProjectsOpt,
     JsonOpt,
     ProjectOpt,
     ProjectPathOpt,
     _emit_json,
-    _errors,
     _fail,
     _scope,
     _session,
@@ -28,76 +26,13 @@ from memsafe.cli._common import (
     say,
 )
 
-PARTIAL_EXIT = 3  # import finished but skipped something
+PARTIAL_EXIT = fast.PARTIAL_EXIT  # import finished but skipped something
 
 
 class ImportFormat(str, Enum):
     auto = "auto"
     memsafe = "memsafe"
     server_memory = "server-memory"
-
-
-@contextmanager
-def _dry_run_session(ctx: typer.Context) -> Iterator[api.Opened]:
-    """The store to check an import against without writing: the real one, or, when there is none
-    yet, a throwaway empty store (a dry run must not create the database file)."""
-    db = ctx.obj.db if ctx.obj else None
-    with _errors(db):
-        path, _ = settings.resolve_db_path(db)
-    if isinstance(path, str) or path.exists():  # a PostgreSQL URL: its database exists
-        with _session(ctx) as opened:
-            yield opened
-        return
-    import tempfile
-
-    with tempfile.TemporaryDirectory(prefix="memsafe-dry-run-") as folder, _errors(path):
-        opened = api.open_store(str(Path(folder) / "memory.db"))
-        try:
-            yield opened
-        finally:
-            opened.store.close()
-
-
-@contextmanager
-def _progress(label: str, enabled: bool = True) -> Iterator:
-    """A rich progress bar on stderr (only on a terminal); yields a (done, total) callback."""
-    if not (enabled and err.is_terminal):
-        yield None
-        return
-    from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
-
-    bar = Progress(TextColumn(label), BarColumn(), TaskProgressColumn(), TimeRemainingColumn(), console=err,
-                   transient=True)
-    with bar:
-        task = bar.add_task(label, total=None)
-
-        def update(done: int, total: int) -> None:
-            bar.update(task, completed=done, total=total)
-
-        yield update
-
-
-@contextmanager
-def _interrupts() -> Iterator[list]:
-    """SIGINT raises KeyboardInterrupt as usual and is also recorded in the yielded list (truthy
-    once interrupted): native code (onnxruntime importing numpy) can swallow the exception."""
-    import signal
-    import threading
-
-    seen: list = []
-    if threading.current_thread() is not threading.main_thread():
-        yield seen
-        return
-
-    def handler(signum, frame):
-        seen.append(signum)
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGINT, handler)
-    try:
-        yield seen
-    finally:
-        signal.signal(signal.SIGINT, previous)
 
 
 @app.command()
@@ -145,7 +80,7 @@ def export(
             except OSError as exc:
                 raise _fail(f"cannot write the export to stdout: {exc.strerror or exc}") from None
         else:
-            with _progress("exporting") as progress:
+            with _plain.progress("exporting") as progress:
                 report = api.export_to_path(opened.store, Path(output), progress=progress, **options)
     c = report.counts
     err.print(f"Exported {render.count_of(c['memory'], 'memory')}, {render.count_of(c['entity'], 'entity')}, "
@@ -194,57 +129,12 @@ def import_(
 
       memsafe import ~/.mcp/memory.json --format server-memory --skip-invalid
     """
-    with (_dry_run_session(ctx) if dry_run else _session(ctx)) as opened, _interrupts() as interrupted:
-        report = None
-        try:
-            with _progress("importing") as progress:
-                report = api.import_file(
-                    opened.store, file, fmt=format_.value, dry_run=dry_run, skip_invalid=skip_invalid,
-                    project=project, progress=progress, redact=redact, allow_purged=allow_purged,
-                )
-            if not (dry_run or no_embed) and report.memories_added + report.memories_updated:
-                with _progress("embedding") as progress:
-                    result = api.embed_pending(opened.store, progress=progress)
-                report.embedded, report.pending = result.embedded, result.pending
-            if interrupted:  # a Ctrl-C that a native library swallowed (loading the model)
-                raise KeyboardInterrupt
-        except KeyboardInterrupt:  # the import is one transaction: before it commits, nothing is kept
-            if report is None or dry_run:
-                say("Error", "interrupted: nothing imported (rolled back)")
-            else:
-                say("Error", f"interrupted: {render.count_of(report.memories_added, 'memory')} added, "
-                             f"{report.memories_updated} updated; "
-                             f"{render.count_of(opened.store.pending_count(), 'vector')} pending: run `memsafe embed`")
-            raise typer.Exit(130) from None
-    if json_:
-        _emit_json({**api_dict(report), "partial": report.partial})
-    else:
-        for line in report.notes:
-            err.print(f"note: {line}", markup=False)
-        for line in report.skipped:
-            err.print(f"skipped: {line}", markup=False)
-        verb = "Would import" if dry_run else "Imported"
-        err.print(
-            f"{verb} {report.format} file {file}: {render.count_of(report.memories_added, 'memory')} added, "
-            f"{report.memories_updated} updated, {report.memories_unchanged} unchanged, "
-            f"{render.count_of(report.entities_added, 'entity')}, "
-            f"{render.count_of(report.relations_added, 'relation')} added; "
-            f"{len(report.skipped)} skipped"
-            + (f" ({report.purged} purged here before: --allow-purged brings them back)" if report.purged else "")
-            + (f"; {render.count_of(report.vectors_imported, 'vector')} taken from the file"
-               if report.vectors_imported else "")
-            + (f"; {render.count_of(report.pending, 'vector')} pending (run `memsafe embed`)"
-               if report.pending else ""),
-            markup=False,
-        )
-    if report.partial:
-        raise typer.Exit(PARTIAL_EXIT)
-
-
-def api_dict(report) -> dict:
-    from dataclasses import asdict
-
-    return asdict(report)
+    try:
+        fast.import_(ctx.obj.db if ctx.obj else None, file, fmt=format_.value, dry_run=dry_run,
+                     skip_invalid=skip_invalid, project=project, no_embed=no_embed, redact=redact,
+                     allow_purged=allow_purged, json_=json_)
+    except _plain.Failed as exc:
+        raise typer.Exit(exc.code) from None
 
 
 @app.command()
@@ -254,7 +144,7 @@ def embed(ctx: typer.Context, json_: JsonOpt = False) -> None:
     Until then those memories are found by keywords only. Exits 1 if vectors cannot be computed here.
     """
     with _session(ctx) as opened:
-        with _progress("embedding") as progress:
+        with _plain.progress("embedding") as progress:
             report = api.embed_pending(opened.store, progress=progress)
     if json_:
         _emit_json(report)
