@@ -288,6 +288,13 @@ def _dry_run_session(db: str | None, json_: bool) -> Iterator:
             opened.store.close()
 
 
+def _sizes(store) -> tuple[int, int]:
+    """(memories, versions) in `store`: an import that committed changed one of them (a new memory,
+    or a new version of one it updated)."""
+    counts = store.counts()
+    return counts["total"], counts["versions"]
+
+
 def import_(db: str | None, file: str | Path, *, fmt: str, dry_run: bool, skip_invalid: bool, project: str | None,
             no_embed: bool, redact: bool, allow_purged: bool, json_: bool) -> None:
     """`memsafe import`: FILE in one transaction, then its vectors (unless --no-embed or --dry-run);
@@ -302,6 +309,7 @@ def import_(db: str | None, file: str | Path, *, fmt: str, dry_run: bool, skip_i
     file = Path(file)
     with (_dry_run_session(db, json_) if dry_run else session(db, json_)) as opened, interrupts() as interrupted:
         report = None
+        before = _sizes(opened.store)
         try:
             with progress("importing") as bar:
                 report = api.import_file(
@@ -315,7 +323,12 @@ def import_(db: str | None, file: str | Path, *, fmt: str, dry_run: bool, skip_i
             if interrupted:  # a Ctrl-C that a native library swallowed (loading the model)
                 raise KeyboardInterrupt
         except KeyboardInterrupt:  # the import is one transaction: before it commits, nothing is kept
-            if report is None or dry_run:
+            if report is None and not dry_run and _sizes(opened.store) != before:  # Ctrl-C after the commit
+                added = _sizes(opened.store)[0] - before[0]
+                say("Error", f"interrupted after the import was committed: {render.count_of(added, 'memory')} "
+                             f"added; {render.count_of(opened.store.pending_count(), 'vector')} pending: run "
+                             "`memsafe embed`")
+            elif report is None or dry_run:
                 say("Error", "interrupted: nothing imported (rolled back)")
             else:
                 say("Error", f"interrupted: {render.count_of(report.memories_added, 'memory')} added, "
