@@ -356,7 +356,8 @@ class SQLiteVectors:
         fetch = min(total, max(k * shared.OVERFETCH, shared.OVERFETCH_MIN))
         small = 2 * fetch >= total  # reading the ids in scope is cheaper than checking `fetch` of them
         top = np.argpartition(distance, fetch - 1)[:fetch] if fetch < total else np.arange(total)
-        keep = set() if small else self._in_scope([int(i) for i in cache.ids[top]], where, params, embedded=True)
+        fetched = [] if small else cache.ids[top].tolist()
+        keep = self._in_scope(fetched, where, params, embedded=True) if fetched else set()
         if small or (len(keep) < k and fetch < total):  # mask every vector by the ids in scope
             ids = np.fromiter(
                 (r[0] for r in self.conn.execute(f"SELECT m.id FROM memories m WHERE m.embedded = 1 AND {where}",
@@ -366,7 +367,7 @@ class SQLiteVectors:
             top = np.argpartition(distance, min(k, total) - 1)[: min(k, total)] if k < total else np.arange(total)
             top = top[np.isfinite(distance[top])]
         else:
-            top = top[np.isin(cache.ids[top], np.fromiter(keep, dtype=np.int64, count=len(keep)))]
+            top = top[np.fromiter((i in keep for i in fetched), dtype=bool, count=len(fetched))]
         top = top[np.lexsort((cache.ids[top], distance[top]))][:k]
         return [(int(cache.ids[i]), float(distance[i])) for i in top]
 
