@@ -520,22 +520,11 @@ def load_soon(one_query: bool = False) -> None:
 
 
 def _load_one_query(generation: int) -> None:
-    """`get_embedder`, numpy imported first with one OpenBLAS thread (unless numpy is imported
-    already or OPENBLAS_NUM_THREADS is set): OpenBLAS starts a thread per core when it loads, which
-    cost ~50 ms of CPU of a 2-core dev box's default recall (`python -c "import numpy"`, CPU
-    medians of 15 runs under load: 175-223 ms with one thread, 214-274 ms without), and a process
-    that embeds one query multiplies no matrix worth a thread. The variable is set only while
-    numpy loads, so no child process inherits it."""
-    import sys
-
-    if "numpy" not in sys.modules and "OPENBLAS_NUM_THREADS" not in os.environ:
-        os.environ["OPENBLAS_NUM_THREADS"] = "1"
-        try:
-            import numpy  # noqa: F401
-        except ImportError:
-            pass  # reported by get_embedder, as without this
-        finally:
-            os.environ.pop("OPENBLAS_NUM_THREADS", None)
+    """`get_embedder` for a process that embeds one query. numpy loads with one OpenBLAS thread
+    (`memsafe/__init__.py` sets OPENBLAS_NUM_THREADS=1 unless the user did): OpenBLAS starts a
+    thread per core when it loads, which cost ~50 ms of CPU of a 2-core dev box's default recall
+    (`python -c "import numpy"`, CPU medians of 15 runs under load: 175-223 ms with one thread,
+    214-274 ms without)."""
     get_embedder(generation)
 
 

@@ -408,12 +408,15 @@ def test_the_python_word_pieces_of_an_ascii_query_are_those_of_tokenizers(tmp_pa
     assert np.abs(quick.embed(["café", "two texts"]) - embedder.embed(["café", "two texts"])).max() < 1e-6
 
 
-def test_a_default_recall_loads_numpy_with_one_blas_thread_and_leaves_the_environment_alone():
+def test_a_default_recall_loads_numpy_with_one_blas_thread_unless_told_otherwise():
     code = ("import os, sys; from memsafe import embed; embed.load_soon(one_query=True); embed._loader.join(); "
             "print(embed.loaded(), 'numpy' in sys.modules, os.environ.get('OPENBLAS_NUM_THREADS'))")
     env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
-    assert proc.stdout.split() == ["True", "True", "None"], proc.stderr[-2000:]
+    assert proc.stdout.split() == ["True", "True", "1"], proc.stderr[-2000:]
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          env={**env, "OPENBLAS_NUM_THREADS": "2"})
+    assert proc.stdout.split() == ["True", "True", "2"], proc.stderr[-2000:]
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="the shortcut is Linux's")

@@ -335,8 +335,10 @@ def m008_vector_log_token(conn: apsw.Connection) -> None:
     copy of the file put back at its path (a backup restored, an export re-imported: same oldest
     memory) that had then seen as many vector writes, the last naming the same memory, passed for
     the file the copy was read from, and its vectors were searched (break-it 7). Rows written
-    before keep a NULL token. Adding a column rewrites nothing."""
-    conn.execute("ALTER TABLE vector_log ADD COLUMN token INTEGER")
+    before keep a NULL token. Adding a column rewrites nothing; a file that has it already is left
+    as it is."""
+    if "token" not in {r[1] for r in conn.execute("PRAGMA table_info(vector_log)")}:
+        conn.execute("ALTER TABLE vector_log ADD COLUMN token INTEGER")
 
 
 def latest() -> int:
