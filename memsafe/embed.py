@@ -514,18 +514,9 @@ def load_soon(one_query: bool = False) -> None:
             return
         if one_query:
             _one_query = True
-        _loader = threading.Thread(target=_load_one_query if one_query else get_embedder, args=(_generations,),
+        _loader = threading.Thread(target=get_embedder, args=(_generations,),
                                    name="memsafe-model-load")
         _loader.start()
-
-
-def _load_one_query(generation: int) -> None:
-    """`get_embedder` for a process that embeds one query. numpy loads with one OpenBLAS thread
-    (`memsafe/__init__.py` sets OPENBLAS_NUM_THREADS=1 unless the user did): OpenBLAS starts a
-    thread per core when it loads, which cost ~50 ms of CPU of a 2-core dev box's default recall
-    (`python -c "import numpy"`, CPU medians of 15 runs under load: 175-223 ms with one thread,
-    214-274 ms without)."""
-    get_embedder(generation)
 
 
 def load_error() -> str | None:

@@ -169,9 +169,7 @@ class SQLiteVectors:
             for project in dict.fromkeys(projects):
                 scope = Scope(projects=[project] if project is not None else [], include_global=project is None)
                 where, params = self._scope_sql(scope)
-                members[project] = np.isin(ids, np.fromiter(
-                    (r[0] for r in self.conn.execute(f"SELECT m.id FROM memories m WHERE m.embedded = 1 AND {where}",
-                                                     params)), dtype=np.int64))
+                members[project] = np.isin(ids, self._embedded_in_scope(where, params))
         q = np.stack([np.frombuffer(b, dtype=np.float32) for b in queries])
         with np.errstate(divide="ignore", invalid="ignore"):
             # cosine similarity as vec_distance_cosine computes it (1 - distance); a zero or
@@ -340,6 +338,13 @@ class SQLiteVectors:
                 out[memory_id] = blob
         return out
 
+    def _embedded_in_scope(self, where: str, params: list):
+        """The ids of the embedded memories in scope (`where` from `_scope_sql`): (m,) int64."""
+        import numpy as np
+
+        return np.fromiter((r[0] for r in self.conn.execute(
+            f"SELECT m.id FROM memories m WHERE m.embedded = 1 AND {where}", params)), dtype=np.int64)
+
     def _cached_search(self, cache, query_bytes, where, params, k) -> list[tuple[int, float]]:
         """Exact top k in scope from the in-memory vectors: one matrix-vector product over all of
         them, then post-filtering (see shared.OVERFETCH); a narrow scope, or a store holding under
@@ -359,11 +364,7 @@ class SQLiteVectors:
         fetched = [] if small else cache.ids[top].tolist()
         keep = self._in_scope(fetched, where, params, embedded=True) if fetched else set()
         if small or (len(keep) < k and fetch < total):  # mask every vector by the ids in scope
-            ids = np.fromiter(
-                (r[0] for r in self.conn.execute(f"SELECT m.id FROM memories m WHERE m.embedded = 1 AND {where}",
-                                                 params)), dtype=np.int64,
-            )
-            distance = np.where(np.isin(cache.ids, ids), distance, np.inf)
+            distance = np.where(np.isin(cache.ids, self._embedded_in_scope(where, params)), distance, np.inf)
             top = np.argpartition(distance, min(k, total) - 1)[: min(k, total)] if k < total else np.arange(total)
             top = top[np.isfinite(distance[top])]
         else:
