@@ -426,3 +426,18 @@ def test_a_repeated_query_is_embedded_once_per_model(store, embedder, monkeypatc
     monkeypatch.setattr(embedder, "model_id", embedder.model_id + "-other")  # another model
     vector = core._query_vector(embedder, core._vector_text(store, query))
     assert len(calls) == asked + 1 and not vector.flags.writeable
+
+
+def test_recall_hits_carry_their_tags_read_only_for_what_is_returned(filled):
+    """Candidates are read without tags (session 8: ~0.6 ms of a recall at 10,000 memories); the
+    returned hits must still carry every tag, sorted, on both backends, and a tag-scoped recall
+    still sees tags when it filters and links conversation turns."""
+    store, ids = filled
+    api.update(store, ids[1], tags=["ci", "network", "proxy"])
+    api.update(store, ids[5], tags=["config"])
+    result = api.recall(store, "why does the CI pipeline fail behind a proxy?")
+    by_id = {h.memory.id: h.memory.tags for h in result.hits}
+    assert by_id[ids[1]] == ["ci", "network", "proxy"]
+    assert all(tags == ([] if i not in (ids[1], ids[5]) else tags) for i, tags in by_id.items())
+    scoped = api.recall(store, "settings file at start-up", tags=["config"])
+    assert [h.memory.id for h in scoped.hits] == [ids[5]] and scoped.hits[0].memory.tags == ["config"]

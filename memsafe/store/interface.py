@@ -78,8 +78,13 @@ class Memories(ABC):
         """Replace a memory's tags with `tags` (duplicates ignored). Call inside `write()`."""
 
     @abstractmethod
-    def get_memories(self, ids: Sequence[int]) -> dict[int, Memory]:
-        """Memories by id (any status), with tags. Missing ids are absent from the result."""
+    def get_memories(self, ids: Sequence[int], *, tags: bool = True) -> dict[int, Memory]:
+        """Memories by id (any status), with their tags unless `tags` is False (then `tags` is
+        empty until `fill_tags`). Missing ids are absent from the result."""
+
+    @abstractmethod
+    def fill_tags(self, memories: Sequence[Memory]) -> None:
+        """Set each memory's `tags` (sorted) from the store, in place."""
 
     def get_memory(self, memory_id: int) -> Memory | None:
         """One memory by id (any status), or None."""

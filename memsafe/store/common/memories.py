@@ -83,7 +83,7 @@ class SQLMemories:
             [(memory_id, t) for t in tags],
         )
 
-    def get_memories(self, ids: Sequence[int]) -> dict[int, Memory]:
+    def get_memories(self, ids: Sequence[int], *, tags: bool = True) -> dict[int, Memory]:
         if not ids:
             return {}
         out: dict[int, Memory] = {}
@@ -95,11 +95,19 @@ class SQLMemories:
                     last_accessed_at=r[10], access_count=r[11], decay_level=r[12], status=r[13],
                     status_reason=r[14], embedded=bool(r[15]), author=r[16], tags=[],
                 )
+        if tags:
+            self.fill_tags(list(out.values()))
+        return out
+
+    def fill_tags(self, memories: Sequence[Memory]) -> None:
+        by_id = {m.id: m for m in memories}
+        for m in by_id.values():
+            m.tags = []
+        for chunk, marks in chunked(list(by_id)):
             for memory_id, tag in self.conn.execute(
                 f"SELECT memory_id, tag FROM memory_tags WHERE memory_id IN ({marks}) ORDER BY tag", chunk
             ):
-                out[memory_id].tags.append(tag)
-        return out
+                by_id[memory_id].tags.append(tag)
 
     def raw_row(self, memory_id: int) -> dict | None:
         rows = self._dict_rows("SELECT * FROM memories WHERE id = ?", (memory_id,))
