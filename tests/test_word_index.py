@@ -99,3 +99,24 @@ def test_a_huge_text_of_distinct_words_is_stored_and_found(store):
     first = retrieve.query_terms(text)[0]
     assert [i for i, _ in _words(store, first)] == [memory.id]
     assert store.consistency_problems() == []
+
+
+def test_term_counts_follow_every_write_to_the_file(store, db_path):
+    """Document frequencies feed the vector half's common words and the lexical coverage; SQLite
+    keeps the ones it counted while the file is unchanged (session 8). A write on this connection
+    or a commit by another connection (another process: the MCP server beside the CLI) must be
+    seen by the next count, on both backends."""
+    term = '"zebra"'
+    assert store.fts_term_stats([term], [])[:2] == (0, {term: 0})
+    first = api.remember(store, "a zebra crossed the parking lot").id
+    assert store.fts_term_stats([term], [])[:2] == (1, {term: 1})
+    other = api.open_store(str(db_path)).store
+    try:
+        second = api.remember(other, "the zebra came back the next morning").id
+    finally:
+        other.close()
+    n, df, matches = store.fts_term_stats([term], [first, second])
+    assert (n, df, matches) == (2, {term: 2}, {term: {first, second}})
+    assert store.fts_term_stats([term], [])[:2] == (2, {term: 2})
+    api.purge(store, [first])
+    assert store.fts_term_stats([term], [])[:2] == (1, {term: 1})

@@ -788,7 +788,9 @@ def _link_turns(store: Store, by_id: dict[int, retrieve.Candidate], memories: di
     if not turns:
         return
     wanted = {n for i in turns for n in (i - 1, i + 1)} - memories.keys()
-    memories.update(store.get_memories(sorted(wanted), tags=bool(scope.tags)) if wanted else {})
+    # only the turns: a neighbour of another kind is never linked (`retrieve.same_conversation`)
+    memories.update(store.get_memories(sorted(wanted), tags=bool(scope.tags), kind=Kind.CONVERSATION.value)
+                    if wanted else {})
     retrieve.link_turns(by_id, {i: m for i, m in memories.items()
                                 if i in by_id or (m.status in scope.statuses and admits(scope, m))})
 

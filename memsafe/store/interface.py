@@ -78,9 +78,9 @@ class Memories(ABC):
         """Replace a memory's tags with `tags` (duplicates ignored). Call inside `write()`."""
 
     @abstractmethod
-    def get_memories(self, ids: Sequence[int], *, tags: bool = True) -> dict[int, Memory]:
-        """Memories by id (any status), with their tags unless `tags` is False (then `tags` is
-        empty until `fill_tags`). Missing ids are absent from the result."""
+    def get_memories(self, ids: Sequence[int], *, tags: bool = True, kind: str | None = None) -> dict[int, Memory]:
+        """Memories by id (any status; only those of `kind` if given), with their tags unless
+        `tags` is False (then `tags` is empty until `fill_tags`). Missing ids are absent from the result."""
 
     @abstractmethod
     def fill_tags(self, memories: Sequence[Memory]) -> None:

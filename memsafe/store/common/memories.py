@@ -83,12 +83,14 @@ class SQLMemories:
             [(memory_id, t) for t in tags],
         )
 
-    def get_memories(self, ids: Sequence[int], *, tags: bool = True) -> dict[int, Memory]:
+    def get_memories(self, ids: Sequence[int], *, tags: bool = True, kind: str | None = None) -> dict[int, Memory]:
         if not ids:
             return {}
         out: dict[int, Memory] = {}
+        of_kind = "" if kind is None else " AND kind = ?"
         for chunk, marks in chunked(ids):
-            for r in self.conn.execute(f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE id IN ({marks})", chunk):
+            for r in self.conn.execute(f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE id IN ({marks}){of_kind}",
+                                       chunk if kind is None else [*chunk, kind]):
                 out[r[0]] = Memory(
                     id=r[0], uid=r[1], content=r[2], kind=r[3], project=r[4], source=r[5],
                     importance=r[6], confidence=r[7], created_at=r[8], updated_at=r[9],

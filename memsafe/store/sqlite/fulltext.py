@@ -156,21 +156,41 @@ class SQLiteFullText(FullTextFusion):
         finally:
             scratch.close()
 
+    # Document frequencies this connection counted, valid while the file is unchanged: an agent's
+    # queries share terms, and the vector half asks for them before the lexical half does.
+    _term_counts: dict[str, int] | None = None
+    _term_counts_state: tuple[int, int] | None = None
+    TERM_COUNTS_KEPT = 10_000
+
     def fts_term_stats(
         self, terms: Sequence[str], ids: Sequence[int]
     ) -> tuple[int, dict[str, int], dict[str, set[int]]]:
         """For each safe FTS5 term (see `retrieve.fts_terms`): its document frequency over the whole
         index, and which of `ids` match it. Returns (number of indexed memories, {term: df},
-        {term: matching ids}). One pass over each term's doclist (the rowid filter inside it)."""
-        n = self.conn.execute("SELECT count(*) FROM memories").fetchone()[0]
+        {term: matching ids}). One pass over each term's doclist (the rowid filter inside it); none
+        for a term whose count this connection already has while the file is unchanged (`PRAGMA
+        data_version` for other connections' commits, `total_changes()` for this one's writes)
+        and no id is asked about: at 1,000 memories, 0.6 ms of a 9 ms recall (session 8)."""
+        state = (self.conn.execute("PRAGMA data_version").fetchone()[0], self.conn.total_changes())
+        if state != self._term_counts_state or len(self._term_counts) > self.TERM_COUNTS_KEPT:
+            self._term_counts, self._term_counts_state = {}, state
+        known = self._term_counts
+        if "" not in known:  # "" is no FTS5 term: the number of memories
+            known[""] = self.conn.execute("SELECT count(*) FROM memories").fetchone()[0]
         df: dict[str, int] = {}
         matches: dict[str, set[int]] = {}
         wanted = json.dumps(list(ids))
         for term in terms:
+            if not ids:
+                if term not in known:
+                    known[term] = self.conn.execute(
+                        "SELECT count(*) FROM memories_fts WHERE memories_fts MATCH ?", (term,)).fetchone()[0]
+                df[term], matches[term] = known[term], set()
+                continue
             count, found = self.conn.execute(
                 "SELECT count(*), group_concat(rowid) FILTER (WHERE rowid IN (SELECT value FROM json_each(?2))) "
                 "FROM memories_fts WHERE memories_fts MATCH ?1", (term, wanted),
             ).fetchone()
-            df[term] = count
+            df[term] = known[term] = count
             matches[term] = {int(x) for x in found.split(",")} if found else set()
-        return n, df, matches
+        return known[""], df, matches
