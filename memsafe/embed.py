@@ -301,7 +301,9 @@ class Embedder:
             model change triggers re-embedding instead of mixing vector spaces.
 
     Args:
-        threads: onnxruntime's intra-op threads (default: MEMSAFE_EMBED_THREADS, else min(4, cores)).
+        threads: onnxruntime's intra-op threads (default: MEMSAFE_EMBED_THREADS, else
+            `default_threads(bulk)`).
+        bulk: the process embeds many texts (`embed`, `import`): every core, up to 4.
         one_query: the process embeds one query (a CLI recall), so two start-up costs are skipped:
             - onnxruntime's prepacking of the weights of its matrix products. Measured on the
               2-core dev box (CPU of creating the session / of one 9-word query), prepacking costs
@@ -317,7 +319,7 @@ class Embedder:
     """
 
     def __init__(self, model_path: Path, tokenizer_path: Path, threads: int | None = None, *,
-                 one_query: bool = False):
+                 one_query: bool = False, bulk: bool = False):
         self._tokenizer_path = tokenizer_path
         self._tokenizer = None
         self._light = _WordPiece.cached(tokenizer_path) if one_query else None
@@ -329,11 +331,9 @@ class Embedder:
             options = ort.SessionOptions()
             options.log_severity_level = 3
             # No spin-waiting between ops (a busy-waiting thread burns the CPU the next batch, or the agent
-            # beside memsafe, needs). Threads: min(4, cores). Measured on the 2-core dev box, quiet:
-            # 1 thread: query p50 3.8 ms, batch 148 texts/s; 2 threads: 4.3 ms, 276 texts/s.
-            # MEMSAFE_EMBED_THREADS overrides (1 is best when the machine is busy with other work).
-            default_threads = min(4, os.cpu_count() or 1)
-            options.intra_op_num_threads = threads or int(os.environ.get("MEMSAFE_EMBED_THREADS") or default_threads)
+            # beside memsafe, needs).
+            options.intra_op_num_threads = threads or int(os.environ.get("MEMSAFE_EMBED_THREADS")
+                                                          or default_threads(bulk))
             options.add_session_config_entry("session.intra_op.allow_spinning", "0")
             self.session = _session(ort, model_path, options, prepack=not one_query)
         except ModelUnavailable:
@@ -473,6 +473,26 @@ def embed_within(embedder: Embedder, texts: list[str], seconds: float) -> np.nda
     return np.concatenate(parts) if parts else np.zeros((0, embedder.dim), dtype=np.float32)
 
 
+def default_threads(bulk: bool = False) -> int:
+    """onnxruntime's intra-op threads when MEMSAFE_EMBED_THREADS is unset: min(4, cores) for bulk
+    embedding, else min(4, cores − 1), at least 1. A recall embeds its query on one thread while
+    its own thread runs the SQL (`api.core._candidates`): a model thread on every core takes the
+    core that SQL needs. Measured on the 2-core dev box (session 8, one other process busy): a
+    recall at 10,000 memories beside its query's embedding took 10.8–11.5 ms longer than its CPU
+    with 2 model threads, 7.2–9.8 ms with 1; alone, one 9-word query takes 3.8 ms with 1 thread
+    and 4.3 with 2, while a batch embeds 148 texts/s with 1 and 276 with 2 (session 5)."""
+    cores = os.cpu_count() or 1
+    return min(4, cores) if bulk else max(1, min(4, cores - 1))
+
+
+def for_bulk() -> None:
+    """This process embeds many texts (`memsafe embed`, `import`): the shared embedder, when it
+    loads, uses `default_threads(bulk=True)`. No effect once it is loaded."""
+    global _bulk
+    _bulk = True
+
+
+_bulk = False  # see `for_bulk`
 _shared: Embedder | None = None
 _shared_error: str | None = None
 _shared_lock = threading.Lock()
@@ -495,7 +515,7 @@ def get_embedder(_generation: int | None = None) -> Embedder | None:
                 _shared_error = "disabled by MEMSAFE_NO_MODEL"
             else:
                 try:
-                    _shared = Embedder(*model_files(), one_query=_one_query)
+                    _shared = Embedder(*model_files(), one_query=_one_query, bulk=_bulk)
                 except ModelUnavailable as exc:
                     _shared_error = str(exc)
         return _shared
@@ -530,7 +550,7 @@ def loaded() -> bool:
 
 def reset() -> None:
     """Forget the shared embedder (tests)."""
-    global _shared, _shared_error, _loader, _one_query, _generations
+    global _shared, _shared_error, _loader, _one_query, _generations, _bulk
     with _shared_lock:
-        _shared, _shared_error, _loader, _one_query = None, None, None, False
+        _shared, _shared_error, _loader, _one_query, _bulk = None, None, None, False, False
         _generations += 1

@@ -519,3 +519,25 @@ def test_a_default_recall_loads_the_model_from_its_start_and_still_fails_cleanly
             assert len(errors) == 1 and errors[0].startswith("Error: "), errors
     names, proc = imported(["recall", "blue-green deploy"], seeded)
     assert proc.returncode == 0 and "blue-green" in proc.stdout and "onnxruntime" in names
+
+
+@pytest.mark.parametrize("cores, query, bulk", [(1, 1, 1), (2, 1, 2), (4, 3, 4), (8, 4, 4), (None, 1, 1)])
+def test_a_recall_leaves_a_core_to_its_sql_and_bulk_embedding_takes_every_core(monkeypatch, cores, query, bulk):
+    """A query is embedded beside the recall's SQL (`embed.default_threads`, session 8): the model
+    gets one core fewer than the machine has, at least one; `embed` and `import` get every core,
+    up to 4."""
+    monkeypatch.setattr(os, "cpu_count", lambda: cores)
+    assert (embed.default_threads(), embed.default_threads(bulk=True)) == (query, bulk)
+
+
+def test_the_shared_model_uses_the_bulk_threads_only_when_asked_before_it_loads():
+    code = ("import sys; from memsafe import embed\n"
+            "if sys.argv[1] == 'bulk': embed.for_bulk()\n"
+            "e = embed.get_embedder(); embed.for_bulk()\n"
+            "print(e.session.get_session_options().intra_op_num_threads, embed.get_embedder() is e,"
+            " embed.default_threads(), embed.default_threads(True))")
+    env = {k: v for k, v in os.environ.items() if k != "MEMSAFE_EMBED_THREADS"}
+    for mode in ("query", "bulk"):
+        proc = subprocess.run([sys.executable, "-c", code, mode], capture_output=True, text=True, env=env, timeout=300)
+        threads, same, query, bulk = proc.stdout.split()
+        assert same == "True" and int(threads) == int(bulk if mode == "bulk" else query), proc.stderr[-2000:]
