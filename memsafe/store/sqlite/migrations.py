@@ -341,6 +341,33 @@ def m008_vector_log_token(conn: apsw.Connection) -> None:
         conn.execute("ALTER TABLE vector_log ADD COLUMN token INTEGER")
 
 
+@migration
+def m009_vector_log_scope(conn: apsw.Connection) -> None:
+    """A process's in-memory copy of the vectors holds each vector's memory's status and project
+    too, so a recall's scope is checked in memory, without SQL (issues 11 and 13). A memory's status,
+    project or `embedded` flag changes without its vector changing (forget, archive, restore,
+    `update --project`, `rename_project`, an edited text waiting for its new vector, an import's
+    merge): triggers log its id in `vector_log`, flagged `scope_only` (its vector is unchanged),
+    once per memory row changed (one `rename_project` UPDATE logs every memory it moves); so does
+    a row deleted or inserted while flagged embedded. The log also prunes itself now, whoever
+    writes to it (a trigger: each 1,000th row drops the rows 50,000 and more before it; a copy
+    further behind loads again). Triggers and a column that exist already are left as they are."""
+    if "scope_only" not in {r[1] for r in conn.execute("PRAGMA table_info(vector_log)")}:
+        conn.execute("ALTER TABLE vector_log ADD COLUMN scope_only INTEGER NOT NULL DEFAULT 0")
+    log = "INSERT INTO vector_log(memory_id, token, scope_only) VALUES ({}.id, random(), 1)"
+    conn.execute(f"""
+        CREATE TRIGGER IF NOT EXISTS memories_scope_au AFTER UPDATE OF status, project, embedded ON memories
+        WHEN old.status IS NOT new.status OR old.project IS NOT new.project OR old.embedded IS NOT new.embedded
+        BEGIN {log.format("new")}; END;
+        CREATE TRIGGER IF NOT EXISTS memories_scope_ai AFTER INSERT ON memories WHEN new.embedded = 1
+        BEGIN {log.format("new")}; END;
+        CREATE TRIGGER IF NOT EXISTS memories_scope_ad AFTER DELETE ON memories WHEN old.embedded = 1
+        BEGIN {log.format("old")}; END;
+        CREATE TRIGGER IF NOT EXISTS vector_log_prune AFTER INSERT ON vector_log WHEN new.seq % 1000 = 0
+        BEGIN DELETE FROM vector_log WHERE seq <= new.seq - 50000; END;
+    """)
+
+
 def latest() -> int:
     """The schema version this code writes: the number of registered migrations."""
     return len(MIGRATIONS)

@@ -102,9 +102,9 @@ class SQLiteVectors:
     def _vector_search(self, query_bytes: bytes, scope: Scope, k: int) -> list[tuple[int, float]]:
         total = self.vector_count()
         cache = self._vector_cache() if total >= CACHE_MIN_VECTORS else None
-        where, params = self._scope_sql(scope)
         if cache is not None:
-            return self._cached_search(cache, query_bytes, where, params, k)
+            return self._cached_search(cache, query_bytes, scope, k)
+        where, params = self._scope_sql(scope)
         in_scope = self.count_in_scope(scope, embedded_only=True)
         if in_scope == 0:
             return []
@@ -202,15 +202,13 @@ class SQLiteVectors:
         return out
 
     def _log_vector(self, memory_id: int) -> None:
-        """Record a vector change for in-memory copies (inside `write()`); prunes the log now and then."""
+        """Record a vector change for in-memory copies (inside `write()`; the log prunes itself, m009).
+        Changes of a memory's scope alone are logged by triggers on `memories` (m009)."""
         if not self._has_vector_log():
             return
         # a random token per row (m008): the row at a copy's position is this file's, not a
         # restored copy's that reached the same position with another history (`_log_row`)
         self.conn.execute("INSERT INTO vector_log(memory_id, token) VALUES (?, random())", (memory_id,))
-        seq = self.conn.last_insert_rowid()
-        if seq % 1000 == 0:
-            self.conn.execute("DELETE FROM vector_log WHERE seq <= ?", (seq - VECTOR_LOG_KEEP,))
 
     def _has_vector_log(self) -> bool:
         return bool(self.conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'vector_log'").fetchone())
@@ -219,9 +217,11 @@ class SQLiteVectors:
         return self.conn.execute("SELECT coalesce(max(seq), 0) FROM vector_log").fetchone()[0]
 
     def _vector_cache(self) -> _VectorCache | None:
-        """The process's in-memory copy of this file's vectors (`_copies`, shared by every
-        connection of the process to the file), synced with the log; None while the process has
-        searched the file only once (a one-shot CLI recall does not load every vector).
+        """The process's in-memory copy of this file's vectors and of their memories' scope
+        (`_copies`, shared by every connection of the process to the file), synced with the log;
+        None while the process has searched the file only once (a one-shot CLI recall does not load
+        every vector). The log names each memory whose vector changed, and (m009, `scope_only`)
+        each whose status, project or `embedded` flag changed: the copy re-reads those.
 
         Shared, not per connection: the MCP server opens a connection per call, and a copy per
         connection was rebuilt by every recall (at 10,000 vectors vec0's KNN took 16.6 ms against
@@ -247,14 +247,13 @@ class SQLiteVectors:
             if cache is not None and tail == cache.seq:
                 return cache
             if cache is not None:
-                changed = [
-                    r[0] for r in self.conn.execute(
-                        "SELECT DISTINCT memory_id FROM vector_log WHERE seq > ? AND seq <= ?", (cache.seq, tail)
-                    )
-                ]
-                if 0 not in changed:  # 0: every vector dropped (a model change)
-                    vectors = self._vectors_for(changed)
-                    return _keep(key, cache.updated(changed, vectors, tail, self._log_row(tail), mark))
+                scope_only = dict(self.conn.execute(  # memory id: 1 when only its scope changed
+                    "SELECT memory_id, min(scope_only) FROM vector_log WHERE seq > ? AND seq <= ? GROUP BY memory_id",
+                    (cache.seq, tail)))
+                if 0 not in scope_only:  # 0: every vector dropped (a model change)
+                    revectored = [i for i, only in scope_only.items() if not only]
+                    return _keep(key, cache.updated(revectored, self._vectors_for(revectored),
+                                                    self._scopes(list(scope_only)), tail, self._log_row(tail), mark))
             n = self.vector_count()
             dim = int(self.config_get("_embedding_dim") or 0)
             if not n or not dim:
@@ -274,7 +273,7 @@ class SQLiteVectors:
                     columns[:, filled] = np.frombuffer(blob, dtype=np.float32)
                     filled += 1
                 loaded = ids[:filled], np.ascontiguousarray(columns[:, :filled])
-            return _keep(key, _VectorCache(*loaded, tail, self._log_row(tail), mark))
+            return _keep(key, _VectorCache.built(*loaded, self._scopes(None), tail, self._log_row(tail), mark))
 
     def _mark(self) -> str | None:
         """What tells this file from another at the same path: the uid of its oldest memory."""
@@ -338,6 +337,18 @@ class SQLiteVectors:
                 out[memory_id] = blob
         return out
 
+    def _scopes(self, ids: list[int] | None) -> dict[int, tuple[str, str | None] | None]:
+        """{memory id: (status, project)} of the embedded memories (None: all of them), or of each of
+        `ids`, None for a memory not embedded or gone: no search may find it by its vector."""
+        if ids is None:
+            return {r[0]: (r[1], r[2]) for r in self.conn.execute(
+                "SELECT id, status, project FROM memories WHERE embedded = 1")}
+        out: dict[int, tuple[str, str | None] | None] = dict.fromkeys(ids)
+        for chunk, marks in chunked(ids):
+            out.update((r[0], (r[1], r[2])) for r in self.conn.execute(
+                f"SELECT id, status, project FROM memories WHERE embedded = 1 AND id IN ({marks})", chunk))
+        return out
+
     def _embedded_in_scope(self, where: str, params: list):
         """The ids of the embedded memories in scope (`where` from `_scope_sql`): (m,) int64."""
         import numpy as np
@@ -345,11 +356,13 @@ class SQLiteVectors:
         return np.fromiter((r[0] for r in self.conn.execute(
             f"SELECT m.id FROM memories m WHERE m.embedded = 1 AND {where}", params)), dtype=np.int64)
 
-    def _cached_search(self, cache, query_bytes, where, params, k) -> list[tuple[int, float]]:
+    def _cached_search(self, cache, query_bytes, scope: Scope, k) -> list[tuple[int, float]]:
         """Exact top k in scope from the in-memory vectors: one matrix-vector product over all of
-        them, then post-filtering (see shared.OVERFETCH); a narrow scope, or a store holding under
-        twice the ids post-filtering would check, masks by the ids in scope instead (at 1,000
-        vectors: 0.85 against 1.8 ms of CPU, session 7)."""
+        them, masked by the copy's own status and project of each vector (`_VectorCache.in_scope`:
+        no SQL; at 10,000 vectors the ids in scope took two SQL queries, ~3 ms of CPU, session 8).
+        A scope with kinds, tags or a since time asks SQL: post-filtering (see shared.OVERFETCH),
+        or, for a narrow scope or a store holding under twice the ids post-filtering would check,
+        masking by the ids in scope."""
         import numpy as np
 
         total = len(cache.ids)
@@ -358,22 +371,31 @@ class SQLiteVectors:
         q = np.frombuffer(query_bytes, dtype=np.float32)
         with np.errstate(invalid="ignore", over="ignore"):  # a non-finite stored vector: NaN, never ranked
             distance = 1.0 - q @ cache.columns  # vectors are L2-normalised: cosine distance
-        fetch = min(total, max(k * shared.OVERFETCH, shared.OVERFETCH_MIN))
-        small = 2 * fetch >= total  # reading the ids in scope is cheaper than checking `fetch` of them
-        top = np.argpartition(distance, fetch - 1)[:fetch] if fetch < total else np.arange(total)
-        fetched = [] if small else cache.ids[top].tolist()
-        keep = self._in_scope(fetched, where, params, embedded=True) if fetched else set()
-        if small or (len(keep) < k and fetch < total):  # mask every vector by the ids in scope
-            distance = np.where(np.isin(cache.ids, self._embedded_in_scope(where, params)), distance, np.inf)
-            top = np.argpartition(distance, min(k, total) - 1)[: min(k, total)] if k < total else np.arange(total)
-            top = top[np.isfinite(distance[top])]
-        else:
-            top = top[np.fromiter((i in keep for i in fetched), dtype=bool, count=len(fetched))]
-        top = top[np.lexsort((cache.ids[top], distance[top]))][:k]
-        return [(int(cache.ids[i]), float(distance[i])) for i in top]
+        allowed = cache.in_scope(scope)
+        if allowed is None:
+            where, params = self._scope_sql(scope)
+            fetch = min(total, max(k * shared.OVERFETCH, shared.OVERFETCH_MIN))
+            if 2 * fetch < total:  # checking `fetch` ids is cheaper than reading the ids in scope
+                top = np.argpartition(distance, fetch - 1)[:fetch]
+                fetched = cache.ids[top].tolist()
+                keep = self._in_scope(fetched, where, params, embedded=True)
+                if len(keep) >= k:
+                    top = top[np.fromiter((i in keep for i in fetched), dtype=bool, count=len(fetched))]
+                    return _ranked(cache.ids, distance, top, k)
+            allowed = np.isin(cache.ids, self._embedded_in_scope(where, params))
+        distance = np.where(allowed, distance, np.inf)
+        top = np.argpartition(distance, k - 1)[:k] if k < total else np.arange(total)
+        return _ranked(cache.ids, distance, top[np.isfinite(distance[top])], k)
 
 
-VECTOR_LOG_KEEP = 50_000  # vector_log rows kept; a copy further behind reloads everything
+def _ranked(ids, distance, top, k: int) -> list[tuple[int, float]]:
+    """[(id, distance)] of the positions `top`, nearest first (ties: lower id), at most k."""
+    import numpy as np
+
+    top = top[np.lexsort((ids[top], distance[top]))][:k]
+    return [(int(ids[i]), float(distance[i])) for i in top]
+
+
 COPIES_KEPT = 4  # files whose vectors a process keeps in memory, the last searched first
 
 _copies: OrderedDict[str, _VectorCache] = OrderedDict()  # by the file's real path
@@ -406,27 +428,88 @@ class _VectorCache:
     log's row there (`last`: memory id and token, `SQLiteVectors._log_row`) and the file's `mark`
     (`SQLiteVectors._mark`).
 
+    Aligned with `ids`, each vector's memory's scope: `status` (n,) int32, a code of
+    `status_codes` (NOT_EMBEDDED: the memory is not flagged embedded, or gone, so no search finds
+    it, as `m.embedded = 1` in SQL) and `project` (n,) int32, a code of `project_codes` (GLOBAL:
+    no project). Each copy has its own code tables.
+
     Columns, not rows: OpenBLAS's single-threaded sgemv over a row-major (n, dim) matrix took 6 ms
     at n = 10,000 (and threads contend with the query's embedding), `q @ columns` 0.5 ms
     (numpy 2 + scipy-openblas 0.3.31, measured in session 7)."""
 
-    def __init__(self, ids, columns, seq: int, last: tuple[int, int | None] | None, mark: str | None):
-        self.ids, self.columns, self.seq, self.last, self.mark = ids, columns, seq, last, mark
+    NOT_EMBEDDED = -1
+    GLOBAL = -1
 
-    def updated(self, changed: list[int], vectors: dict[int, bytes], seq: int, last: tuple[int, int | None] | None,
-                mark: str | None) -> _VectorCache:
-        """A new copy: the vectors of `changed` memory ids replaced by `vectors` (absent: deleted)."""
+    def __init__(self, ids, columns, status, project, status_codes: dict[str, int], project_codes: dict[str, int],
+                 seq: int, last: tuple[int, int | None] | None, mark: str | None):
+        self.ids, self.columns, self.seq, self.last, self.mark = ids, columns, seq, last, mark
+        self.status, self.project, self.status_codes, self.project_codes = status, project, status_codes, project_codes
+
+    @classmethod
+    def built(cls, ids, columns, scopes: dict[int, tuple[str, str | None] | None], seq: int,
+              last: tuple[int, int | None] | None, mark: str | None) -> _VectorCache:
+        """A copy of the vectors `ids`/`columns` whose memories' scopes are `scopes` ({memory id:
+        (status, project)} of the embedded memories, `SQLiteVectors._scopes`)."""
         import numpy as np
 
-        keep = ~np.isin(self.ids, np.array(changed, dtype=np.int64))
+        status = np.full(len(ids), cls.NOT_EMBEDDED, dtype=np.int32)
+        project = np.full(len(ids), cls.GLOBAL, dtype=np.int32)
+        copy = cls(ids, columns, status, project, {}, {}, seq, last, mark)
+        copy._set_scopes(np.arange(len(ids)), scopes)
+        return copy
+
+    def _set_scopes(self, positions, scopes: dict[int, tuple[str, str | None] | None]) -> None:
+        """Set the scope of the vectors at `positions` from `scopes` (None or absent: not
+        embedded). Only while the copy is being built: copies in use are never changed."""
+        for pos, memory_id in zip(positions.tolist(), self.ids[positions].tolist()):
+            scoped = scopes.get(memory_id)
+            if scoped is None:
+                self.status[pos] = self.NOT_EMBEDDED
+                continue
+            status, project = scoped
+            self.status[pos] = self.status_codes.setdefault(status, len(self.status_codes))
+            self.project[pos] = self.GLOBAL if project is None else \
+                self.project_codes.setdefault(project, len(self.project_codes))
+
+    def in_scope(self, scope: Scope):
+        """(n,) bool: which vectors belong to memories in `scope`, exactly as `_scope_sql` with
+        `m.embedded = 1` selects them; None when the scope names kinds, tags or a since time (the
+        copy does not hold those: ask SQL)."""
+        import numpy as np
+
+        if scope.kinds or scope.tags or scope.since:
+            return None
+        allowed = np.isin(self.status, [self.status_codes[s] for s in scope.statuses if s in self.status_codes])
+        if scope.projects is not None:
+            wanted = [self.project_codes[p] for p in scope.projects if p in self.project_codes]
+            if scope.include_global:
+                wanted.append(self.GLOBAL)
+            allowed &= np.isin(self.project, wanted)
+        return allowed
+
+    def updated(self, revectored: list[int], vectors: dict[int, bytes],
+                scopes: dict[int, tuple[str, str | None] | None], seq: int, last: tuple[int, int | None] | None,
+                mark: str | None) -> _VectorCache:
+        """A new copy: the vectors of the `revectored` memory ids replaced by `vectors` (absent:
+        deleted), and the scope of every memory the log named since this copy (the keys of
+        `scopes`, `revectored` among them) as `scopes` says (None: not embedded)."""
+        import numpy as np
+
+        keep = ~np.isin(self.ids, np.array(revectored, dtype=np.int64))
         new_ids = np.array(list(vectors), dtype=np.int64)
         dim = self.columns.shape[0]  # vectors may be empty: every changed id was deleted
         new_rows = np.frombuffer(b"".join(vectors.values()), dtype=np.float32).reshape(len(vectors), dim)
         if keep.all() and not len(new_ids):
-            return _VectorCache(self.ids, self.columns, seq, last, mark)
-        return _VectorCache(np.concatenate([self.ids[keep], new_ids]),
-                            np.ascontiguousarray(np.concatenate([self.columns[:, keep], new_rows.T], axis=1)),
-                            seq, last, mark)
+            ids, columns = self.ids, self.columns
+        else:
+            ids = np.concatenate([self.ids[keep], new_ids])
+            columns = np.ascontiguousarray(np.concatenate([self.columns[:, keep], new_rows.T], axis=1))
+        filler = np.full(len(new_ids), self.NOT_EMBEDDED, dtype=np.int32)
+        copy = _VectorCache(ids, columns, np.concatenate([self.status[keep], filler]),
+                            np.concatenate([self.project[keep], filler]), dict(self.status_codes),
+                            dict(self.project_codes), seq, last, mark)
+        copy._set_scopes(np.flatnonzero(np.isin(ids, np.array(list(scopes), dtype=np.int64))), scopes)
+        return copy
 
 
 def _after_fork() -> None:
