@@ -341,3 +341,201 @@ def test_nearest_each_answers_a_batch_as_nearest_does_query_by_query(vec_store):
     assert all(got is None or got[0] != 3 for got in batch)
     (alone,) = store.nearest_each(queries[:1], where[:1], exclude[:1])
     assert alone[0] == batch[0][0] and math.isclose(alone[1], batch[0][1], abs_tol=1e-5)
+
+
+SCOPES = {  # the common scopes the in-memory copy answers itself, and one it leaves to SQL
+    "alpha": Scope(projects=["alpha"], include_global=True),
+    "beta": Scope(projects=["beta"], include_global=True),
+    "gamma only": Scope(projects=["gamma"], include_global=False),
+    "global only": Scope(projects=[], include_global=True),
+    "every project": Scope(projects=None),
+    "archived too": Scope(projects=None, statuses=["active", "archived"]),
+    "forgotten": Scope(projects=None, statuses=["forgotten"]),
+    "decisions": Scope(projects=None, kinds=["decision"]),  # kinds: asks SQL
+}
+
+
+def _via_copy_and_sql(store, monkeypatch, query: bytes, scope: Scope, k: int = 50):
+    """vector_search through the process's warm in-memory copy, then through SQL alone."""
+    from memsafe.store.sqlite import vectors as store_module
+
+    via_copy = store.vector_search(query, scope, k)
+    if os.path.realpath(store.path) not in store_module._copies:  # the first search reads vec0 only
+        via_copy = store.vector_search(query, scope, k)
+    assert store_module._copies.get(os.path.realpath(store.path)) is not None  # the copy answered
+    with monkeypatch.context() as m:
+        m.setattr(store_module, "CACHE_MIN_VECTORS", 10**9)  # vec0 and SQL only
+        via_sql = store.vector_search(query, scope, k)
+    return via_copy, via_sql
+
+
+def _same_as_sql(store, monkeypatch) -> dict[str, set[int]]:
+    """Every memory's own vector asked in every scope: the copy's answer is the SQL path's (ids in
+    the same order, distances within float error). Returns the ids each scope finds."""
+    vectors = store.get_vectors([r[0] for r in store.conn.execute("SELECT memory_id FROM vec_memories")])
+    found: dict[str, set[int]] = {}
+    for name, scope in SCOPES.items():
+        found[name] = set()
+        for query in vectors.values():
+            via_copy, via_sql = _via_copy_and_sql(store, monkeypatch, query, scope)
+            assert [i for i, _ in via_copy] == [i for i, _ in via_sql], name
+            assert all(math.isclose(a, b, abs_tol=1e-5) for (_, a), (_, b) in zip(via_copy, via_sql)), name
+            found[name].update(i for i, _ in via_copy)
+    return found
+
+
+def test_the_in_memory_copy_follows_every_change_of_scope_without_a_new_vector(store, monkeypatch):
+    """Issues 11/13: the in-memory copy answers a scope of statuses and projects from the status
+    and project it holds per vector, without SQL. A memory's status, project or `embedded` flag
+    changes without its vector changing; each such change (forget, restore, archive by decay,
+    `update --project`, a project renamed, an edited text waiting for its vector, its re-embed,
+    purge) must reach the copy, so that a search with a warm copy finds exactly what the SQL path
+    finds. Each step also checks that the change moved the memory (a copy that missed it fails)."""
+    from datetime import timedelta
+
+    from memsafe import clock
+
+    texts = {
+        "alpha": ["The deploy script pushes images to the staging registry",
+                  "Alpha's API returns dates in UTC ISO-8601",
+                  "Alpha keeps its feature flags in LaunchDarkly"],
+        "beta": ["Beta's mobile app uses SQLite through Room",
+                 "Beta releases every second Thursday"],
+        None: ["Use ruff for linting in every repository", "Passwords live in the team vault"],
+    }
+    made = {text: api.remember(store, text, project=project, kind="fact")
+            for project, group in texts.items() for text in group}
+    brief = api.remember(store, "Lunch order for Friday: two pizzas", project="alpha", kind="ephemeral")
+    decision = api.remember(store, "We decided to squash commits before merging", project="beta", kind="decision")
+    ids = {text: m.id for text, m in made.items()}
+    deploy, dates, flags = (ids[t] for t in texts["alpha"])
+    mobile, releases = (ids[t] for t in texts["beta"])
+    ruff = ids[texts[None][0]]
+    assert store.pending_count() == 0
+
+    found = _same_as_sql(store, monkeypatch)  # the first searches build the copy
+    assert {deploy, dates, flags, brief.id, ruff} <= found["alpha"] and mobile not in found["alpha"]
+    assert decision.id in found["decisions"]
+
+    api.forget(store, dates)
+    found = _same_as_sql(store, monkeypatch)
+    assert dates not in found["alpha"] and dates in found["forgotten"]
+
+    api.restore(store, dates)
+    found = _same_as_sql(store, monkeypatch)
+    assert dates in found["alpha"] and dates not in found["forgotten"]
+
+    report = api.decay(store, now=clock.now() + timedelta(days=400))  # the ephemeral note is archived
+    assert brief.id in [c.id for c in report.changes if c.action == "archived"]
+    found = _same_as_sql(store, monkeypatch)
+    assert brief.id not in found["alpha"] and brief.id in found["archived too"]
+
+    api.update(store, flags, project="beta")
+    found = _same_as_sql(store, monkeypatch)
+    assert flags not in found["alpha"] and flags in found["beta"]
+
+    assert store.rename_project("beta", "gamma") == 4  # one UPDATE moves all four
+    found = _same_as_sql(store, monkeypatch)
+    assert {flags, mobile, releases, decision.id} <= found["gamma only"] and not found["beta"] - found["global only"]
+
+    api.update(store, deploy, content="The deploy script pushes images to the production registry",
+               embed_now=False)  # its vector waits; the old one is stale and must not be found
+    found = _same_as_sql(store, monkeypatch)
+    assert deploy not in found["alpha"] and deploy not in found["every project"]
+    api.embed_pending(store)  # re-embedded: a new vector, found again
+    found = _same_as_sql(store, monkeypatch)
+    assert deploy in found["alpha"]
+
+    api.purge(store, [ruff])
+    found = _same_as_sql(store, monkeypatch)
+    assert ruff not in found["every project"] and ruff not in found["global only"]
+    assert store.consistency_problems() == []
+
+
+def test_the_copy_learns_of_a_scope_change_made_by_another_process(tmp_path, monkeypatch):
+    """The changes that move a memory in or out of a scope without touching its vector reach the
+    vector log through triggers (m009), whoever writes them: here plain SQL through a second
+    connection, as another memsafe version or a person with the sqlite3 shell would. Without the
+    triggers the server's copy would keep finding a forgotten memory, or miss a moved one."""
+    path = tmp_path / "s.db"
+    server, writer = SQLiteStore(path), SQLiteStore(path)
+    with server.write():
+        server.ensure_vector_table("m1", 384)
+        for n in range(1, 41):
+            server.insert_memory({**_row(n), "project": ("old", "alpha", "beta", None)[n % 4]}, [])
+            server.put_vector(n, _unit(n).tobytes())
+    scopes = [Scope(projects=["alpha"]), Scope(projects=["beta"], include_global=False), Scope(projects=None),
+              Scope(projects=["new"], include_global=False), Scope(projects=None, statuses=["archived"])]
+
+    def check() -> None:
+        for scope in scopes:
+            for n in range(1, 41, 3):
+                via_copy, via_sql = _via_copy_and_sql(server, monkeypatch, _unit(n).tobytes(), scope, 10)
+                assert [i for i, _ in via_copy] == [i for i, _ in via_sql], (scope, n)
+
+    def nearest_alpha(n: int) -> int | None:
+        hits = server.vector_search(_unit(n).tobytes(), Scope(projects=["alpha"]), 1)
+        return hits[0][0] if hits else None
+
+    check()
+    check()
+    assert nearest_alpha(1) == 1
+    for sql in ("UPDATE memories SET status = 'forgotten' WHERE id = 1",  # forget
+                "UPDATE memories SET status = 'archived' WHERE id = 5",  # archive
+                "UPDATE memories SET project = 'beta' WHERE id = 9",  # update --project
+                "UPDATE memories SET project = 'new' WHERE project = 'old'",  # rename_project: ten rows
+                "UPDATE memories SET embedded = 0 WHERE id = 2",  # a text edited, its vector pending
+                "DELETE FROM memories WHERE id = 6"):  # a row gone, its vector left behind (an old purge)
+        with writer.write():
+            writer.conn.execute(sql)
+        check()
+    assert nearest_alpha(1) != 1 and nearest_alpha(5) != 5 and nearest_alpha(9) != 9
+    with writer.write():  # a row arriving already embedded, for the vector left behind (an import's id)
+        writer.insert_memory({**_row(6), "uid": "again6", "id": 6, "project": "alpha", "embedded": 1}, [])
+    check()
+    assert nearest_alpha(6) == 6
+    with writer.write():
+        writer.conn.execute("UPDATE memories SET status = 'active' WHERE id = 1")  # restore
+    check()
+    assert nearest_alpha(1) == 1
+    server.close()
+    writer.close()
+
+
+def test_scope_changes_are_logged_once_per_memory_and_the_log_prunes_itself(tmp_path):
+    """m009: a status, project or `embedded` change logs the memory's id flagged `scope_only`
+    (one row per memory a statement changes; nothing when the value stays); a vector write logs
+    as before; the log keeps its last 50,000 rows whoever writes it (triggers as well as
+    `put_vector`), and running m009 again changes nothing."""
+    from memsafe.store.sqlite import migrations
+
+    store = SQLiteStore(tmp_path / "l.db")
+    with store.write():
+        store.ensure_vector_table("m1", 384)
+        for n in range(1, 11):
+            store.insert_memory({**_row(n), "project": "a"}, [])
+            store.put_vector(n, _unit(n).tobytes())
+
+    def logged_since(seq: int) -> list[tuple[int, int]]:
+        return [tuple(r) for r in store.conn.execute(
+            "SELECT memory_id, scope_only FROM vector_log WHERE seq > ? ORDER BY seq", (seq,))]
+
+    tail = store._vector_log_tail()
+    assert sorted(set(logged_since(0))) == sorted({(0, 0)} | {(n, 0) for n in range(1, 11)} | {
+        (n, 1) for n in range(1, 11)})  # each vector, and each memory becoming embedded
+    with store.write():
+        store.conn.execute("UPDATE memories SET project = 'b' WHERE project = 'a'")
+        store.conn.execute("UPDATE memories SET status = 'active', project = 'b'")  # no change: no row
+        store.update_memory(3, {"importance": 0.9})  # not a scope: no row
+        store.update_memory(4, {"status": "forgotten"})
+    assert logged_since(tail) == [(n, 1) for n in range(1, 11)] + [(4, 1)]
+    with store.write():
+        migrations.m009_vector_log_scope(store.conn)  # again: nothing added, nothing doubled
+        store.update_memory(5, {"embedded": 0})
+    assert logged_since(tail)[-1:] == [(5, 1)] and len(logged_since(tail)) == 12
+    with store.write():
+        for _ in range(5100):  # 51,000 rows written by the triggers alone
+            store.conn.execute("UPDATE memories SET status = CASE status WHEN 'active' THEN 'archived' "
+                               "ELSE 'active' END")
+    assert store.conn.execute("SELECT count(*) FROM vector_log").fetchone()[0] <= 50_000 + 1000
+    store.close()
