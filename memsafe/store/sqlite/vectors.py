@@ -252,7 +252,7 @@ class SQLiteVectors:
                     (cache.seq, tail)))
                 if 0 not in scope_only:  # 0: every vector dropped (a model change)
                     revectored = [i for i, only in scope_only.items() if not only]
-                    return _keep(key, cache.updated(revectored, self._vectors_for(revectored),
+                    return _keep(key, cache.updated(revectored, self._vectors_for(revectored), list(scope_only),
                                                     self._scopes(list(scope_only)), tail, self._log_row(tail), mark))
             n = self.vector_count()
             dim = int(self.config_get("_embedding_dim") or 0)
@@ -337,17 +337,20 @@ class SQLiteVectors:
                 out[memory_id] = blob
         return out
 
-    def _scopes(self, ids: list[int] | None) -> dict[int, tuple[str, str | None] | None]:
-        """{memory id: (status, project)} of the embedded memories (None: all of them), or of each of
-        `ids`, None for a memory not embedded or gone: no search may find it by its vector."""
+    def _scopes(self, ids: list[int] | None) -> list[tuple[str, str | None, object]]:
+        """[(status, project, memory ids (m,) int64)] of the embedded memories among `ids` (None:
+        all), a group per scope: a memory not embedded, or gone, has no scope a search may find
+        its vector in. Grouped by SQL (one scan of the covering index memories_scope_embedded):
+        at 10,000 memories 4 ms of CPU against 16 for a row each (session 8)."""
+        import numpy as np
+
+        sql = "SELECT status, project, group_concat(id) FROM memories WHERE embedded = 1{} GROUP BY status, project"
         if ids is None:
-            return {r[0]: (r[1], r[2]) for r in self.conn.execute(
-                "SELECT id, status, project FROM memories WHERE embedded = 1")}
-        out: dict[int, tuple[str, str | None] | None] = dict.fromkeys(ids)
-        for chunk, marks in chunked(ids):
-            out.update((r[0], (r[1], r[2])) for r in self.conn.execute(
-                f"SELECT id, status, project FROM memories WHERE embedded = 1 AND id IN ({marks})", chunk))
-        return out
+            rows = self.conn.execute(sql.format("")).fetchall()
+        else:
+            rows = [r for chunk, marks in chunked(ids)
+                    for r in self.conn.execute(sql.format(f" AND id IN ({marks})"), chunk)]
+        return [(status, project, np.array(listed.split(","), dtype=np.int64)) for status, project, listed in rows]
 
     def _embedded_in_scope(self, where: str, params: list):
         """The ids of the embedded memories in scope (`where` from `_scope_sql`): (m,) int64."""
@@ -446,30 +449,35 @@ class _VectorCache:
         self.status, self.project, self.status_codes, self.project_codes = status, project, status_codes, project_codes
 
     @classmethod
-    def built(cls, ids, columns, scopes: dict[int, tuple[str, str | None] | None], seq: int,
+    def built(cls, ids, columns, scopes: list[tuple[str, str | None, object]], seq: int,
               last: tuple[int, int | None] | None, mark: str | None) -> _VectorCache:
-        """A copy of the vectors `ids`/`columns` whose memories' scopes are `scopes` ({memory id:
-        (status, project)} of the embedded memories, `SQLiteVectors._scopes`)."""
+        """A copy of the vectors `ids`/`columns` whose memories' scopes are `scopes` ((status,
+        project, memory ids) of the embedded memories, `SQLiteVectors._scopes`)."""
         import numpy as np
 
         status = np.full(len(ids), cls.NOT_EMBEDDED, dtype=np.int32)
         project = np.full(len(ids), cls.GLOBAL, dtype=np.int32)
         copy = cls(ids, columns, status, project, {}, {}, seq, last, mark)
-        copy._set_scopes(np.arange(len(ids)), scopes)
+        copy._set_scopes(scopes)
         return copy
 
-    def _set_scopes(self, positions, scopes: dict[int, tuple[str, str | None] | None]) -> None:
-        """Set the scope of the vectors at `positions` from `scopes` (None or absent: not
-        embedded). Only while the copy is being built: copies in use are never changed."""
-        for pos, memory_id in zip(positions.tolist(), self.ids[positions].tolist()):
-            scoped = scopes.get(memory_id)
-            if scoped is None:
-                self.status[pos] = self.NOT_EMBEDDED
-                continue
-            status, project = scoped
-            self.status[pos] = self.status_codes.setdefault(status, len(self.status_codes))
-            self.project[pos] = self.GLOBAL if project is None else \
-                self.project_codes.setdefault(project, len(self.project_codes))
+    def _set_scopes(self, scopes: list[tuple[str, str | None, object]]) -> None:
+        """Set the scope of each vector whose memory `scopes` names ((status, project, memory ids)),
+        coding new names. Only while the copy is being built: copies in use never change."""
+        import numpy as np
+
+        if not scopes or not len(self.ids):
+            return
+        memory_ids = np.concatenate([group for _, _, group in scopes])
+        sizes = [len(group) for _, _, group in scopes]
+        status = np.repeat(np.array([self.status_codes.setdefault(s, len(self.status_codes)) for s, _, _ in scopes],
+                                    dtype=np.int32), sizes)
+        project = np.repeat(np.array([self.GLOBAL if p is None else self.project_codes.setdefault(
+            p, len(self.project_codes)) for _, p, _ in scopes], dtype=np.int32), sizes)
+        order = np.argsort(memory_ids)
+        at = order[np.searchsorted(memory_ids, self.ids, sorter=order).clip(max=len(memory_ids) - 1)]
+        found = memory_ids[at] == self.ids  # vector positions whose memory `scopes` names
+        self.status[found], self.project[found] = status[at[found]], project[at[found]]
 
     def in_scope(self, scope: Scope):
         """(n,) bool: which vectors belong to memories in `scope`, exactly as `_scope_sql` with
@@ -487,12 +495,12 @@ class _VectorCache:
             allowed &= np.isin(self.project, wanted)
         return allowed
 
-    def updated(self, revectored: list[int], vectors: dict[int, bytes],
-                scopes: dict[int, tuple[str, str | None] | None], seq: int, last: tuple[int, int | None] | None,
+    def updated(self, revectored: list[int], vectors: dict[int, bytes], named: list[int],
+                scopes: list[tuple[str, str | None, object]], seq: int, last: tuple[int, int | None] | None,
                 mark: str | None) -> _VectorCache:
         """A new copy: the vectors of the `revectored` memory ids replaced by `vectors` (absent:
-        deleted), and the scope of every memory the log named since this copy (the keys of
-        `scopes`, `revectored` among them) as `scopes` says (None: not embedded)."""
+        deleted), and the scope of every memory the log `named` since this copy (`revectored`
+        among them) as `scopes` says ((status, project, memory ids); absent: not embedded)."""
         import numpy as np
 
         keep = ~np.isin(self.ids, np.array(revectored, dtype=np.int64))
@@ -505,10 +513,11 @@ class _VectorCache:
             ids = np.concatenate([self.ids[keep], new_ids])
             columns = np.ascontiguousarray(np.concatenate([self.columns[:, keep], new_rows.T], axis=1))
         filler = np.full(len(new_ids), self.NOT_EMBEDDED, dtype=np.int32)
-        copy = _VectorCache(ids, columns, np.concatenate([self.status[keep], filler]),
-                            np.concatenate([self.project[keep], filler]), dict(self.status_codes),
-                            dict(self.project_codes), seq, last, mark)
-        copy._set_scopes(np.flatnonzero(np.isin(ids, np.array(list(scopes), dtype=np.int64))), scopes)
+        status = np.concatenate([self.status[keep], filler])
+        status[np.isin(ids, np.array(named, dtype=np.int64))] = self.NOT_EMBEDDED  # until `scopes` says
+        copy = _VectorCache(ids, columns, status, np.concatenate([self.project[keep], filler]),
+                            dict(self.status_codes), dict(self.project_codes), seq, last, mark)
+        copy._set_scopes(scopes)
         return copy
 
 
