@@ -440,8 +440,8 @@ class _VectorCache:
     at n = 10,000 (and threads contend with the query's embedding), `q @ columns` 0.5 ms
     (numpy 2 + scipy-openblas 0.3.31, measured in session 7)."""
 
-    NOT_EMBEDDED = -1
-    GLOBAL = -1
+    NOT_EMBEDDED = 0  # codes of names count from 1
+    GLOBAL = 0
 
     def __init__(self, ids, columns, status, project, status_codes: dict[str, int], project_codes: dict[str, int],
                  seq: int, last: tuple[int, int | None] | None, mark: str | None):
@@ -470,10 +470,10 @@ class _VectorCache:
             return
         memory_ids = np.concatenate([group for _, _, group in scopes])
         sizes = [len(group) for _, _, group in scopes]
-        status = np.repeat(np.array([self.status_codes.setdefault(s, len(self.status_codes)) for s, _, _ in scopes],
+        status = np.repeat(np.array([self.status_codes.setdefault(s, len(self.status_codes) + 1) for s, _, _ in scopes],
                                     dtype=np.int32), sizes)
         project = np.repeat(np.array([self.GLOBAL if p is None else self.project_codes.setdefault(
-            p, len(self.project_codes)) for _, p, _ in scopes], dtype=np.int32), sizes)
+            p, len(self.project_codes) + 1) for _, p, _ in scopes], dtype=np.int32), sizes)
         order = np.argsort(memory_ids)
         at = order[np.searchsorted(memory_ids, self.ids, sorter=order).clip(max=len(memory_ids) - 1)]
         found = memory_ids[at] == self.ids  # vector positions whose memory `scopes` names
@@ -482,17 +482,19 @@ class _VectorCache:
     def in_scope(self, scope: Scope):
         """(n,) bool: which vectors belong to memories in `scope`, exactly as `_scope_sql` with
         `m.embedded = 1` selects them; None when the scope names kinds, tags or a since time (the
-        copy does not hold those: ask SQL)."""
+        copy does not hold those: ask SQL). Each test is a lookup in a table indexed by code."""
         import numpy as np
 
         if scope.kinds or scope.tags or scope.since:
             return None
-        allowed = np.isin(self.status, [self.status_codes[s] for s in scope.statuses if s in self.status_codes])
+        wanted = np.zeros(len(self.status_codes) + 1, dtype=bool)
+        wanted[[self.status_codes[s] for s in scope.statuses if s in self.status_codes]] = True
+        allowed = wanted[self.status]
         if scope.projects is not None:
-            wanted = [self.project_codes[p] for p in scope.projects if p in self.project_codes]
-            if scope.include_global:
-                wanted.append(self.GLOBAL)
-            allowed &= np.isin(self.project, wanted)
+            wanted = np.zeros(len(self.project_codes) + 1, dtype=bool)
+            wanted[[self.project_codes[p] for p in scope.projects if p in self.project_codes]] = True
+            wanted[self.GLOBAL] = scope.include_global
+            allowed &= wanted[self.project]
         return allowed
 
     def updated(self, revectored: list[int], vectors: dict[int, bytes], named: list[int],
