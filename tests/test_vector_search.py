@@ -4,6 +4,8 @@ checked against a numpy brute force over the same vectors."""
 
 from __future__ import annotations
 
+import io
+import json
 import math
 import os
 import struct
@@ -384,13 +386,14 @@ def _same_as_sql(store, monkeypatch) -> dict[str, set[int]]:
     return found
 
 
-def test_the_in_memory_copy_follows_every_change_of_scope_without_a_new_vector(store, monkeypatch):
+def test_the_in_memory_copy_follows_every_change_of_scope_without_a_new_vector(store, monkeypatch, tmp_path):
     """Issues 11/13: the in-memory copy answers a scope of statuses and projects from the status
     and project it holds per vector, without SQL. A memory's status, project or `embedded` flag
     changes without its vector changing; each such change (forget, restore, archive by decay,
     `update --project`, a project renamed, an edited text waiting for its vector, its re-embed,
-    purge) must reach the copy, so that a search with a warm copy finds exactly what the SQL path
-    finds. Each step also checks that the change moved the memory (a copy that missed it fails)."""
+    an import merging a newer state, purge) must reach the copy, so that a search with a warm
+    copy finds exactly what the SQL path finds. Each step also checks that the change moved the
+    memory (a copy that missed it fails)."""
     from datetime import timedelta
 
     from memsafe import clock
@@ -425,7 +428,9 @@ def test_the_in_memory_copy_follows_every_change_of_scope_without_a_new_vector(s
     found = _same_as_sql(store, monkeypatch)
     assert dates in found["alpha"] and dates not in found["forgotten"]
 
-    report = api.decay(store, now=clock.now() + timedelta(days=400))  # the ephemeral note is archived
+    start = clock.now()
+    monkeypatch.setenv("MEMSAFE_NOW", clock.to_iso(start + timedelta(days=400)))
+    report = api.decay(store)  # 400 days on, the ephemeral note is archived
     assert brief.id in [c.id for c in report.changes if c.action == "archived"]
     found = _same_as_sql(store, monkeypatch)
     assert brief.id not in found["alpha"] and brief.id in found["archived too"]
@@ -445,6 +450,19 @@ def test_the_in_memory_copy_follows_every_change_of_scope_without_a_new_vector(s
     api.embed_pending(store)  # re-embedded: a new vector, found again
     found = _same_as_sql(store, monkeypatch)
     assert deploy in found["alpha"]
+
+    vault = ids[texts[None][1]]  # an import merges a newer state of it: forgotten, in project alpha
+    monkeypatch.setenv("MEMSAFE_NOW", clock.to_iso(start + timedelta(days=402)))
+    buf = io.StringIO()
+    api.export(store, buf, all_projects=True, include_forgotten=True)
+    records = [json.loads(line) for line in buf.getvalue().splitlines()]
+    for rec in records:
+        if rec.get("type") == "memory" and rec["id"] == vault:
+            rec.update(status="forgotten", project="alpha", updated_at=clock.to_iso(start + timedelta(days=401)))
+    (tmp_path / "newer.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    assert api.import_file(store, tmp_path / "newer.jsonl").memories_updated == 1
+    found = _same_as_sql(store, monkeypatch)
+    assert vault not in found["global only"] and vault in found["forgotten"]
 
     api.purge(store, [ruff])
     found = _same_as_sql(store, monkeypatch)
