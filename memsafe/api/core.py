@@ -953,9 +953,20 @@ if hasattr(os, "register_at_fork"):
 
 # The query vectors a process embedded last, by (model id, query text): an agent asks the same
 # question again and again in one session, and a query's vector depends on nothing in the store.
-# 256 vectors of 384 float32: 0.4 MB. Touched only by the worker thread below.
+# 256 vectors of 384 float32: 0.4 MB.
 QUERY_VECTORS_KEPT = 256
 _query_vectors: OrderedDict = OrderedDict()
+_query_vectors_lock = threading.Lock()
+
+
+def _known_query_vector(embedder: embed.Embedder, text: str):
+    """The vector `_query_vector` gave for `text` with this model lately, else None."""
+    with _query_vectors_lock:
+        key = (embedder.model_id, text)
+        vector = _query_vectors.get(key)
+        if vector is not None:
+            _query_vectors.move_to_end(key)
+        return vector
 
 
 def _query_vector(embedder: embed.Embedder, text: str):
@@ -965,24 +976,34 @@ def _query_vector(embedder: embed.Embedder, text: str):
     Raises:
         embed.ModelUnavailable: the model fails.
     """
-    key = (embedder.model_id, text)
-    vector = _query_vectors.get(key)
+    vector = _known_query_vector(embedder, text)
     if vector is None:
         vector = embedder.embed_one(text)
         vector.setflags(write=False)
-        _query_vectors[key] = vector
-        if len(_query_vectors) > QUERY_VECTORS_KEPT:
-            _query_vectors.popitem(last=False)
-    else:
-        _query_vectors.move_to_end(key)
+        with _query_vectors_lock:
+            _query_vectors[(embedder.model_id, text)] = vector
+            if len(_query_vectors) > QUERY_VECTORS_KEPT:
+                _query_vectors.popitem(last=False)
     return vector
 
 
 def _embed_query_async(store: Store, text: str) -> Future:
     """Embed a query on the shared worker thread (`_query_vector`). The future gives (embedder,
     (dim,) float32 vector), or (None, None) when vectors cannot be used here; it raises
-    embed.ModelUnavailable if the model fails."""
+    embed.ModelUnavailable if the model fails. A query embedded lately by the loaded model is
+    answered at once, without the worker: handing it over and back cost up to a few ms while this
+    thread held the GIL (session 8)."""
     global _embed_pool
+
+    if embed.loaded() and store.vector_available:
+        embedder = embed.get_embedder()
+        vector = _known_query_vector(embedder, text)
+        if vector is not None:
+            from concurrent.futures import Future
+
+            done = Future()
+            done.set_result((embedder, vector))
+            return done
 
     def job():
         embedder = _embedder(store)  # reads only attributes set when the store was opened
