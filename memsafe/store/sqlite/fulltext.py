@@ -16,7 +16,7 @@ from memsafe.store.common import sql as shared
 from memsafe.store.common import tokenizer
 from memsafe.store.common.fulltext import FullTextFusion
 from memsafe.store.common.sql import chunked
-from memsafe.store.sqlite.migrations import TRIGRAM_MAX_CHARS
+from memsafe.store.sqlite.migrations import SCOPE_BY_ID, TRIGRAM_MAX_CHARS
 
 # A 1-character CJK query term is shorter than a trigram: it is looked up as the OR of the indexed
 # trigrams it starts, at most this many (the ones in most memories first).
@@ -92,18 +92,20 @@ class SQLiteFullText(FullTextFusion):
         """[(memory id, bm25)] of the word index in `scope`, best first: see `fts_search`.
 
         While the whole file fits the connection's page cache (`_fits_page_cache`), one query
-        joins each match to its row by primary key and computes bm25() only for those in scope.
+        joins each match to its memory's scope by id (the covering index of m010, not the table
+        rows that hold the text) and computes bm25() only for those in scope.
         A larger store ranks every match and keeps the best in scope by id (`shared.OVERFETCH`),
         joining only when too few of those are in scope. Measured on `bench --scale` stores
         (session 7, CPU per project-scoped query): at 10,000 memories (30 MB, ~2,000 matches a
         query) the join 2.9 ms against 4.9; at 100,000 (300 MB, ~20,000 matches) 33 against 27.
+        With m010's index (session 8, under load): 2.5-2.9 against 4.0-5.4, and 29-30 against 27-31.
         """
         if limit <= 0:
             return []
         where, params = self._scope_sql(scope)
         joined = (
-            "SELECT m.id, bm25(memories_fts) AS s FROM memories_fts JOIN memories m ON m.id = memories_fts.rowid "
-            f"WHERE memories_fts MATCH ? AND {where} ORDER BY s, m.id LIMIT ?"
+            f"SELECT m.id, bm25(memories_fts) AS s FROM memories_fts JOIN memories m INDEXED BY {SCOPE_BY_ID} "
+            f"ON m.id = memories_fts.rowid WHERE memories_fts MATCH ? AND {where} ORDER BY s, m.id LIMIT ?"
         )
         if not self._fits_page_cache():
             fetch = max(limit * shared.OVERFETCH, shared.OVERFETCH_MIN)
@@ -123,7 +125,7 @@ class SQLiteFullText(FullTextFusion):
         extra = " AND m.embedded = 1" if embedded else ""
         for chunk, marks in chunked(ids):
             out.update(r[0] for r in self.conn.execute(
-                f"SELECT m.id FROM memories m NOT INDEXED WHERE m.id IN ({marks}){extra} AND {where}",
+                f"SELECT m.id FROM memories m INDEXED BY {SCOPE_BY_ID} WHERE m.id IN ({marks}){extra} AND {where}",
                 [*chunk, *params],
             ))
         return out

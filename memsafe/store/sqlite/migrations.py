@@ -368,6 +368,20 @@ def m009_vector_log_scope(conn: apsw.Connection) -> None:
     """)
 
 
+@migration
+def m010_scope_by_id(conn: apsw.Connection) -> None:
+    """A covering index of each memory's scope by id: BM25's join of each match to its memory and
+    the scope check of a list of ids (`SQLiteFullText._bm25_search`, `_in_scope`) read it instead
+    of the table, whose rows hold the whole text (a page or more per lookup). Measured on a
+    10,000-memory `bench --scale` store (~2,000 matches a query, thread CPU, session 8): the BM25
+    join of a project-scoped query 3.7-4.0 ms against 1.7-2.7 with this index. Every column a
+    scope filters on (`SQLMemories._scope_sql`; tags are their own table, looked up by id)."""
+    conn.execute(f"CREATE INDEX IF NOT EXISTS {SCOPE_BY_ID} ON memories(id, status, project, embedded, kind, created_at)")
+
+
+SCOPE_BY_ID = "memories_scope_by_id"  # m010
+
+
 def latest() -> int:
     """The schema version this code writes: the number of registered migrations."""
     return len(MIGRATIONS)
