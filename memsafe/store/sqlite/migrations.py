@@ -376,7 +376,8 @@ def m010_scope_by_id(conn: apsw.Connection) -> None:
     10,000-memory `bench --scale` store (~2,000 matches a query, thread CPU, session 8): the BM25
     join of a project-scoped query 3.7-4.0 ms against 1.7-2.7 with this index. Every column a
     scope filters on (`SQLMemories._scope_sql`; tags are their own table, looked up by id)."""
-    conn.execute(f"CREATE INDEX IF NOT EXISTS {SCOPE_BY_ID} ON memories(id, status, project, embedded, kind, created_at)")
+    conn.execute(f"CREATE INDEX IF NOT EXISTS {SCOPE_BY_ID} "
+                 "ON memories(id, status, project, embedded, kind, created_at)")
 
 
 SCOPE_BY_ID = "memories_scope_by_id"  # m010
