@@ -480,8 +480,11 @@ def default_threads(bulk: bool = False) -> int:
     core that SQL needs. Measured on the 2-core dev box (session 8, one other process busy): a
     recall at 10,000 memories beside its query's embedding took 10.8–11.5 ms longer than its CPU
     with 2 model threads, 7.2–9.8 ms with 1; alone, one 9-word query takes 3.8 ms with 1 thread
-    and 4.3 with 2, while a batch embeds 148 texts/s with 1 and 276 with 2 (session 5)."""
-    cores = os.cpu_count() or 1
+    and 4.3 with 2, while a batch embeds 148 texts/s with 1 and 276 with 2 (session 5).
+
+    Cores: the CPUs this process may run on (its affinity: `taskset`, a container's cpuset), not
+    the machine's; pinned to one CPU, a bulk model thread per machine core only contends."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     return min(4, cores) if bulk else max(1, min(4, cores - 1))
 
 

@@ -525,9 +525,28 @@ def test_a_default_recall_loads_the_model_from_its_start_and_still_fails_cleanly
 def test_a_recall_leaves_a_core_to_its_sql_and_bulk_embedding_takes_every_core(monkeypatch, cores, query, bulk):
     """A query is embedded beside the recall's SQL (`embed.default_threads`, session 8): the model
     gets one core fewer than the machine has, at least one; `embed` and `import` get every core,
-    up to 4."""
-    monkeypatch.setattr(os, "cpu_count", lambda: cores)
+    up to 4. Cores: those the process may run on (`os.sched_getaffinity`), else the machine's."""
+    if cores is None:  # no affinity call, no count
+        monkeypatch.delattr(os, "sched_getaffinity", raising=False)
+        monkeypatch.setattr(os, "cpu_count", lambda: None)
+    else:
+        monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(cores)), raising=False)
     assert (embed.default_threads(), embed.default_threads(bulk=True)) == (query, bulk)
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
+                    reason="needs a process that may run on 2 CPUs or more, and CPU affinity")
+def test_a_process_pinned_to_one_cpu_embeds_on_one_thread():
+    """`taskset -c 0 memsafe embed` (or a container's cpuset) leaves the process one CPU of the
+    machine's many: the model gets one thread for a query and for bulk embedding alike, not a
+    thread per core of the machine (they would only contend on the one CPU)."""
+    code = ("import os; os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})\n"
+            "from memsafe import embed; embed.for_bulk(); e = embed.get_embedder()\n"
+            "print(embed.default_threads(), embed.default_threads(True),"
+            " e.session.get_session_options().intra_op_num_threads)")
+    env = {k: v for k, v in os.environ.items() if k != "MEMSAFE_EMBED_THREADS"}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.stdout.split() == ["1", "1", "1"], proc.stderr[-2000:]
 
 
 def test_the_shared_model_uses_the_bulk_threads_only_when_asked_before_it_loads():
