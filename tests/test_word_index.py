@@ -120,3 +120,21 @@ def test_term_counts_follow_every_write_to_the_file(store, db_path):
     assert store.fts_term_stats([term], [])[:2] == (2, {term: 2})
     api.purge(store, [first])
     assert store.fts_term_stats([term], [])[:2] == (1, {term: 1})
+
+
+def test_term_counts_never_keep_a_write_that_rolled_back(store):
+    """A write that fails half-way leaves nothing behind, and no count remembers it either: a
+    document frequency counted inside a transaction that then rolls back is not kept (SQLite's
+    `total_changes()` still counts the rolled-back rows, so the connection's state looks the same
+    before and after: the count would outlive the write), on both backends."""
+    term = '"zebra"'
+    api.remember(store, "a zebra crossed the parking lot", embed_now=False)
+    assert store.fts_term_stats([term], [])[:2] == (1, {term: 1})
+    with pytest.raises(RuntimeError, match="half-way"), store.write():
+        added = api.remember(store, "the zebra came back the next morning", embed_now=False).id
+        assert store.fts_term_stats([term], [])[:2] == (2, {term: 2})  # this write sees its own row
+        assert store.fts_term_stats([term], [added])[1:] == ({term: 2}, {term: {added}})
+        raise RuntimeError("half-way")
+    assert store.get_memory(added) is None
+    assert store.fts_term_stats([term], [])[:2] == (1, {term: 1})
+    assert store.fts_term_stats([term], [added])[1:] == ({term: 1}, {term: set()})
