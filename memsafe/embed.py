@@ -302,8 +302,7 @@ class Embedder:
 
     Args:
         threads: onnxruntime's intra-op threads (default: MEMSAFE_EMBED_THREADS, else
-            `default_threads(bulk)`).
-        bulk: the process embeds many texts (`embed`, `import`): every core, up to 4.
+            `default_threads()`).
         one_query: the process embeds one query (a CLI recall), so two start-up costs are skipped:
             - onnxruntime's prepacking of the weights of its matrix products. Measured on the
               2-core dev box (CPU of creating the session / of one 9-word query), prepacking costs
@@ -319,7 +318,7 @@ class Embedder:
     """
 
     def __init__(self, model_path: Path, tokenizer_path: Path, threads: int | None = None, *,
-                 one_query: bool = False, bulk: bool = False):
+                 one_query: bool = False):
         self._tokenizer_path = tokenizer_path
         self._tokenizer = None
         self._light = _WordPiece.cached(tokenizer_path) if one_query else None
@@ -333,7 +332,7 @@ class Embedder:
             # No spin-waiting between ops (a busy-waiting thread burns the CPU the next batch, or the agent
             # beside memsafe, needs).
             options.intra_op_num_threads = threads or int(os.environ.get("MEMSAFE_EMBED_THREADS")
-                                                          or default_threads(bulk))
+                                                          or default_threads())
             options.add_session_config_entry("session.intra_op.allow_spinning", "0")
             self.session = _session(ort, model_path, options, prepack=not one_query)
         except ModelUnavailable:
@@ -473,29 +472,23 @@ def embed_within(embedder: Embedder, texts: list[str], seconds: float) -> np.nda
     return np.concatenate(parts) if parts else np.zeros((0, embedder.dim), dtype=np.float32)
 
 
-def default_threads(bulk: bool = False) -> int:
-    """onnxruntime's intra-op threads when MEMSAFE_EMBED_THREADS is unset: min(4, cores) for bulk
-    embedding, else min(4, cores − 1), at least 1. A recall embeds its query on one thread while
-    its own thread runs the SQL (`api.core._candidates`): a model thread on every core takes the
-    core that SQL needs. Measured on the 2-core dev box (session 8, one other process busy): a
-    recall at 10,000 memories beside its query's embedding took 10.8–11.5 ms longer than its CPU
-    with 2 model threads, 7.2–9.8 ms with 1; alone, one 9-word query takes 3.8 ms with 1 thread
-    and 4.3 with 2, while a batch embeds 148 texts/s with 1 and 276 with 2 (session 5).
+def default_threads() -> int:
+    """onnxruntime's intra-op threads when MEMSAFE_EMBED_THREADS is unset: min(4, cores), counting
+    the CPUs this process may run on (its affinity: `taskset`, a container's cpuset), not the
+    machine's; pinned to one CPU, a model thread per machine core only contends.
 
-    Cores: the CPUs this process may run on (its affinity: `taskset`, a container's cpuset), not
-    the machine's; pinned to one CPU, a bulk model thread per machine core only contends."""
+    One core fewer for query processes was tried (session 8): a recall embeds its query on a
+    worker while its own thread runs the SQL. On the 2-core dev box, interleaved runs of 150 new
+    queries each: with another process busy, a 10,000-memory recall beside its query's embedding
+    took 7.2–9.8 ms longer than its CPU with 1 model thread against 10.8–11.5 with 2; on a quiet
+    machine, where the targets are set, 1 thread gave p50 19.0 ms at 10,000 memories against 18.8
+    with 2, and 10.6 against 8.8 ms at 1,000 (one query's embedding: 9.4 ms of CPU on 1 thread,
+    6.9 ms of wall and 11 of CPU on 2). So every core it is; MEMSAFE_EMBED_THREADS=1 suits a busy
+    machine."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return min(4, cores) if bulk else max(1, min(4, cores - 1))
+    return min(4, cores)
 
 
-def for_bulk() -> None:
-    """This process embeds many texts (`memsafe embed`, `import`): the shared embedder, when it
-    loads, uses `default_threads(bulk=True)`. No effect once it is loaded."""
-    global _bulk
-    _bulk = True
-
-
-_bulk = False  # see `for_bulk`
 _shared: Embedder | None = None
 _shared_error: str | None = None
 _shared_lock = threading.Lock()
@@ -518,7 +511,7 @@ def get_embedder(_generation: int | None = None) -> Embedder | None:
                 _shared_error = "disabled by MEMSAFE_NO_MODEL"
             else:
                 try:
-                    _shared = Embedder(*model_files(), one_query=_one_query, bulk=_bulk)
+                    _shared = Embedder(*model_files(), one_query=_one_query)
                 except ModelUnavailable as exc:
                     _shared_error = str(exc)
         return _shared
@@ -553,7 +546,7 @@ def loaded() -> bool:
 
 def reset() -> None:
     """Forget the shared embedder (tests)."""
-    global _shared, _shared_error, _loader, _one_query, _generations, _bulk
+    global _shared, _shared_error, _loader, _one_query, _generations
     with _shared_lock:
-        _shared, _shared_error, _loader, _one_query, _bulk = None, None, None, False, False
+        _shared, _shared_error, _loader, _one_query = None, None, None, False
         _generations += 1

@@ -521,42 +521,27 @@ def test_a_default_recall_loads_the_model_from_its_start_and_still_fails_cleanly
     assert proc.returncode == 0 and "blue-green" in proc.stdout and "onnxruntime" in names
 
 
-@pytest.mark.parametrize("cores, query, bulk", [(1, 1, 1), (2, 1, 2), (4, 3, 4), (8, 4, 4), (None, 1, 1)])
-def test_a_recall_leaves_a_core_to_its_sql_and_bulk_embedding_takes_every_core(monkeypatch, cores, query, bulk):
-    """A query is embedded beside the recall's SQL (`embed.default_threads`, session 8): the model
-    gets one core fewer than the machine has, at least one; `embed` and `import` get every core,
-    up to 4. Cores: those the process may run on (`os.sched_getaffinity`), else the machine's."""
+@pytest.mark.parametrize("cores, threads", [(1, 1), (2, 2), (4, 4), (8, 4), (None, 1)])
+def test_the_model_takes_the_cores_the_process_may_run_on_up_to_four(monkeypatch, cores, threads):
+    """`embed.default_threads`: min(4, cores), counting the CPUs the process may run on
+    (`os.sched_getaffinity`), else the machine's, else 1."""
     if cores is None:  # no affinity call, no count
         monkeypatch.delattr(os, "sched_getaffinity", raising=False)
         monkeypatch.setattr(os, "cpu_count", lambda: None)
     else:
         monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(cores)), raising=False)
-    assert (embed.default_threads(), embed.default_threads(bulk=True)) == (query, bulk)
+    assert embed.default_threads() == threads
 
 
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
                     reason="needs a process that may run on 2 CPUs or more, and CPU affinity")
 def test_a_process_pinned_to_one_cpu_embeds_on_one_thread():
     """`taskset -c 0 memsafe embed` (or a container's cpuset) leaves the process one CPU of the
-    machine's many: the model gets one thread for a query and for bulk embedding alike, not a
-    thread per core of the machine (they would only contend on the one CPU)."""
+    machine's many: the model gets one thread, not a thread per core of the machine (they would
+    only contend on the one CPU)."""
     code = ("import os; os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})\n"
-            "from memsafe import embed; embed.for_bulk(); e = embed.get_embedder()\n"
-            "print(embed.default_threads(), embed.default_threads(True),"
-            " e.session.get_session_options().intra_op_num_threads)")
+            "from memsafe import embed; e = embed.get_embedder()\n"
+            "print(embed.default_threads(), e.session.get_session_options().intra_op_num_threads)")
     env = {k: v for k, v in os.environ.items() if k != "MEMSAFE_EMBED_THREADS"}
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
-    assert proc.stdout.split() == ["1", "1", "1"], proc.stderr[-2000:]
-
-
-def test_the_shared_model_uses_the_bulk_threads_only_when_asked_before_it_loads():
-    code = ("import sys; from memsafe import embed\n"
-            "if sys.argv[1] == 'bulk': embed.for_bulk()\n"
-            "e = embed.get_embedder(); embed.for_bulk()\n"
-            "print(e.session.get_session_options().intra_op_num_threads, embed.get_embedder() is e,"
-            " embed.default_threads(), embed.default_threads(True))")
-    env = {k: v for k, v in os.environ.items() if k != "MEMSAFE_EMBED_THREADS"}
-    for mode in ("query", "bulk"):
-        proc = subprocess.run([sys.executable, "-c", code, mode], capture_output=True, text=True, env=env, timeout=300)
-        threads, same, query, bulk = proc.stdout.split()
-        assert same == "True" and int(threads) == int(bulk if mode == "bulk" else query), proc.stderr[-2000:]
+    assert proc.stdout.split() == ["1", "1"], proc.stderr[-2000:]

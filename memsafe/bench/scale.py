@@ -161,7 +161,6 @@ def _phase_import(db: str, n: int, full_embed_limit: int, batch_size: int) -> di
 
     from memsafe import api, embed
 
-    embed.for_bulk()  # as `memsafe import` embeds
     items = synthetic_memories(n)
     opened = api.open_store(db)
     store = opened.store

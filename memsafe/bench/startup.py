@@ -51,7 +51,6 @@ def _seed(db: Path, n: int, export: Path) -> dict:
     from memsafe import api, embed
     from memsafe.bench.scale import synthetic_memories
 
-    embed.for_bulk()  # the fill's throughput is `memsafe embed`'s
     opened = api.open_store(str(db))
     store = opened.store
     try:

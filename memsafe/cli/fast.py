@@ -304,9 +304,8 @@ def import_(db: str | None, file: str | Path, *, fmt: str, dry_run: bool, skip_i
         Failed: the error was reported (exit 1), the import skipped records (exit 3, `PARTIAL_EXIT`)
             or was interrupted (exit 130; it says what was kept).
     """
-    from memsafe import api, embed
+    from memsafe import api
 
-    embed.for_bulk()  # its vectors are a batch job: every core (`embed.default_threads`)
     file = Path(file)
     with (_dry_run_session(db, json_) if dry_run else session(db, json_)) as opened, interrupts() as interrupted:
         report = None

@@ -143,9 +143,6 @@ def embed(ctx: typer.Context, json_: JsonOpt = False) -> None:
 
     Until then those memories are found by keywords only. Exits 1 if vectors cannot be computed here.
     """
-    from memsafe import embed as embedding
-
-    embedding.for_bulk()  # a batch job: every core (`embed.default_threads`)
     with _session(ctx) as opened:
         with _plain.progress("embedding") as progress:
             report = api.embed_pending(opened.store, progress=progress)
