@@ -343,6 +343,13 @@ def test_nearest_each_answers_a_batch_as_nearest_does_query_by_query(vec_store):
     assert all(got is None or got[0] != 3 for got in batch)
     (alone,) = store.nearest_each(queries[:1], where[:1], exclude[:1])
     assert alone[0] == batch[0][0] and math.isclose(alone[1], batch[0][1], abs_tol=1e-5)
+    from memsafe.store.sqlite import vectors as store_module
+
+    store.nearest_each(queries, where, exclude)  # by now the process keeps a copy of the vectors:
+    assert store_module._copies.get(os.path.realpath(store.path)) is not None
+    warm = store.nearest_each(queries, where, exclude)  # answered from it, scopes included
+    assert [g and g[0] for g in warm] == [g and g[0] for g in batch]
+    assert all(g is None or math.isclose(g[1], b[1], abs_tol=1e-6) for g, b in zip(warm, batch))
 
 
 SCOPES = {  # the common scopes the in-memory copy answers itself, and one it leaves to SQL

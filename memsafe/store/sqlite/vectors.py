@@ -147,8 +147,9 @@ class SQLiteVectors:
 
     def nearest_each(self, queries: Sequence[bytes], projects: Sequence[str | None],
                      exclude: Sequence[int | None]) -> list[tuple[int, float] | None]:
-        """See `Store.nearest_each`. A batch is answered in one pass: every stored vector is read
-        once, straight from vec0's shadow tables (`_chunks_of`, ~1 µs a vector), and compared with
+        """See `Store.nearest_each`. A batch is answered in one pass: every stored vector, from the
+        process's in-memory copy (`_vector_cache`, with each memory's scope) or else read once
+        straight from vec0's shadow tables (`_chunks_of`, ~1 µs a vector), is compared with
         all the queries in one matrix product; a vec0 KNN per query read them all once per query
         (1.3 ms a query at 1,000 vectors: a fifth of a server's embedding time per remember,
         issue 13). One query, more than NEAREST_BATCH_MAX vectors (they are read whole, 1.5 KB
@@ -160,16 +161,20 @@ class SQLiteVectors:
         dim = int(self.config_get("_embedding_dim") or 0) if total else 0
         if not total or not dim or total > NEAREST_BATCH_MAX:
             return fallback(queries, projects, exclude)
+        scopes = {project: Scope(projects=[project] if project is not None else [], include_global=project is None)
+                  for project in dict.fromkeys(projects)}
         with self.snapshot():  # vectors and scopes from one state
-            loaded = self._chunks_of(total, dim)
-            if loaded is None:
-                return fallback(queries, projects, exclude)
-            ids, columns = loaded  # (n,), (dim, n)
-            members: dict[str | None, np.ndarray] = {}
-            for project in dict.fromkeys(projects):
-                scope = Scope(projects=[project] if project is not None else [], include_global=project is None)
-                where, params = self._scope_sql(scope)
-                members[project] = np.isin(ids, self._embedded_in_scope(where, params))
+            cache = self._vector_cache()  # the process's copy, when it keeps one: nothing to read
+            if cache is not None:
+                ids, columns = cache.ids, cache.columns
+                members = {project: cache.in_scope(scope) for project, scope in scopes.items()}
+            else:
+                loaded = self._chunks_of(total, dim)
+                if loaded is None:
+                    return fallback(queries, projects, exclude)
+                ids, columns = loaded  # (n,), (dim, n)
+                members = {project: np.isin(ids, self._embedded_in_scope(*self._scope_sql(scope)))
+                           for project, scope in scopes.items()}
         q = np.stack([np.frombuffer(b, dtype=np.float32) for b in queries])
         with np.errstate(divide="ignore", invalid="ignore"):
             # cosine similarity as vec_distance_cosine computes it (1 - distance); a zero or
