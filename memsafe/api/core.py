@@ -457,9 +457,12 @@ def remember(
 
 
 def _near_duplicates(store: Store, embedder, vectors: list, projects: list[str | None],
-                     exclude: list[int]) -> list[dict | None]:
-    """`_near_duplicate` for several vectors ((dim,) float32 each) at once: one pass over the
-    stored vectors (`Store.nearest_each`) instead of one search each. Same answers, in order."""
+                     exclude: list[int | None]) -> list[dict | None]:
+    """For each vector ((dim,) float32), {'id', 'similarity'} of the closest active memory in
+    exactly that project (other than the id at the same place in `exclude`: the memory itself when
+    another process embedded it meanwhile) when its cosine similarity is at least config
+    `near_duplicate_threshold`, else None; in order. A batch is one pass over the stored vectors
+    (`Store.nearest_each`) instead of one search each."""
     if not vectors or not store.vectors_ready(embedder.model_id):
         return [None] * len(vectors)
     threshold = config_value(store, "near_duplicate_threshold")
@@ -468,20 +471,9 @@ def _near_duplicates(store: Store, embedder, vectors: list, projects: list[str |
             for hit in found]
 
 
-def _near_duplicate(store: Store, embedder, vector, project: str | None, exclude: int | None = None) -> dict | None:
-    """{'id', 'similarity'} of the closest active memory in exactly this project (other than
-    `exclude`, the memory itself when another process embedded it meanwhile) when its cosine
-    similarity is at least config `near_duplicate_threshold`, else None."""
-    if vector is None or not store.vectors_ready(embedder.model_id):
-        return None
-    nearest = [hit for hit in store.nearest(_vector_bytes(vector), project, 2) if hit[0] != exclude]
-    if not nearest:
-        return None
-    other, distance = nearest[0]
-    similarity = 1.0 - distance
-    if similarity < config_value(store, "near_duplicate_threshold"):
-        return None
-    return {"id": other, "similarity": round(similarity, 4)}
+def _near_duplicate(store: Store, embedder, vector, project: str | None) -> dict | None:
+    """`_near_duplicates` of one vector (None: not embedded, no duplicate)."""
+    return None if vector is None else _near_duplicates(store, embedder, [vector], [project], [None])[0]
 
 
 def get(store: Store, memory_id: int, *, scope: Scope | None = None, use: bool = False) -> Memory:
