@@ -370,8 +370,12 @@ def content_words(text: str, limit: int = 64) -> int:
     a measure of how much a memory says ("Jon: See ya Gina!" says little). CJK has no spaces
     to count words by: each distinct CJK run counts one word per two characters (at least one;
     most Chinese words are two characters), so `释放内存以后指针变成悬空状态` says as much as
-    its seven words. A short text's count is kept per process (the same memories come back
+    its seven words. An ASCII text is read only until `limit` words are found (the ranking asks
+    for `substance_words` of them: at 10,000 memories, reading whole texts took ~1 ms of a
+    recall, session 9); a short text's count is kept per process (the same memories come back
     recall after recall in `serve`)."""
+    if limit <= 0:
+        return 0
     if len(text) <= SHORT_TEXT:
         return _content_words(text, limit)
     return _count_content_words(text, limit)
@@ -382,8 +386,20 @@ def _content_words(text: str, limit: int) -> int:
     return _count_content_words(text, limit)
 
 
+_LONG_WORD = re.compile(r"\w{3,}")  # on ASCII text: the words of `_WORD` with at least 3 letters
+
+
 def _count_content_words(text: str, limit: int) -> int:
     lowered = text.lower()
+    if lowered.isascii():  # no CJK: stop at `limit` distinct words
+        seen: set[str] = set()
+        for match in _LONG_WORD.finditer(lowered):
+            word = match.group()
+            if word not in STOP_WORDS and word not in seen:
+                seen.add(word)
+                if len(seen) >= limit:
+                    break
+        return len(seen)
     words = set(_WORD.findall(CJK_RUN.sub(" ", lowered)))
     words.difference_update(STOP_WORDS)
     cjk = sum(max(1, len(run) // 2) for run in set(CJK_RUN.findall(lowered)))
@@ -505,18 +521,6 @@ def exact_first(relevance: dict[int, float], held: dict[int, int]) -> dict[int, 
 
 
 @dataclass
-class Signals:
-    """Per-memory inputs to the final score (all in [0, 1] except decay_level, 0–3)."""
-
-    relevance: float
-    age_days: float
-    access_count: int
-    graph_degree: int
-    confidence: float
-    decay_level: int
-
-
-@dataclass
 class Weights:
     """Weights of the multi-signal score; defaults and their justification live in settings.CONFIG_KEYS."""
 
@@ -528,40 +532,35 @@ class Weights:
     recency_half_life_days: float = 30.0
 
 
-def final_score(s: Signals, w: Weights) -> float:
-    """relevance + w_r·recency + w_a·access + w_g·graph + w_c·confidence − w_d·decay_level/3.
+def final_score(c: Candidate, relevance: float, w: Weights, now: datetime) -> float:
+    """relevance + w_r·recency + w_a·access + w_g·graph + w_c·confidence − w_d·decay_level/3
+    of candidate `c`.
 
-    recency = 2^(−age/half-life); access = 1 − 1/(1 + ln(1 + n)); graph = 1 − 1/(1 + degree).
-    Relevance is `fuse`'s absolute score (a full keyword match alone is worth weight_lexical),
-    so with the default weights (≤ 0.16 together) the other signals only reorder hits of
-    near-equal relevance.
+    recency = 2^(−age/half-life), age in days from the last explicit use (else creation, else
+    `now`) to `now`; access = 1 − 1/(1 + ln(1 + n)); graph = 1 − 1/(1 + degree). Relevance is
+    `fuse`'s absolute score (a full keyword match alone is worth weight_lexical), so with the
+    default weights (≤ 0.16 together) the other signals only reorder hits of near-equal relevance.
     """
-    recency = 0.5 ** (max(0.0, s.age_days) / w.recency_half_life_days)
-    access = 1.0 - 1.0 / (1.0 + math.log1p(max(0, s.access_count)))
-    graph = 1.0 - 1.0 / (1.0 + max(0, s.graph_degree))
+    anchor = c.last_used_at or c.created_at or now
+    age_days = (now - anchor).total_seconds() / 86400
+    recency = 0.5 ** (max(0.0, age_days) / w.recency_half_life_days)
+    access = 1.0 - 1.0 / (1.0 + math.log1p(max(0, c.access_count)))
+    graph = 1.0 - 1.0 / (1.0 + max(0, c.graph_degree))
     return (
-        s.relevance
+        relevance
         + w.recency * recency
         + w.access * access
         + w.graph * graph
-        + w.confidence * s.confidence
-        - w.decay * (s.decay_level / 3.0)
+        + w.confidence * c.confidence
+        - w.decay * (c.decay_level / 3.0)
     )
 
 
 def rank(cands: Sequence[Candidate], relevance: dict[int, float], w: Weights, now: datetime
          ) -> list[tuple[float, Candidate]]:
-    """Step "scoring": [(final score, candidate)] best first (ties: lower id first), for the
-    candidates with a relevance. Age is measured from the last explicit use (else creation)."""
-    out = []
-    for c in cands:
-        if c.id not in relevance:
-            continue
-        anchor = c.last_used_at or c.created_at or now
-        signals = Signals(relevance=relevance[c.id], age_days=(now - anchor).total_seconds() / 86400,
-                          access_count=c.access_count, graph_degree=c.graph_degree, confidence=c.confidence,
-                          decay_level=c.decay_level)
-        out.append((final_score(signals, w), c))
+    """Step "scoring": [(`final_score`, candidate)] best first (ties: lower id first), for the
+    candidates with a relevance."""
+    out = [(final_score(c, relevance[c.id], w, now), c) for c in cands if c.id in relevance]
     out.sort(key=lambda pair: (-pair[0], pair[1].id))
     return out
 

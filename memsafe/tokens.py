@@ -188,11 +188,24 @@ def _pieces(text: str):
 def count(text: str) -> int:
     """Tokens in `text` (cl100k_base; a run of more than PIECE characters without a space counts
     at most one token more per PIECE characters). Lone surrogates are counted as U+FFFD. Linear;
-    a text counted before by a process without the encoding loaded is looked up (`_Known`); a
-    process that loaded it keeps the counts of its last 8,192 texts of up to SHORT_TEXT characters."""
+    a text counted before by a process without the encoding loaded is looked up (`_Known`). Every
+    process keeps the counts of its last 8,192 texts of up to SHORT_TEXT characters (`serve`
+    counts the same memories again and again; a lookup in `_Known` took ~20 µs, session 9)."""
+    return _count_kept(text) if len(text) <= SHORT_TEXT else _count_once(text)
+
+
+SHORT_TEXT = 4096  # characters; the counts of texts up to this long are kept per process
+
+
+@functools.lru_cache(maxsize=8192)
+def _count_kept(text: str) -> int:
+    return _count_once(text)
+
+
+def _count_once(text: str) -> int:
     known = _known()
-    if known is None:  # counted here; a short text's count is kept (`serve` counts the same memories again and again)
-        return _count_short(text) if len(text) <= SHORT_TEXT else _count(text)
+    if known is None:
+        return _count(text)
     try:
         digest = known.digest(text)
         n = known.get(digest)
@@ -203,14 +216,6 @@ def count(text: str) -> int:
         return n
     except Exception:  # the cache failed mid-way (locked, removed): count directly
         return _count(text)
-
-
-SHORT_TEXT = 4096  # characters; the counts of texts up to this long are kept per process
-
-
-@functools.lru_cache(maxsize=8192)
-def _count_short(text: str) -> int:
-    return _count(text)
 
 
 def _count(text: str) -> int:

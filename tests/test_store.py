@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import stat
@@ -11,6 +12,7 @@ import pytest
 
 from memsafe import api, embed
 from memsafe.errors import SchemaTooNew, StoreUnavailable
+from memsafe.models import Memory
 from memsafe.store import SQLiteStore
 from memsafe.store.sqlite import migrations
 
@@ -209,3 +211,31 @@ def test_consistency_check_covers_both_full_text_indexes(db_path, monkeypatch, i
     problems = store.consistency_problems()
     assert any(("trigram" if index == "memories_tri" else "full-text") in p for p in problems), problems
     store.close()
+
+
+def test_a_memory_read_back_holds_each_column_in_its_own_field(db_path):
+    """`get_memories` builds each Memory positionally (the fast way, ~130 rows a recall): every
+    field must hold its own column, so columns of one type set to distinct values catch a swap."""
+    opened = api.open_store(str(db_path))
+    store = opened.store
+    try:
+        m = api.remember(store, "the deploy pipeline runs on merge", project="web", tags=["ci", "deploy"],
+                         embed_now=False)
+        with store.write():
+            store.update_memory(m.id, {
+                "importance": 0.31, "confidence": 0.72, "created_at": "2026-01-02T00:00:00.000000+00:00",
+                "updated_at": "2026-02-03T00:00:00.000000+00:00",
+                "last_accessed_at": "2026-03-04T00:00:00.000000+00:00",
+                "access_count": 5, "decay_level": 2, "status": "archived", "status_reason": "old", "author": "ana",
+                "source": "git",
+            })
+        row = store.raw_row(m.id)
+        got = store.get_memories([m.id])[m.id]
+        for field in dataclasses.fields(Memory):
+            if field.name in ("tags", "near_duplicate"):
+                continue
+            stored = bool(row[field.name]) if field.name == "embedded" else row[field.name]
+            assert getattr(got, field.name) == stored, field.name
+        assert got.tags == ["ci", "deploy"]
+    finally:
+        store.close()

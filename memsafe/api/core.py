@@ -4,6 +4,7 @@ restore, purge, recall, status and config."""
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import threading
 import time
@@ -756,19 +757,25 @@ def _candidates(store: Store, q: retrieve.Query, scope: Scope, depth: int, mode:
     memories = store.get_memories(list(by_id), tags=bool(scope.tags))
     if cfg["weight_context"] > 0:
         _link_turns(store, by_id, memories, scope)
-    degrees = store.entity_degrees(list(by_id))
-    cands = []
-    for i, c in by_id.items():
-        m = memories.get(i)
-        if m is None or m.status not in scope.statuses:
-            continue
-        c.words = retrieve.content_words(m.content) if c.similarity is not None else 0  # read by the vector half only
+    shown = {i: c for i, c in by_id.items() if i in memories and memories[i].status in scope.statuses}
+    fill_features(store, shown, memories, cfg)
+    return list(shown.values()), memories, used_mode
+
+
+def fill_features(store: Store, cands: dict[int, retrieve.Candidate], memories: dict, cfg: dict) -> None:
+    """Step "candidates": set each candidate's features that the memory holds (`retrieve.Candidate`:
+    content words, read by the vector half only and only up to `substance_words`, the most it
+    weighs; times, uses, confidence, decay level, entity degree) from `memories` ({id: `Memory`
+    or `history.PastState`}, holding every id of `cands`)."""
+    degrees = store.entity_degrees(list(cands))
+    words = math.ceil(cfg["substance_words"])
+    for i, c in cands.items():
+        m = memories[i]
+        c.words = retrieve.content_words(m.content, words) if c.similarity is not None else 0
         c.created_at = clock.parse_iso(m.created_at)
         c.last_used_at = clock.parse_iso(m.last_accessed_at) if m.last_accessed_at else None
         c.access_count, c.confidence, c.decay_level = m.access_count, m.confidence, m.decay_level
         c.graph_degree = degrees.get(i, 0)
-        cands.append(c)
-    return cands, memories, used_mode
 
 
 def _link_turns(store: Store, by_id: dict[int, retrieve.Candidate], memories: dict[int, Memory], scope: Scope

@@ -35,6 +35,7 @@ from memsafe.api.core import (
     clean_text,
     config_value,
     content_hash,
+    fill_features,
     get,
     make_scope,
     score_candidates,
@@ -414,15 +415,9 @@ def recall_as_of(
         c.similarity, c.vector_rank = sim, rank
     if config_value(store, "weight_context") > 0:
         retrieve.link_turns(by_id, visible)
-    degrees = store.entity_degrees(list(by_id))
-    for i, c in by_id.items():
-        s = visible[i]
-        c.words = retrieve.content_words(s.content) if c.similarity is not None else 0  # read by the vector half only
-        c.created_at = clock.parse_iso(s.created_at)
-        c.last_used_at = clock.parse_iso(s.last_accessed_at) if s.last_accessed_at else None
-        c.access_count, c.confidence, c.decay_level = s.access_count, s.confidence, s.decay_level
-        c.graph_degree = degrees.get(i, 0)
-    ranked = score_candidates(list(by_id.values()), q, {**_config_snapshot(store), "weight_hop": 0.0})
+    cfg = {**_config_snapshot(store), "weight_hop": 0.0}
+    fill_features(store, by_id, visible, cfg)
+    ranked = score_candidates(list(by_id.values()), q, cfg)
     if not ranked:
         return RecallResult(text, budget_v, effective, 0, [], used_mode, _scope_list(scope), notes)
     scored = [(score, _memory_from_state(visible[c.id], at), c) for score, c in ranked]

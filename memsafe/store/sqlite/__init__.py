@@ -406,6 +406,16 @@ class SQLiteStore(SQLMemories, SQLiteFullText, SQLiteVectors, SQLGraph, SQLHisto
     def sizes(self) -> tuple[int, int]:
         return file_sizes(self.path)
 
+    def _file_state(self) -> tuple[int, int] | None:
+        """What changes whenever the file may have: (`PRAGMA data_version`, which moves when another
+        connection commits, `total_changes()`, which moves with each of this connection's writes,
+        rolled back or not). None inside a transaction: what is read there may roll back while
+        the state stays. One pragma; what a connection keeps keyed by it (term counts, the
+        vector copy found current) holds while the file is unchanged."""
+        if self.conn.in_transaction:
+            return None
+        return self.conn.execute("PRAGMA data_version").fetchone()[0], self.conn.total_changes()
+
     def _fits_page_cache(self) -> bool:
         """Whether the main file (pages × page size, bytes) fits this connection's page cache
         (`PAGE_CACHE_KIB`): then a read by primary key costs no I/O call. Two header reads."""

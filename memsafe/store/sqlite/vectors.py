@@ -100,10 +100,11 @@ class SQLiteVectors:
         return [(i, d) for i, d in self._vector_search(query_bytes, scope, k) if d is not None and d == d]
 
     def _vector_search(self, query_bytes: bytes, scope: Scope, k: int) -> list[tuple[int, float]]:
-        total = self.vector_count()
-        cache = self._vector_cache() if total >= CACHE_MIN_VECTORS else None
+        use_copy = CACHE_MIN_VECTORS <= 0 or self.vector_count() >= CACHE_MIN_VECTORS
+        cache = self._vector_cache() if use_copy else None
         if cache is not None:
             return self._cached_search(cache, query_bytes, scope, k)
+        total = self.vector_count()
         where, params = self._scope_sql(scope)
         in_scope = self.count_in_scope(scope, embedded_only=True)
         if in_scope == 0:
@@ -241,8 +242,20 @@ class SQLiteVectors:
             if _searches[key] < 2:
                 return None
             cache = _copies.get(key)
+        state = self._file_state()
+        if cache is not None and state is not None and self._copy_current == (state, cache):
+            return cache  # this connection found it current, and the file is unchanged since (one pragma)
         if not self._has_vector_log():
             return None
+        cache = self._current_copy(key, cache)
+        self._copy_current = (state, cache) if state is not None and cache is not None else None
+        return cache
+
+    _copy_current: tuple | None = None  # (`_file_state`, copy) when this connection last found the copy current
+
+    def _current_copy(self, key: str, cache: _VectorCache | None) -> _VectorCache | None:
+        """`cache` (the process's copy of the file at `key`, or None) when the log says it is
+        current, else the copy brought up to date, or loaded whole (see `_vector_cache`)."""
         import numpy as np
 
         with self.snapshot():
