@@ -535,6 +535,8 @@ def decay(store: Store, *, dry_run: bool = False, now: datetime | None = None) -
     Compresses (level 1 summary, level 2 brief) and archives (level 3) what has weakened,
     keeping every previous text as a version (cause `decay`); never deletes. Idempotent: a
     second run at the same instant changes nothing. With `dry_run`, nothing at all is written.
+    A run also compacts the word index (`Store.compact_word_index`): cron's daily decay is the
+    store's maintenance.
 
     Safe beside other writers: changes are written in short transactions of at most 32 memories
     that re-read each row and skip it if anything moved since planning (`skipped`); bookkeeping
@@ -597,6 +599,7 @@ def decay(store: Store, *, dry_run: bool = False, now: datetime | None = None) -
                 else:
                     report.skipped += 1
     report.banked += len(applied)
+    store.compact_word_index()  # the scheduled maintenance: queries look up each term in fewer index pieces
     return report
 
 

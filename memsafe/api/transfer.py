@@ -418,6 +418,8 @@ def import_file(
             ) from None
     except OSError as exc:
         raise InvalidInput(f"cannot read {path}: {exc.strerror or exc}") from None
+    if not dry_run and report.memories_added + report.memories_updated:
+        store.compact_word_index()  # a bulk write leaves the word index in many pieces
     report.pending = store.pending_count()
     return report
 
@@ -819,4 +821,5 @@ def embed_pending(store: Store, *, progress: Progress | None = None) -> EmbedRep
     # One walk: each pending memory is tried once; a memory another process changes meanwhile (an
     # update, a decay) stays pending and is counted below, never retried without end (issue 17.2).
     done = backfill(store, limit=None, progress=(lambda n: progress(n, max(total, n))) if progress else None)
+    store.compact_word_index()  # maintenance while we are at it (`Store.compact_word_index`)
     return EmbedReport(done, store.pending_count())

@@ -193,6 +193,13 @@ class FullText(ABC):
         index, and which of `ids` match it. Returns (number of indexed memories, {term: df},
         {term: matching ids})."""
 
+    @abstractmethod
+    def compact_word_index(self, max_seconds: float | None = None) -> bool:
+        """Merge the lexical indexes into their fastest form to query, in short write transactions
+        (maintenance: after an import, a decay run, `memsafe embed`). Returns True when they are
+        compact, False when `max_seconds` (wall clock) ran out first or a transaction is open (the
+        caller's writes come first); what was merged stays merged."""
+
     @staticmethod
     @abstractmethod
     def scratch_lexical(docs: dict[int, str], terms: Sequence[str], limit: int

@@ -145,6 +145,12 @@ class PostgresFullText(FullTextFusion):
         it writes a text, in the same transaction (no trigger does it here: see `words`)."""
         index_rows(self.conn, rows)
 
+    def compact_word_index(self, max_seconds: float | None = None) -> bool:
+        """See `FullText.compact_word_index`: nothing to merge here. The word index is plain
+        tables with b-tree indexes, which PostgreSQL keeps balanced as it writes (and its
+        autovacuum reclaims dead rows)."""
+        return True
+
     def _bm25_search(self, match: str, scope: Scope, limit: int) -> list[tuple[int, float]]:
         queries = _queries(match_terms(match))
         if limit <= 0 or not queries:
