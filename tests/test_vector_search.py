@@ -564,3 +564,37 @@ def test_scope_changes_are_logged_once_per_memory_and_the_log_prunes_itself(tmp_
                                "ELSE 'active' END")
     assert store.conn.execute("SELECT count(*) FROM vector_log").fetchone()[0] <= 50_000 + 1000
     store.close()
+
+
+def test_a_prepared_product_is_used_only_for_its_query_and_its_copy(tmp_path, monkeypatch):
+    """`prepare_vector_search` computes the query's product with the process's copy on the thread
+    that embedded the query (session 9). A search uses it only for that very query and that very
+    copy: another query, or a copy brought up to date since (a vector written meanwhile), is
+    searched afresh; a query of another dimension (the model changed) prepares nothing."""
+    from memsafe.store.sqlite import vectors as store_module
+
+    monkeypatch.setattr(store_module, "CACHE_MIN_VECTORS", 0)
+    store = SQLiteStore(tmp_path / "p.db")
+    with store.write():
+        store.ensure_vector_table("m1", 384)
+        for n in range(1, 41):
+            store.insert_memory(_row(n), [])
+            store.put_vector(n, _unit(n).tobytes())
+    everything = Scope(projects=None, include_global=True, kinds=[], tags=[], since=None)
+    try:
+        for _ in range(2):  # the second search of the process builds the copy
+            store.vector_search(_unit(1).tobytes(), everything, 5)
+        store.prepare_vector_search(_unit(7).tobytes())
+        assert store._prepared is not None
+        assert store.vector_search(_unit(7).tobytes(), everything, 1)[0][0] == 7  # its own query
+        assert store.vector_search(_unit(9).tobytes(), everything, 1)[0][0] == 9  # not another's
+        store.prepare_vector_search(_unit(99).tobytes())
+        with store.write():
+            added = store.insert_memory(_row(99), [])
+            store.put_vector(added, _unit(99).tobytes())  # a newer copy than the one prepared
+        assert store.vector_search(_unit(99).tobytes(), everything, 1)[0][0] == added
+        store._prepared = None
+        store.prepare_vector_search(np.ones(8, dtype=np.float32).tobytes())
+        assert store._prepared is None
+    finally:
+        store.close()

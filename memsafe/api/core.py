@@ -1006,7 +1006,11 @@ def _embed_query_async(store: Store, text: str) -> Future:
 
     def job():
         embedder = _embedder(store)  # reads only attributes set when the store was opened
-        return (embedder, _query_vector(embedder, text)) if embedder is not None else (None, None)
+        if embedder is None:
+            return None, None
+        vector = _query_vector(embedder, text)
+        store.prepare_vector_search(_vector_bytes(vector))  # overlaps this thread's BM25 search
+        return embedder, vector
 
     with _embed_pool_lock:
         if _embed_pool is None:

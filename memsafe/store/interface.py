@@ -269,6 +269,12 @@ class Vectors(ABC):
         """Memories (any status but forgotten) still waiting for their vector."""
 
     @abstractmethod
+    def prepare_vector_search(self, query_bytes: bytes) -> None:
+        """A hint that `vector_search(query_bytes, ...)` follows: do now, on the calling thread
+        (any thread; never this connection's SQL), what that search can use. A recall calls it
+        on the thread that embeds the query, so the work overlaps its BM25 search."""
+
+    @abstractmethod
     def vector_search(self, query_bytes: bytes, scope: Scope, k: int) -> list[tuple[int, float]]:
         """The k nearest memories in scope by cosine distance: [(id, distance)] nearest first, ties
         by id. `query_bytes` is a float32 vector of the stored dimension. Filters never starve the

@@ -222,6 +222,26 @@ class SQLiteVectors:
     def _vector_log_tail(self) -> int:
         return self.conn.execute("SELECT coalesce(max(seq), 0) FROM vector_log").fetchone()[0]
 
+    # (query bytes, the copy, its `_distances`) from `prepare_vector_search`, for the next search
+    _prepared: tuple | None = None
+
+    def prepare_vector_search(self, query_bytes: bytes) -> None:
+        """See `Vectors.prepare_vector_search`: the product of the query with the process's copy
+        of this file's vectors, as it is now (no SQL: the search checks the copy is current, and
+        uses this only if it is the copy it found). At 10,000 vectors the product took 1.4 ms of
+        the recall's own thread (15 MB read from memory), overlapping nothing (session 9)."""
+        with _copies_lock:
+            cache = _copies.get(self._copy_key())
+        if cache is not None and len(cache.ids) and len(query_bytes) == 4 * cache.columns.shape[0]:
+            self._prepared = (query_bytes, cache, _distances(cache, query_bytes))
+
+    def _copy_key(self) -> str:
+        """This file's key in `_copies`: its real path, resolved once per connection."""
+        key = self.__dict__.get("_real_path")
+        if key is None:
+            key = self._real_path = os.path.realpath(self.path)
+        return key
+
     def _vector_cache(self) -> _VectorCache | None:
         """The process's in-memory copy of this file's vectors and of their memories' scope
         (`_copies`, shared by every connection of the process to the file), synced with the log;
@@ -236,7 +256,7 @@ class SQLiteVectors:
         row it recorded (memory id and random token, `_log_row`): a new store at the same path, a
         restored copy of the file that has since seen other writes, or a pruned log, loads again.
         """
-        key = os.path.realpath(self.path)
+        key = self._copy_key()
         with _copies_lock:
             _searches[key] += 1
             if _searches[key] < 2:
@@ -389,9 +409,11 @@ class SQLiteVectors:
         total = len(cache.ids)
         if not total:
             return []
-        q = np.frombuffer(query_bytes, dtype=np.float32)
-        with np.errstate(invalid="ignore", over="ignore"):  # a non-finite stored vector: NaN, never ranked
-            distance = 1.0 - q @ cache.columns  # vectors are L2-normalised: cosine distance
+        prepared = self._prepared
+        if prepared is not None and prepared[1] is cache and prepared[0] == query_bytes:
+            distance = prepared[2]  # computed by `prepare_vector_search` on the embedding thread
+        else:
+            distance = _distances(cache, query_bytes)
         allowed = cache.in_scope(scope)
         if allowed is None:
             where, params = self._scope_sql(scope)
@@ -407,6 +429,16 @@ class SQLiteVectors:
         distance = np.where(allowed, distance, np.inf)
         top = np.argpartition(distance, k - 1)[:k] if k < total else np.arange(total)
         return _ranked(cache.ids, distance, top[np.isfinite(distance[top])], k)
+
+
+def _distances(cache: _VectorCache, query_bytes: bytes):
+    """Cosine distance (n,) float32 of the query (float32 bytes, L2-normalised) to each vector of
+    `cache` (L2-normalised): one matrix-vector product; NaN for a non-finite stored vector."""
+    import numpy as np
+
+    q = np.frombuffer(query_bytes, dtype=np.float32)
+    with np.errstate(invalid="ignore", over="ignore"):  # a non-finite stored vector: NaN, never ranked
+        return 1.0 - q @ cache.columns
 
 
 def _ranked(ids, distance, top, k: int) -> list[tuple[int, float]]:
