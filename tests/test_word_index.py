@@ -219,3 +219,43 @@ def test_compacting_is_safe_on_every_backend(filled):
     before = {q: _words(store, q) for q in FOUND}
     assert store.compact_word_index() is True
     assert {q: _words(store, q) for q in FOUND} == before
+
+
+@pytest.mark.backends("sqlite")
+def test_the_server_compacts_the_word_index_once_remembers_stop(db_path, embedder, monkeypatch):
+    """An MCP server's remembers leave the word index in pieces; once they have stopped for
+    COMPACT_IDLE_S, its warm thread (the one that embeds them) compacts it, and not before."""
+    import time
+
+    import anyio
+    from mcp import Client
+
+    from memsafe import server
+
+    monkeypatch.setattr(server, "COMPACT_IDLE_S", 3600.0)
+    srv = server.build_server(str(db_path))
+
+    async def remember_all():
+        async with Client(srv) as client:
+            for i in range(30):
+                await client.call_tool("remember", {"content": f"rollout {i} of the zq{i} billing worker"})
+
+    anyio.run(remember_all)
+    state = srv.memsafe
+    try:
+        deadline = time.monotonic() + 60
+        while state._embedded < state._submitted and time.monotonic() < deadline:  # all embedded
+            time.sleep(0.05)
+        time.sleep(1.5)  # a few quiet seconds of the warm thread: still too soon to compact
+        opened = api.open_store(str(db_path))
+        try:
+            assert _unmerged(opened.store) == ["memories_fts", "memories_tri"]
+            monkeypatch.setattr(server, "COMPACT_IDLE_S", 0.1)
+            while _unmerged(opened.store) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert _unmerged(opened.store) == []
+            assert len(_words(opened.store, "billing worker")) == 20  # the search's limit: all still found
+        finally:
+            opened.store.close()
+    finally:
+        state.stopping.set()
