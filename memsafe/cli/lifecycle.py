@@ -172,7 +172,8 @@ def decay_(
     Levels: 0 full text, 1 summary, 2 first sentence + entity names, 3 archived. Every earlier
     text stays in history; `memsafe restore ID` brings the original back. Memories tagged
     pinned, core or identity never decay. Idempotent, and safe to run while other memsafe
-    processes write.
+    processes write. A run also compacts the full-text index (keyword search looks each word
+    up in one piece instead of dozens): the daily cron run is the store's maintenance.
 
     Exit codes: 0 done (or nothing to do); 1 error (message on stderr); 2 usage error.
 
