@@ -188,6 +188,75 @@ def test_compacting_yields_to_the_callers_transaction_and_to_its_deadline(store)
 
 
 @pytest.mark.backends("sqlite")
+def test_compacting_gives_up_while_another_writer_keeps_writing(store):
+    """FTS5's optimize merges every piece into one, so a text written between two of its steps
+    starts the rewrite of the whole index again: beside a writer that never pauses, the
+    compaction ran until the writer stopped (without end on a busy server's store: a cron
+    decay never returned). It gives up after two rewrites' worth of steps, index sound."""
+    _written_one_by_one(store)
+    other = api.open_store(str(store.path)).store
+    written = []
+
+    def between_steps(cursor, sql, bindings):  # another connection commits a text before each step
+        if sql.startswith("BEGIN IMMEDIATE") and len(written) < 100:
+            written.append(api.remember(other, f"zq{len(written)} note written during the compaction",
+                                        embed_now=False).id)
+        return True
+
+    store.conn.exec_trace = between_steps
+    try:
+        assert store.compact_word_index() is False
+        assert len(written) < 100  # it stopped by itself, the writer was still writing
+    finally:
+        store.conn.exec_trace = None
+        other.close()
+    assert store.consistency_problems() == []
+    assert store.compact_word_index() is True  # once the writer is quiet
+    assert _unmerged(store) == []
+
+
+@pytest.mark.backends("sqlite")
+def test_compacting_gives_way_to_another_writers_long_transaction(store, monkeypatch):
+    """Maintenance after an import, a decay or `memsafe embed` that are done: another writer holding
+    the lock (an import in progress) made `memsafe embed` with nothing to do wait 30 s, then exit 1
+    ("stayed locked ... try again"). The compaction waits COMPACT_WAIT_MS and stops (False)."""
+    import apsw
+
+    from memsafe.store.sqlite import fulltext
+
+    monkeypatch.setattr(fulltext, "COMPACT_WAIT_MS", 50, raising=False)
+    _written_one_by_one(store)
+    other = apsw.Connection(str(store.path))
+    other.execute("BEGIN IMMEDIATE")  # another writer, in the middle of a long transaction
+    try:
+        assert store.compact_word_index() is False
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    assert _unmerged(store) == ["memories_fts", "memories_tri"]
+    assert store.compact_word_index() is True
+
+
+@pytest.mark.backends("sqlite")
+def test_compacting_on_a_full_disk_stops_and_a_write_says_the_disk_is_full(store):
+    """The compaction rewrites the whole index: on a full disk it stops (rolled back, False) instead
+    of failing the command that ran it; and a write that fills the disk says so, not "cannot
+    rollback - no transaction is active" (SQLite had rolled the transaction back itself)."""
+    import apsw
+
+    _written_one_by_one(store)
+    store.checkpoint()
+    store.conn.execute(f"PRAGMA max_page_count = {store.conn.execute('PRAGMA page_count').fetchone()[0]}")
+    assert store.compact_word_index() is False  # the merged index needs pages the file cannot have
+    assert not store.conn.in_transaction
+    with pytest.raises(apsw.FullError), store.write():
+        api.remember(store, "a text too long for the pages left " * 200, embed_now=False)
+    store.conn.execute("PRAGMA max_page_count = 1073741823")
+    assert store.consistency_problems() == []
+    assert store.compact_word_index() is True
+
+
+@pytest.mark.backends("sqlite")
 def test_maintenance_leaves_the_word_index_compact(store, tmp_path):
     """Where memsafe already does maintenance, the word index ends compact: a decay run (cron's),
     `memsafe embed` and an import (a bulk write)."""

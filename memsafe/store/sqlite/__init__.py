@@ -334,7 +334,8 @@ class SQLiteStore(SQLMemories, SQLiteFullText, SQLiteVectors, SQLGraph, SQLHisto
         try:
             yield
         except BaseException:
-            self.conn.execute("ROLLBACK")
+            if self.conn.in_transaction:  # SQLite rolls back itself on some errors (a full disk): report those
+                self.conn.execute("ROLLBACK")
             raise
         else:
             self.conn.execute("COMMIT")
@@ -398,7 +399,8 @@ class SQLiteStore(SQLMemories, SQLiteFullText, SQLiteVectors, SQLGraph, SQLHisto
         try:
             yield
         finally:
-            self.conn.execute("COMMIT")
+            if self.conn.in_transaction:  # see `write`: an error may have ended it
+                self.conn.execute("COMMIT")
 
     def latest_schema(self) -> int:
         return migrations.latest()

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 import apsw
 
 from memsafe import retrieve
+from memsafe.errors import StoreUnavailable
 from memsafe.models import Scope
 from memsafe.store.common import sql as shared
 from memsafe.store.common import tokenizer
@@ -25,6 +26,10 @@ MAX_TRIGRAMS_PER_TERM = 128
 # Pages (4 KiB) one FTS5 'merge' step writes when the indexes are compacted: at most ~100 ms of
 # write lock per step on stores of 1,000 to 100,000 memories (session 9).
 COMPACT_STEP_PAGES = 256
+# How long (ms) a compaction step waits for another writer's lock before the compaction gives up:
+# a remember or a decay batch holds it for milliseconds, an import for as long as it runs, and
+# maintenance never holds up (30 s) nor fails the command that runs it.
+COMPACT_WAIT_MS = 1000
 
 
 class SQLiteFullText(FullTextFusion):
@@ -99,20 +104,39 @@ class SQLiteFullText(FullTextFusion):
         1,000 and 10,000 memories, 70-110 µs a term against 13-20 µs once merged into one, and
         0.7-0.9 ms of CPU a recall (session 9). FTS5's incremental optimize (the 'merge' command
         with a negative page count) merges every segment, COMPACT_STEP_PAGES pages a step; a
-        step that changed fewer than 2 rows found nothing left to merge (FTS5 documentation)."""
+        step that changed fewer than 2 rows found nothing left to merge (FTS5 documentation).
+
+        It merges everything into one segment, so a text another process writes meanwhile starts
+        the rewrite of the whole index again: an index is given at most twice the steps its pages
+        take once (a store written to at a remember a second, at 100,000 memories, was rewritten
+        without end, 1 MB a step: break-it 9). A step that waits over COMPACT_WAIT_MS for another
+        writer's lock, or finds the disk full, ends the compaction (rolled back) with False."""
         if self.conn.in_transaction:
             return False
         deadline = None if max_seconds is None else time.monotonic() + max_seconds
         for table in ("memories_fts", "memories_tri"):
+            steps = None  # counted once there is work: a compact index costs one step and no count
             while True:
-                if deadline is not None and time.monotonic() >= deadline:
+                wait_ms = COMPACT_WAIT_MS
+                if deadline is not None:
+                    wait_ms = min(wait_ms, int((deadline - time.monotonic()) * 1000))
+                if wait_ms <= 0 or steps == 0:
                     return False
-                with self.write():
-                    before = self.conn.total_changes()
-                    self.conn.execute(f"INSERT INTO {table}({table}, rank) VALUES('merge', ?)", (-COMPACT_STEP_PAGES,))
-                    merged = self.conn.total_changes() - before >= 2
+                if steps is not None:
+                    steps -= 1
+                try:
+                    with self.write(wait_ms=wait_ms):
+                        before = self.conn.total_changes()
+                        self.conn.execute(f"INSERT INTO {table}({table}, rank) VALUES('merge', ?)",
+                                          (-COMPACT_STEP_PAGES,))
+                        merged = self.conn.total_changes() - before >= 2
+                except (StoreUnavailable, apsw.FullError):
+                    return False
                 if not merged:
                     break
+                if steps is None:  # two rewrites of its pages (index rows), and the step that finds none left
+                    pages = self.conn.execute(f"SELECT count(*) FROM {table}_data").fetchone()[0]
+                    steps = 2 * -(-pages // COMPACT_STEP_PAGES) + 1
         return True
 
     def _bm25_search(self, match: str, scope: Scope, limit: int) -> list[tuple[int, float]]:
