@@ -598,3 +598,38 @@ def test_a_prepared_product_is_used_only_for_its_query_and_its_copy(tmp_path, mo
         assert store._prepared is None
     finally:
         store.close()
+
+
+def test_an_idle_connection_keeps_no_replaced_copy_of_the_vectors_alive(tmp_path):
+    """The process keeps one copy of a file's vectors (n × dim × 4 bytes: 150 MB at 100,000); a
+    connection that searched it remembered that copy (found current, prepared product), so the
+    server's idle connections each kept a copy alive after a write had replaced it, up to three
+    copies in memory. They hold it weakly: once replaced, it is freed."""
+    import gc
+    import weakref
+
+    from memsafe.store.sqlite import vectors as store_module
+
+    path = tmp_path / "idle.db"
+    idle, busy = SQLiteStore(path), SQLiteStore(path)
+    with busy.write():
+        busy.ensure_vector_table("m1", 384)
+        for n in range(1, 21):
+            busy.insert_memory(_row(n), [])
+            busy.put_vector(n, _unit(n).tobytes())
+    everything = Scope(projects=None, include_global=True, kinds=[], tags=[], since=None)
+    try:
+        for _ in range(2):  # the second search of the process builds the copy
+            idle.vector_search(_unit(1).tobytes(), everything, 5)
+        idle.prepare_vector_search(_unit(3).tobytes())  # a recall whose search never came
+        replaced = weakref.ref(store_module._copies[os.path.realpath(path)])
+        with busy.write():
+            added = busy.insert_memory(_row(21), [])
+            busy.put_vector(added, _unit(21).tobytes())
+        assert busy.vector_search(_unit(21).tobytes(), everything, 1)[0][0] == added  # a newer copy
+        gc.collect()
+        assert replaced() is None
+        assert idle.vector_search(_unit(21).tobytes(), everything, 1)[0][0] == added
+    finally:
+        idle.close()
+        busy.close()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import threading
+import weakref
 from collections import Counter, OrderedDict
 from collections.abc import Sequence
 
@@ -222,7 +223,8 @@ class SQLiteVectors:
     def _vector_log_tail(self) -> int:
         return self.conn.execute("SELECT coalesce(max(seq), 0) FROM vector_log").fetchone()[0]
 
-    # (query bytes, the copy, its `_distances`) from `prepare_vector_search`, for the next search
+    # (query bytes, a weak reference to the copy, its `_distances`) from `prepare_vector_search`, for
+    # the next search: weak, so an idle connection keeps no copy alive once a newer one replaced it
     _prepared: tuple | None = None
 
     def prepare_vector_search(self, query_bytes: bytes) -> None:
@@ -233,7 +235,7 @@ class SQLiteVectors:
         with _copies_lock:
             cache = _copies.get(self._copy_key())
         if cache is not None and len(cache.ids) and len(query_bytes) == 4 * cache.columns.shape[0]:
-            self._prepared = (query_bytes, cache, _distances(cache, query_bytes))
+            self._prepared = (query_bytes, weakref.ref(cache), _distances(cache, query_bytes))
 
     def _copy_key(self) -> str:
         """This file's key in `_copies`: its real path, resolved once per connection."""
@@ -263,15 +265,19 @@ class SQLiteVectors:
                 return None
             cache = _copies.get(key)
         state = self._file_state()
-        if cache is not None and state is not None and self._copy_current == (state, cache):
+        current = self._copy_current
+        if cache is not None and state is not None and current is not None and current[0] == state \
+                and current[1]() is cache:
             return cache  # this connection found it current, and the file is unchanged since (one pragma)
         if not self._has_vector_log():
             return None
         cache = self._current_copy(key, cache)
-        self._copy_current = (state, cache) if state is not None and cache is not None else None
+        self._copy_current = (state, weakref.ref(cache)) if state is not None and cache is not None else None
         return cache
 
-    _copy_current: tuple | None = None  # (`_file_state`, copy) when this connection last found the copy current
+    # (`_file_state`, a weak reference to the copy) when this connection last found the copy current:
+    # weak, as `_prepared`; a copy replaced by a newer one is gone from `_copies`, so never found current here
+    _copy_current: tuple | None = None
 
     def _current_copy(self, key: str, cache: _VectorCache | None) -> _VectorCache | None:
         """`cache` (the process's copy of the file at `key`, or None) when the log says it is
@@ -409,8 +415,8 @@ class SQLiteVectors:
         total = len(cache.ids)
         if not total:
             return []
-        prepared = self._prepared
-        if prepared is not None and prepared[1] is cache and prepared[0] == query_bytes:
+        prepared, self._prepared = self._prepared, None  # for this search only
+        if prepared is not None and prepared[1]() is cache and prepared[0] == query_bytes:
             distance = prepared[2]  # computed by `prepare_vector_search` on the embedding thread
         else:
             distance = _distances(cache, query_bytes)
