@@ -259,6 +259,7 @@ class ServerState:
         self._submitted = self._embedded = 0  # remembers handed to the warm thread / embedded so far
         self._last_remember = time.monotonic()  # when `embed_soon` was last called
         self._compact_due = False  # the warm thread wrote vectors since the word index was last compacted
+        self._compact_tried = float("-inf")  # when `_compact_when_quiet` last began a compaction
         # Who a call writes as: None on stdio; the HTTP transport sets it to the token's user.
         self.author: Callable[[], str | None] = lambda: None
         # Several clients on one server (HTTP): a remember embeds before it replies once the model is
@@ -413,12 +414,21 @@ class ServerState:
 
     def _compact_when_quiet(self) -> None:
         """Compact the word index (`COMPACT_IDLE_S`) once remembers have been quiet long enough
-        since the warm thread last wrote vectors; what is not done in COMPACT_MAX_S is done at
-        the next quiet second."""
-        if self._compact_due and time.monotonic() - self._last_remember >= COMPACT_IDLE_S:
+        since the warm thread last wrote vectors, for at most COMPACT_MAX_S. What is left (time
+        ran out; another process held the lock or kept writing texts, each of which starts FTS5's
+        merge again) waits as long again: retried each quiet second, a server beside a busy
+        writer rewrote the whole index without end. A failure is logged: maintenance never ends
+        the thread that embeds (a lock held for 30 s stopped it for the server's life)."""
+        if not self._compact_due or time.monotonic() - max(self._last_remember, self._compact_tried) < COMPACT_IDLE_S:
+            return
+        self._compact_tried = time.monotonic()
+        try:
             with self.store() as opened:
                 self._compact_due = not opened.store.compact_word_index(max_seconds=COMPACT_MAX_S)
-            log.debug("word index compacted: %s", not self._compact_due)
+        except Exception as exc:  # maintenance: the embedding goes on
+            log.warning("compacting the word index failed: %s", exc)
+            return
+        log.debug("word index compacted: %s", not self._compact_due)
 
     def _gather_burst(self) -> None:
         """After a remember woke the warm thread: wait while more remembers keep arriving, each

@@ -328,3 +328,51 @@ def test_the_server_compacts_the_word_index_once_remembers_stop(db_path, embedde
             opened.store.close()
     finally:
         state.stopping.set()
+
+
+@pytest.mark.backends("sqlite")
+def test_the_server_tries_an_unfinished_compaction_again_only_after_as_much_quiet(db_path, embedder, monkeypatch):
+    """A compaction the server's warm thread could not finish (here: another process holds the
+    write lock, as an import does) is tried again only after COMPACT_IDLE_S more: retried each
+    quiet second, a server beside a busy writer rewrote the whole index without end. And it
+    never ends the warm thread: waiting 30 s for the lock raised StoreUnavailable there, which
+    stopped the server's embedding for good."""
+    import time
+
+    import apsw
+
+    from memsafe import server
+    from memsafe.store import SQLiteStore
+    from memsafe.store.sqlite import fulltext
+
+    monkeypatch.setattr(fulltext, "COMPACT_WAIT_MS", 50, raising=False)
+    opened = api.open_store(str(db_path))
+    _written_one_by_one(opened.store)
+    tries = []
+    compact = SQLiteStore.compact_word_index
+
+    def counted(self, *args, **kwargs):
+        tries.append(time.monotonic())
+        return compact(self, *args, **kwargs)
+
+    monkeypatch.setattr(SQLiteStore, "compact_word_index", counted)
+    state = server.build_server(str(db_path)).memsafe
+    state._compact_due, state._last_remember = True, time.monotonic() - server.COMPACT_IDLE_S
+    other = apsw.Connection(str(db_path))
+    other.execute("BEGIN IMMEDIATE")
+    try:
+        state._compact_when_quiet()  # the warm thread, after a quiet second
+        state._compact_when_quiet()  # the next quiet second
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+        state.stop()
+    try:
+        assert len(tries) == 1 and state._compact_due
+        assert _unmerged(opened.store) == ["memories_fts", "memories_tri"]
+        monkeypatch.setattr(server, "COMPACT_IDLE_S", 0.0)  # as much quiet again
+        state._compact_when_quiet()
+        assert len(tries) == 2 and not state._compact_due
+        assert _unmerged(opened.store) == []
+    finally:
+        opened.store.close()
