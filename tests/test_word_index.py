@@ -258,28 +258,33 @@ def test_compacting_on_a_full_disk_stops_and_a_write_says_the_disk_is_full(store
 
 @pytest.mark.backends("sqlite")
 def test_maintenance_leaves_the_word_index_compact(store, tmp_path):
-    """Where memsafe already does maintenance, the word index ends compact: a decay run (cron's),
-    `memsafe embed` and an import (a bulk write)."""
+    """Where memsafe already does maintenance, the word index ends compact: a decay run (cron's)
+    and an import of at least a tenth of the store (a bulk write). A compaction rewrites the whole
+    index (~2.5 s at 100,000 memories): a smaller import, or `memsafe embed` (which writes no
+    text), leaves it as it is (break-it 9)."""
     from memsafe.api import transfer
+
+    def exported(n: int, start: int):
+        path = tmp_path / f"import-{start}.jsonl"
+        other = api.open_store(str(tmp_path / f"other-{start}.db")).store
+        try:
+            _written_one_by_one(other, n, start=start)
+            api.export_to_path(other, path)
+        finally:
+            other.close()
+        return path
 
     _written_one_by_one(store)
     assert _unmerged(store)
     api.decay(store)
     assert _unmerged(store) == []
     _written_one_by_one(store, 10, start=100)
-    assert _unmerged(store)
+    pieces = _unmerged(store)
+    assert pieces
     transfer.embed_pending(store)
-    assert _unmerged(store) == []
-    _written_one_by_one(store, 10, start=200)
-    assert _unmerged(store)
-    path = tmp_path / "some.jsonl"
-    other = api.open_store(str(tmp_path / "other.db")).store
-    try:
-        _written_one_by_one(other, 5, start=300)
-        api.export_to_path(other, path)
-    finally:
-        other.close()
-    api.import_file(store, path)
+    api.import_file(store, exported(4, start=300))  # 4 of 54: under a tenth
+    assert _unmerged(store) == pieces
+    api.import_file(store, exported(6, start=400))  # 6 of 60: a tenth
     assert _unmerged(store) == []
 
 
@@ -366,13 +371,47 @@ def test_the_server_tries_an_unfinished_compaction_again_only_after_as_much_quie
     finally:
         other.execute("ROLLBACK")
         other.close()
-        state.stop()
     try:
         assert len(tries) == 1 and state._compact_due
         assert _unmerged(opened.store) == ["memories_fts", "memories_tri"]
         monkeypatch.setattr(server, "COMPACT_IDLE_S", 0.0)  # as much quiet again
         state._compact_when_quiet()
-        assert len(tries) == 2 and not state._compact_due
+        assert not state._compact_due
         assert _unmerged(opened.store) == []
     finally:
+        state.stop()
+        opened.store.close()
+
+
+@pytest.mark.backends("sqlite")
+def test_a_remember_stops_the_servers_compaction_between_slices(db_path, embedder, monkeypatch):
+    """The warm thread that compacts is the one that embeds: a remember arriving meanwhile (its
+    wake-up) ends the compaction at the next slice (COMPACT_SLICE_S), so its memory becomes
+    searchable by meaning within a second (issue 13); the rest waits for the next quiet minute."""
+    import time
+
+    from memsafe import server
+    from memsafe.store import SQLiteStore
+
+    opened = api.open_store(str(db_path))
+    _written_one_by_one(opened.store)
+    slices = []
+    compact = SQLiteStore.compact_word_index
+    state = server.build_server(str(db_path)).memsafe
+
+    def one_slice(self, *args, **kwargs):
+        slices.append(kwargs.get("max_seconds"))
+        state._wake.set()  # a remember arrives during this slice
+        time.sleep(kwargs["max_seconds"])
+        return False  # not finished: its time ran out
+
+    monkeypatch.setattr(server, "COMPACT_SLICE_S", 0.001)
+    monkeypatch.setattr(SQLiteStore, "compact_word_index", one_slice)
+    state._compact_due, state._last_remember = True, time.monotonic() - server.COMPACT_IDLE_S
+    try:
+        state._compact_when_quiet()
+        assert slices == [pytest.approx(0.001)] and state._compact_due
+        monkeypatch.setattr(SQLiteStore, "compact_word_index", compact)
+    finally:
+        state.stop()
         opened.store.close()

@@ -331,6 +331,12 @@ def export_to_path(store: Store, path: Path, *, overwrite: bool = True, **option
 # Import
 
 
+# An import that wrote at least this share of the store's memories compacts the word index after
+# it (`Store.compact_word_index` rewrites the whole index: ~2.5 s at 100,000 memories, break-it 9;
+# a small import adds a piece or two, which cost a query term ~8 µs each).
+COMPACT_IMPORT_SHARE = 0.1
+
+
 def import_file(
     store: Store,
     path: str | Path,
@@ -418,7 +424,8 @@ def import_file(
             ) from None
     except OSError as exc:
         raise InvalidInput(f"cannot read {path}: {exc.strerror or exc}") from None
-    if not dry_run and report.memories_added + report.memories_updated:
+    written = 0 if dry_run else report.memories_added + report.memories_updated
+    if written and written >= COMPACT_IMPORT_SHARE * store.counts()["total"]:
         store.compact_word_index()  # a bulk write leaves the word index in many pieces
     report.pending = store.pending_count()
     return report
@@ -821,5 +828,4 @@ def embed_pending(store: Store, *, progress: Progress | None = None) -> EmbedRep
     # One walk: each pending memory is tried once; a memory another process changes meanwhile (an
     # update, a decay) stays pending and is counted below, never retried without end (issue 17.2).
     done = backfill(store, limit=None, progress=(lambda n: progress(n, max(total, n))) if progress else None)
-    store.compact_word_index()  # maintenance while we are at it (`Store.compact_word_index`)
     return EmbedReport(done, store.pending_count())

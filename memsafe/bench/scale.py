@@ -196,7 +196,7 @@ def _phase_import(db: str, n: int, full_embed_limit: int, batch_size: int) -> di
                     v /= np.linalg.norm(v)
                     store.put_vector(memory_id, v.astype(np.float32).tobytes())
                     synthesized += 1
-    store.compact_word_index()  # as `memsafe embed`, an import or cron's decay leaves a store
+    store.compact_word_index()  # as cron's daily decay (the store's maintenance) leaves it
     store.checkpoint()
     store.close()
     return {

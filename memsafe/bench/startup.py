@@ -66,7 +66,7 @@ def _seed(db: Path, n: int, export: Path) -> dict:
         started = time.perf_counter()
         api.backfill(store, limit=None)
         seconds = time.perf_counter() - started
-        store.compact_word_index()  # as `memsafe embed`, an import or cron's decay leaves a store
+        store.compact_word_index()  # as cron's daily decay (the store's maintenance) leaves it
         store.checkpoint()
     finally:
         store.close()

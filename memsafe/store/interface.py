@@ -196,7 +196,7 @@ class FullText(ABC):
     @abstractmethod
     def compact_word_index(self, max_seconds: float | None = None) -> bool:
         """Merge the lexical indexes into their fastest form to query, in short write transactions
-        (maintenance: after an import, a decay run, `memsafe embed`). Returns True when they are
+        (maintenance: a decay run, a large import, an idle MCP server). Returns True when they are
         compact, False when it stopped first: `max_seconds` (wall clock) ran out, a transaction is
         open (the caller's writes come first), another writer kept the lock or kept adding texts,
         or the disk is full; what was merged stays merged. Maintenance: it never raises for those."""
