@@ -74,12 +74,11 @@ BURST_MAX_S = 0.25
 IDLE_STORES = 2  # SQLite connections kept open between tool calls (a call and the warm thread at once)
 # Once remembers have stopped for COMPACT_IDLE_S, the warm thread compacts the word index they left
 # in pieces (`Store.compact_word_index`, steps of at most ~100 ms of write lock), for at most
-# COMPACT_MAX_S a time: each query term costs 50-110 µs against 13-20 µs merged (session 9).
+# COMPACT_MAX_S a time: each query term costs 50-110 µs against 13-20 µs merged (session 9). A
+# remember arriving meanwhile stops it at the next step, so its vector waits one step, not the
+# whole compaction (searchable within 1 s, issue 13; break-it 9).
 COMPACT_IDLE_S = 60.0
 COMPACT_MAX_S = 5.0
-# ... in slices of at most COMPACT_SLICE_S, so a remember arriving meanwhile waits for its vector
-# (searchable within 1 s, issue 13) at most one slice, not the whole compaction (break-it 9).
-COMPACT_SLICE_S = 0.25
 LOG_CAP = 500  # characters of one log message; longer messages are cut (FIELD-CASES F03)
 
 INSTRUCTIONS = (
@@ -425,17 +424,10 @@ class ServerState:
         if not self._compact_due or time.monotonic() - max(self._last_remember, self._compact_tried) < COMPACT_IDLE_S:
             return
         self._compact_tried = time.monotonic()
-        deadline = self._compact_tried + COMPACT_MAX_S
         try:
-            with self.store() as opened:
-                while not self._wake.is_set() and not self.stopping.is_set():  # a remember comes first
-                    began = time.monotonic()
-                    slice_s = min(COMPACT_SLICE_S, deadline - began)
-                    if slice_s <= 0:
-                        break
-                    self._compact_due = not opened.store.compact_word_index(max_seconds=slice_s)
-                    if not self._compact_due or time.monotonic() - began < slice_s:
-                        break  # done, or it gave way (a lock, a full disk, a writer) before its time was up
+            with self.store() as opened:  # a remember comes first
+                self._compact_due = not opened.store.compact_word_index(
+                    max_seconds=COMPACT_MAX_S, stop=lambda: self._wake.is_set() or self.stopping.is_set())
         except Exception as exc:  # maintenance: the embedding goes on
             log.warning("compacting the word index failed: %s", exc)
             return

@@ -66,7 +66,7 @@ def _truth(vectors, allowed, query, k):
         (["big", "mid"], [], ["active"]),
         (None, [], ["active"]),  # all but the forgotten one: rowid-filtered KNN
         (None, ["rare"], ["active"]),
-        (None, [], ["active", "archived", "forgotten"]),  # everything: plain KNN
+        (None, [], ["active", "archived", "forgotten"]),  # EVERYTHING: plain KNN
     ],
 )
 def test_vector_search_is_exact_in_scope(vec_store, projects, tags, statuses):
@@ -102,6 +102,19 @@ def _row(n: int) -> dict:
             "content_hash": f"h{n}"}
 
 
+EVERYTHING = Scope(projects=None, include_global=True, kinds=[], tags=[], since=None)
+
+
+def _filled(store: SQLiteStore, last: int) -> SQLiteStore:
+    """`store` with memories 1..last (`_row`), each with the vector `_unit(its id)`, model m1."""
+    with store.write():
+        store.ensure_vector_table("m1", 384)
+        for n in range(1, last + 1):
+            store.insert_memory(_row(n), [])
+            store.put_vector(n, _unit(n).tobytes())
+    return store
+
+
 def test_one_copy_serves_every_connection_and_never_another_file(tmp_path):
     """The MCP server opens a connection per call: from the process's second search on, every
     connection to the file searches the one in-memory copy. A new store created at the same path
@@ -109,7 +122,7 @@ def test_one_copy_serves_every_connection_and_never_another_file(tmp_path):
     from memsafe.store.sqlite import vectors as store_module
 
     path = tmp_path / "s.db"
-    scope = Scope(projects=None, include_global=True, kinds=[], tags=[], since=None)
+    scope = EVERYTHING
 
     def build(uid: str, shift: int) -> None:
         store = SQLiteStore(path)
@@ -151,7 +164,7 @@ def test_a_restored_copy_of_the_file_is_not_searched_through_the_copy_of_its_los
     import shutil
 
     path = tmp_path / "s.db"
-    scope = Scope(projects=None, include_global=True, kinds=[], tags=[], since=None)
+    scope = EVERYTHING
 
     def write(*vectors: tuple[int, int], reset: bool = False) -> None:
         store = SQLiteStore(path)
@@ -189,14 +202,9 @@ def test_in_memory_copy_follows_other_processes_writes(tmp_path, monkeypatch):
     from memsafe.store.sqlite import vectors as store_module
 
     monkeypatch.setattr(store_module, "CACHE_MIN_VECTORS", 0)
-    server, writer = SQLiteStore(tmp_path / "s.db"), None
-    with server.write():
-        server.ensure_vector_table("m1", 384)
-        for n in range(1, 51):
-            server.insert_memory(_row(n), [])
-            server.put_vector(n, _unit(n).tobytes())
+    server, writer = _filled(SQLiteStore(tmp_path / "s.db"), 50), None
     writer = SQLiteStore(tmp_path / "s.db")
-    scope = Scope(projects=None, include_global=True, kinds=[], tags=[], since=None)
+    scope = EVERYTHING
 
     def nearest(v, k=1):
         return [i for i, _ in server.vector_search(v.tobytes(), scope, k)]
@@ -299,12 +307,8 @@ def test_the_in_memory_copy_reads_vec0_chunks_exactly_as_the_virtual_table(tmp_p
     """A fresh process loads every vector from sqlite-vec's chunks (much cheaper than a scan of the
     virtual table at 100,000 vectors): the same ids and bytes as the virtual table, after deletes
     (holes in a chunk's validity bitmap) and re-embeds, across more than one chunk."""
-    store = SQLiteStore(tmp_path / "c.db")
+    store = _filled(SQLiteStore(tmp_path / "c.db"), 1499)
     with store.write():
-        store.ensure_vector_table("m1", 384)
-        for n in range(1, 1500):
-            store.insert_memory(_row(n), [])
-            store.put_vector(n, _unit(n).tobytes())
         store.delete_memories([5, 6, 700, 1499])
         store.put_vector(9, _unit(999).tobytes())
     truth = dict(store.conn.execute("SELECT memory_id, embedding FROM vec_memories"))
@@ -574,25 +578,19 @@ def test_a_prepared_product_is_used_only_for_its_query_and_its_copy(tmp_path, mo
     from memsafe.store.sqlite import vectors as store_module
 
     monkeypatch.setattr(store_module, "CACHE_MIN_VECTORS", 0)
-    store = SQLiteStore(tmp_path / "p.db")
-    with store.write():
-        store.ensure_vector_table("m1", 384)
-        for n in range(1, 41):
-            store.insert_memory(_row(n), [])
-            store.put_vector(n, _unit(n).tobytes())
-    everything = Scope(projects=None, include_global=True, kinds=[], tags=[], since=None)
+    store = _filled(SQLiteStore(tmp_path / "p.db"), 40)
     try:
         for _ in range(2):  # the second search of the process builds the copy
-            store.vector_search(_unit(1).tobytes(), everything, 5)
+            store.vector_search(_unit(1).tobytes(), EVERYTHING, 5)
         store.prepare_vector_search(_unit(7).tobytes())
         assert store._prepared is not None
-        assert store.vector_search(_unit(7).tobytes(), everything, 1)[0][0] == 7  # its own query
-        assert store.vector_search(_unit(9).tobytes(), everything, 1)[0][0] == 9  # not another's
+        assert store.vector_search(_unit(7).tobytes(), EVERYTHING, 1)[0][0] == 7  # its own query
+        assert store.vector_search(_unit(9).tobytes(), EVERYTHING, 1)[0][0] == 9  # not another's
         store.prepare_vector_search(_unit(99).tobytes())
         with store.write():
             added = store.insert_memory(_row(99), [])
             store.put_vector(added, _unit(99).tobytes())  # a newer copy than the one prepared
-        assert store.vector_search(_unit(99).tobytes(), everything, 1)[0][0] == added
+        assert store.vector_search(_unit(99).tobytes(), EVERYTHING, 1)[0][0] == added
         store._prepared = None
         store.prepare_vector_search(np.ones(8, dtype=np.float32).tobytes())
         assert store._prepared is None
@@ -611,25 +609,19 @@ def test_an_idle_connection_keeps_no_replaced_copy_of_the_vectors_alive(tmp_path
     from memsafe.store.sqlite import vectors as store_module
 
     path = tmp_path / "idle.db"
-    idle, busy = SQLiteStore(path), SQLiteStore(path)
-    with busy.write():
-        busy.ensure_vector_table("m1", 384)
-        for n in range(1, 21):
-            busy.insert_memory(_row(n), [])
-            busy.put_vector(n, _unit(n).tobytes())
-    everything = Scope(projects=None, include_global=True, kinds=[], tags=[], since=None)
+    idle, busy = SQLiteStore(path), _filled(SQLiteStore(path), 20)
     try:
         for _ in range(2):  # the second search of the process builds the copy
-            idle.vector_search(_unit(1).tobytes(), everything, 5)
+            idle.vector_search(_unit(1).tobytes(), EVERYTHING, 5)
         idle.prepare_vector_search(_unit(3).tobytes())  # a recall whose search never came
         replaced = weakref.ref(store_module._copies[os.path.realpath(path)])
         with busy.write():
             added = busy.insert_memory(_row(21), [])
             busy.put_vector(added, _unit(21).tobytes())
-        assert busy.vector_search(_unit(21).tobytes(), everything, 1)[0][0] == added  # a newer copy
+        assert busy.vector_search(_unit(21).tobytes(), EVERYTHING, 1)[0][0] == added  # a newer copy
         gc.collect()
         assert replaced() is None
-        assert idle.vector_search(_unit(21).tobytes(), everything, 1)[0][0] == added
+        assert idle.vector_search(_unit(21).tobytes(), EVERYTHING, 1)[0][0] == added
     finally:
         idle.close()
         busy.close()

@@ -384,10 +384,11 @@ def test_the_server_tries_an_unfinished_compaction_again_only_after_as_much_quie
 
 
 @pytest.mark.backends("sqlite")
-def test_a_remember_stops_the_servers_compaction_between_slices(db_path, embedder, monkeypatch):
+def test_a_remember_stops_the_servers_compaction_between_steps(db_path, embedder, monkeypatch):
     """The warm thread that compacts is the one that embeds: a remember arriving meanwhile (its
-    wake-up) ends the compaction at the next slice (COMPACT_SLICE_S), so its memory becomes
-    searchable by meaning within a second (issue 13); the rest waits for the next quiet minute."""
+    wake-up) ends the compaction at the next step (`compact_word_index`'s `stop`), so its memory
+    becomes searchable by meaning within a second (issue 13); the rest waits for the next quiet
+    minute."""
     import time
 
     from memsafe import server
@@ -395,23 +396,21 @@ def test_a_remember_stops_the_servers_compaction_between_slices(db_path, embedde
 
     opened = api.open_store(str(db_path))
     _written_one_by_one(opened.store)
-    slices = []
-    compact = SQLiteStore.compact_word_index
+    steps = []
+    merge_step = SQLiteStore._merge_step
     state = server.build_server(str(db_path)).memsafe
 
-    def one_slice(self, *args, **kwargs):
-        slices.append(kwargs.get("max_seconds"))
-        state._wake.set()  # a remember arrives during this slice
-        time.sleep(kwargs["max_seconds"])
-        return False  # not finished: its time ran out
+    def step_then_remember(self, *args):
+        steps.append(args[0])
+        state._wake.set()  # a remember arrives during this step
+        return merge_step(self, *args)
 
-    monkeypatch.setattr(server, "COMPACT_SLICE_S", 0.001)
-    monkeypatch.setattr(SQLiteStore, "compact_word_index", one_slice)
+    monkeypatch.setattr(SQLiteStore, "_merge_step", step_then_remember)
     state._compact_due, state._last_remember = True, time.monotonic() - server.COMPACT_IDLE_S
     try:
         state._compact_when_quiet()
-        assert slices == [pytest.approx(0.001)] and state._compact_due
-        monkeypatch.setattr(SQLiteStore, "compact_word_index", compact)
+        assert steps == ["memories_fts"] and state._compact_due
+        assert "memories_tri" in _unmerged(opened.store)  # the rest waits
     finally:
         state.stop()
         opened.store.close()

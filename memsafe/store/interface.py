@@ -14,7 +14,7 @@ to show a user are `StoreUnavailable` and `SchemaTooNew` (`memsafe.errors`).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 
@@ -194,12 +194,14 @@ class FullText(ABC):
         {term: matching ids})."""
 
     @abstractmethod
-    def compact_word_index(self, max_seconds: float | None = None) -> bool:
+    def compact_word_index(self, max_seconds: float | None = None,
+                           stop: Callable[[], bool] | None = None) -> bool:
         """Merge the lexical indexes into their fastest form to query, in short write transactions
         (maintenance: a decay run, a large import, an idle MCP server). Returns True when they are
-        compact, False when it stopped first: `max_seconds` (wall clock) ran out, a transaction is
-        open (the caller's writes come first), another writer kept the lock or kept adding texts,
-        or the disk is full; what was merged stays merged. Maintenance: it never raises for those."""
+        compact, False when it stopped first: `max_seconds` (wall clock) ran out, `stop()` said so
+        between two transactions (a server's remember), a transaction is open (the caller's
+        writes come first), another writer kept the lock or kept adding texts, or the disk is
+        full; what was merged stays merged. Maintenance: it never raises for those."""
 
     @staticmethod
     @abstractmethod

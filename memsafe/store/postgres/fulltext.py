@@ -22,7 +22,7 @@ syntax.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from memsafe import retrieve
 from memsafe.models import Scope
@@ -145,7 +145,8 @@ class PostgresFullText(FullTextFusion):
         it writes a text, in the same transaction (no trigger does it here: see `words`)."""
         index_rows(self.conn, rows)
 
-    def compact_word_index(self, max_seconds: float | None = None) -> bool:
+    def compact_word_index(self, max_seconds: float | None = None,
+                           stop: Callable[[], bool] | None = None) -> bool:
         """See `FullText.compact_word_index`: nothing to merge here. The word index is plain
         tables with b-tree indexes, which PostgreSQL keeps balanced as it writes (and its
         autovacuum reclaims dead rows)."""

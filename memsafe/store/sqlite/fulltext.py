@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import apsw
 
@@ -97,7 +97,8 @@ class SQLiteFullText(FullTextFusion):
     def _index_words(self, rows: Sequence[tuple[int, str]]) -> None:
         """Nothing to do: FTS5's triggers (migrations m001) index each text as it is written."""
 
-    def compact_word_index(self, max_seconds: float | None = None) -> bool:
+    def compact_word_index(self, max_seconds: float | None = None,
+                           stop: Callable[[], bool] | None = None) -> bool:
         """See `FullText.compact_word_index`. FTS5 writes each transaction's texts as a new b-tree
         (segment) and merges them only in groups (automerge), so a store written memory by memory
         holds dozens of segments, and every query term is looked up in each: on `bench` stores of
@@ -115,29 +116,39 @@ class SQLiteFullText(FullTextFusion):
             return False
         deadline = None if max_seconds is None else time.monotonic() + max_seconds
         for table in ("memories_fts", "memories_tri"):
-            steps = None  # counted once there is work: a compact index costs one step and no count
-            while True:
-                wait_ms = COMPACT_WAIT_MS
-                if deadline is not None:
-                    wait_ms = min(wait_ms, int((deadline - time.monotonic()) * 1000))
-                if wait_ms <= 0 or steps == 0:
+            left = None  # steps left, counted once there is work: a compact index costs one step
+            while left != 0:
+                left = None if left is None else left - 1
+                if stop is not None and stop():
                     return False
-                if steps is not None:
-                    steps -= 1
-                try:
-                    with self.write(wait_ms=wait_ms):
-                        before = self.conn.total_changes()
-                        self.conn.execute(f"INSERT INTO {table}({table}, rank) VALUES('merge', ?)",
-                                          (-COMPACT_STEP_PAGES,))
-                        merged = self.conn.total_changes() - before >= 2
-                except (StoreUnavailable, apsw.FullError):
+                merged = self._merge_step(table, deadline)
+                if merged is None:
                     return False
                 if not merged:
                     break
-                if steps is None:  # two rewrites of its pages (index rows), and the step that finds none left
+                if left is None:  # two rewrites of its pages (index rows), and the step that finds none left
                     pages = self.conn.execute(f"SELECT count(*) FROM {table}_data").fetchone()[0]
-                    steps = 2 * -(-pages // COMPACT_STEP_PAGES) + 1
+                    left = 2 * -(-pages // COMPACT_STEP_PAGES) + 1
+            else:
+                return False  # out of steps: another writer keeps restarting the merge
         return True
+
+    def _merge_step(self, table: str, deadline: float | None) -> bool | None:
+        """One step of FTS5's incremental optimize of `table` in its own write transaction: True
+        if it merged something, False if nothing was left, None if it gave way (the deadline, a
+        lock held past COMPACT_WAIT_MS, a full disk: rolled back)."""
+        wait_ms = COMPACT_WAIT_MS
+        if deadline is not None:
+            wait_ms = min(wait_ms, int((deadline - time.monotonic()) * 1000))
+        if wait_ms <= 0:
+            return None
+        try:
+            with self.write(wait_ms=wait_ms):
+                before = self.conn.total_changes()
+                self.conn.execute(f"INSERT INTO {table}({table}, rank) VALUES('merge', ?)", (-COMPACT_STEP_PAGES,))
+                return self.conn.total_changes() - before >= 2
+        except (StoreUnavailable, apsw.FullError):
+            return None
 
     def _bm25_search(self, match: str, scope: Scope, limit: int) -> list[tuple[int, float]]:
         """[(memory id, bm25)] of the word index in `scope`, best first: see `fts_search`.
