@@ -877,3 +877,27 @@ def test_ctrl_c_just_after_the_import_committed_says_it_was_kept(tmp_path, monke
     err = capsys.readouterr().err
     assert "interrupted after the import was committed: 20 memories added" in err and "rolled back" not in err
     assert api.open_store(str(db)).store.counts()["total"] == 20
+
+
+def test_ctrl_c_during_the_compaction_after_an_import_reports_the_import(tmp_path, monkeypatch, capsys):
+    """The import committed and then compacts the word index (it wrote most of the store): a Ctrl-C
+    there stops the compaction only, and the message is the import's own report (CI, session 10:
+    the interrupt landed there and the report was lost)."""
+    from memsafe.cli import fast
+    from memsafe.store.sqlite import SQLiteStore
+
+    def interrupted(self, *args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(SQLiteStore, "compact_word_index", interrupted)
+    monkeypatch.setenv("MEMSAFE_NO_MODEL", "1")
+    source = tmp_path / "some.jsonl"
+    _write(source, _bulk_records(20))
+    db = tmp_path / "memory.db"
+    with pytest.raises(fast.Failed) as failed:
+        fast.import_(str(db), source, fmt="auto", dry_run=False, skip_invalid=False, project=None, no_embed=True,
+                     redact=False, allow_purged=False, json_=False)
+    assert failed.value.code == 130
+    err = capsys.readouterr().err
+    assert "interrupted: 20 memories added, 0 updated; 20 vectors pending: run `memsafe embed`" in err
+    assert api.open_store(str(db)).store.counts()["total"] == 20

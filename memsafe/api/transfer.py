@@ -47,7 +47,7 @@ from memsafe.render import count_of
 from memsafe.store import Store
 from memsafe.transfer import Notice, RecordError
 
-__all__ = ["ExportReport", "ImportReport", "EmbedReport", "export", "export_to_path", "import_file",
+__all__ = ["ExportReport", "ImportReport", "ImportInterrupted", "EmbedReport", "export", "export_to_path", "import_file",
            "embed_pending", "IMPORT_FORMATS"]
 
 IMPORT_FORMATS = ("auto", "memsafe", "server-memory")
@@ -110,6 +110,15 @@ class EmbedReport:
     embedded: int
     pending: int
     error: str | None = None
+
+
+class ImportInterrupted(KeyboardInterrupt):
+    """Ctrl-C after an import committed (while the word index was compacted): `report` is what
+    the import wrote, which stays."""
+
+    def __init__(self, report: ImportReport):
+        super().__init__()
+        self.report = report
 
 
 class _Rollback(Exception):
@@ -372,6 +381,7 @@ def import_file(
     Raises:
         InvalidInput: unreadable file, unknown format, or (without skip_invalid) any malformed
             record; the message names the record/line and the field, and nothing was written.
+        ImportInterrupted: Ctrl-C after the commit; it carries the report of what was written.
     """
     path = Path(path)
     if fmt not in IMPORT_FORMATS:
@@ -424,10 +434,13 @@ def import_file(
             ) from None
     except OSError as exc:
         raise InvalidInput(f"cannot read {path}: {exc.strerror or exc}") from None
-    written = 0 if dry_run else report.memories_added + report.memories_updated
-    if written and written >= COMPACT_IMPORT_SHARE * store.counts()["total"]:
-        store.compact_word_index()  # a bulk write leaves the word index in many pieces
-    report.pending = store.pending_count()
+    try:  # committed: a Ctrl-C from here on stops only the compaction, and the report stands
+        written = 0 if dry_run else report.memories_added + report.memories_updated
+        if written and written >= COMPACT_IMPORT_SHARE * store.counts()["total"]:
+            store.compact_word_index()  # a bulk write leaves the word index in many pieces
+        report.pending = store.pending_count()
+    except KeyboardInterrupt:
+        raise ImportInterrupted(report) from None
     return report
 
 

@@ -322,7 +322,8 @@ def import_(db: str | None, file: str | Path, *, fmt: str, dry_run: bool, skip_i
                 report.embedded, report.pending = result.embedded, result.pending
             if interrupted:  # a Ctrl-C that a native library swallowed (loading the model)
                 raise KeyboardInterrupt
-        except KeyboardInterrupt:  # the import is one transaction: before it commits, nothing is kept
+        except KeyboardInterrupt as exc:  # the import is one transaction: before it commits, nothing is kept
+            report = report or getattr(exc, "report", None)  # `ImportInterrupted`: after its commit
             if report is None and not dry_run and _sizes(opened.store) != before:  # Ctrl-C after the commit
                 added = _sizes(opened.store)[0] - before[0]
                 say("Error", f"interrupted after the import was committed: {render.count_of(added, 'memory')} "
