@@ -47,8 +47,8 @@ from memsafe.render import count_of
 from memsafe.store import Store
 from memsafe.transfer import Notice, RecordError
 
-__all__ = ["ExportReport", "ImportReport", "ImportInterrupted", "EmbedReport", "export", "export_to_path", "import_file",
-           "embed_pending", "IMPORT_FORMATS"]
+__all__ = ["ExportReport", "ImportReport", "ImportInterrupted", "EmbedReport", "export", "export_to_path",
+           "import_file", "embed_pending", "IMPORT_FORMATS"]
 
 IMPORT_FORMATS = ("auto", "memsafe", "server-memory")
 EXPORT_BATCH = 500
