@@ -330,10 +330,13 @@ def test_cached_model_graph_is_bit_identical_and_rebuilt_when_corrupt(tmp_path, 
     (tmp_path / "cache").mkdir()
     old = tmp_path / "cache" / f"{model.stem}-0123456789abcdef01234567.onnx"  # the single-file cache of before
     old.write_bytes(b"old")
+    stale = tmp_path / "cache" / f"{model.stem}-76543210fedcba9876543210"  # another key: a graph of before
+    stale.mkdir()
+    (stale / "model.data").write_bytes(b"weights")
     built = embed.Embedder(model, tokenizer)  # optimises and saves the graph, its weights beside it
     folders = [p for p in (tmp_path / "cache").iterdir() if p.is_dir()]
     assert len(folders) == 1 and sorted(p.name for p in folders[0].iterdir()) == ["model.data", "model.onnx"]
-    assert not old.exists()
+    assert not old.exists() and not stale.exists()
     from_cache = embed.Embedder(model, tokenizer)
     monkeypatch.setenv("MEMSAFE_MODEL_CACHE", "0")
     plain = embed.Embedder(model, tokenizer)
@@ -351,6 +354,36 @@ def test_cached_model_graph_is_bit_identical_and_rebuilt_when_corrupt(tmp_path, 
     assert np.array_equal(embed.Embedder(model, tokenizer).embed(texts), plain.embed(texts))
     assert (folders[0] / "model.onnx").is_file()
     assert not list((tmp_path / "cache").glob(".*.tmp"))
+
+
+def test_the_graph_without_nan_guards_is_bit_identical_to_the_shipped_model(tmp_path, monkeypatch, embedder):
+    """issue 13: the softmax NaN guards (`Where(IsNaN(p), 0, p)`) go, and the vectors stay those of
+    onnxruntime running the shipped file, for single texts and a padded batch."""
+    import onnxruntime as ort
+
+    monkeypatch.setenv("MEMSAFE_CACHE_DIR", str(tmp_path / "cache"))
+    model, tokenizer = embed.model_files()
+    ops = [n.op_type for n in embed._onnx_subset().FromString(model.read_bytes()).graph.node]
+    lean = embed.without_nan_guards(model.read_bytes())
+    lean_ops = [n.op_type for n in embed._onnx_subset().FromString(lean).graph.node]
+    assert ops.count("IsNaN") == 6 and lean_ops.count("IsNaN") == 0
+    assert lean_ops.count("Where") == ops.count("Where") - 6 and len(lean_ops) == len(ops) - 12
+    assert embed.without_nan_guards(lean) == lean  # nothing left to take out
+    shipped = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+    ours = embed.Embedder(model, tokenizer)
+    texts = ["we deploy on Fridays", "the cache is warmed at boot " * 30, "ünïcode ✓", "x"]
+    encodings = ours._encode(texts)
+    width = max(len(e.ids) for e in encodings)
+    ids, mask = np.zeros((len(texts), width), dtype=np.int64), np.zeros((len(texts), width), dtype=np.int64)
+    for row, e in enumerate(encodings):
+        ids[row, :len(e.ids)], mask[row, :len(e.ids)] = e.ids, 1
+    wanted = {i.name for i in shipped.get_inputs()}
+    for rows in ([0], [2], list(range(len(texts)))):  # one text, and a batch padded to its longest
+        feeds = {k: v[rows] for k, v in {"input_ids": ids, "attention_mask": mask,
+                                         "token_type_ids": np.zeros_like(ids)}.items() if k in wanted}
+        if len(rows) == 1:
+            feeds = {k: v[:, : len(encodings[rows[0]].ids)] for k, v in feeds.items()}
+        assert np.array_equal(ours.session.run(None, feeds)[0], shipped.run(None, feeds)[0])
 
 
 def test_a_one_query_session_gives_the_same_vectors_within_rounding(embedder):
