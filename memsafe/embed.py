@@ -106,20 +106,26 @@ def _optimized_path(model_path: Path, ort) -> Path | None:
 
 def _onnx_subset():
     """The ModelProto class of a subset of ONNX's schema (onnx/onnx.proto, the numbers of its
-    fields): ModelProto.graph; GraphProto.node and .output; NodeProto.input, .output, .op_type and
-    .domain; ValueInfoProto.name. protobuf keeps every field the subset does not name as it read
-    it, so a model parsed and written back with it is the same model but for what was changed."""
+    fields): ModelProto.graph; GraphProto.node, .initializer and .output; NodeProto.input, .output,
+    .op_type, .attribute and .domain; AttributeProto.name, .t, .g and .graphs (a subgraph: If, Loop,
+    Scan); TensorProto.dims and .name; ValueInfoProto.name. protobuf keeps every field the subset
+    does not name as it read it, so a model parsed and written back with it is the same model but
+    for what was changed."""
     from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
     field = descriptor_pb2.FieldDescriptorProto
     many, one = field.LABEL_REPEATED, field.LABEL_OPTIONAL
-    text, message = field.TYPE_STRING, field.TYPE_MESSAGE
+    text, message, number64 = field.TYPE_STRING, field.TYPE_MESSAGE, field.TYPE_INT64
     schema = descriptor_pb2.FileDescriptorProto(name="memsafe_onnx_subset.proto", package="memsafe_onnx")
     kinds = {
+        "TensorProto": [("dims", 1, many, number64), ("name", 8, one, text)],
+        "AttributeProto": [("name", 1, one, text), ("t", 5, one, "TensorProto"), ("g", 6, one, "GraphProto"),
+                           ("graphs", 11, many, "GraphProto")],
         "NodeProto": [("input", 1, many, text), ("output", 2, many, text), ("op_type", 4, one, text),
-                      ("domain", 7, one, text)],
+                      ("attribute", 5, many, "AttributeProto"), ("domain", 7, one, text)],
         "ValueInfoProto": [("name", 1, one, text)],
-        "GraphProto": [("node", 1, many, "NodeProto"), ("output", 12, many, "ValueInfoProto")],
+        "GraphProto": [("node", 1, many, "NodeProto"), ("initializer", 5, many, "TensorProto"),
+                       ("output", 12, many, "ValueInfoProto")],
         "ModelProto": [("graph", 7, one, "GraphProto")],
     }
     for name, fields in kinds.items():
@@ -135,6 +141,18 @@ def _onnx_subset():
     return message_factory.GetMessageClass(pool.FindMessageTypeByName("memsafe_onnx.ModelProto"))
 
 
+def _names_in_subgraphs(graph) -> set[str]:
+    """Every value name that a node of a subgraph of `graph` (an If's branches, a Loop's or Scan's
+    body, at any depth) reads: a subgraph may read a value of the graph around it by name."""
+    names: set[str] = set()
+    for node in graph.node:
+        for attribute in node.attribute:
+            for sub in [attribute.g, *attribute.graphs] if attribute.HasField("g") else attribute.graphs:
+                names.update(name for inner in sub.node for name in inner.input)
+                names |= _names_in_subgraphs(sub)
+    return names
+
+
 def without_nan_guards(model_bytes: bytes) -> bytes:
     """The ONNX model `model_bytes` without the NaN guards after each attention softmax:
     `Where(IsNaN(p), c, p)` becomes `p`. PyTorch's exporter adds them for a row whose keys are all
@@ -142,24 +160,45 @@ def without_nan_guards(model_bytes: bytes) -> bytes:
     no NaN, the guard passes `p` through unchanged and the outputs are bit-identical
     (tests/test_speed.py compares them with the original model's, single texts and padded batches).
     Without them onnxruntime fuses the softmax's neighbours (FusedMatMul): one query costs ~8% less
-    CPU (9.3-10.5 against 10.1-11.2 ms, the 2-core dev box, session 10). A model without the
-    pattern comes back unchanged."""
+    CPU (9.3-10.5 against 10.1-11.2 ms, the 2-core dev box, session 10).
+
+    Only such a guard goes: `p` is the output of an ONNX Softmax (a guard on any other value may
+    catch a NaN that is there), `c` a scalar (an initializer or Constant without dimensions: a
+    larger `c` would broadcast the output to its shape), and neither the IsNaN's nor the Where's
+    output is read by anything else: another node, the graph's outputs or a subgraph
+    (tests/test_embed_cache.py). A model without the pattern, or bytes that protobuf cannot parse
+    as a model, come back unchanged (onnxruntime then says what is wrong with them)."""
+    from google.protobuf.message import DecodeError
+
     model = _onnx_subset()()
-    model.ParseFromString(model_bytes)
+    try:
+        model.ParseFromString(model_bytes)
+    except DecodeError:
+        return model_bytes
     graph = model.graph
     made_by = {out: node for node in graph.node for out in node.output}
     uses: dict[str, int] = {}
     for node in graph.node:
         for name in node.input:
             uses[name] = uses.get(name, 0) + 1
-    kept_outputs = {o.name for o in graph.output}
+    kept_outputs = {o.name for o in graph.output} | _names_in_subgraphs(graph)
+    scalars = {t.name for t in graph.initializer if not t.dims}
+    scalars.update(node.output[0] for node in graph.node
+                   if node.op_type == "Constant" and not node.domain and len(node.output) == 1
+                   and len(node.attribute) == 1 and (node.attribute[0].name in ("value_float", "value_int")
+                                                     or (node.attribute[0].name == "value"
+                                                         and not node.attribute[0].t.dims)))
     passed: dict[str, str] = {}  # a guard's output -> the softmax output it passes through
     dropped = set()
     for node in graph.node:
-        guard = made_by.get(node.input[0]) if node.op_type == "Where" and len(node.input) == 3 else None
-        if (guard is not None and guard.op_type == "IsNaN" and not node.domain and not guard.domain
+        if node.op_type != "Where" or node.domain or len(node.input) != 3 or len(node.output) != 1:
+            continue
+        guard, softmax = made_by.get(node.input[0]), made_by.get(node.input[2])
+        if (guard is not None and guard.op_type == "IsNaN" and not guard.domain and len(guard.input) == 1
                 and guard.input[0] == node.input[2] and uses[guard.output[0]] == 1
-                and node.output[0] not in kept_outputs):
+                and softmax is not None and softmax.op_type == "Softmax" and not softmax.domain
+                and node.input[1] in scalars
+                and not {guard.output[0], node.output[0]} & kept_outputs):
             passed[node.output[0]] = node.input[2]
             dropped.update((id(node), id(guard)))
     if not passed:
@@ -173,6 +212,39 @@ def without_nan_guards(model_bytes: bytes) -> bytes:
     return model.SerializeToString()
 
 
+# A cached graph of another key (an older layout, onnxruntime or model) is removed when a new one is
+# written, once no process has loaded it for this long: a second installation sharing the cache
+# folder (another venv's onnxruntime, a MEMSAFE_MODEL_DIR model of the same file name) loads its own
+# every run, and removing it made each of the two rebuild its graph (~0.3 CPU-seconds, ~90 MB
+# written) every time the other had run (break-it 10).
+STALE_CACHE_SECONDS = 30 * 86400
+# A temporary folder older than this is the leftover of a build that was killed (a build takes
+# about a second): it is removed with the stale caches.
+DEAD_BUILD_SECONDS = 3600
+
+
+def _remove_stale_caches(folder: Path, stem: str) -> None:
+    """Remove, beside the cache `folder` just written: the caches of `stem` of other keys that no
+    process loaded for STALE_CACHE_SECONDS (a load touches its folder), the single-file caches
+    of an older layout, and temporary folders of builds killed DEAD_BUILD_SECONDS ago or more."""
+    import shutil
+    import time
+
+    now = time.time()
+    for old in folder.parent.glob(f"{stem}-*"):
+        if old.name == folder.name:
+            continue
+        with contextlib.suppress(OSError):
+            if not old.is_dir():
+                old.unlink()  # the single-file layout of before
+            elif now - old.stat().st_mtime > STALE_CACHE_SECONDS:
+                shutil.rmtree(old)
+    for tmp in folder.parent.glob(f".{stem}-*.tmp"):
+        with contextlib.suppress(OSError):
+            if now - tmp.stat().st_mtime > DEAD_BUILD_SECONDS:
+                shutil.rmtree(tmp)
+
+
 def _session(ort, model_path: Path, options, *, prepack: bool = True):
     """An InferenceSession of `model_path`, from its optimised graph cached on disk when there is one.
 
@@ -180,16 +252,17 @@ def _session(ort, model_path: Path, options, *, prepack: bool = True):
     optimises a model's graph (constant folding, fused GELU and layer-norm kernels) each time a
     session is created. The first process saves the graph optimised at ORT_ENABLE_EXTENDED
     (`SessionOptions.optimized_model_filepath`) into a temporary folder and renames it into place,
-    so a reader never sees half of it, and removes the caches of other keys (an older layout,
-    onnxruntime or model); later processes load it with optimisation off and skip that work: its
-    outputs are bit-identical to the shipped model's (tests/test_speed.py checks it). The weights
-    are saved beside the graph as external data, which onnxruntime maps from the file instead of
-    parsing and copying them out of the graph: a session then starts in ~60 ms of CPU instead of
-    ~220 ms from a graph holding its weights, mostly page faults of the copies (issue 13; user +
-    system CPU of creating the session, the 2-core dev box under load ~7, same outputs and
-    inference speed). `prepack=False`: see `Embedder`'s `one_query`. A cached graph that fails to
-    load is deleted and rebuilt; `MEMSAFE_MODEL_CACHE=0` turns the cache off. The cache costs
-    disk: the optimised weights are unpacked (~90 MB for the default 23 MB int8 model).
+    so a reader never sees half of it, and removes the caches of other keys that no process loaded
+    for STALE_CACHE_SECONDS (`_remove_stale_caches`); later processes load it with optimisation off
+    and skip that work: its outputs are bit-identical to the shipped model's (tests/test_speed.py
+    checks it). The weights are saved beside the graph as external data, which onnxruntime maps
+    from the file instead of parsing and copying them out of the graph: a session then starts in
+    ~60 ms of CPU instead of ~220 ms from a graph holding its weights, mostly page faults of the
+    copies (issue 13; user + system CPU of creating the session, the 2-core dev box under load ~7,
+    same outputs and inference speed). `prepack=False`: see `Embedder`'s `one_query`. A cached
+    graph that fails to load is deleted and rebuilt; a graph that cannot be saved (a read-only or
+    full disk) is not cached; `MEMSAFE_MODEL_CACHE=0` turns the cache off. The cache costs disk:
+    the optimised weights are unpacked (~90 MB for the default 23 MB int8 model).
     """
     import shutil
 
@@ -200,9 +273,13 @@ def _session(ort, model_path: Path, options, *, prepack: bool = True):
     if folder is not None and folder.exists():
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
         try:
-            return ort.InferenceSession(str(folder / "model.onnx"), sess_options=options, providers=providers)
+            session = ort.InferenceSession(str(folder / "model.onnx"), sess_options=options, providers=providers)
         except Exception:  # missing, truncated or corrupt: drop it and build it again below
             shutil.rmtree(folder, ignore_errors=True)
+        else:
+            with contextlib.suppress(OSError):  # in use: not stale (`_remove_stale_caches`)
+                os.utime(folder)
+            return session
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
     model = without_nan_guards(model_path.read_bytes())
     if folder is None:
@@ -215,16 +292,14 @@ def _session(ort, model_path: Path, options, *, prepack: bool = True):
         options.add_session_config_entry("session.optimized_model_external_initializers_file_name", "model.data")
         options.add_session_config_entry("session.optimized_model_external_initializers_min_size_in_bytes", "1024")
         session = ort.InferenceSession(model, sess_options=options, providers=providers)
-        with contextlib.suppress(OSError):  # another process may have put its copy there first
-            os.rename(tmp, folder)
-        for old in folder.parent.glob(f"{model_path.stem}-*"):  # caches of before: another key or layout
-            if old.name != folder.name and not old.name.startswith("."):
-                with contextlib.suppress(OSError):
-                    shutil.rmtree(old) if old.is_dir() else old.unlink()
-        return session
-    except OSError:  # read-only or full disk: run without the cache
+    except Exception:  # read-only or full disk (onnxruntime raises its own error when a write fails): no cache
         options.optimized_model_filepath = ""
         return ort.InferenceSession(model, sess_options=options, providers=providers)
+    else:
+        with contextlib.suppress(OSError):  # another process may have put its copy there first
+            os.rename(tmp, folder)
+        _remove_stale_caches(folder, model_path.stem)
+        return session
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -397,6 +472,9 @@ class Embedder:
         self._tokenizer = None
         self._light = _WordPiece.cached(tokenizer_path) if one_query else None
         try:
+            # numpy first, as a Python import: onnxruntime's native module imports it from C and prints
+            # the traceback of a Ctrl-C landing in that import before swallowing it (break-it 10).
+            import numpy  # noqa: F401
             import onnxruntime as ort
 
             if self._light is None:

@@ -333,6 +333,8 @@ def test_cached_model_graph_is_bit_identical_and_rebuilt_when_corrupt(tmp_path, 
     stale = tmp_path / "cache" / f"{model.stem}-76543210fedcba9876543210"  # another key: a graph of before
     stale.mkdir()
     (stale / "model.data").write_bytes(b"weights")
+    unused = time.time() - embed.STALE_CACHE_SECONDS - 60  # loaded by no process since
+    os.utime(stale, (unused, unused))
     built = embed.Embedder(model, tokenizer)  # optimises and saves the graph, its weights beside it
     folders = [p for p in (tmp_path / "cache").iterdir() if p.is_dir()]
     assert len(folders) == 1 and sorted(p.name for p in folders[0].iterdir()) == ["model.data", "model.onnx"]
