@@ -901,3 +901,68 @@ def test_ctrl_c_during_the_compaction_after_an_import_reports_the_import(tmp_pat
     err = capsys.readouterr().err
     assert "interrupted: 20 memories added, 0 updated; 20 vectors pending: run `memsafe embed`" in err
     assert api.open_store(str(db)).store.counts()["total"] == 20
+
+
+@pytest.mark.parametrize("json_", [False, True])
+def test_ctrl_c_as_the_import_commits_reports_the_import(tmp_path, monkeypatch, capsys, json_):
+    """A Ctrl-C during the COMMIT of a large import (SQLite checkpoints it as it commits; the
+    interrupt lands when the COMMIT returns) gave the fallback message without the import's report,
+    and with --json no document on stdout (break-it 10). Now: the report, as the JSON error with
+    --json, exit 130, and the store holds what it says."""
+    from contextlib import contextmanager
+
+    from memsafe.cli import fast
+    from memsafe.store.sqlite import SQLiteStore
+
+    real = SQLiteStore.write
+    fired = []
+
+    @contextmanager
+    def write(self, *args, **kwargs):
+        with real(self, *args, **kwargs):
+            yield
+        if not fired and self.counts()["total"] == 20:  # the import's COMMIT returned
+            fired.append(True)
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(SQLiteStore, "write", write)
+    monkeypatch.setenv("MEMSAFE_NO_MODEL", "1")
+    source = tmp_path / "some.jsonl"
+    _write(source, _bulk_records(20))
+    db = tmp_path / "memory.db"
+    with pytest.raises(fast.Failed) as failed:
+        fast.import_(str(db), source, fmt="auto", dry_run=False, skip_invalid=False, project=None, no_embed=True,
+                     redact=False, allow_purged=False, json_=json_)
+    assert failed.value.code == 130 and fired
+    captured = capsys.readouterr()
+    message = "interrupted: 20 memories added, 0 updated; 20 vectors pending: run `memsafe embed`"
+    if json_:
+        assert json.loads(captured.out) == {"error": {"type": "Interrupted", "message": message}}
+    else:
+        assert message in captured.err and not captured.out
+    assert api.open_store(str(db)).store.counts()["total"] == 20
+
+
+def test_ctrl_c_while_the_model_loads_prints_no_traceback(tmp_path):
+    """A Ctrl-C while onnxruntime's native module imported numpy: it printed the interrupt's
+    traceback before swallowing it (break-it 10). The import says what was kept, exit 130."""
+    source = tmp_path / "some.jsonl"
+    _write(source, _bulk_records(20))
+    db = tmp_path / "memory.db"
+    script = (
+        "import os, signal, sys\n"
+        "class CtrlC:  # a Ctrl-C as numpy's core is imported\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'numpy._core.multiarray':\n"
+        "            os.kill(os.getpid(), signal.SIGINT)\n"
+        "        return None\n"
+        "sys.meta_path.insert(0, CtrlC())\n"
+        "from memsafe.__main__ import main\n"
+        f"sys.argv = ['memsafe', '--db', {str(db)!r}, 'import', {str(source)!r}]\n"
+        "main()\n"
+    )
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 130, run.stderr
+    assert "Traceback" not in run.stderr, run.stderr
+    assert "interrupted: 20 memories added, 0 updated; 20 vectors pending" in run.stderr
+    assert api.open_store(str(db)).store.counts()["total"] == 20

@@ -113,8 +113,10 @@ class EmbedReport:
 
 
 class ImportInterrupted(KeyboardInterrupt):
-    """Ctrl-C after an import committed (while the word index was compacted): `report` is what
-    the import wrote, which stays."""
+    """Ctrl-C once the import's records were all written: while its transaction committed (SQLite
+    checkpoints a large write as it commits), or after (the word index was compacted). `report`
+    is what the import wrote, which stays if the transaction committed; one interrupted before
+    its COMMIT ran was rolled back, so the caller checks the store (`memsafe import` does)."""
 
     def __init__(self, report: ImportReport):
         super().__init__()
@@ -381,7 +383,8 @@ def import_file(
     Raises:
         InvalidInput: unreadable file, unknown format, or (without skip_invalid) any malformed
             record; the message names the record/line and the field, and nothing was written.
-        ImportInterrupted: Ctrl-C after the commit; it carries the report of what was written.
+        ImportInterrupted: Ctrl-C while or after the transaction committed; it carries the report of
+            what was written (see the class).
     """
     path = Path(path)
     if fmt not in IMPORT_FORMATS:
@@ -400,6 +403,7 @@ def import_file(
     author = clean_author(author)
     report = ImportReport(path=str(path), format=fmt, dry_run=dry_run)
     problems: list[Notice] = []
+    written_all = False  # every record is in the transaction: a Ctrl-C from here on may follow its commit
     try:
         with store.write():
             purged = _Purged({} if allow_purged else store.purged_uids())
@@ -423,6 +427,7 @@ def import_file(
                 )
             if dry_run:
                 raise _Rollback
+            written_all = True
     except _Rollback:
         fatal = [p for p in problems if p.fatal]
         if fatal and not skip_invalid:
@@ -434,6 +439,10 @@ def import_file(
             ) from None
     except OSError as exc:
         raise InvalidInput(f"cannot read {path}: {exc.strerror or exc}") from None
+    except KeyboardInterrupt:
+        if written_all:  # during the COMMIT (a Ctrl-C lands when it returns): the report stands if it committed
+            raise ImportInterrupted(report) from None
+        raise
     try:  # committed: a Ctrl-C from here on stops only the compaction, and the report stands
         written = 0 if dry_run else report.memories_added + report.memories_updated
         if written and written >= COMPACT_IMPORT_SHARE * store.counts()["total"]:

@@ -27,6 +27,7 @@ from memsafe.cli._plain import (
     emit_json,
     err_console,
     err_line,
+    error,
     errors,
     fail,
     interrupts,
@@ -323,18 +324,19 @@ def import_(db: str | None, file: str | Path, *, fmt: str, dry_run: bool, skip_i
             if interrupted:  # a Ctrl-C that a native library swallowed (loading the model)
                 raise KeyboardInterrupt
         except KeyboardInterrupt as exc:  # the import is one transaction: before it commits, nothing is kept
-            report = report or getattr(exc, "report", None)  # `ImportInterrupted`: after its commit
-            if report is None and not dry_run and _sizes(opened.store) != before:  # Ctrl-C after the commit
+            report = report or getattr(exc, "report", None)  # `ImportInterrupted`: its records were all written
+            committed = not dry_run and _sizes(opened.store) != before  # the store tells, not the stage
+            pending = render.count_of(opened.store.pending_count(), "vector") if committed else ""
+            if not committed:
+                message = "interrupted: nothing imported (rolled back)"
+            elif report is None:
                 added = _sizes(opened.store)[0] - before[0]
-                say("Error", f"interrupted after the import was committed: {render.count_of(added, 'memory')} "
-                             f"added; {render.count_of(opened.store.pending_count(), 'vector')} pending: run "
-                             "`memsafe embed`")
-            elif report is None or dry_run:
-                say("Error", "interrupted: nothing imported (rolled back)")
+                message = (f"interrupted after the import was committed: {render.count_of(added, 'memory')} added; "
+                           f"{pending} pending: run `memsafe embed`")
             else:
-                say("Error", f"interrupted: {render.count_of(report.memories_added, 'memory')} added, "
-                             f"{report.memories_updated} updated; "
-                             f"{render.count_of(opened.store.pending_count(), 'vector')} pending: run `memsafe embed`")
+                message = (f"interrupted: {render.count_of(report.memories_added, 'memory')} added, "
+                           f"{report.memories_updated} updated; {pending} pending: run `memsafe embed`")
+            error(message, "Interrupted", json_)
             raise Failed(130) from None
     if json_:
         from dataclasses import asdict
