@@ -280,6 +280,7 @@ class Query:
     lexical_text: str
     windows: list = field(default_factory=list)
     now: datetime | None = None
+    words: frozenset[str] = frozenset()  # `query_words` of `text`: what a memory says beyond them counts
 
 
 def parse_query(text: str, now: datetime) -> Query:
@@ -289,7 +290,7 @@ def parse_query(text: str, now: datetime) -> Query:
     from memsafe import when
 
     windows, rest = when.find(text, now)
-    return Query(text, rest if query_terms(rest) else text, windows, now)
+    return Query(text, rest if query_terms(rest) else text, windows, now, query_words(text))
 
 
 @dataclass
@@ -303,7 +304,8 @@ class Candidate:
         coverage: share of the query's IDF mass the memory holds (`term_coverage`).
         similarity: cosine similarity of query and memory vectors, None when KNN did not find it.
         hop: strength in [0, 1] of the relation linking it to an entity the query names (graph).
-        words: distinct content words of the memory (`content_words`); set only when `similarity` is.
+        words: distinct content words of the memory that the query does not hold (`content_words`
+            with the query's `Query.words`); set only when `similarity` is.
         created_at / last_used_at: aware UTC; last_used_at = last explicit use, else creation.
         before / after: ids of the turns just before and just after it in the same conversation
             (`same_conversation`), when it is a conversation turn and they are in scope.
@@ -365,20 +367,25 @@ def link_turns(cands: dict[int, Candidate], visible: dict) -> None:
 SHORT_TEXT = 4096  # characters; texts up to this long are remembered by the per-process caches
 
 
-def content_words(text: str, limit: int = 64) -> int:
-    """Distinct words of at least 3 letters that are not stop-words, counted up to `limit`:
-    a measure of how much a memory says ("Jon: See ya Gina!" says little). CJK has no spaces
-    to count words by: each distinct CJK run counts one word per two characters (at least one;
-    most Chinese words are two characters), so `释放内存以后指针变成悬空状态` says as much as
-    its seven words. An ASCII text is read only until `limit` words are found (the ranking asks
-    for `substance_words` of them: at 10,000 memories, reading whole texts took ~1 ms of a
-    recall, session 9); a short text's count is kept per process (the same memories come back
-    recall after recall in `serve`)."""
+def content_words(text: str, limit: int = 64, known: frozenset[str] = frozenset()) -> int:
+    """Distinct words of at least 3 letters that are not stop-words and not in `known`, counted up
+    to `limit`: a measure of how much a memory says beyond `known` (the query's own words,
+    `Query.words`: "Jon: See ya Gina!" says little to a question about Jon and Gina, and "We squash
+    commits before merging to main" says four things to "how do we combine branches?"). CJK has
+    no spaces to count words by: each distinct CJK run counts one word per two characters (at
+    least one; most Chinese words are two characters), so `释放内存以后指针变成悬空状态` says as
+    much as its seven words. An ASCII text is read only until enough words are found (the ranking
+    asks for `substance_words` of them: at 10,000 memories, reading whole texts took ~1 ms of a
+    recall, session 9); a short text's count without `known` is kept per process (the same
+    memories come back recall after recall in `serve`), and a text that holds `limit` + len(known)
+    words is counted from it, so `known` costs a recount only for texts shorter than that."""
     if limit <= 0:
         return 0
-    if len(text) <= SHORT_TEXT:
-        return _content_words(text, limit)
-    return _count_content_words(text, limit)
+    enough = limit + len(known)
+    counted = _content_words(text, enough) if len(text) <= SHORT_TEXT else _count_content_words(text, enough)
+    if not known or counted >= enough:
+        return min(counted, limit)
+    return _count_content_words(text, limit, known)
 
 
 @functools.lru_cache(maxsize=8192)
@@ -389,21 +396,30 @@ def _content_words(text: str, limit: int) -> int:
 _LONG_WORD = re.compile(r"\w{3,}")  # on ASCII text: the words of `_WORD` with at least 3 letters
 
 
-def _count_content_words(text: str, limit: int) -> int:
+def _count_content_words(text: str, limit: int, known: frozenset[str] = frozenset()) -> int:
     lowered = text.lower()
     if lowered.isascii():  # no CJK: stop at `limit` distinct words
         seen: set[str] = set()
         for match in _LONG_WORD.finditer(lowered):
             word = match.group()
-            if word not in STOP_WORDS and word not in seen:
+            if word not in STOP_WORDS and word not in known and word not in seen:
                 seen.add(word)
                 if len(seen) >= limit:
                     break
         return len(seen)
     words = set(_WORD.findall(CJK_RUN.sub(" ", lowered)))
     words.difference_update(STOP_WORDS)
+    words.difference_update(known)
     cjk = sum(max(1, len(run) // 2) for run in set(CJK_RUN.findall(lowered)))
     return min(limit, sum(len(w) >= 3 for w in words) + cjk)
+
+
+def query_words(text: str) -> frozenset[str]:
+    """The words of a query that `content_words` counts (at least 3 letters, lower case, no
+    stop-words; CJK runs are not among them): what a memory repeats of them says nothing new."""
+    lowered = text.lower()
+    words = _LONG_WORD.findall(lowered) if lowered.isascii() else _WORD.findall(CJK_RUN.sub(" ", lowered))
+    return frozenset(w for w in words if len(w) >= 3 and w not in STOP_WORDS)
 
 
 def lexical_relevance(bm25: float, coverage: float, coverage_power: float) -> float:
@@ -428,7 +444,7 @@ class Fusion:
     weight_vector: float = 4.0
     min_similarity: float = 0.15
     coverage_power: float = 3.0
-    substance_words: float = 6.0
+    substance_words: float = 4.0
     weight_time: float = 3.0
     weight_hop: float = 1.0
     weight_context: float = 0.4

@@ -37,13 +37,32 @@ def test_fusion_is_absolute_a_weak_vector_only_hit_never_beats_a_full_keyword_ma
 
 
 def test_fusion_chit_chat_naming_the_person_weighs_less_than_content():
-    # Issue 11, mechanism 2: "Jon: See ya Gina!" sits near any question naming Jon.
+    # Issue 11, mechanism 2: "Jon: See ya Gina!" sits near any question naming Jon and Gina, and
+    # says nothing the question does not: its words beyond the question's count.
     f = retrieve.Fusion()
-    greeting = retrieve.Candidate(1, similarity=0.62, words=retrieve.content_words("Jon: See ya Gina!"))
+    q = retrieve.parse_query("What is Jon opening with Gina downtown?", datetime(2023, 5, 1, tzinfo=timezone.utc))
+    assert q.words == {"jon", "opening", "gina", "downtown"}
+    greeting = retrieve.Candidate(1, similarity=0.62, words=retrieve.content_words("Jon: See ya Gina!", 4, q.words))
     answer = retrieve.Candidate(2, similarity=0.55, words=retrieve.content_words(
-        "Jon: I lost my job at the bank, so I am opening a dance studio downtown next month."))
-    fused = retrieve.fuse([greeting, answer], Q, f)
-    assert fused[2] > fused[1]
+        "Jon: I lost my job at the bank, so I am opening a dance studio downtown next month.", 4, q.words))
+    assert (greeting.words, answer.words) == (1, 4)  # "see"; lost, job, bank, dance, ...
+    fused = retrieve.fuse([greeting, answer], q, f)
+    assert fused[2] > 2 * fused[1]
+
+
+@pytest.mark.parametrize("text", [
+    "Jon: See ya Gina!",
+    "We squash commits before merging to main",
+    "释放内存以后指针变成悬空状态，必须立即置为空值。",
+    "jon jon JON gina opening " * 400 + "studio bank loan",  # the words the query holds come first
+    "deploy " * 2000 + "x" * 5000,  # past the per-process cache's length
+])
+def test_content_words_beyond_the_query_are_the_words_the_query_does_not_hold(text):
+    known = retrieve.query_words("Is Jon opening a studio with Gina?")
+    assert known == {"jon", "opening", "studio", "gina"}
+    beyond = retrieve.content_words(text + " " + " ".join(sorted(known)), 10_000) - len(known)
+    for limit in (1, 4, 6, 64):
+        assert retrieve.content_words(text, limit, known) == min(limit, beyond)
 
 
 def test_date_words_are_not_query_terms_and_select_a_window():

@@ -75,6 +75,25 @@ def test_a_name_most_memories_hold_does_not_steer_the_vector_half(store):
     assert answer in [h.memory.id for h in api.recall(store, question, mode="vector").hits[:2]]
 
 
+def test_a_short_decision_found_by_meaning_outranks_longer_notes_it_beats(store):
+    """New-user trial (session 10): the README's `recall "how do we combine branches?"` put "We
+    squash commits before merging to main", the vector search's first, below longer commit notes
+    the search put after it: the chit-chat guard (`substance_words`) cut the short decision's
+    vector weight to 4/6. A memory's words now count when the query does not hold them (a greeting
+    naming the people asked about still says nothing), and four such words are enough."""
+    for note in ("tests: consolidate merges a three-copy cluster in one run (cf24736)",
+                 "docs: one scope rule on every read path, purge stubs and backups, import checks, consolidate "
+                 "in one run; regenerated man pages",
+                 "git hooks: version 3 (post-rewrite names where a rebase started); hook status and doctor tell "
+                 "a v2 install to update",
+                 "docs/mcp.md: the scope rule names the merged tools",
+                 "scope: graph, get, history, export follow recall's scope (project + global)"):
+        api.remember(store, note)
+    decision = api.remember(store, "We squash commits before merging to main", kind="decision").id
+    [first, *_] = api.recall(store, "how do we combine branches?").hits
+    assert first.memory.id == decision and first.vector_rank == 1
+
+
 @pytest.mark.parametrize("mode", ["hybrid", "vector"])
 def test_an_exact_identifier_comes_first_in_every_mode(store, mode):
     # Issue 12.9 as the README words it ("in every mode"): a memory sharing four words with the

@@ -758,20 +758,21 @@ def _candidates(store: Store, q: retrieve.Query, scope: Scope, depth: int, mode:
     if cfg["weight_context"] > 0:
         _link_turns(store, by_id, memories, scope)
     shown = {i: c for i, c in by_id.items() if i in memories and memories[i].status in scope.statuses}
-    fill_features(store, shown, memories, cfg)
+    fill_features(store, shown, memories, cfg, q.words)
     return list(shown.values()), memories, used_mode
 
 
-def fill_features(store: Store, cands: dict[int, retrieve.Candidate], memories: dict, cfg: dict) -> None:
+def fill_features(store: Store, cands: dict[int, retrieve.Candidate], memories: dict, cfg: dict,
+                  known: frozenset[str] = frozenset()) -> None:
     """Step "candidates": set each candidate's features that the memory holds (`retrieve.Candidate`:
-    content words, read by the vector half only and only up to `substance_words`, the most it
-    weighs; times, uses, confidence, decay level, entity degree) from `memories` ({id: `Memory`
-    or `history.PastState`}, holding every id of `cands`)."""
+    content words beyond the query's words `known`, read by the vector half only and only up to
+    `substance_words`, the most it weighs; times, uses, confidence, decay level, entity degree)
+    from `memories` ({id: `Memory` or `history.PastState`}, holding every id of `cands`)."""
     degrees = store.entity_degrees(list(cands))
     words = math.ceil(cfg["substance_words"])
     for i, c in cands.items():
         m = memories[i]
-        c.words = retrieve.content_words(m.content, words) if c.similarity is not None else 0
+        c.words = retrieve.content_words(m.content, words, known) if c.similarity is not None else 0
         c.created_at = clock.parse_iso(m.created_at)
         c.last_used_at = clock.parse_iso(m.last_accessed_at) if m.last_accessed_at else None
         c.access_count, c.confidence, c.decay_level = m.access_count, m.confidence, m.decay_level

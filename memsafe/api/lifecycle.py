@@ -416,7 +416,7 @@ def recall_as_of(
     if config_value(store, "weight_context") > 0:
         retrieve.link_turns(by_id, visible)
     cfg = {**_config_snapshot(store), "weight_hop": 0.0}
-    fill_features(store, by_id, visible, cfg)
+    fill_features(store, by_id, visible, cfg, q.words)
     ranked = score_candidates(list(by_id.values()), q, cfg)
     if not ranked:
         return RecallResult(text, budget_v, effective, 0, [], used_mode, _scope_list(scope), notes)
