@@ -33,8 +33,19 @@ def model_cache(tmp_path_factory):
     yield
 
 
+@pytest.fixture
+def shared_model_state():
+    """After the test (and after its environment is restored: `isolated` depends on this), the
+    process-wide embedder is not left failed (`embed.load_error`): a test that points the model
+    elsewhere (MEMSAFE_MODEL_DIR, MEMSAFE_NO_MODEL), or a thread of an earlier test that loads it
+    while such a test runs, must not leave every later test without a model."""
+    yield
+    if embed.load_error() is not None:
+        embed.reset()
+
+
 @pytest.fixture(autouse=True)
-def isolated(tmp_path, monkeypatch):
+def isolated(shared_model_state, tmp_path, monkeypatch):
     """No test may touch the real user directory, a real project, or a fixed clock left by another."""
     home = tmp_path / "home"
     monkeypatch.setenv("MEMSAFE_HOME", str(home))

@@ -419,7 +419,7 @@ def test_project_paths_resolve_symlinks_and_subfolders(tmp_path, monkeypatch, cl
 def test_control_characters_become_spaces_on_every_input_path(db_path, embedder, tmp_path):
     """`printf 'retry\\0backoff policy' | memsafe remember -` stored `retrybackoff policy`, so
     neither word was found (issue 17, item 10). Every input path keeps the words apart."""
-    from memsafe import server, transfer
+    from memsafe import transfer
 
     proc = subprocess.run([sys.executable, "-m", "memsafe", "--db", str(db_path), "remember", "-"],
                           input=b"retry\x00backoff policy", capture_output=True)
@@ -432,8 +432,9 @@ def test_control_characters_become_spaces_on_every_input_path(db_path, embedder,
     assert tagged.content == "tabs\tand\nnewlines stay; ESC [31m and DEL  go" and tagged.tags == ["ops prod"]
     assert api.add_entity(store, "Foo\x00Bar").name == "Foo Bar"
     assert api.relate(store, "Foo Bar", "depends\x00on", "Baz", create=True).relation == "depends on"
-    srv = server.build_server(str(db_path), cwd=str(tmp_path))
-    from test_server import call
+    from test_server import call, inproc
+
+    srv = inproc(db_path, cwd=str(tmp_path))  # no warm thread left running after the test
 
     call(srv, "remember", {"content": "cache\x00eviction runs hourly"})
     assert any(m.content == "cache eviction runs hourly" for m in api.list_memories(store))

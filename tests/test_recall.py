@@ -156,9 +156,7 @@ def test_purge_names_the_export_files_that_still_hold_the_text(store, cli, db_pa
     """An export file memsafe wrote is a copy of the text too (issue 17, item 5): purge names each
     one that still holds a purged memory, with the command that removes it, on every front end;
     a file exported again since, removed, or written to stdout is not named."""
-    from test_server import call, text_of
-
-    from memsafe import server
+    from test_server import call, inproc, text_of
 
     victim = api.remember(store, "Quokka-7731 rotation note for the staging vault", embed_now=False)
     other = api.remember(store, "The staging cluster runs in eu-west-1.", embed_now=False)
@@ -180,7 +178,7 @@ def test_purge_names_the_export_files_that_still_hold_the_text(store, cli, db_pa
     third = api.remember(store, "Wombat-42 notes on the staging vault", embed_now=False)
     assert api.purge(store, [other.id]).exports == [str(first)]
     api.export_to_path(store, first)
-    srv = server.build_server(str(db_path), cwd=str(tmp_path))
+    srv = inproc(db_path, cwd=str(tmp_path))  # no warm thread left running after the test
     text = text_of(call(srv, "purge_memory", {"ids": [third.id], "confirm": True}))
     assert f"rm -- '{first}'" in text and "1 file memsafe exported" in text
 

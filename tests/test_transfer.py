@@ -487,8 +487,6 @@ def test_a_uid_twice_in_one_file_is_reported_and_the_first_kept(store, tmp_path)
 def test_an_import_never_brings_back_a_purged_memory(cli, tmp_path, store):
     """remember X; export; purge; import: X stays purged ("skipped: purged on DATE"), on the
     memsafe and server-memory formats and over MCP; --allow-purged is the explicit way back."""
-    from memsafe import server
-
     x = api.remember(store, "the staging bucket is s3 bucket blue-otter", embed_now=False)
     backup = tmp_path / "b.jsonl"
     assert cli("export", "-o", str(backup)).exit_code == 0
@@ -500,8 +498,9 @@ def test_an_import_never_brings_back_a_purged_memory(cli, tmp_path, store):
     assert f"uid {x.uid}: purged on {clock.now_iso()[:10]}" in result.stderr
     assert "0 memories added" in result.stderr and "1 skipped (1 purged here before" in result.stderr
     assert store.counts()["total"] == 0
-    srv = server.build_server(str(store.path), cwd=str(tmp_path))
-    from test_server import call, text_of
+    from test_server import call, inproc, text_of
+
+    srv = inproc(store.path, cwd=str(tmp_path))  # no warm thread left running after the test
 
     reply = text_of(call(srv, "transfer", {"path": str(backup), "direction": "import"}))
     assert "0 added" in reply and "purged on" in reply and store.counts()["total"] == 0
