@@ -878,25 +878,33 @@ def test_ctrl_c_just_after_the_import_committed_says_it_was_kept(tmp_path, monke
     assert api.open_store(str(db)).store.counts()["total"] == 20
 
 
-def test_ctrl_c_during_the_compaction_after_an_import_reports_the_import(tmp_path, monkeypatch, capsys):
-    """The import committed and then compacts the word index (it wrote most of the store): a Ctrl-C
-    there stops the compaction only, and the message is the import's own report (CI, session 10:
-    the interrupt landed there and the report was lost)."""
+def _import_interrupted(tmp_path, monkeypatch, json_: bool = False):
+    """`memsafe import` (the CLI's own function) of 20 records with --no-embed and no model, where
+    the test made a Ctrl-C land: asserts it exits 130 and returns the store's path."""
     from memsafe.cli import fast
-    from memsafe.store.sqlite import SQLiteStore
 
-    def interrupted(self, *args, **kwargs):
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(SQLiteStore, "compact_word_index", interrupted)
     monkeypatch.setenv("MEMSAFE_NO_MODEL", "1")
     source = tmp_path / "some.jsonl"
     _write(source, _bulk_records(20))
     db = tmp_path / "memory.db"
     with pytest.raises(fast.Failed) as failed:
         fast.import_(str(db), source, fmt="auto", dry_run=False, skip_invalid=False, project=None, no_embed=True,
-                     redact=False, allow_purged=False, json_=False)
+                     redact=False, allow_purged=False, json_=json_)
     assert failed.value.code == 130
+    return db
+
+
+def test_ctrl_c_during_the_compaction_after_an_import_reports_the_import(tmp_path, monkeypatch, capsys):
+    """The import committed and then compacts the word index (it wrote most of the store): a Ctrl-C
+    there stops the compaction only, and the message is the import's own report (CI, session 10:
+    the interrupt landed there and the report was lost)."""
+    from memsafe.store.sqlite import SQLiteStore
+
+    def interrupted(self, *args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(SQLiteStore, "compact_word_index", interrupted)
+    db = _import_interrupted(tmp_path, monkeypatch)
     err = capsys.readouterr().err
     assert "interrupted: 20 memories added, 0 updated; 20 vectors pending: run `memsafe embed`" in err
     assert api.open_store(str(db)).store.counts()["total"] == 20
@@ -910,7 +918,6 @@ def test_ctrl_c_as_the_import_commits_reports_the_import(tmp_path, monkeypatch, 
     --json, exit 130, and the store holds what it says."""
     from contextlib import contextmanager
 
-    from memsafe.cli import fast
     from memsafe.store.sqlite import SQLiteStore
 
     real = SQLiteStore.write
@@ -925,14 +932,8 @@ def test_ctrl_c_as_the_import_commits_reports_the_import(tmp_path, monkeypatch, 
             raise KeyboardInterrupt
 
     monkeypatch.setattr(SQLiteStore, "write", write)
-    monkeypatch.setenv("MEMSAFE_NO_MODEL", "1")
-    source = tmp_path / "some.jsonl"
-    _write(source, _bulk_records(20))
-    db = tmp_path / "memory.db"
-    with pytest.raises(fast.Failed) as failed:
-        fast.import_(str(db), source, fmt="auto", dry_run=False, skip_invalid=False, project=None, no_embed=True,
-                     redact=False, allow_purged=False, json_=json_)
-    assert failed.value.code == 130 and fired
+    db = _import_interrupted(tmp_path, monkeypatch, json_)
+    assert fired
     captured = capsys.readouterr()
     message = "interrupted: 20 memories added, 0 updated; 20 vectors pending: run `memsafe embed`"
     if json_:
