@@ -11,6 +11,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from memsafe.tokens import SHORT_TEXT  # texts up to this long are kept by the per-process caches here too
+
 # Words too common to help BM25 rank; dropped from a query unless nothing else is left.
 STOP_WORDS = frozenset(
     """a about above after again against all am an and any are as at be because been before being
@@ -364,7 +366,6 @@ def link_turns(cands: dict[int, Candidate], visible: dict) -> None:
                 cands.setdefault(n, Candidate(n))
 
 
-SHORT_TEXT = 4096  # characters; texts up to this long are remembered by the per-process caches
 
 
 def content_words(text: str, limit: int = 64, known: frozenset[str] = frozenset()) -> int:

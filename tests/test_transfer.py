@@ -7,6 +7,7 @@ import base64
 import io
 import json
 import math
+import signal
 import struct
 import subprocess
 import sys
@@ -583,15 +584,14 @@ def test_an_inconsistent_file_is_refused_naming_the_line(store, tmp_path, change
 # -- Ctrl-C during an import (issue 12, item 11) --------------------------------------------------
 
 
-def _interrupt_when(proc, ready, timeout=60.0) -> None:
-    import signal
+def _interrupt_when(proc, ready, timeout=60.0, signal_number: int = signal.SIGINT) -> None:
     import time
 
     deadline = time.monotonic() + timeout
     while not ready() and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
     assert proc.poll() is None, "the import ended before it could be interrupted"
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(signal_number)
 
 
 def _memsafe(db, *args, env=None):
@@ -599,6 +599,47 @@ def _memsafe(db, *args, env=None):
 
     return subprocess.Popen([sys.executable, "-m", "memsafe", "--db", str(db), *args], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env={**os.environ, **(env or {})})
+
+
+def _import_writing(db) -> bool:
+    """Whether an import into `db` is writing: its transaction holds the write lock and nothing is
+    committed yet. (The WAL's size does not tell: a 64 MiB page cache holds the transaction's
+    pages until commit.)"""
+    import apsw
+
+    try:
+        conn = apsw.Connection(str(db))
+    except apsw.Error:
+        return False
+    try:
+        conn.set_busy_timeout(0)
+        if not conn.execute("SELECT count(*) FROM sqlite_master WHERE name = 'memories'").fetchone()[0]:
+            return False
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute("ROLLBACK")
+            return False
+        except apsw.BusyError:
+            return conn.execute("SELECT count(*) FROM memories").fetchone()[0] == 0
+    except apsw.Error:
+        return False
+    finally:
+        conn.close()
+
+
+def test_sigterm_during_an_import_rolls_it_back_and_says_so(tmp_path):
+    """`kill` (SIGTERM: `timeout`, a service manager) while the records are written stops the
+    import as Ctrl-C does: exit 143, "nothing imported (rolled back)", an empty store, no
+    traceback. Before, the process died at once (killed by the signal) and said nothing."""
+    big = tmp_path / "big.jsonl"
+    _write(big, _bulk_records(40_000))
+    db = tmp_path / "db" / "memory.db"
+    proc = _memsafe(db, "import", str(big), "--no-embed", env={"MEMSAFE_NO_MODEL": "1"})
+    _interrupt_when(proc, lambda: _import_writing(db), signal_number=signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err
+    assert "interrupted: nothing imported (rolled back)" in err and "Traceback" not in err
+    assert api.open_store(str(db)).store.counts()["total"] == 0
 
 
 def test_ctrl_c_during_an_import_says_what_was_kept(tmp_path, embedder):
@@ -609,29 +650,8 @@ def test_ctrl_c_during_an_import_says_what_was_kept(tmp_path, embedder):
     big = tmp_path / "big.jsonl"
     _write(big, _bulk_records(40_000))
     db = tmp_path / "db" / "memory.db"
-    def writing() -> bool:  # the import's transaction holds the write lock; nothing committed yet
-        try:
-            conn = apsw.Connection(str(db))
-        except apsw.Error:
-            return False
-        try:
-            conn.set_busy_timeout(0)
-            if not conn.execute("SELECT count(*) FROM sqlite_master WHERE name = 'memories'").fetchone()[0]:
-                return False
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-                conn.execute("ROLLBACK")
-                return False
-            except apsw.BusyError:
-                return conn.execute("SELECT count(*) FROM memories").fetchone()[0] == 0
-        except apsw.Error:
-            return False
-        finally:
-            conn.close()
-
-    # (The WAL's size no longer tells: a 64 MiB page cache holds the transaction's pages until commit.)
     proc = _memsafe(db, "import", str(big), "--no-embed", env={"MEMSAFE_NO_MODEL": "1"})
-    _interrupt_when(proc, writing)
+    _interrupt_when(proc, lambda: _import_writing(db))
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     assert "interrupted: nothing imported (rolled back)" in err and "Traceback" not in err

@@ -167,8 +167,11 @@ def progress(label: str, enabled: bool = True) -> Iterator:
 
 @contextmanager
 def interrupts() -> Iterator[list]:
-    """SIGINT raises KeyboardInterrupt as usual and is also recorded in the yielded list (truthy
-    once interrupted): native code (onnxruntime importing numpy) can swallow the exception."""
+    """SIGINT raises KeyboardInterrupt as usual, and so does SIGTERM (`kill`, `timeout`, a service
+    manager), so a long command stops the same way whichever ends it: its transaction rolled back,
+    its report printed. Each signal number is also recorded in the yielded list (truthy once
+    interrupted; `exit_code` of it): native code (onnxruntime importing numpy) can swallow the
+    exception."""
     import signal
     import threading
 
@@ -181,11 +184,19 @@ def interrupts() -> Iterator[list]:
         seen.append(signum)
         raise KeyboardInterrupt
 
-    previous = signal.signal(signal.SIGINT, handler)
+    previous = {number: signal.signal(number, handler) for number in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield seen
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for number, before in previous.items():
+            signal.signal(number, before)
+
+
+def exit_code(interrupted: list) -> int:
+    """The exit code of a command `interrupts` stopped: 128 + the signal's number (130 for SIGINT,
+    143 for SIGTERM: the shell's convention), 130 when no signal was recorded (a KeyboardInterrupt
+    raised some other way)."""
+    return 128 + (interrupted[-1] if interrupted else 2)
 
 
 def out():

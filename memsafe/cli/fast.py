@@ -29,6 +29,7 @@ from memsafe.cli._plain import (
     err_line,
     error,
     errors,
+    exit_code,
     fail,
     interrupts,
     is_tty,
@@ -303,7 +304,7 @@ def import_(db: str | None, file: str | Path, *, fmt: str, dry_run: bool, skip_i
 
     Raises:
         Failed: the error was reported (exit 1), the import skipped records (exit 3, `PARTIAL_EXIT`)
-            or was interrupted (exit 130; it says what was kept).
+            or was interrupted (exit 130 for Ctrl-C, 143 for SIGTERM; it says what was kept).
     """
     from memsafe import api
 
@@ -325,19 +326,20 @@ def import_(db: str | None, file: str | Path, *, fmt: str, dry_run: bool, skip_i
                 raise KeyboardInterrupt
         except KeyboardInterrupt as exc:  # the import is one transaction: before it commits, nothing is kept
             report = report or getattr(exc, "report", None)  # `ImportInterrupted`: its records were all written
-            committed = not dry_run and _sizes(opened.store) != before  # the store tells, not the stage
+            after = before if dry_run else _sizes(opened.store)
+            committed = after != before  # the store tells, not the stage
             pending = render.count_of(opened.store.pending_count(), "vector") if committed else ""
             if not committed:
                 message = "interrupted: nothing imported (rolled back)"
             elif report is None:
-                added = _sizes(opened.store)[0] - before[0]
+                added = after[0] - before[0]
                 message = (f"interrupted after the import was committed: {render.count_of(added, 'memory')} added; "
                            f"{pending} pending: run `memsafe embed`")
             else:
                 message = (f"interrupted: {render.count_of(report.memories_added, 'memory')} added, "
                            f"{report.memories_updated} updated; {pending} pending: run `memsafe embed`")
             error(message, "Interrupted", json_)
-            raise Failed(130) from None
+            raise Failed(exit_code(interrupted)) from None
     if json_:
         from dataclasses import asdict
 

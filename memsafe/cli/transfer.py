@@ -121,7 +121,7 @@ def import_(
     Memories merge by uid, so importing the same file twice changes nothing the second time.
     A memory purged here is skipped and reported, unless --allow-purged.
     Exit codes: 0 imported, 1 refused (nothing written), 3 imported with records skipped,
-    130 interrupted (Ctrl-C: it says what was kept).
+    130 interrupted by Ctrl-C, 143 by SIGTERM (it says what was kept).
 
     Examples:
 
