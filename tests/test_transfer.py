@@ -652,6 +652,38 @@ def test_a_signal_while_an_import_writes_rolls_it_back_and_says_so(db_path, tmp_
     assert api.open_store(str(db_path)).store.counts()["total"] == 0
 
 
+@pytest.mark.parametrize("signal_number", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_an_interrupted_embed_says_what_it_kept_and_the_next_goes_on(tmp_path, embedder, signal_number):
+    """`memsafe embed` stopped by Ctrl-C or SIGTERM once some batches are written: exit 130 or 143
+    and one line saying how many were embedded and how many are pending (before: Ctrl-C exited
+    130 saying nothing, SIGTERM killed it silently); the batches written stay, and the next
+    `memsafe embed` fills the rest (issue 13.5: an interrupted fill resumes)."""
+    db = tmp_path / "db" / "memory.db"
+    source = tmp_path / "bulk.jsonl"
+    _write(source, _bulk_records(3_000))
+    assert run_memsafe("--db", str(db), "import", str(source), "--no-embed").returncode == 0
+
+    def some_embedded() -> bool:
+        store = api.open_store(str(db)).store
+        try:
+            return 0 < store.pending_count() < 3_000
+        finally:
+            store.close()
+
+    proc = _memsafe(db, "embed")
+    _interrupt_when(proc, some_embedded, timeout=120, signal_number=signal_number)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal_number, err
+    pending = api.open_store(str(db)).store.pending_count()
+    assert 0 < pending < 3_000
+    assert f"interrupted: {count_of(3_000 - pending, 'memory')} embedded, {pending} pending; " in err, err
+    assert "Traceback" not in err
+
+    done = run_memsafe("--db", str(db), "embed")
+    assert done.returncode == 0, done.stderr
+    assert api.open_store(str(db)).store.pending_count() == 0
+
+
 def test_ctrl_c_while_an_import_embeds_says_what_was_kept(tmp_path, embedder):
     """SIGINT while vectors are computed (the import committed): exit 130, what was imported and
     what is pending. (While the records are written: the test above.)"""

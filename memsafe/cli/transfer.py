@@ -141,11 +141,21 @@ def import_(
 def embed(ctx: typer.Context, json_: JsonOpt = False) -> None:
     """Compute every pending vector (memories stored with --no-embed, imports, git hooks).
 
-    Until then those memories are found by keywords only. Exits 1 if vectors cannot be computed here.
+    Until then those memories are found by keywords only. Exits 1 if vectors cannot be computed
+    here; 130 (Ctrl-C) or 143 (SIGTERM) when interrupted: what was embedded is kept, and the next
+    `memsafe embed` goes on from there.
     """
-    with _session(ctx) as opened:
-        with _plain.progress("embedding") as progress:
-            report = api.embed_pending(opened.store, progress=progress)
+    with _session(ctx) as opened, _plain.interrupts() as interrupted:
+        before = opened.store.pending_count()
+        try:
+            with _plain.progress("embedding") as progress:
+                report = api.embed_pending(opened.store, progress=progress)
+        except KeyboardInterrupt:  # each batch is its own transaction: the batches written stay
+            pending = opened.store.pending_count()
+            message = (f"interrupted: {render.count_of(before - pending, 'memory')} embedded, {pending} pending; "
+                       "`memsafe embed` goes on from there")
+            _plain.error(message, "Interrupted", json_)
+            raise _plain.Failed(_plain.exit_code(interrupted)) from None
     if json_:
         _emit_json(report)
     elif report.error is None:
