@@ -89,11 +89,12 @@ def main() -> None:
                 sys.exit(start.main(*ui))
             except KeyboardInterrupt:
                 sys.exit(130)
+    _stop_on_sigterm()
     from memsafe.cli import fast
 
     code = fast.run(sys.argv[1:])  # a plain `recall`, `remember` or `import`: no Typer app (None: not one)
     if code is not None:
-        _exit_now(code)
+        _exit_now(_terminated_code(code))
     from memsafe import cli_cache
 
     key = cli_cache.request_key(sys.argv[1:], os.environ, sys.stdout)
@@ -101,11 +102,37 @@ def main() -> None:
         return
     from memsafe.cli import main as cli_main
 
-    if key is None:
-        cli_main()
-        return
-    with cli_cache.recording(key):
-        cli_main()
+    try:
+        if key is None:
+            cli_main()
+            return
+        with cli_cache.recording(key):
+            cli_main()
+    except SystemExit as exc:
+        code = _terminated_code(exc.code) if isinstance(exc.code, int) else exc.code
+        raise SystemExit(code) from None
+
+
+_terminated: list[int] = []  # SIGTERM, once a CLI command received it
+
+
+def _stop_on_sigterm() -> None:
+    """A CLI command stops on SIGTERM (`kill`, `timeout`, a service manager) as on Ctrl-C: a
+    KeyboardInterrupt, so its transaction rolls back, its temporary files and folders go and its
+    progress bar ends (Python's default ends the process at once, leaving them), and it exits 143
+    (`_terminated_code`). `serve` and `ui` handle their stop signals themselves."""
+    import signal
+
+    def stop(signum, frame):
+        _terminated.append(signum)
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
+
+
+def _terminated_code(code: int) -> int:
+    """`code`, or 143 (128 + SIGTERM) for the 130 of an interrupted command that SIGTERM stopped."""
+    return 128 + _terminated[-1] if code == 130 and _terminated else code
 
 
 if __name__ == "__main__":

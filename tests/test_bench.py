@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
+import sys
 
 import apsw
 import pytest
@@ -158,3 +160,27 @@ def test_rebase_bench_runs_on_a_small_history_and_its_table_fits_80_columns(tmp_
     text = console.export_text()
     assert "…" not in text and all(len(line) <= 80 for line in text.splitlines())
     assert os.environ.get("GIT_CONFIG_GLOBAL") != str(tmp_path)  # the bench put the environment back
+
+
+@pytest.mark.parametrize("signal_number", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_a_stopped_bench_leaves_no_temporary_store_and_says_so(tmp_path, signal_number):
+    """`memsafe bench` builds its stores in temporary folders. Stopped by Ctrl-C or SIGTERM
+    (`kill`, `timeout`) while it works: exit 130 or 143, "interrupted" on stderr, no traceback,
+    and no folder left behind. Before, SIGTERM ended the process at once: the folder (a whole
+    store) stayed in the temporary directory, and Ctrl-C exited 130 saying nothing."""
+    import time
+
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    proc = subprocess.Popen([sys.executable, "-m", "memsafe", "bench", "--quick"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "TMPDIR": str(scratch)})
+    deadline = time.monotonic() + 60
+    while not any(scratch.glob("memsafe-bench-*")) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert proc.poll() is None and any(scratch.glob("memsafe-bench-*")), "the bench made no store to stop"
+    time.sleep(0.5)  # into the work: building the store, embedding
+    proc.send_signal(signal_number)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal_number, err
+    assert "interrupted" in err and "Traceback" not in err
+    assert not list(scratch.iterdir())
