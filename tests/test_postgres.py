@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 
 import pytest
 from conftest import run_memsafe
@@ -56,6 +57,24 @@ def test_password_in_the_url_is_refused(tmp_path):
     assert "hunter2" not in r.stderr
     with pytest.raises(InvalidInput):
         api.set_db_path("postgresql://memsafe:hunter2@db.example/memsafe")
+    assert "db" not in settings.read_user_config()
+
+
+@pytest.mark.parametrize("args", [("status",), ("recall", "deploy"), ("remember", "we deploy on Tuesdays"),
+                                  ("export", "-o", "out.jsonl"), ("config", "set", "db", "URL")])
+def test_without_the_postgres_extra_a_url_is_one_line_naming_what_to_install(args, tmp_path):
+    """memsafe installed without its postgres extra (psycopg missing), given a PostgreSQL URL: one
+    line saying how to add the driver, on every path (it was a traceback ending in
+    ModuleNotFoundError; the README's `pip install 'memsafe[postgres]'` finds no memsafe on the
+    package index, so the line names the driver's own requirements)."""
+    url = "postgresql://memsafe@127.0.0.1:9/memsafe"
+    hidden = tmp_path / "no-driver"
+    hidden.mkdir()
+    (hidden / "psycopg.py").write_text("raise ModuleNotFoundError(\"No module named 'psycopg'\", name='psycopg')\n")
+    env = {"PYTHONPATH": os.pathsep.join(filter(None, [str(hidden), os.environ.get("PYTHONPATH")]))}
+    args = tuple(url if a == "URL" else a for a in args)
+    r = run_memsafe("--db", url, *args, env=env, cwd=tmp_path)
+    _one_line_error(r, "postgres extra", "psycopg is not installed", "pipx inject memsafe 'psycopg[binary]>=3.2'")
     assert "db" not in settings.read_user_config()
 
 

@@ -50,13 +50,38 @@ def is_url(target: str | Path) -> bool:
     return isinstance(target, str) and target.lower().startswith(URL_SCHEMES)
 
 
+# the requirements of pyproject.toml's `postgres` extra, for the message when they are missing
+DRIVER_REQUIREMENTS = "'psycopg[binary]>=3.2' 'psycopg-pool>=3.2'"
+
+
+def require_driver() -> None:
+    """Check that the PostgreSQL driver (psycopg and psycopg-pool, the `postgres` extra) imports.
+
+    Raises:
+        StoreUnavailable: it does not (memsafe installed without the extra); the message says how
+            to add it to the environment memsafe runs in (a plain `pip install 'memsafe[postgres]'`
+            fails: memsafe is installed from its folder, not from the package index).
+    """
+    try:
+        import psycopg  # noqa: F401
+        import psycopg_pool  # noqa: F401
+    except ImportError as exc:
+        raise StoreUnavailable(
+            f"a PostgreSQL store needs memsafe's postgres extra ({exc.name or 'psycopg'} is not installed); add it "
+            f"where memsafe runs: `pipx inject memsafe {DRIVER_REQUIREMENTS}` (pipx), or "
+            f"`pip install {DRIVER_REQUIREMENTS}` in memsafe's environment"
+        ) from None
+
+
 def check_url(url: str) -> dict:
     """The libpq parameters of `url` (`psycopg.conninfo.conninfo_to_dict`).
 
     Raises:
         InvalidInput: it is not a valid libpq URL, or it holds a password (memsafe stores the URL
             in its config and shows it in `status`: the password goes in PGPASSWORD or ~/.pgpass).
+        StoreUnavailable: the driver is not installed (`require_driver`).
     """
+    require_driver()
     from psycopg import conninfo
 
     try:
