@@ -151,6 +151,7 @@ class StatusReport:
     project_rule: str
     config: dict
     encryption: dict = field(default_factory=dict)  # {encrypted, cipher, key_source}; never the key
+    backend: str = "sqlite"  # or "postgresql": no WAL, pgvector, no memsafe encryption
 
 
 @dataclass

@@ -191,15 +191,19 @@ def memory_table(memory: Memory):
     return table
 
 
+POSTGRES_ENCRYPTION = "not memsafe's on PostgreSQL (the server's disk encryption and TLS)"
+
+
 def status_lines(report: StatusReport) -> list[str]:
     c = report.counts
     vec = report.vector_search
     model = report.model
+    postgres = report.backend == "postgresql"
     lines = [
         f"database      {report.db_path}  ({report.config['db_origin']})",
-        f"size          {report.db_bytes:,} bytes (+{report.wal_bytes:,} WAL)",
-        f"schema        v{report.schema_version}   " + (report.sqlite_version if report.sqlite_version.startswith(
-            "PostgreSQL") else f"SQLite {report.sqlite_version}"),
+        f"size          {report.db_bytes:,} bytes" + ("" if postgres else f" (+{report.wal_bytes:,} WAL)"),
+        f"schema        v{report.schema_version}   " + (report.sqlite_version if postgres
+                                                         else f"SQLite {report.sqlite_version}"),
         f"memories      {c['active']} active, {c['archived']} archived, {c['forgotten']} forgotten"
         f"   ({count_of(c['versions'], 'version')}, {count_of(c['entities'], 'entity')}, "
         f"{count_of(c['relations'], 'relation')})",
@@ -207,12 +211,15 @@ def status_lines(report: StatusReport) -> list[str]:
         f"tokens        {report.config['token_encoding']}",
     ]
     enc = report.encryption
-    if enc.get("encrypted"):
+    if postgres:
+        lines.append(f"encryption    {POSTGRES_ENCRYPTION}")
+    elif enc.get("encrypted"):
         lines.append(f"encryption    encrypted, cipher {enc['cipher']}; key from {enc['key_source']}")
     elif enc:
         lines.append("encryption    none (plain file; `memsafe encrypt` encrypts it)")
     if vec["available"]:
-        lines.append(f"vectors       sqlite-vec {vec['sqlite_vec']}, {vec['vectors']} stored, "
+        extension = "pgvector" if postgres else "sqlite-vec"
+        lines.append(f"vectors       {extension} {vec['sqlite_vec']}, {vec['vectors']} stored, "
                      f"{report.pending_embeddings} pending")
     else:
         lines.append(f"vectors       vector search unavailable: {vec['error']}")

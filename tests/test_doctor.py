@@ -97,3 +97,32 @@ def test_doctor_checks_the_word_index_not_only_the_file(db_path, embedder):
         assert "full-text" in integrity.detail and "export" in integrity.fix
     finally:
         opened.store.close()
+
+
+@pytest.mark.backends("sqlite", "postgres")
+def test_status_and_doctor_name_each_backends_own_parts(db_path, embedder, backend):
+    """New-user trial: on PostgreSQL, `status` said "vectors sqlite-vec 0.8.2" (pgvector's version),
+    "encryption none (plain file; `memsafe encrypt` encrypts it)" (encrypt refuses a PostgreSQL
+    store) and "+0 WAL"; doctor printed "sqlite PostgreSQL 18.3" and checked a WAL it does not have."""
+    db = str(db_path)
+    assert run_memsafe("--db", db, "remember", "we deploy on Tuesdays", "--global").returncode == 0
+    status = run_memsafe("--db", db, "status")
+    assert status.returncode == 0, status.stderr
+    lines = {line.split()[0]: line for line in status.stdout.splitlines()}
+    report = json.loads(run_memsafe("--db", db, "status", "--json").stdout)
+    doctor = json.loads(run_memsafe("--db", db, "doctor", "--no-model", "--json").stdout)
+    checks = {c["name"]: c for c in doctor["checks"]}
+    text = run_memsafe("--db", db, "doctor", "--no-model").stdout
+    if backend == "postgres":
+        assert report["backend"] == doctor["backend"] == "postgresql"
+        assert lines["vectors"].split()[1] == "pgvector" and "sqlite-vec" not in lines["vectors"]
+        assert "not memsafe's on PostgreSQL" in lines["encryption"] and "memsafe encrypt" not in status.stdout
+        assert "WAL" not in lines["size"] and "WAL" not in text
+        assert checks["pgvector"]["level"] == "ok" and "sqlite-vec" not in checks and "wal" not in checks
+        assert doctor["versions"]["postgresql"].split(".")[0].isdigit() and "sqlite" not in doctor["versions"]
+    else:
+        assert report["backend"] == doctor["backend"] == "sqlite"
+        assert lines["vectors"].split()[1] == "sqlite-vec" and lines["size"].endswith(" WAL)")
+        assert "memsafe encrypt" in lines["encryption"]
+        assert checks["sqlite-vec"]["level"] == "ok" and "wal" in checks and "pgvector" not in checks
+        assert doctor["versions"]["sqlite"] and "postgresql" not in doctor["versions"]

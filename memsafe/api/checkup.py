@@ -13,7 +13,7 @@ from pathlib import Path
 from memsafe import __version__, embed, encryption, hooks, settings, tokens
 from memsafe.api.core import Opened, encryption_state, vector_fix
 from memsafe.errors import MemsafeError
-from memsafe.render import count_of
+from memsafe.render import POSTGRES_ENCRYPTION, count_of
 
 __all__ = ["Check", "DoctorReport", "doctor", "WAL_WARN_BYTES"]
 
@@ -44,6 +44,7 @@ class DoctorReport:
     wal_bytes: int
     hook: dict | None
     checks: list[Check] = field(default_factory=list)
+    backend: str = "sqlite"  # or "postgresql": no WAL, pgvector, no memsafe encryption
 
     @property
     def ok(self) -> bool:
@@ -86,7 +87,7 @@ def doctor(opened: Opened, *, repo: str | Path | None = None, load_model: bool =
     enc = encryption_state(store)
     cipher_problem = encryption.unavailable_reason()
     if not isinstance(opened.path, Path):
-        checks.append(Check("encryption", "ok", "not memsafe's on PostgreSQL (the server's disk encryption and TLS)"))
+        checks.append(Check("encryption", "ok", POSTGRES_ENCRYPTION))
     elif enc["encrypted"]:
         checks.append(Check("encryption", "ok", f"encrypted, cipher {enc['cipher']}; key from {enc['key_source']}"))
     elif cipher_problem:
@@ -123,16 +124,20 @@ def doctor(opened: Opened, *, repo: str | Path | None = None, load_model: bool =
     else:
         checks.append(Check("permissions", "ok", "PostgreSQL roles (the server's)"))
 
-    if wal_bytes > WAL_WARN_BYTES:
+    postgres = not isinstance(opened.path, Path)
+    if postgres:
+        pass  # the server's WAL: not memsafe's to size or checkpoint
+    elif wal_bytes > WAL_WARN_BYTES:
         checks.append(Check("wal", "warning", f"WAL is {wal_bytes:,} bytes",
                             "a long-running reader blocks checkpoints; restart MCP servers (`memsafe serve`)"))
     else:
         checks.append(Check("wal", "ok", f"{wal_bytes:,} bytes"))
 
+    vectors = "pgvector" if postgres else "sqlite-vec"
     if store.vector_available:
-        checks.append(Check("sqlite-vec", "ok", store.vec_version() or "loaded"))
+        checks.append(Check(vectors, "ok", store.vec_version() or "loaded"))
     else:
-        checks.append(Check("sqlite-vec", "error", store.vector_error or "unavailable",
+        checks.append(Check(vectors, "error", store.vector_error or "unavailable",
                             f"{vector_fix()} (recall falls back to keywords meanwhile)"))
 
     model_paths: dict[str, str] = {}
@@ -205,7 +210,9 @@ def doctor(opened: Opened, *, repo: str | Path | None = None, load_model: bool =
         checks.append(Check("hook log", "warning", f"{log} has entries; last: {tail[0][:200] if tail else ''}",
                             f"read it, fix the cause, then empty it: : > '{log}'"))
 
-    versions = {"memsafe": __version__, "python": platform.python_version(), "sqlite": store.sqlite_version(),
+    server = store.sqlite_version()  # "PostgreSQL 18.3" on PostgreSQL
+    versions = {"memsafe": __version__, "python": platform.python_version(),
+                **({"postgresql": server.removeprefix("PostgreSQL ")} if postgres else {"sqlite": server}),
                 "model": model_info, "token_encoding": encoding}
     versions.update({name: _version(name) for name in _PACKAGES})
     paths = {"database": str(opened.path), "database_origin": opened.origin, "data_dir": str(settings.data_dir()),
@@ -213,4 +220,5 @@ def doctor(opened: Opened, *, repo: str | Path | None = None, load_model: bool =
     return DoctorReport(
         versions=versions, paths=paths, schema_version=version, counts=store.counts(), pending_embeddings=pending,
         db_bytes=db_bytes, wal_bytes=wal_bytes, hook=hook, checks=checks,
+        backend="postgresql" if postgres else "sqlite",
     )

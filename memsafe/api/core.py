@@ -1072,6 +1072,7 @@ def status(opened: Opened, *, project: str | None, project_rule: str, load_model
         project_rule=project_rule,
         config={"db_origin": opened.origin, "token_encoding": tokens.encoding_name()},
         encryption=encryption_state(store),
+        backend="sqlite" if isinstance(opened.path, Path) else "postgresql",
     )
 
 

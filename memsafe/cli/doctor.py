@@ -40,7 +40,8 @@ def doctor(
         line(f"memories         {c['active']} active, {c['archived']} archived, {c['forgotten']} forgotten; "
              f"{count_of(c['versions'], 'version')}, {count_of(c['entities'], 'entity')}, "
              f"{count_of(c['relations'], 'relation')}")
-        line(f"size             {report.db_bytes:,} bytes + {report.wal_bytes:,} WAL")
+        line(f"size             {report.db_bytes:,} bytes" + (f" + {report.wal_bytes:,} WAL"
+                                                                 if report.backend == "sqlite" else ""))
         for check in report.checks:
             line(f"[{_MARK[check.level]}] {check.name:<12} {check.detail}")
             if check.fix and check.level != "ok":
