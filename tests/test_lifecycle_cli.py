@@ -236,3 +236,25 @@ def test_update_with_the_same_tags_in_another_order_or_case_changes_nothing(cli)
         assert "unchanged" in result.stdout
     history = json.loads(cli("history", "1", "--json").stdout)
     assert len(history["versions"]) == 1  # the current state only: no version was written
+
+
+def test_a_purged_id_is_said_to_be_purged_not_missing(cli, db_path):
+    """New-user trial: `get`/`restore` of a purged id said "no memory with id 3 among global memories;
+    --all-projects ... looks in every project", which cannot find it either. Every command taking an
+    id now says it was purged, when, and the one way back (an import of a file that holds it)."""
+    for text in ("the staging bucket is s3://acme-staging", "deploys go out on Tuesdays"):
+        assert cli("remember", text, "--global", "--no-embed").exit_code == 0
+    assert cli("purge", "1", "--yes").exit_code == 0
+    for args in (("get", "1"), ("restore", "1"), ("forget", "1"), ("history", "1"), ("confirm", "1"),
+                 ("update", "1", "--content", "x"), ("get", "1", "--all-projects")):
+        r = cli(*args)
+        assert r.exit_code == 1, (args, r.stdout)
+        message = r.stderr.strip()
+        assert message.startswith("Error: memory 1 was purged (") and "UTC)" in message, (args, message)
+        assert "import --allow-purged" in message and "--all-projects" not in message, (args, message)
+    r = cli("purge", "1", "2", "99", "--yes")  # one purged, one live, one never there: nothing happens
+    assert r.exit_code == 1
+    assert "no memory with id 99" in r.stderr and "memory 1 was purged" in r.stderr and "nothing was purged" in r.stderr
+    assert cli("get", "2").exit_code == 0
+    r = run_memsafe("--db", str(db_path), "get", "1")  # a real process: one line, no traceback
+    assert r.returncode == 1 and r.stderr.count("\n") == 1 and r.stderr.startswith("Error: memory 1 was purged")

@@ -515,19 +515,36 @@ def reachable(store: Store, memory_ids: Sequence[int], scope: Scope | None, *, a
     Raises:
         NotFound: an id does not exist, or its memory is outside `scope`. Within a scope the two
             get the same message, which names the scope searched and how to widen it, so it
-            neither confirms nor denies that the memory exists in another project.
+            neither confirms nor denies that the memory exists in another project. An id that was
+            purged is said to be (its content-free audit stub holds no project, so every scope gets
+            the same words: that the id was purged, and when), instead of suggesting
+            --all-projects, which cannot find it either.
     """
     found = store.get_memories(memory_ids)
     missing = [i for i in memory_ids if i not in found or (scope is not None and not in_scope(found[i].project, scope))]
     if not missing:
         return found
-    shown = ", ".join(map(str, missing[:10])) + (f" and {len(missing) - 10} more" if len(missing) > 10 else "")
-    if scope is None or scope.projects is None:
-        raise NotFound(f"no memory with id {shown}{after}")
-    where = f"in project {scope.projects[0]} or among global memories" if scope.projects else \
-        "among global memories (no project here)"
-    raise NotFound(f"no memory with id {shown} {where}{after}; --all-projects (MCP: all_projects=true on the "
-                   "read tools) looks in every project")
+    purged = {i: at for i in missing if i not in found and (at := store.last_event_at(i, "purge"))}
+    absent = [i for i in missing if i not in purged]
+    said = []
+    if absent:
+        said.append(f"no memory with id {_ids_shown(absent)}")
+        if scope is not None and scope.projects is not None:
+            said[0] += (f" in project {scope.projects[0]} or among global memories" if scope.projects
+                        else " among global memories (no project here)")
+    if purged:
+        when = min(purged.values())[:16].replace("T", " ") + (" UTC or later" if len(purged) > 1 else " UTC")
+        said.append(("memories {} were" if len(purged) > 1 else "memory {} was").format(_ids_shown(list(purged)))
+                    + f" purged ({when}): the text is gone from this store; only `import --allow-purged` of a file "
+                    "that still holds it brings it back")
+    hint = "; --all-projects (MCP: all_projects=true on the read tools) looks in every project" \
+        if absent and scope is not None and scope.projects is not None else ""
+    raise NotFound("; ".join(said) + after + hint)
+
+
+def _ids_shown(ids: Sequence[int]) -> str:
+    """'3, 4 and 9 more': at most ten ids, for messages."""
+    return ", ".join(map(str, ids[:10])) + (f" and {len(ids) - 10} more" if len(ids) > 10 else "")
 
 
 def in_scope(project: str | None, scope: Scope) -> bool:
