@@ -3,7 +3,7 @@
 `init_plan` looks at the machine and returns the changes each step would make, writing nothing;
 `init_apply` makes one of them. Steps (each can be left out):
 
-- hook: the post-commit hook in the current repository (`hook_install`);
+- hook: the post-commit and post-rewrite hooks in the current repository (`hook_install`);
 - agents: the MCP server registered with the agents found here: Claude Code (`claude mcp add`,
   when the `claude` command exists), Claude Desktop and Cursor (their JSON config files; the
   previous file is kept as a backup, other servers are kept, unparseable JSON is refused);
@@ -220,14 +220,15 @@ def _hook_change(root: Path | None, repo, db: str | None, undo: bool) -> Change:
     if undo:
         if not status.installed:
             return Change("hook", "git hook", "ok", f"no memsafe hook in {root}")
-        return Change("hook", "git hook", "change", f"remove the post-commit hook from {root}",
+        return Change("hook", "git hook", "change", f"remove the post-commit and post-rewrite hooks from {root}",
                       path=status.hook_file, repo=str(root), action="hook-uninstall")
     if status.installed and status.python_ok and not status.outdated and status.db == db:
         return Change("hook", "git hook", "ok", f"already installed in {root}", path=status.hook_file)
     verb = "reinstall" if status.installed else "install"
-    extra = " (the existing hook is kept and runs first)" if status.foreign else ""
-    return Change("hook", "git hook", "change", f"{verb} the post-commit hook in {root}{extra}: each commit "
-                  "becomes a memory", path=status.hook_file, repo=str(root), action="hook-install")
+    extra = " (the existing post-commit hook is kept and runs first)" if status.foreign else ""
+    return Change("hook", "git hook", "change", f"{verb} the post-commit and post-rewrite hooks in {root}{extra}: "
+                  "each commit becomes a memory, and a rebase or amend updates it", path=status.hook_file,
+                  repo=str(root), action="hook-install")
 
 
 def _claude_code_change(claude: str | None, command: list[str], db: str | None, undo: bool) -> Change:
