@@ -44,7 +44,7 @@ from memsafe.cli._plain import (
 )
 
 # option → (parameter, type); types: flag, text, texts (repeatable), count (int ≥ 1), unit (0–1),
-# kind, kinds (repeatable), source. Names and types are those of the Typer commands (cli/memory.py).
+# kind, kinds (repeatable), source, format, mode. Names and types are those of the Typer commands (cli/memory.py).
 _OPTIONS = {
     "recall": {
         "--limit": ("limit", "count"), "-n": ("limit", "count"),
@@ -54,7 +54,7 @@ _OPTIONS = {
         "--all-projects": ("all_projects", "flag"),
         "--kind": ("kinds", "kinds"), "-k": ("kinds", "kinds"),
         "--tag": ("tags", "texts"), "-t": ("tags", "texts"),
-        "--mode": ("mode", "text"),
+        "--mode": ("mode", "mode"),
         "--include-forgotten": ("include_forgotten", "flag"),
         "--as-of": ("as_of", "text"),
         "--since": ("since", "text"),
@@ -95,6 +95,7 @@ _DEFAULTS = {
                    allow_purged=False, json_=False),
 }
 IMPORT_FORMATS = ("auto", "memsafe", "server-memory")  # the choices of `import --format` (cli/transfer.py)
+RECALL_MODES = ("hybrid", "lexical", "vector")  # the choices of `recall --mode` (cli/memory.py)
 
 
 def _value(kind: str, raw: str):
@@ -103,6 +104,8 @@ def _value(kind: str, raw: str):
         return raw
     if kind == "format":
         return raw if raw in IMPORT_FORMATS else None
+    if kind == "mode":
+        return raw if raw in RECALL_MODES else None
     if kind == "count":
         return int(raw) if raw.isascii() and raw.isdigit() and int(raw) >= 1 else None
     if kind == "unit":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from enum import Enum
 from typing import Annotated
 
 import typer
@@ -28,6 +29,15 @@ from memsafe.cli._common import (
     say,
 )
 from memsafe.models import Kind, Source
+
+
+class RecallMode(str, Enum):
+    """`recall --mode` (fast.RECALL_MODES, api.recall's `mode`)."""
+
+    hybrid = "hybrid"
+    lexical = "lexical"
+    vector = "vector"
+
 
 # -- commands --------------------------------------------------------------------------------------
 
@@ -86,7 +96,9 @@ def recall(
     all_projects: Annotated[bool, typer.Option("--all-projects", help="Search every project.")] = False,
     kind: Annotated[list[Kind] | None, typer.Option("--kind", "-k", help="Only these kinds.")] = None,
     tag: TagsOpt = None,
-    mode: Annotated[str, typer.Option("--mode", help="hybrid, lexical or vector.")] = "hybrid",
+    mode: Annotated[
+        RecallMode, typer.Option("--mode", help="Both searches fused, keywords (BM25) only, or meaning (vectors) only.")
+    ] = RecallMode.hybrid,
     include_forgotten: Annotated[
         bool, typer.Option("--include-forgotten", help="Also search forgotten memories (marked as such).")
     ] = False,
@@ -115,7 +127,8 @@ def recall(
     """
     fast.recall(ctx.obj.db if ctx.obj else None, query, limit=limit, budget=budget, project=project,
                 project_path=project_path, all_projects=all_projects, kinds=[k.value for k in kind or []],
-                tags=tag or [], mode=mode, include_forgotten=include_forgotten, as_of=as_of, since=since, json_=json_)
+                tags=tag or [], mode=mode.value, include_forgotten=include_forgotten, as_of=as_of, since=since,
+                json_=json_)
 
 
 @app.command()
