@@ -124,7 +124,7 @@ def _info(store: Store, entity_id: int, created: bool = False) -> EntityInfo:
 
 def add_entity(store: Store, name: str, *, type: str | None = None) -> EntityInfo:  # noqa: A002
     """Create an entity, or return the existing one with the same identity key (the new
-    spelling is kept as an alias; a given type replaces the default type 'entity').
+    spelling is kept as an alias; a given type replaces the one it had, default or not).
 
     Raises:
         InvalidInput: empty or over-long name or type.

@@ -44,7 +44,7 @@ def add_entity(
     type_: Annotated[str | None, typer.Option("--type", help="Entity type, e.g. service, person.")] = None,
     json_: JsonOpt = False,
 ) -> None:
-    """Create an entity, or show the existing one with the same normalised name.
+    """Create an entity, or show the existing one with the same normalised name (--type then sets its type).
 
     Examples:
 
