@@ -7,13 +7,16 @@ start is measured by scripts/bench_ui.py."""
 from __future__ import annotations
 
 import os
+import queue
 import re
 import shutil
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import urllib.error
+import urllib.parse
 import urllib.request
 
 import pytest
@@ -152,3 +155,30 @@ def test_compiled_templates_are_cached_and_a_missing_cache_is_no_cache(tmp_path,
     env = server._environment()
     shutil.rmtree(tmp_path / "removed")  # the cache is cleared while the page runs: it is only not written
     assert env.get_template("index.html").name == "index.html"
+
+
+def test_without_a_browser_the_start_says_to_open_the_url_itself(db_path, store, tmp_path):
+    """New-user trial: over ssh (no display, no $BROWSER that works) `memsafe ui` printed the URL and
+    nothing else, while the README says it opens the page; the user waited for a browser. It now
+    says no browser could be started, and how to reach the page from another machine."""
+    env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}
+    env.update(PYTHONUNBUFFERED="1", BROWSER=str(tmp_path / "no-such-browser"), PATH=str(tmp_path))
+    proc = subprocess.Popen([sys.executable, "-m", "memsafe", "--db", str(db_path), "ui", "--port", "0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in proc.stderr], daemon=True).start()
+    try:
+        url = proc.stdout.readline().strip()
+        port = urllib.parse.urlsplit(url).port
+        seen: list[str] = []
+        while not any(line.startswith("Note: no web browser") for line in seen):
+            try:
+                seen.append(lines.get(timeout=30))
+            except queue.Empty:
+                break
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=60)
+    note = [line for line in seen if line.startswith("Note: no web browser could be started here; open the URL above")]
+    assert note, seen
+    assert f"ssh -L {port}:127.0.0.1:{port}" in note[0]

@@ -136,6 +136,22 @@ def bind(port: int | None, default_port: int = DEFAULT_PORT) -> socket.socket:
         return attempt(0)
 
 
+def _open_browser(url: str) -> None:
+    """Open `url` in the user's browser; where none can be started (a server over ssh, no
+    $BROWSER), say so on stderr instead of leaving the user waiting for a page that never opens."""
+    import urllib.parse
+    import webbrowser
+
+    try:
+        opened = webbrowser.open(url)
+    except Exception:  # webbrowser.Error, a broken $BROWSER command
+        opened = False
+    if not opened:
+        port = urllib.parse.urlsplit(url).port
+        _line("Note", f"no web browser could be started here; open the URL above in one (from another machine, "
+                      f"forward the port first: ssh -L {port}:127.0.0.1:{port} this-host)")
+
+
 def _line(kind: str, message: str) -> None:
     """One line on stderr, `Kind: message`, control characters made visible (`render.printable`)."""
     from memsafe.render import printable
@@ -188,9 +204,7 @@ def _serve(sock, db: str | None, no_open: bool) -> int:
         sys.stderr.write(f"memsafe ui: serving {opened.path} on 127.0.0.1 only; press Ctrl-C to stop\n")
         sys.stderr.flush()
         if not no_open:
-            import webbrowser
-
-            threading.Thread(target=webbrowser.open, args=(url,), name="memsafe-ui-browser", daemon=True).start()
+            threading.Thread(target=_open_browser, args=(url,), name="memsafe-ui-browser", daemon=True).start()
         try:
             from memsafe.ui import server
 
