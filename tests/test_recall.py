@@ -334,6 +334,22 @@ def test_exact_identifier_version_or_code_finds_its_memory_first(store, query, i
     assert top_id(store, query, mode=mode) == ids[index]
 
 
+
+@pytest.mark.parametrize("mode", ["hybrid", "lexical", "vector"])
+def test_an_identifier_no_memory_holds_is_said_to_be_missing(store, mode):
+    """`recall ERR_SSL_PROTOCOL` where no memory holds it returned memories found by meaning, top
+    score near 1, and nothing said the identifier itself matched nothing (new-user trial, session
+    11). Now a note names it as typed, in every mode; an identifier a memory holds gets none, and
+    neither does a query without one."""
+    ids = [api.remember(store, text).id for text in TWINS]
+    missing = api.recall(store, "why does ERR_SSL_PROTOCOL happen after the v1.9 release", mode=mode)
+    assert [n for n in missing.notes if "as written" in n] == [
+        'no memory here holds "ERR_SSL_PROTOCOL" as written; any result matches its words or its meaning']
+    held = api.recall(store, "what changed in v1.9", mode=mode)
+    assert not [n for n in held.notes if "as written" in n] and held.hits[0].memory.id == ids[3]
+    assert not [n for n in api.recall(store, "how are users looked up", mode=mode).notes if "as written" in n]
+
+
 CJK = [
     "我们在项目里使用引用计数来管理内存。",
     "悬空指针会导致程序崩溃，释放后要置空",

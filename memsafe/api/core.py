@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import re
 import threading
 import time
 import uuid
@@ -753,7 +754,9 @@ def _candidates(store: Store, q: retrieve.Query, scope: Scope, depth: int, mode:
     lexical = _lexical(store, q.lexical_text, scope, depth) if mode in ("hybrid", "lexical") else []
     coverage, idf_sum = _coverage(store, q.lexical_text, lexical) if lexical else ({}, 0.0)
     # no BM25 in vector mode, but the memories holding an exact term still come first
-    held = _exact_held(store, q.lexical_text, scope, depth) if mode == "vector" else {}
+    exact = store.fts_search(None, scope, depth, retrieve.exact_terms(q.lexical_text)) if mode == "vector" else lexical
+    held = getattr(exact, "held", {}) if mode == "vector" else {}
+    notes += _unheld_notes(q.text, getattr(exact, "exact", {}))
     hops = graph_api.one_hop(store, graph_api.query_entities(store, q.text), scope)[0] if cfg["weight_hop"] > 0 else {}
     vector, used_mode = ([], mode) if query_vector is None else _vector(store, query_vector, mode, scope, depth, notes)
     if mode == "vector" and used_mode == "lexical":  # vectors unavailable: fall back to BM25
@@ -883,10 +886,17 @@ def _lexical(store: Store, text: str, scope: Scope, depth: int) -> list[tuple[in
     return store.fts_search(match, scope, depth, exact) if match is not None or exact else []
 
 
-def _exact_held(store: Store, text: str, scope: Scope, depth: int) -> dict[int, int]:
-    """{memory id: exact terms of `text` it holds} (`retrieve.exact_terms`), for vector mode."""
-    exact = retrieve.exact_terms(text)
-    return store.fts_search(None, scope, depth, exact).held if exact else {}
+def _unheld_notes(text: str, found: dict[str, tuple[int, set[int]]]) -> list[str]:
+    """A note for each exact term of the query (an identifier, a version, a path: `retrieve.exact_terms`)
+    that no memory in scope holds (`found`: `LexicalHits.exact`), named as the query wrote it: the
+    results then match its words or its meaning, and nothing else says the term itself was not found."""
+    notes = []
+    for term, (_, ids) in found.items():
+        if not ids:
+            written = re.search(re.escape(term), text, re.IGNORECASE)
+            shown = written.group(0) if written else term
+            notes.append(f'no memory here holds "{shown}" as written; any result matches its words or its meaning')
+    return notes
 
 
 def _vector(store: Store, query_vector: Future, mode: str, scope: Scope, depth: int, notes: list[str]
