@@ -288,11 +288,14 @@ class Query:
 def parse_query(text: str, now: datetime) -> Query:
     """Step "time" (reading): the windows a query names and its text without them.
 
-    A query that is only a date ("May 2023") keeps its text for the lexical half."""
+    A query that is only a date ("May 2023", "what happened in May 2023?": what is left is stop
+    words, which `fts_terms` would search when nothing else is left, so every memory holding "in"
+    matched in full) keeps its text for the lexical half."""
     from memsafe import when
 
     windows, rest = when.find(text, now)
-    return Query(text, rest if query_terms(rest) else text, windows, now, query_words(text))
+    says_more = any(w not in STOP_WORDS for w in query_terms(rest))
+    return Query(text, rest if says_more else text, windows, now, query_words(text))
 
 
 @dataclass

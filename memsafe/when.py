@@ -12,21 +12,24 @@ from __future__ import annotations
 
 import functools
 import re
+from calendar import monthrange
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import MINYEAR, datetime, timedelta, timezone
 
 _MONTHS = ("january|february|march|april|may|june|july|august|september|october|november|december"
            "|jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec")
 _DAYS = "monday|tuesday|wednesday|thursday|friday|saturday|sunday"
 _NUM = r"(?:\d{1,3}|one|two|three|four|five|six|seven|eight|nine|ten|a|an|a few|couple of|a couple of)"
-_YEAR = r"(?:19|20)\d\d"
+_YEAR = r"(?:19|20)\d\d"  # a year standing alone: other 4-digit numbers are mostly not years
+_ANY_YEAR = r"[1-9]\d{3}"  # a year beside a month ("May 1850", "December 9999")
 _PART = r"(?:(?:early|beginning of|start of|mid|middle of|late|end of)\s+(?:in\s+)?)?"
 
 # Alternatives, longest first. A bare month name counts only beside a day, a year, a part of
 # month or a preposition of time ("in May", "of June"), so "may" the verb is never a date.
 _SPAN_SOURCE = (
     r"\b(?:"
-    rf"{_PART}(?:(?:\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?)?(?:{_MONTHS})\.?(?:\s+\d{{1,2}}(?:st|nd|rd|th)?)?,?\s+{_YEAR})"
+    rf"{_PART}(?:(?:\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?)?(?:{_MONTHS})\.?(?:\s+\d{{1,2}}(?:st|nd|rd|th)?)?,?\s+{_ANY_YEAR}\b)"
     rf"|\d{{4}}-\d{{2}}-\d{{2}}"
     rf"|{_PART}(?:last|this|next|past|previous)\s+(?:week(?:end)?|month|year|{_MONTHS}|{_DAYS})"
     rf"|{_NUM}\s+(?:days?|weeks?|months?|years?)\s+ago"
@@ -124,7 +127,10 @@ def _read(span: str, now: datetime) -> Window | None:
         return None
     date, period = data
     if previous and raw == words[-1] and date.month == base.month and date.year == base.year:
-        date = date.replace(year=date.year - 1)
+        if date.year == MINYEAR:
+            return None
+        # the same month a year before; Feb 29 (asked on Feb 29) has no day in most years
+        date = date.replace(year=date.year - 1, day=min(date.day, monthrange(date.year - 1, date.month)[1]))
     start, end = _period(date, period)
     if part:
         lo, hi = _PARTS[part]
@@ -145,17 +151,26 @@ def _parse(raw: str, base: datetime) -> tuple[datetime, str] | None:
 
 
 def _period(date: datetime, period: str) -> tuple[datetime, datetime]:
+    """[start, end) of the day, week, month or year holding `date` (naive). A window reaching past
+    9999-12-31 ends at `datetime.max` (the last instant datetime holds): "9999-12-31" or "this
+    year" asked in 9999 are windows, not an overflow."""
     day = date.replace(hour=0, minute=0, second=0, microsecond=0)
     if period == "year":
         start = day.replace(month=1, day=1)
-        return start, start.replace(year=start.year + 1)
-    if period == "month":
+        step: Callable[[], datetime] = lambda: start.replace(year=start.year + 1)  # noqa: E731
+    elif period == "month":
         start = day.replace(day=1)
-        return start, (start + timedelta(days=32)).replace(day=1)
-    if period == "week":
-        start = day - timedelta(days=day.weekday())
-        return start, start + timedelta(days=7)
-    return day, day + timedelta(days=1)
+        step = lambda: (start + timedelta(days=32)).replace(day=1)  # noqa: E731
+    elif period == "week":
+        start = day - timedelta(days=day.weekday())  # 0001-01-01 is a Monday: never before it
+        step = lambda: start + timedelta(days=7)  # noqa: E731
+    else:
+        start = day
+        step = lambda: day + timedelta(days=1)  # noqa: E731
+    try:
+        return start, step()
+    except (OverflowError, ValueError):  # past year 9999
+        return start, datetime.max
 
 
 def closeness(at: datetime, windows: list[Window]) -> float:

@@ -17,6 +17,7 @@ from memsafe import clock, retrieve, tokens
 from memsafe import decay as decay_rules
 from memsafe import history as past
 from memsafe.api.core import (
+    MAX_QUERY_CHARS,
     RECALL_EMBED_SECONDS,
     _check_id,
     _config_snapshot,
@@ -25,8 +26,10 @@ from memsafe.api.core import (
     _pack_notes,
     _scope_list,
     _screen_secrets,
+    _shown,
     _unit_interval,
     _vector_bytes,
+    _whole,
     admits,
     backfill,
     clean_author,
@@ -354,9 +357,9 @@ def recall_as_of(
     Raises:
         InvalidInput: empty query, unparseable/future `as_of`, bad budget/limit/mode/kind.
     """
-    text = clean_text(query, "query", 100_000)
+    text = clean_text(query, "query", MAX_QUERY_CHARS)
     if mode not in ("hybrid", "lexical", "vector"):
-        raise InvalidInput(f"unknown mode {mode!r}; use hybrid, lexical or vector")
+        raise InvalidInput(f"unknown mode {_shown(mode)}; use hybrid, lexical or vector")
     if isinstance(as_of, datetime):
         at_dt = as_of.astimezone(clock.now().tzinfo)
         if at_dt > clock.now():
@@ -364,12 +367,9 @@ def recall_as_of(
     else:
         at_dt = past.parse_when(as_of, clock.now(), what="as-of time")
     at = clock.to_iso(at_dt)
-    budget_v = config_value(store, "token_budget") if budget is None else budget
-    limit_v = config_value(store, "recall_limit") if limit is None else limit
-    if not isinstance(budget_v, int) or budget_v < 1:
-        raise InvalidInput(f"budget must be a positive number of tokens, got {budget_v}")
-    if not isinstance(limit_v, int) or limit_v < 1:
-        raise InvalidInput(f"limit must be at least 1, got {limit_v}")
+    # the bounds `recall` checks: a limit of 10**6 or True, a budget of 10**12 were taken here
+    budget_v = config_value(store, "token_budget") if budget is None else _whole(budget, "token_budget", "budget")
+    limit_v = config_value(store, "recall_limit") if limit is None else _whole(limit, "recall_limit", "limit")
     scope = make_scope(project=project, all_projects=all_projects, kinds=kinds, tags=tags, since=since)
     effective = max(1, int(budget_v * config_value(store, "safety_multiplier")))
     depth = max(config_value(store, "candidate_depth"), limit_v)
