@@ -1,0 +1,123 @@
+"""Break-it, session 11: recall on odd input, through the real handlers on both backends, a real
+CLI process and a real MCP stdio client: dates at the ends of the calendar and on Feb 29 (they
+crashed every recall path), a query that is only a date (its leftover stop-words were searched),
+and recall --as-of's limits (it took what recall refuses)."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+
+import anyio
+import pytest
+from test_server import is_error, text_of, with_session
+
+from memsafe import api, when
+from memsafe.errors import InvalidInput
+
+pytestmark = pytest.mark.backends("sqlite", "postgres")
+
+END = datetime.max  # a window reaching past 9999-12-31 ends at the last instant datetime holds
+
+
+@pytest.mark.parametrize("text, now, start, end", [
+    ("9999-12-31", "2026-12-02", datetime(9999, 12, 31), END),
+    ("today", "9999-12-31T23:00:00", datetime(9999, 12, 31), END),
+    ("this month", "9999-12-15", datetime(9999, 12, 1), END),
+    ("this year", "9999-06-01", datetime(9999, 1, 1), END),
+    ("in December", "9999-12-15", datetime(9999, 12, 1), END),
+    ("December 9999", "2026-12-02", datetime(9999, 12, 1), END),  # was December of this year
+    ("in May 1850", "2026-12-02", datetime(1850, 5, 1), datetime(1850, 6, 1)),  # was May of this year
+    ("last February", "2024-02-29T12:00:00", datetime(2023, 2, 1), datetime(2023, 3, 1)),  # was ValueError
+    ("last february", "2028-02-29", datetime(2027, 2, 1), datetime(2027, 3, 1)),
+    ("last January", "0001-01-15", None, None),  # no January before year 1: no window
+])
+def test_a_date_at_the_ends_of_the_calendar_is_a_window_not_a_crash(text, now, start, end):
+    # Break-it: "9999-12-31" in any query raised OverflowError, and "last February" asked on
+    # Feb 29 raised ValueError, in every recall path (CLI traceback, MCP tool error).
+    at = datetime.fromisoformat(now).replace(tzinfo=timezone.utc)
+    windows, _ = when.find(text, at)
+    if start is None:
+        assert windows == []
+    else:
+        assert [(w.start, w.end) for w in windows] == [(start.replace(tzinfo=timezone.utc),
+                                                        end.replace(tzinfo=timezone.utc))]
+
+
+def _rotations(store, monkeypatch) -> tuple[int, int]:
+    """Two notes on the same subject, one in February 2023 and one in January 2024; now is
+    2024-02-29. Returns their ids (February's first)."""
+    monkeypatch.setenv("MEMSAFE_NOW", "2023-02-14T10:00:00+00:00")
+    feb = api.remember(store, "Rotated the payment gateway keys after the audit.")
+    monkeypatch.setenv("MEMSAFE_NOW", "2024-01-20T10:00:00+00:00")
+    jan = api.remember(store, "Rotated the payment gateway keys again for the new vendor.")
+    monkeypatch.setenv("MEMSAFE_NOW", "2024-02-29T12:00:00+00:00")
+    return feb.id, jan.id
+
+
+def test_recall_on_feb_29_finds_last_february_and_a_far_date_answers(store, monkeypatch):
+    feb, jan = _rotations(store, monkeypatch)
+    question = "which keys did we rotate last February?"
+    for result in (api.recall(store, question),
+                   api.recall_as_of(store, question, as_of="2024-02-29T11:00:00+00:00")):
+        assert [h.memory.id for h in result.hits] == [feb, jan]
+    for query in ("payment gateway keys 9999-12-31", "payment keys in December 9999"):
+        assert {h.memory.id for h in api.recall(store, query).hits} == {feb, jan}
+
+
+def test_a_query_that_is_only_a_date_does_not_search_its_stop_words(store, monkeypatch):
+    # Break-it: "in May 2023" searched its leftover "in" (a query of stop-words only searches
+    # them), so every memory holding "in" was a full keyword match (relevance 16) and the time
+    # the query named weighed nothing beside it.
+    monkeypatch.setenv("MEMSAFE_NOW", "2024-01-10T10:00:00+00:00")
+    for text in ("Logged in to the staging box in the morning.", "Tabs in the editor are set in settings."):
+        api.remember(store, text)
+    release = api.remember(store, "The May 2023 release shipped the billing dashboard.")
+    monkeypatch.setenv("MEMSAFE_NOW", "2024-02-01T00:00:00+00:00")
+    for query in ("in May 2023", "what did we do in May 2023?"):
+        assert [h.memory.id for h in api.recall(store, query, mode="lexical").hits] == [release.id], query
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"limit": 5000}, "limit must be a whole number from 1 to 1000, got 5000"),
+    ({"limit": True}, "limit must be a whole number from 1 to 1000, got True"),
+    ({"budget": 10**12}, "budget must be a whole number from 1 to 1e+06, got 1000000000000"),
+    ({"budget": 2.5}, "budget must be a whole number from 1 to 1e+06, got 2.5"),
+])
+def test_recall_as_of_takes_the_limits_recall_takes(store, options, message):
+    # Break-it: recall --as-of (CLI, MCP recall with as_of) took a limit of 5000 or True and a
+    # budget of 10**12, which recall refuses.
+    api.remember(store, "The warehouse syncs stock every night.")
+    now = datetime.now(timezone.utc)
+    for call in (lambda: api.recall(store, "warehouse", **options),
+                 lambda: api.recall_as_of(store, "warehouse", as_of=now, **options)):
+        with pytest.raises(InvalidInput, match=message.replace("+", r"\+")):
+            call()
+
+
+@pytest.mark.backends("sqlite")  # the CLI process and the MCP server: the handlers are tested on both above
+def test_cli_and_mcp_answer_dates_that_crashed_them(tmp_path, memsafe_proc, embedder):
+    db = tmp_path / "db" / "memory.db"
+    env = {"MEMSAFE_NOW": "2024-02-29T12:00:00+00:00", "MEMSAFE_DB": str(db)}
+    assert memsafe_proc("remember", "Rotated the payment gateway keys.", env=env).returncode == 0
+    for query in ("which keys did we rotate last February?", "keys 9999-12-31"):
+        done = memsafe_proc("recall", query, "--json", env=env)
+        assert done.returncode == 0, done.stderr
+        assert [r["content"] for r in json.loads(done.stdout)["results"]] == ["Rotated the payment gateway keys."]
+    done = memsafe_proc("recall", "keys", "--as-of", "2024-02-29T12:00:00Z", "--limit", "5000", env=env)
+    assert done.returncode == 1
+    assert done.stderr.strip() == "Error: limit must be a whole number from 1 to 1000, got 5000"
+
+    async def body(session):
+        queries = ("keys rotated last February", "keys 9999-12-31")
+        found = [await session.call_tool("recall", {"query": q}) for q in queries]
+        refused = await session.call_tool("recall", {"query": "keys", "as_of": "2024-02-29T12:00:00Z", "limit": 5000})
+        return found, refused
+
+    work = tmp_path / "srv"
+    work.mkdir()
+    found, refused = anyio.run(with_session, db, work, tmp_path / "home", tmp_path / "server.err", body,
+                               {"MEMSAFE_NOW": env["MEMSAFE_NOW"]})
+    for result in found:
+        assert not is_error(result) and "Rotated the payment gateway keys." in text_of(result)
+    assert is_error(refused) and "limit must be a whole number from 1 to 1000" in text_of(refused)
