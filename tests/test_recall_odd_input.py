@@ -44,6 +44,22 @@ def test_a_date_at_the_ends_of_the_calendar_is_a_window_not_a_crash(text, now, s
                                                         end.replace(tzinfo=timezone.utc))]
 
 
+def test_a_query_full_of_dates_reads_each_span_once_and_at_most_max_spans(monkeypatch):
+    # Break-it: a query repeating "in May 2023" 8,000 times (100,000 characters) read each span
+    # with dateparser, 1-2 ms each: one recall took 13 s. Counted, not timed.
+    reads: list[str] = []
+    real = when._read
+    monkeypatch.setattr(when, "_read", lambda span, now: reads.append(span) or real(span, now))
+    now = datetime(2026, 12, 2, tzinfo=timezone.utc)
+    windows, rest = when.find(" ".join(["in May 2023"] * 8000) + " In  MAY 2023 deploys", now)
+    assert len(reads) == 1 and len(windows) == 1 and rest == " ".join(["in"] * 8000) + " In deploys"
+    reads.clear()
+    many = " ".join(f"{n} days ago" for n in range(1, 41))
+    windows, rest = when.find(many, now)
+    assert len(reads) == len(windows) == when.MAX_SPANS
+    assert rest == " ".join(f"{n} days ago" for n in range(when.MAX_SPANS + 1, 41))
+
+
 def _rotations(store, monkeypatch) -> tuple[int, int]:
     """Two notes on the same subject, one in February 2023 and one in January 2024; now is
     2024-02-29. Returns their ids (February's first)."""
