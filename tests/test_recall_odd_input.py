@@ -137,3 +137,37 @@ def test_cli_and_mcp_answer_dates_that_crashed_them(tmp_path, memsafe_proc, embe
     for result in found:
         assert not is_error(result) and "Rotated the payment gateway keys." in text_of(result)
     assert is_error(refused) and "limit must be a whole number from 1 to 1000" in text_of(refused)
+
+
+def test_a_fusion_weight_of_0_still_ranks_a_recall_of_that_half_alone(store):
+    # Break-it: weight_lexical 0 is allowed beside a non-zero weight_vector, but then
+    # `--mode lexical` returned nothing (and weight_vector 0 emptied `--mode vector`).
+    note = api.remember(store, "The warehouse syncs stock levels to the ERP every night.")
+    api.remember(store, "Lunch order: two pizzas, one without cheese.")
+    now = datetime.now(timezone.utc)
+    for key, mode in (("weight_lexical", "lexical"), ("weight_vector", "vector")):
+        api.config_set(store, key, "0")
+        for result in (api.recall(store, "warehouse stock sync", mode=mode),
+                       api.recall_as_of(store, "warehouse stock sync", as_of=now, mode=mode)):
+            assert [h.memory.id for h in result.hits][:1] == [note.id], (key, result.notes)
+            assert any(n.startswith(f"{key} is 0, which ranks nothing in a {mode}-only recall") for n in result.notes)
+        api.config_reset(store, key)
+
+
+def test_without_the_model_every_mode_falls_back_to_keywords(store, db_path, monkeypatch, memsafe_proc):
+    # Break-it: without the model, `recall --as-of … --mode vector` said "lexical results only"
+    # and returned nothing (its BM25 list was never made), and with weight_lexical 0 every recall
+    # without the model returned nothing.
+    monkeypatch.setenv("MEMSAFE_NOW", "2026-12-01T10:00:00+00:00")
+    note = api.remember(store, "The warehouse syncs stock levels to the ERP every night.")
+    env = {"MEMSAFE_NO_MODEL": "1", "MEMSAFE_NOW": "2026-12-01T12:00:00+00:00"}
+    for weight in ("16", "0"):
+        api.config_set(store, "weight_lexical", weight)
+        for mode in ("hybrid", "vector", "lexical"):
+            for as_of in ((), ("--as-of", "2026-12-01T11:00:00Z")):
+                done = memsafe_proc("--db", str(db_path), "recall", "warehouse stock", "--mode", mode, *as_of, "--json",
+                                    env=env)
+                assert done.returncode == 0, done.stderr
+                result = json.loads(done.stdout)
+                assert result["mode"] == "lexical" and [r["id"] for r in result["results"]] == [note.id], \
+                    (weight, mode, as_of, result["notes"])

@@ -694,7 +694,7 @@ def recall(
     notes: list[str] = []
     q = retrieve.parse_query(text, clock.now())
     cands, memories, used_mode = _candidates(store, q, scope, max(cfg["candidate_depth"], limit_v), mode, cfg, notes)
-    ranked = score_candidates(cands, q, cfg)
+    ranked = score_candidates(cands, q, one_half_weight(cfg, used_mode, notes))
     hits, graph_text, graph_tokens = _pack(store, ranked, memories, effective, cfg["graph_share"], limit_v, scope,
                                            notes)
     if ranked and not hits:
@@ -716,6 +716,21 @@ def recall(
 def default_config() -> dict:
     """Every config key's default value."""
     return {name: spec.default for name, spec in settings.CONFIG_KEYS.items()}
+
+
+def one_half_weight(cfg: dict, mode: str, notes: list[str]) -> dict:
+    """The config a recall of one half alone ranks with (`mode` 'lexical' or 'vector': asked
+    for, or lexical when vectors are unavailable): `cfg` with that half's fusion weight at its
+    default when it is set to 0, and a note saying so. A fusion weight scales one half against the
+    other; 0 is allowed beside a non-zero other half (`check_config_pair`), and alone it ranked
+    nothing: `weight_lexical 0` made every recall without the model, and `--mode lexical`, return
+    nothing (break-it, session 11). `cfg` itself is returned unchanged otherwise."""
+    key = {"lexical": "weight_lexical", "vector": "weight_vector"}.get(mode)
+    if key is None or cfg[key] > 0:
+        return cfg
+    default = settings.CONFIG_KEYS[key].default
+    notes.append(f"{key} is 0, which ranks nothing in a {mode}-only recall; {default:g} (its default) was used")
+    return {**cfg, key: default}
 
 
 def score_candidates(cands: Sequence[retrieve.Candidate], q: retrieve.Query, cfg: dict

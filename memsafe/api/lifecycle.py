@@ -41,6 +41,7 @@ from memsafe.api.core import (
     fill_features,
     get,
     make_scope,
+    one_half_weight,
     score_candidates,
 )
 from memsafe.embed import embed_within
@@ -397,6 +398,8 @@ def recall_as_of(
         if embedder is None:
             notes.append("vector search unavailable; lexical results only")
             used_mode = "lexical"
+            if mode == "vector":  # as `recall` does: the BM25 list it falls back to (it returned nothing)
+                lexical = retrieve.exact_hits(words, held, len(exact_terms), depth)
         else:
             vector = _vector_ranking(store, embedder, retrieve.vector_text(q.text, common), visible, depth,
                                      [i for i, _ in lexical], notes)
@@ -415,7 +418,7 @@ def recall_as_of(
         c.similarity, c.vector_rank = sim, rank
     if config_value(store, "weight_context") > 0:
         retrieve.link_turns(by_id, visible)
-    cfg = {**_config_snapshot(store), "weight_hop": 0.0}
+    cfg = one_half_weight({**_config_snapshot(store), "weight_hop": 0.0}, used_mode, notes)
     fill_features(store, by_id, visible, cfg, q.words)
     ranked = score_candidates(list(by_id.values()), q, cfg)
     if not ranked:
