@@ -171,3 +171,15 @@ def test_without_the_model_every_mode_falls_back_to_keywords(store, db_path, mon
                 result = json.loads(done.stdout)
                 assert result["mode"] == "lexical" and [r["id"] for r in result["results"]] == [note.id], \
                     (weight, mode, as_of, result["notes"])
+
+
+@pytest.mark.parametrize("query", ["σίσυφος_v2", "ΣΊΣΥΦΟΣ_V2", "Σίσυφος_v2"])
+def test_a_greek_identifier_is_found_exactly_on_both_backends(store, query):
+    # Break-it: Python lower-cases a word-final Σ to ς, PostgreSQL's ILIKE to σ, so on PostgreSQL
+    # the exact term `σίσυφος_v2` matched no memory, and the word-index hit then counted for
+    # nothing (an exact term counts by its exact matches): recall returned nothing, SQLite the memory.
+    upper = api.remember(store, "ΣΊΣΥΦΟΣ_v2 deploy moved to the new cluster.")
+    lower = api.remember(store, "Σίσυφος_v2 rollback notes.")
+    api.remember(store, "Plain filler about the office plant.")
+    for mode in ("lexical", "hybrid"):
+        assert {h.memory.id for h in api.recall(store, query, mode=mode).hits[:2]} == {upper.id, lower.id}, mode

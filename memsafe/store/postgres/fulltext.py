@@ -131,8 +131,13 @@ def _queries(terms: Sequence[str]) -> list[tuple[str, list[str]]]:
 
 
 def _like_pattern(term: str) -> str:
-    """`%term%` for LIKE/ILIKE with the pattern characters of `term` escaped (escape char `\\`)."""
-    return "%" + term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+    """`%term%` for LIKE/ILIKE with the pattern characters of `term` escaped (escape char `\\`),
+    and each Greek sigma (σ, final ς) any one character: Python lower-cases a word-final Σ to ς
+    (`retrieve.exact_terms`), PostgreSQL's ILIKE to σ, so `ΣΊΣΥΦΟΣ_v2` was never found by the
+    typed `σίσυφος_v2` here while SQLite's trigram index (which folds ς to σ) found it (break-it,
+    session 11). Every candidate is checked with `retrieve.holds_exact` after."""
+    escaped = term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return "%" + escaped.replace("σ", "_").replace("ς", "_") + "%"
 
 
 class PostgresFullText(FullTextFusion):
