@@ -471,7 +471,7 @@ def test_a_hook_from_an_older_memsafe_is_reported_and_upgraded_by_install(repo, 
     assert check["fix"] == f"memsafe hook install --repo '{repo}'"
     assert doctor["hook"]["outdated"] is True
     plan = cli("init", "--dry-run", "--no-agents", "--no-rules", "--repo", str(repo), "--json")
-    assert "reinstall the post-commit hook" in plan.stdout, plan.stdout
+    assert "reinstall the post-commit and post-rewrite hooks" in plan.stdout, plan.stdout
 
     after = api.hook_install(repo, db=str(db_path))
     assert (after.installed, after.rewrite_installed, after.version, after.outdated, after.db) == (
