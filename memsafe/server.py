@@ -65,12 +65,7 @@ __all__ = ["INSTRUCTIONS", "CallOrder", "ServerState", "build_server", "serve", 
 
 log = logging.getLogger("memsafe.server")
 
-# How long a call waits for the warm thread to embed earlier remembers, so that a near-duplicate
-# warning reaches the agent on the call after its remember (issue 13). The wait ends as soon as they
-# are embedded (milliseconds once warm); it is long for the first calls after start, when the warm
-# thread, at a lower CPU priority, is still loading the model: 2 s was too short on a loaded
-# 2-core machine (CI, session 11: the warning came one call late).
-NOTICE_WAIT_S = 5.0
+NOTICE_WAIT_S = 2.0  # how long a call waits for the warm thread to embed earlier remembers
 # A burst of remembers is embedded in one batch: after a remember, the warm thread waits while more
 # keep coming (each within BURST_QUIET_S of the last), at most BURST_MAX_S (issue 13: one model run
 # and one write per remember took CPU from the replies; vector-searchable within 1 s still holds).
