@@ -460,8 +460,17 @@ class ServerState:
 
     def take_notices(self, *, wait_s: float = 0.0) -> list[str]:
         """Notices for the agent not told yet (near-duplicates found after a remember replied).
-        With `wait_s`, first waits (at most that long) until the warm thread has embedded every
-        memory remembered so far, so a call after a remember reliably carries its warning."""
+        With `wait_s`, first `catch_up(wait_s)`."""
+        self.catch_up(wait_s)
+        with self._notices_lock:
+            taken, self._notices = self._notices, []
+        return taken
+
+    def catch_up(self, wait_s: float) -> None:
+        """Wait (at most `wait_s`) until the warm thread has embedded every memory remembered so
+        far, so a call after a remember reliably carries its warning. A call does so before its
+        tool runs: a recall's own fill of pending vectors embeds without the near-duplicate check,
+        and the warning was lost when it got there first (CI, session 11)."""
         thread = self._warm_thread
         with self._notices_lock:
             if wait_s and thread is not None and thread.is_alive():
@@ -469,8 +478,6 @@ class ServerState:
                 self._wake.set()
                 self._notices_lock.wait_for(
                     lambda: self._embedded >= self._submitted or self.stopping.is_set(), wait_s)
-            taken, self._notices = self._notices, []
-        return taken
 
     def stop(self, timeout: float = 30.0) -> None:
         """Ask the warm-up thread to stop and wait for it: it stops between two steps, at most one
@@ -627,6 +634,8 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
             def adapter(**kwargs):
                 log.debug("tool %s %s", fn.__name__, _cap(repr(kwargs), 300))
                 call = _CALL.get()
+                if not state.shared and fn.__name__ != "remember":  # sequential remembers never wait
+                    state.catch_up(NOTICE_WAIT_S)
                 try:
                     result = fn(**kwargs)
                 except MemsafeError as exc:
@@ -635,10 +644,9 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
                     raise ToolError(str(exc)) from None
                 if call is not None:
                     call["outcome"] = f"done: {result.splitlines()[0] if result else ''}"
-                # A near-duplicate found after a remember replied is told on the next call; calls
-                # other than remember first let the warm thread catch up (sequential remembers never wait).
-                notices = [] if state.shared else state.take_notices(
-                    wait_s=0.0 if fn.__name__ == "remember" else NOTICE_WAIT_S)
+                # A near-duplicate found after a remember replied is told on the next call (which
+                # let the warm thread catch up before it ran: `catch_up`).
+                notices = [] if state.shared else state.take_notices()
                 return "\n".join([result, *(f"Note: {n}" for n in notices)]) if notices else result
 
             flags: dict[str, bool] = {"read_only_hint": True} if read_only else {"destructive_hint": destructive}

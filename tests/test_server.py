@@ -96,6 +96,10 @@ def test_every_tool_through_a_real_stdio_client(paths, embedder):
         out["missing_arg"] = await call("remember", {})
         out["global"] = await call("remember", {"content": "The user prefers tabs", "kind": "preference",
                                                 "is_global": True})
+        # a recall loads the model at normal priority: the warning below then waits only for its
+        # embedding, not for the low-priority warm thread's model load (CI, session 11: on a loaded
+        # machine that load outlasted a call's wait, and the warning came one call late)
+        await call("recall", {"query": "tabs"})
         out["near"] = await call("remember", {"content": "The user prefers tabs.", "is_global": True})
         out["recall"] = await call("recall", {"query": "how do we deploy?", "budget": 500, "limit": 5,
                                               "kind": "decision", "tags": ["ops"]})
