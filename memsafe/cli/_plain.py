@@ -167,11 +167,9 @@ def progress(label: str, enabled: bool = True) -> Iterator:
 
 @contextmanager
 def interrupts() -> Iterator[list]:
-    """SIGINT raises KeyboardInterrupt as usual, and so does SIGTERM (`kill`, `timeout`, a service
-    manager), so a long command stops the same way whichever ends it: its transaction rolled back,
-    its report printed. Each signal number is also recorded in the yielded list (truthy once
-    interrupted; `exit_code` of it): native code (onnxruntime importing numpy) can swallow the
-    exception."""
+    """SIGINT raises KeyboardInterrupt as usual and is also recorded in the yielded list (truthy
+    once interrupted): native code (onnxruntime importing numpy) can swallow the exception.
+    SIGTERM raises it too, for every CLI command (`memsafe.__main__`), which exits 143 then."""
     import signal
     import threading
 
@@ -184,19 +182,11 @@ def interrupts() -> Iterator[list]:
         seen.append(signum)
         raise KeyboardInterrupt
 
-    previous = {number: signal.signal(number, handler) for number in (signal.SIGINT, signal.SIGTERM)}
+    previous = signal.signal(signal.SIGINT, handler)
     try:
         yield seen
     finally:
-        for number, before in previous.items():
-            signal.signal(number, before)
-
-
-def exit_code(interrupted: list) -> int:
-    """The exit code of a command `interrupts` stopped: 128 + the signal's number (130 for SIGINT,
-    143 for SIGTERM: the shell's convention), 130 when no signal was recorded (a KeyboardInterrupt
-    raised some other way)."""
-    return 128 + (interrupted[-1] if interrupted else 2)
+        signal.signal(signal.SIGINT, previous)
 
 
 def out():

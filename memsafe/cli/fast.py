@@ -29,7 +29,6 @@ from memsafe.cli._plain import (
     err_line,
     error,
     errors,
-    exit_code,
     fail,
     interrupts,
     is_tty,
@@ -342,7 +341,7 @@ def import_(db: str | None, file: str | Path, *, fmt: str, dry_run: bool, skip_i
                 message = (f"interrupted: {render.count_of(report.memories_added, 'memory')} added, "
                            f"{report.memories_updated} updated; {pending} pending: run `memsafe embed`")
             error(message, "Interrupted", json_)
-            raise Failed(exit_code(interrupted)) from None
+            raise Failed(130) from None  # 143 for SIGTERM (`memsafe.__main__`)
     if json_:
         from dataclasses import asdict
 

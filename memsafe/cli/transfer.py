@@ -145,7 +145,7 @@ def embed(ctx: typer.Context, json_: JsonOpt = False) -> None:
     here; 130 (Ctrl-C) or 143 (SIGTERM) when interrupted: what was embedded is kept, and the next
     `memsafe embed` goes on from there.
     """
-    with _session(ctx) as opened, _plain.interrupts() as interrupted:
+    with _session(ctx) as opened:
         before = opened.store.pending_count()
         try:
             with _plain.progress("embedding") as progress:
@@ -155,7 +155,7 @@ def embed(ctx: typer.Context, json_: JsonOpt = False) -> None:
             message = (f"interrupted: {render.count_of(before - pending, 'memory')} embedded, {pending} pending; "
                        "`memsafe embed` goes on from there")
             _plain.error(message, "Interrupted", json_)
-            raise _plain.Failed(_plain.exit_code(interrupted)) from None
+            raise _plain.Failed(130) from None  # 143 for SIGTERM (`memsafe.__main__`)
     if json_:
         _emit_json(report)
     elif report.error is None:
