@@ -109,30 +109,36 @@ def main() -> None:
         with cli_cache.recording(key):
             cli_main()
     except SystemExit as exc:
-        code = _terminated_code(exc.code) if isinstance(exc.code, int) else exc.code
-        raise SystemExit(code) from None
+        raise SystemExit(_terminated_code(exc.code)) from None
 
 
-_terminated: list[int] = []  # SIGTERM, once a CLI command received it
+_signals: list[int] = []  # SIGINT or SIGTERM, once a CLI command received one
 
 
 def _stop_on_sigterm() -> None:
     """A CLI command stops on SIGTERM (`kill`, `timeout`, a service manager) as on Ctrl-C: a
     KeyboardInterrupt, so its transaction rolls back, its temporary files and folders go and its
-    progress bar ends (Python's default ends the process at once, leaving them), and it exits 143
-    (`_terminated_code`). `serve` and `ui` handle their stop signals themselves."""
+    progress bar ends (Python's default ends the process at once, leaving them). Both signals are
+    recorded (`_terminated_code`). `serve` and `ui` handle their stop signals themselves."""
     import signal
 
     def stop(signum, frame):
-        _terminated.append(signum)
+        _signals.append(signum)
         raise KeyboardInterrupt
 
+    signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGTERM, stop)
 
 
-def _terminated_code(code: int) -> int:
-    """`code`, or 143 (128 + SIGTERM) for the 130 of an interrupted command that SIGTERM stopped."""
-    return 128 + _terminated[-1] if code == 130 and _terminated else code
+def _terminated_code(code):
+    """The exit code of a command: 128 + the signal's number (130 Ctrl-C, 143 SIGTERM) once one
+    stopped it, also when native code swallowed the KeyboardInterrupt and the command ended in an
+    error of its own (a `bench` whose recall was interrupted said a quality floor was missed)."""
+    if not _signals:
+        return code
+    if code not in (130, 143):
+        sys.stderr.write("interrupted\n")
+    return 128 + _signals[-1]
 
 
 if __name__ == "__main__":
