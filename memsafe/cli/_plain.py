@@ -57,10 +57,15 @@ def error(message: str, kind: str = "Error", json_: bool = False) -> None:
     """Report an error: one line `Error: …` on stderr, or with --json one document on stdout,
     `{"error": {"type": KIND, "message": …}}` (issue 12.13: scripts got plain text). `kind` is
     the exception's class name (NotFound, InvalidInput, UsageError, DatabaseError, …)."""
+    global interruption_said
+    interruption_said = interruption_said or kind == "Interrupted"
     if json_:
         emit_json({"error": {"type": kind, "message": " ".join(str(message).splitlines())}})
     else:
         say("Error", message)
+
+
+interruption_said = False  # a command said what its interruption kept (`error` of kind Interrupted)
 
 
 def fail(message: str, code: int = 1, kind: str = "Error", json_: bool = False) -> Failed:

@@ -50,6 +50,6 @@ def main() -> None:
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(1)
-    if code == 130:  # Typer turns a KeyboardInterrupt inside a command into a silent exit 130
+    if code == 130 and not _plain.interruption_said:  # Typer turns a KeyboardInterrupt into a silent 130
         err.print("interrupted")
     sys.exit(code if isinstance(code, int) else 0)
