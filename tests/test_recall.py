@@ -455,3 +455,33 @@ def test_recall_hits_carry_their_tags_read_only_for_what_is_returned(filled):
     assert all(tags == ([] if i not in (ids[1], ids[5]) else tags) for i, tags in by_id.items())
     scoped = api.recall(store, "settings file at start-up", tags=["config"])
     assert [h.memory.id for h in scoped.hits] == [ids[5]] and scoped.hits[0].memory.tags == ["config"]
+
+
+def test_a_recall_sees_every_change_since_the_last_and_returns_the_callers_own_memories(filled, db_path):
+    """A store may keep the rows recalls read while it is unchanged (`Store.recall_rows`; SQLite:
+    per connection, keyed by `PRAGMA data_version` and its own writes, session 12). Whatever
+    changed since the last recall, through this connection or another, the next one sees; and the
+    memories a recall returns are the caller's own: changing them changes nothing kept."""
+    store, ids = filled
+    other = api.open_store(str(db_path)).store
+    query = "pnpm lockfile in CI"
+    try:
+        hit = api.recall(store, query).hits[0]
+        assert hit.memory.id == ids[4] and hit.memory.content == CORPUS[4]
+        hit.memory.content = "changed by the caller"
+        hit.memory.tags.append("caller")
+        again = api.recall(store, query).hits[0]
+        assert (again.memory.content, again.memory.tags) == (CORPUS[4], [])
+
+        new_text = "Use --frozen-lockfile with pnpm install in CI; yarn's flag is --immutable."
+        api.update(other, ids[4], content=new_text, tags=["ci"])  # another connection
+        seen = api.recall(store, query).hits[0]
+        assert (seen.memory.id, seen.memory.content, seen.memory.tags) == (ids[4], new_text, ["ci"])
+
+        api.update(store, ids[4], content=CORPUS[4])  # this connection's own write
+        assert api.recall(store, query).hits[0].memory.content == CORPUS[4]
+
+        api.forget(other, ids[4])
+        assert ids[4] not in [h.memory.id for h in api.recall(store, query).hits]
+    finally:
+        other.close()

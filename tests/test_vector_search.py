@@ -598,6 +598,42 @@ def test_a_prepared_product_is_used_only_for_its_query_and_its_copy(tmp_path, mo
         store.close()
 
 
+def test_a_prepared_top_k_answers_only_its_own_scope_and_k(tmp_path, monkeypatch):
+    """A recall prepares on the embedding thread not only the product but the top k of its scope
+    (session 12: 0.8 ms off the recall's own thread at 10,000 vectors). That answer is used only
+    for the very scope object and k it was prepared for; any other scope or k is searched afresh,
+    and each answer is the exact top k of its scope."""
+    from memsafe.store.sqlite import vectors as store_module
+
+    monkeypatch.setattr(store_module, "CACHE_MIN_VECTORS", 0)
+    store = _filled(SQLiteStore(tmp_path / "k.db"), 40)
+    try:
+        with store.write():
+            for n in range(1, 41, 2):  # odd ids in project "odd", even ids global
+                store.update_memory(n, {"project": "odd"})
+        for _ in range(2):  # the second search of the process builds the copy
+            store.vector_search(_unit(1).tobytes(), EVERYTHING, 5)
+        q = _unit(2) + _unit(3)  # nearest: 2 then 3
+        q = (q / np.linalg.norm(q)).astype(np.float32).tobytes()
+        only_odd = Scope(projects=["odd"], include_global=False, kinds=[], tags=[], since=None)
+        also_odd = Scope(projects=["odd"], include_global=False, kinds=[], tags=[], since=None)
+        store.prepare_vector_search(q, only_odd, 3)
+        assert store._prepared[5] is not None  # answered on the preparing thread
+        prepared = store.vector_search(q, only_odd, 3)
+        assert prepared[0][0] == 3 and all(i % 2 for i, _ in prepared) and len(prepared) == 3
+        for scope, k in ((EVERYTHING, 3), (also_odd, 3), (only_odd, 5)):
+            store.prepare_vector_search(q, only_odd, 3)
+            found = store.vector_search(q, scope, k)
+            fresh = store.vector_search(q, scope, k)  # nothing prepared: computed here
+            assert found == fresh and len(found) == k
+        assert [i for i, _ in store.vector_search(q, EVERYTHING, 2)] == [2, 3]
+        tagged = Scope(projects=None, include_global=True, kinds=[], tags=["t"], since=None)
+        store.prepare_vector_search(q, tagged, 3)  # the copy holds no tags: only the product
+        assert store._prepared[5] is None
+    finally:
+        store.close()
+
+
 def test_an_idle_connection_keeps_no_replaced_copy_of_the_vectors_alive(tmp_path):
     """The process keeps one copy of a file's vectors (n × dim × 4 bytes: 150 MB at 100,000); a
     connection that searched it remembered that copy (found current, prepared product), so the

@@ -4,6 +4,7 @@ restore, purge, recall, status and config."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import os
 import re
@@ -763,9 +764,12 @@ def _candidates(store: Store, q: retrieve.Query, scope: Scope, depth: int, mode:
     scope, their memories, mode used)."""
     # The query is embedded on a worker thread (loading the model first in a fresh process) while
     # this thread runs the BM25 search: ONNX Runtime and SQLite both release the GIL.
-    # Everything that does not need the query's vector runs before waiting for it (at 10,000
-    # memories, under load, the wait right after BM25 was 0.9-2 ms at the median, session 8).
-    query_vector = _embed_query_async(store, _vector_text(store, q.text)) if mode in ("hybrid", "vector") else None
+    # Everything that does not need the query's vector runs before waiting for it, the rows and
+    # features of the lexical and graph candidates included: a new query's embedding (~8 ms on 2
+    # cores) outlasts the BM25 search at 10,000 memories, and what follows the wait is the latency
+    # that remains (session 12: 6.6 ms after the wait, of 16.4 at the median).
+    query_vector = (_embed_query_async(store, _vector_text(store, q.text), scope, depth)
+                    if mode in ("hybrid", "vector") else None)
     lexical = _lexical(store, q.lexical_text, scope, depth) if mode in ("hybrid", "lexical") else []
     coverage, idf_sum = _coverage(store, q.lexical_text, lexical) if lexical else ({}, 0.0)
     # no BM25 in vector mode, but the memories holding an exact term still come first
@@ -773,6 +777,8 @@ def _candidates(store: Store, q: retrieve.Query, scope: Scope, depth: int, mode:
     held = getattr(exact, "held", {}) if mode == "vector" else {}
     notes += _unheld_notes(q.text, getattr(exact, "exact", {}))
     hops = graph_api.one_hop(store, graph_api.query_entities(store, q.text), scope)[0] if cfg["weight_hop"] > 0 else {}
+    rows = _Rows(store, scope, cfg["weight_context"] > 0)
+    rows.read([*held, *(i for i, _ in lexical), *hops])
     vector, used_mode = ([], mode) if query_vector is None else _vector(store, query_vector, mode, scope, depth, notes)
     if mode == "vector" and used_mode == "lexical":  # vectors unavailable: fall back to BM25
         lexical, held = _lexical(store, q.lexical_text, scope, depth), {}
@@ -788,22 +794,64 @@ def _candidates(store: Store, q: retrieve.Query, scope: Scope, depth: int, mode:
         c.similarity, c.vector_rank = sim, rank
     for i, strength in hops.items():
         by_id.setdefault(i, retrieve.Candidate(i)).hop = strength
-    # tags only where the scope filters by them (`admits`); the returned hits get theirs in `_pack`
-    memories = store.get_memories(list(by_id), tags=bool(scope.tags))
-    if cfg["weight_context"] > 0:
-        _link_turns(store, by_id, memories, scope)
+    rows.read(list(by_id))
+    memories = rows.memories
+    if rows.turns:
+        retrieve.link_turns(by_id, {i: m for i, m in memories.items()
+                                    if i in by_id or (m.status in scope.statuses and admits(scope, m))})
     shown = {i: c for i, c in by_id.items() if i in memories and memories[i].status in scope.statuses}
-    fill_features(store, shown, memories, cfg, q.words)
+    fill_features(store, shown, memories, cfg, q.words, rows.degrees)
     return list(shown.values()), memories, used_mode
 
 
+class _Rows:
+    """Step "candidates": the rows a recall's candidates need, read in batches as the candidates
+    become known (the lexical and graph ones before the query's vector is ready, the vector ones
+    after), each id once: the memories and their entity degrees (`Store.recall_rows`: shared,
+    without tags, so read only; where the scope filters by tags, `admits`, read with them), and
+    with `turns` (weight_context > 0) the conversation turns just before and after each candidate
+    turn (`retrieve.link_turns`; a neighbour of another kind is never linked,
+    `retrieve.same_conversation`)."""
+
+    def __init__(self, store: Store, scope: Scope, turns: bool):
+        self.store, self.scope, self.turns = store, scope, turns
+        self.memories: dict[int, Memory] = {}
+        self.degrees: dict[int, int] = {}
+        self._read: set[int] = set()  # ids read in full
+        self._near: set[int] = set()  # neighbouring turns asked for (read only if conversation turns)
+
+    def read(self, ids: Sequence[int]) -> None:
+        """Read the rows of those of `ids` not read yet (and of their neighbouring turns)."""
+        new = [i for i in dict.fromkeys(ids) if i not in self._read and i not in self.memories]
+        if not new:
+            return
+        self._read.update(new)
+        self._add(new, None)
+        if not self.turns:
+            return
+        wanted = {n for i in new if i in self.memories and self.memories[i].kind == Kind.CONVERSATION.value
+                  for n in (i - 1, i + 1)} - self._read - self._near - self.memories.keys()
+        if wanted:
+            self._near.update(wanted)
+            self._add(sorted(wanted), Kind.CONVERSATION.value)
+
+    def _add(self, ids: list[int], kind: str | None) -> None:
+        if self.scope.tags:
+            memories = self.store.get_memories(ids, kind=kind)
+            degrees = self.store.entity_degrees(list(memories))
+        else:
+            memories, degrees = self.store.recall_rows(ids, kind=kind)
+        self.memories.update(memories)
+        self.degrees.update(degrees)
+
+
 def fill_features(store: Store, cands: dict[int, retrieve.Candidate], memories: dict, cfg: dict,
-                  known: frozenset[str] = frozenset()) -> None:
+                  known: frozenset[str] = frozenset(), degrees: dict[int, int] | None = None) -> None:
     """Step "candidates": set each candidate's features that the memory holds (`retrieve.Candidate`:
     content words beyond the query's words `known`, read by the vector half only and only up to
     `substance_words`, the most it weighs; times, uses, confidence, decay level, entity degree)
     from `memories` ({id: `Memory` or `history.PastState`}, holding every id of `cands`)."""
-    degrees = store.entity_degrees(list(cands))
+    degrees = store.entity_degrees(list(cands)) if degrees is None else degrees
     words = math.ceil(cfg["substance_words"])
     for i, c in cands.items():
         m = memories[i]
@@ -812,22 +860,6 @@ def fill_features(store: Store, cands: dict[int, retrieve.Candidate], memories: 
         c.last_used_at = clock.parse_iso(m.last_accessed_at) if m.last_accessed_at else None
         c.access_count, c.confidence, c.decay_level = m.access_count, m.confidence, m.decay_level
         c.graph_degree = degrees.get(i, 0)
-
-
-def _link_turns(store: Store, by_id: dict[int, retrieve.Candidate], memories: dict[int, Memory], scope: Scope
-                ) -> None:
-    """Step "candidates", conversation context (`retrieve.link_turns`) with the turns just before
-    and after each candidate turn that `scope` may see: one read of at most two memories per
-    candidate turn."""
-    turns = [i for i in by_id if i in memories and memories[i].kind == Kind.CONVERSATION.value]
-    if not turns:
-        return
-    wanted = {n for i in turns for n in (i - 1, i + 1)} - memories.keys()
-    # only the turns: a neighbour of another kind is never linked (`retrieve.same_conversation`)
-    memories.update(store.get_memories(sorted(wanted), tags=bool(scope.tags), kind=Kind.CONVERSATION.value)
-                    if wanted else {})
-    retrieve.link_turns(by_id, {i: m for i, m in memories.items()
-                                if i in by_id or (m.status in scope.statuses and admits(scope, m))})
 
 
 def _pack(store: Store, ranked: list[tuple[float, retrieve.Candidate]], memories: dict[int, Memory], effective: int,
@@ -857,10 +889,13 @@ def _pack(store: Store, ranked: list[tuple[float, retrieve.Candidate]], memories
         near = [n for n in (c.before, c.after) if n in order]
         return min(near, key=order.__getitem__) if near else None
 
+    # the returned memories are the caller's own: copies of the rows `_candidates` read, which a
+    # store may share with later recalls (`Store.recall_rows`), with their tags
+    returned = {c.id: dataclasses.replace(memories[c.id]) for p in packed for _, c in [ranked[p.index]]}
     if not scope.tags:  # read without tags (`_candidates`): the returned ones get theirs now
-        store.fill_tags([memories[ranked[p.index][1].id] for p in packed])
+        store.fill_tags(list(returned.values()))
     hits = [
-        Hit(memory=memories[c.id], text=p.text, tokens=p.tokens, score=round(score, 6), truncated=p.truncated,
+        Hit(memory=returned[c.id], text=p.text, tokens=p.tokens, score=round(score, 6), truncated=p.truncated,
             lexical_rank=c.lexical_rank, vector_rank=c.vector_rank, context_of=context_of(c))
         for p in packed
         for score, c in [ranked[p.index]]
@@ -1029,8 +1064,9 @@ def _query_vector(embedder: embed.Embedder, text: str):
     return vector
 
 
-def _embed_query_async(store: Store, text: str) -> Future:
-    """Embed a query on the shared worker thread (`_query_vector`). The future gives (embedder,
+def _embed_query_async(store: Store, text: str, scope: Scope | None = None, k: int = 0) -> Future:
+    """Embed a query on the shared worker thread (`_query_vector`), then prepare there the
+    search of its `k` nearest in `scope` (`Store.prepare_vector_search`). The future gives (embedder,
     (dim,) float32 vector), or (None, None) when vectors cannot be used here; it raises
     embed.ModelUnavailable if the model fails. A query embedded lately by the loaded model is
     answered at once, without the worker: handing it over and back cost up to a few ms while this
@@ -1052,7 +1088,7 @@ def _embed_query_async(store: Store, text: str) -> Future:
         if embedder is None:
             return None, None
         vector = _query_vector(embedder, text)
-        store.prepare_vector_search(_vector_bytes(vector))  # overlaps this thread's BM25 search
+        store.prepare_vector_search(_vector_bytes(vector), scope, k)  # overlaps this thread's BM25 search
         return embedder, vector
 
     with _embed_pool_lock:

@@ -86,6 +86,14 @@ class Memories(ABC):
     def fill_tags(self, memories: Sequence[Memory]) -> None:
         """Set each memory's `tags` (sorted) from the store, in place."""
 
+    def recall_rows(self, ids: Sequence[int], *, kind: str | None = None) -> tuple[dict[int, Memory], dict[int, int]]:
+        """What a recall reads of its candidates: ({id: memory without tags (any status; only
+        those of `kind` if given)}, {id: `entity_degrees`}). A backend may keep them while the
+        store is unchanged, so the memories may be shared with later calls: read them, never
+        change them (copy one to fill its tags)."""
+        memories = self.get_memories(ids, tags=False, kind=kind)
+        return memories, self.entity_degrees(list(memories))
+
     def get_memory(self, memory_id: int) -> Memory | None:
         """One memory by id (any status), or None."""
         return self.get_memories([memory_id]).get(memory_id)
@@ -272,8 +280,8 @@ class Vectors(ABC):
         """Memories (any status but forgotten) still waiting for their vector."""
 
     @abstractmethod
-    def prepare_vector_search(self, query_bytes: bytes) -> None:
-        """A hint that `vector_search(query_bytes, ...)` follows: do now, on the calling thread
+    def prepare_vector_search(self, query_bytes: bytes, scope: Scope | None = None, k: int = 0) -> None:
+        """A hint that `vector_search(query_bytes, scope, k)` follows: do now, on the calling thread
         (any thread; never this connection's SQL), what that search can use. A recall calls it
         on the thread that embeds the query, so the work overlaps its BM25 search."""
 

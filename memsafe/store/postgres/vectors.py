@@ -82,7 +82,7 @@ class PostgresVectors:
             return 0
         return self.conn.execute("SELECT count(*) FROM memory_vectors").fetchone()[0]
 
-    def prepare_vector_search(self, query_bytes: bytes) -> None:
+    def prepare_vector_search(self, query_bytes: bytes, scope: Scope | None = None, k: int = 0) -> None:
         """See `Vectors.prepare_vector_search`: nothing to prepare, the search runs in the server."""
 
     def vector_search(self, query_bytes: bytes, scope: Scope, k: int) -> list[tuple[int, float]]:
