@@ -778,30 +778,41 @@ def _candidates(store: Store, q: retrieve.Query, scope: Scope, depth: int, mode:
     notes += _unheld_notes(q.text, getattr(exact, "exact", {}))
     hops = graph_api.one_hop(store, graph_api.query_entities(store, q.text), scope)[0] if cfg["weight_hop"] > 0 else {}
     rows = _Rows(store, scope, cfg["weight_context"] > 0)
-    rows.read([*held, *(i for i, _ in lexical), *hops])
+    by_id = _lexical_candidates(held, lexical, coverage, idf_sum, hops)
+    rows.read(list(by_id))
+    _memory_features([c for i, c in by_id.items() if i in rows.memories], rows.memories, rows.degrees)
     vector, used_mode = ([], mode) if query_vector is None else _vector(store, query_vector, mode, scope, depth, notes)
     if mode == "vector" and used_mode == "lexical":  # vectors unavailable: fall back to BM25
         lexical, held = _lexical(store, q.lexical_text, scope, depth), {}
         coverage, idf_sum = _coverage(store, q.lexical_text, lexical) if lexical else ({}, 0.0)
-    by_id: dict[int, retrieve.Candidate] = {i: retrieve.Candidate(i, exact=n) for i, n in held.items()}
-    if lexical:
-        for rank, (i, bm25) in enumerate(lexical, start=1):
-            by_id[i] = retrieve.Candidate(i, bm25=-bm25 / idf_sum if idf_sum > 0 else 0.0,
-                                          coverage=coverage.get(i, 0.0), lexical_rank=rank,
-                                          exact=getattr(lexical, "held", {}).get(i, 0))
+        by_id = _lexical_candidates(held, lexical, coverage, idf_sum, hops)
     for rank, (i, sim) in enumerate(vector, start=1):
         c = by_id.setdefault(i, retrieve.Candidate(i))
         c.similarity, c.vector_rank = sim, rank
-    for i, strength in hops.items():
-        by_id.setdefault(i, retrieve.Candidate(i)).hop = strength
     rows.read(list(by_id))
     memories = rows.memories
     if rows.turns:
         retrieve.link_turns(by_id, {i: m for i, m in memories.items()
                                     if i in by_id or (m.status in scope.statuses and admits(scope, m))})
     shown = {i: c for i, c in by_id.items() if i in memories and memories[i].status in scope.statuses}
-    fill_features(store, shown, memories, cfg, q.words, rows.degrees)
+    _memory_features([c for c in shown.values() if c.created_at is None], memories, rows.degrees)
+    _word_features(shown.values(), memories, cfg, q.words)
     return list(shown.values()), memories, used_mode
+
+
+def _lexical_candidates(held: dict[int, int], lexical: list[tuple[int, float]], coverage: dict[int, float],
+                        idf_sum: float, hops: dict[int, float]) -> dict[int, retrieve.Candidate]:
+    """Step "candidates": {id: Candidate} of the memories holding exact terms (`held`: how many),
+    the BM25 hits (`lexical`, best first; bm25 over `idf_sum`, with their `coverage`) and the
+    memories one relation away from a named entity (`hops`: strength)."""
+    by_id = {i: retrieve.Candidate(i, exact=n) for i, n in held.items()}
+    exact = getattr(lexical, "held", {})
+    for rank, (i, bm25) in enumerate(lexical, start=1):
+        by_id[i] = retrieve.Candidate(i, bm25=-bm25 / idf_sum if idf_sum > 0 else 0.0,
+                                      coverage=coverage.get(i, 0.0), lexical_rank=rank, exact=exact.get(i, 0))
+    for i, strength in hops.items():
+        by_id.setdefault(i, retrieve.Candidate(i)).hop = strength
+    return by_id
 
 
 class _Rows:
@@ -846,20 +857,33 @@ class _Rows:
 
 
 def fill_features(store: Store, cands: dict[int, retrieve.Candidate], memories: dict, cfg: dict,
-                  known: frozenset[str] = frozenset(), degrees: dict[int, int] | None = None) -> None:
+                  known: frozenset[str] = frozenset()) -> None:
     """Step "candidates": set each candidate's features that the memory holds (`retrieve.Candidate`:
-    content words beyond the query's words `known`, read by the vector half only and only up to
-    `substance_words`, the most it weighs; times, uses, confidence, decay level, entity degree)
-    from `memories` ({id: `Memory` or `history.PastState`}, holding every id of `cands`)."""
-    degrees = store.entity_degrees(list(cands)) if degrees is None else degrees
-    words = math.ceil(cfg["substance_words"])
-    for i, c in cands.items():
-        m = memories[i]
-        c.words = retrieve.content_words(m.content, words, known) if c.similarity is not None else 0
+    times, uses, confidence, decay level, entity degree: `_memory_features`; content words beyond
+    the query's words `known`: `_word_features`) from `memories` ({id: `Memory` or
+    `history.PastState`}, holding every id of `cands`)."""
+    _memory_features(cands.values(), memories, store.entity_degrees(list(cands)))
+    _word_features(cands.values(), memories, cfg, known)
+
+
+def _memory_features(cands: Iterable[retrieve.Candidate], memories: dict, degrees: dict[int, int]) -> None:
+    """Set each candidate's times, uses, confidence, decay level and entity degree (`degrees`,
+    absent: 0) from its memory in `memories`."""
+    for c in cands:
+        m = memories[c.id]
         c.created_at = clock.parse_iso(m.created_at)
         c.last_used_at = clock.parse_iso(m.last_accessed_at) if m.last_accessed_at else None
         c.access_count, c.confidence, c.decay_level = m.access_count, m.confidence, m.decay_level
-        c.graph_degree = degrees.get(i, 0)
+        c.graph_degree = degrees.get(c.id, 0)
+
+
+def _word_features(cands: Iterable[retrieve.Candidate], memories: dict, cfg: dict, known: frozenset[str]) -> None:
+    """Set each candidate's content words beyond the query's words `known` (`retrieve.content_words`),
+    read by the vector half only (0 for a candidate it did not find) and only up to
+    `substance_words`, the most it weighs."""
+    words = math.ceil(cfg["substance_words"])
+    for c in cands:
+        c.words = retrieve.content_words(memories[c.id].content, words, known) if c.similarity is not None else 0
 
 
 def _pack(store: Store, ranked: list[tuple[float, retrieve.Candidate]], memories: dict[int, Memory], effective: int,
