@@ -324,6 +324,7 @@ class Candidate:
     vector_rank: int | None = None
     hop: float = 0.0
     exact: int = 0  # how many of the query's exact terms it holds (Store.fts_search `held`; retrieve.exact_first)
+    dated: bool = False  # created in a time window the query names (`memsafe.api.core._dated`)
     words: int = 0
     created_at: datetime | None = None
     last_used_at: datetime | None = None
@@ -482,7 +483,9 @@ def fuse(cands: Sequence[Candidate], query: Query, f: Fusion) -> dict[int, float
 
     Returns:
         {id: relevance ≥ 0}; candidates with nothing (no lexical match, vector below the floor,
-        no hop) are absent.
+        no hop) are absent, but for a `dated` one (created in a window the query names), whose
+        relevance is then 0: "what happened last week?" finds last week's memories, below any
+        memory that matches what the query says.
     """
     from memsafe import when
 
@@ -492,6 +495,8 @@ def fuse(cands: Sequence[Candidate], query: Query, f: Fusion) -> dict[int, float
         vec = f.weight_vector * vector_relevance(c.similarity, c.words, f) if c.similarity is not None else 0.0
         hop = f.weight_hop * c.hop
         if lex <= 0 and vec <= 0 and hop <= 0:
+            if c.dated:  # only its date matches: after every match, ordered by the other signals
+                out[c.id] = 0.0
             continue
         score = lex + vec + hop
         if query.windows and c.created_at is not None and f.weight_time:

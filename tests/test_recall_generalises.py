@@ -153,6 +153,30 @@ def test_a_memory_dated_in_the_month_the_query_names_comes_first(store, monkeypa
     assert [h.memory.id for h in result.hits][:2] == [may.id, september.id]
 
 
+@pytest.mark.backends("sqlite", "postgres")
+@pytest.mark.parametrize("query", ["what happened last week?", "last week", "what did we change last week"])
+def test_a_query_that_names_only_a_time_finds_the_memories_of_that_time(store, monkeypatch, query):
+    # Session 12: nothing in "what happened last week?" is a word or a meaning a memory holds, so
+    # it found nothing. The memories created in the window it names are candidates (in scope
+    # only), below any memory matching what the query says.
+    times = {"2026-11-10T09:00:00+00:00": "Switched the payments queue from RabbitMQ to SQS.",
+             "2026-11-24T09:00:00+00:00": "Alice joined the platform team and owns the deploy scripts.",
+             "2026-11-27T09:00:00+00:00": "Bumped the Go toolchain to 1.23 in CI.",
+             "2026-11-28T09:00:00+00:00": "Carol's onboarding notes for the billing project."}
+    ids = {}
+    for at, text in times.items():
+        monkeypatch.setenv("MEMSAFE_NOW", at)
+        ids[text] = api.remember(store, text, project="billing" if "Carol" in text else "web").id
+    monkeypatch.setenv("MEMSAFE_NOW", "2026-12-02T10:00:00+00:00")  # a Wednesday: last week is Nov 23-29
+    found = [h.memory.id for h in api.recall(store, query, project="web").hits]
+    last_week = {ids[times["2026-11-24T09:00:00+00:00"]], ids[times["2026-11-27T09:00:00+00:00"]]}
+    assert last_week <= set(found) and ids[times["2026-11-28T09:00:00+00:00"]] not in found
+    if query == "last week":  # nothing but the time: those of the time come first
+        assert set(found[:2]) == last_week
+    both = [h.memory.id for h in api.recall(store, "Go toolchain last week", project="web").hits]
+    assert both[0] == ids[times["2026-11-27T09:00:00+00:00"]]  # what the query says comes first
+
+
 def test_the_best_memory_is_returned_cut_with_a_note_when_the_budget_is_small(store):
     # Issue 11 item 6: `recall "warehouse" --budget 30` returned a low-scoring memory instead.
     text = "The warehouse service " + " ".join(f"stores bin {i} stock in aisle {i}." for i in range(40))

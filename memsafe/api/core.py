@@ -779,13 +779,18 @@ def _candidates(store: Store, q: retrieve.Query, scope: Scope, depth: int, mode:
     hops = graph_api.one_hop(store, graph_api.query_entities(store, q.text), scope)[0] if cfg["weight_hop"] > 0 else {}
     rows = _Rows(store, scope, cfg["weight_context"] > 0)
     by_id = _lexical_candidates(held, lexical, coverage, idf_sum, hops)
+    for i in _dated(store, q, scope, depth) if cfg["weight_time"] > 0 else ():
+        by_id.setdefault(i, retrieve.Candidate(i)).dated = True
     rows.read(list(by_id))
     _memory_features([c for i, c in by_id.items() if i in rows.memories], rows.memories, rows.degrees)
     vector, used_mode = ([], mode) if query_vector is None else _vector(store, query_vector, mode, scope, depth, notes)
     if mode == "vector" and used_mode == "lexical":  # vectors unavailable: fall back to BM25
         lexical, held = _lexical(store, q.lexical_text, scope, depth), {}
         coverage, idf_sum = _coverage(store, q.lexical_text, lexical) if lexical else ({}, 0.0)
+        dated = [i for i, c in by_id.items() if c.dated]
         by_id = _lexical_candidates(held, lexical, coverage, idf_sum, hops)
+        for i in dated:
+            by_id.setdefault(i, retrieve.Candidate(i)).dated = True
     for rank, (i, sim) in enumerate(vector, start=1):
         c = by_id.setdefault(i, retrieve.Candidate(i))
         c.similarity, c.vector_rank = sim, rank
@@ -798,6 +803,17 @@ def _candidates(store: Store, q: retrieve.Query, scope: Scope, depth: int, mode:
     _memory_features([c for c in shown.values() if c.created_at is None], memories, rows.degrees)
     _word_features(shown.values(), memories, cfg, q.words)
     return list(shown.values()), memories, used_mode
+
+
+def _dated(store: Store, q: retrieve.Query, scope: Scope, depth: int) -> list[int]:
+    """Step "time", as a candidate source: the `depth` latest memories in `scope` created in each
+    window the query names. A query such as "what happened last week?" says nothing a memory
+    holds but its time, and found nothing (session 12); these rank below every memory that
+    matches what the query says (`retrieve.fuse`), and one that does gains the time term."""
+    ids: dict[int, None] = {}
+    for w in q.windows:
+        ids.update(dict.fromkeys(store.created_between(scope, clock.to_iso(w.start), clock.to_iso(w.end), depth)))
+    return list(ids)
 
 
 def _lexical_candidates(held: dict[int, int], lexical: list[tuple[int, float]], coverage: dict[int, float],

@@ -416,6 +416,13 @@ def recall_as_of(
     for rank, (i, sim) in enumerate(vector, start=1):
         c = by_id.setdefault(i, retrieve.Candidate(i))
         c.similarity, c.vector_rank = sim, rank
+    if config_value(store, "weight_time") > 0:  # as `recall` (`core._dated`): the memories of the times named
+        for w in q.windows:
+            start, end = clock.to_iso(w.start), clock.to_iso(w.end)
+            inside = sorted((i for i, s in visible.items() if start <= s.created_at < end),
+                            key=lambda i: (visible[i].created_at, i), reverse=True)
+            for i in inside[:depth]:
+                by_id.setdefault(i, retrieve.Candidate(i)).dated = True
     if config_value(store, "weight_context") > 0:
         retrieve.link_turns(by_id, visible)
     cfg = one_half_weight({**_config_snapshot(store), "weight_hop": 0.0}, used_mode, notes)

@@ -134,6 +134,11 @@ class Memories(ABC):
         """Ids of the memories in `scope` (any of `scope.statuses`), newest first."""
 
     @abstractmethod
+    def created_between(self, scope: Scope, start: str, end: str, limit: int) -> list[int]:
+        """Ids of at most `limit` memories in `scope` created in [start, end) (UTC ISO-8601, the
+        stored form), the latest created first (ties: higher id first)."""
+
+    @abstractmethod
     def export_memory_rows(self, after_id: int, limit: int, statuses: Sequence[str], scope: Scope | None
                            ) -> list[dict]:
         """Full memory rows (every column) with id > after_id, in id order; only the projects of

@@ -258,6 +258,12 @@ class SQLMemories:
         )
         return self.conn.changes() > 0
 
+    def created_between(self, scope: Scope, start: str, end: str, limit: int) -> list[int]:
+        where, params = self._scope_sql(scope)
+        return [r[0] for r in self.conn.execute(
+            f"SELECT m.id FROM memories m WHERE {where} AND m.created_at >= ? AND m.created_at < ? "
+            "ORDER BY m.created_at DESC, m.id DESC LIMIT ?", [*params, start, end, limit])]
+
     def list_ids(self, scope: Scope, limit: int | None) -> list[int]:
         where, params = self._scope_sql(scope)
         sql = f"SELECT m.id FROM memories m WHERE {where} ORDER BY m.id DESC"
