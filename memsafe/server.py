@@ -59,7 +59,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, ValidationError
 
 from memsafe import __version__, api, embed, render, settings, tokens
-from memsafe.errors import MemsafeError
+from memsafe.errors import InvalidInput, MemsafeError
 
 __all__ = ["INSTRUCTIONS", "CallOrder", "ServerState", "build_server", "serve", "strict_schema"]
 
@@ -701,6 +701,8 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
         as_of: Annotated[str | None, Field(description="as known then, e.g. '3 days ago'")] = None,
     ) -> str:
         """Search memories by meaning and keywords, within a token budget. Call at task start."""
+        if all_projects and project:
+            raise InvalidInput("use all_projects or project, not both")
         with state.store() as opened:
             key = None if all_projects else (api.clean_project(project) if project else state.project(opened)[0])
             options = dict(project=key, all_projects=all_projects, kinds=[kind] if kind else [], tags=tags or [],

@@ -145,3 +145,24 @@ def test_a_project_path_given_from_outside_moves_its_path_keyed_memories(cli, tm
     for args in (("--project", str(repo)), ("--project-path", str(repo / "docs"))):
         [hit] = _hits(cli, "billing queue", *args)
         assert hit["project"] == "origin:gitlab.example.com/acme/web"
+
+
+@pytest.mark.parametrize("command", [
+    ["recall", "deploy"], ["list"], ["recall", "deploy", "--json"], ["get", "1"], ["export", "-o", "out.jsonl"],
+])
+def test_a_project_and_every_project_at_once_is_refused_by_every_command(cli, command, tmp_path, monkeypatch):
+    # recall and list took `--project web --all-projects` and silently searched every project
+    # (session 12); every other command already refused it.
+    monkeypatch.chdir(tmp_path)
+    assert cli("remember", "We deploy on Fridays", "--project", "web").exit_code == 0
+    r = cli(*command, "--project", "web", "--all-projects")
+    said = json.loads(r.stdout)["error"]["message"] if "--json" in command else r.stderr
+    assert r.exit_code == 2 and "not both" in said and "Traceback" not in r.output
+    assert "--json" in command or not r.stdout.strip()  # nothing but the error
+
+
+@pytest.mark.parametrize("since", ["", "  "])
+def test_an_empty_since_is_refused_not_ignored(cli, since):
+    assert cli("remember", "We deploy on Fridays").exit_code == 0
+    r = cli("recall", "deploy", "--since", since)
+    assert r.exit_code == 2 and "--since needs a time" in r.stderr and "Traceback" not in r.stderr

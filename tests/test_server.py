@@ -105,6 +105,7 @@ def test_every_tool_through_a_real_stdio_client(paths, embedder):
                                               "kind": "decision", "tags": ["ops"]})
         out["recall_as_of"] = await call("recall", {"query": "deploy", "as_of": "2026-01-01T00:00:00Z"})
         out["recall_bad_as_of"] = await call("recall", {"query": "deploy", "as_of": "the day after never"})
+        out["recall_both_scopes"] = await call("recall", {"query": "deploy", "project": "web", "all_projects": True})
         out["update"] = await call("update_memory", {"id": 1, "content": "We deploy with blue-green switches on k8s"})
         out["history"] = await call("get_memory", {"id": 1, "history": True})
         out["export"] = await call("transfer", {"path": "backup.jsonl", "direction": "export", "all_projects": True})
@@ -146,6 +147,7 @@ def test_every_tool_through_a_real_stdio_client(paths, embedder):
     assert "blue-green" in recalled and "tabs" not in recalled  # kind filter applied
     assert not is_error(r["recall_as_of"]) and text_of(r["recall_as_of"]).startswith("0 memories")  # before it
     assert is_error(r["recall_bad_as_of"])
+    assert is_error(r["recall_both_scopes"]) and "not both" in text_of(r["recall_both_scopes"])
     assert not is_error(r["update"]) and "on k8s" in text_of(r["update"])
     history = text_of(r["history"])
     assert "2 versions" in history and "update" in history and "switches on k8s" in history

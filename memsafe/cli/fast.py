@@ -241,6 +241,10 @@ def recall(db: str | None, query: str, *, limit: int | None, budget: int | None,
         embed.load_soon(one_query=True)  # the model loads while the store opens and BM25 runs (issue 13)
     from memsafe import api
 
+    if all_projects and (project or project_path):  # as every other command (`_common._scope`)
+        raise fail("use --all-projects or --project/--project-path, not both", 2, json_=json_)
+    if since is not None and not since.strip():
+        raise fail("--since needs a time, e.g. 24h, 7d or 2026-01-31", 2, json_=json_)
     with session(db, json_) as opened:
         key = None if all_projects else project_key(opened, project, project_path)[0]
         since_at = api.parse_when(since, what="--since time") if since else None

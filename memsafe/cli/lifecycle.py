@@ -137,7 +137,8 @@ def list_(
         raise _fail("use only one of --archived, --forgotten, --all", 2)
     status = "archived" if archived else "forgotten" if forgotten else "all" if all_ else "active"
     with _session(ctx) as opened:
-        key = None if all_projects else _project(opened, project, project_path)[0]
+        scope = _scope(opened, project, project_path, all_projects)  # refuses --project with --all-projects
+        key = None if all_projects else (scope.projects or [None])[0]
         memories = api.list_memories(opened.store, status=status, project=key, all_projects=all_projects,
                                      limit=limit)
     if json_:
