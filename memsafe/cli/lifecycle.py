@@ -16,7 +16,6 @@ from memsafe.cli._common import (
     ProjectPathOpt,
     _emit_json,
     _fail,
-    _project,
     _scope,
     _session,
     app,
