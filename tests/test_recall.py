@@ -485,3 +485,35 @@ def test_a_recall_sees_every_change_since_the_last_and_returns_the_callers_own_m
         assert ids[4] not in [h.memory.id for h in api.recall(store, query).hits]
     finally:
         other.close()
+
+
+def test_a_turn_read_as_a_neighbour_then_found_by_meaning_is_linked_to_its_own_neighbours(store):
+    """Recall reads its candidates' rows in two batches (session 12): the lexical ones, with the
+    turns around each conversation turn, before the query's vector is ready; the vector ones
+    after. A turn first read as a neighbour (the answer after the question BM25 found) and then
+    found by the vector search is a candidate like any other: it is linked to the turn after it
+    too, as recall did before and `recall --as-of` does (`retrieve.link_turns` on every
+    candidate turn). Break-it, session 12: that turn was never read, so the link was missing (no
+    ranking reads it today: a turn no retriever found gains no relevance, `retrieve.in_context`)."""
+    from memsafe import clock, retrieve
+    from memsafe.api import core
+
+    for fact in ["We squash commits before merging a pull request into main.",
+                 "The CI pipeline fails with ERR_SSL_PROTOCOL when HTTPS_PROXY is set on the runner.",
+                 "Alice prefers tabs over spaces in Go code reviews.",
+                 "Production database backups run nightly at 02:00 UTC."]:
+        api.remember(store, fact)
+    puppy, question, beagle, after = [api.remember(store, turn, kind="conversation").id for turn in [
+        "Ana: I finally adopted a puppy from the shelter on Friday.",
+        "Ben: Wonderful news, what breed is it?",  # the only BM25 hit
+        "Ana: A little beagle, she sleeps all day and chews my slippers.",  # found by meaning only
+        "Ben: Ha, mine did the same years ago.",  # found by neither (the vector search takes 5)
+    ]]
+    query = retrieve.parse_query("what dog breed", clock.now())
+    cands, memories, _ = core._candidates(store, query, api.make_scope(project=None), 5, "hybrid",
+                                          core._config_snapshot(store), [])
+    by_id = {c.id: c for c in cands}
+    assert by_id[question].lexical_rank == 1 and (by_id[question].before, by_id[question].after) == (puppy, beagle)
+    assert by_id[beagle].lexical_rank is None and by_id[beagle].vector_rank is not None
+    assert by_id[after].vector_rank is None and by_id[beagle].after == after
+    assert all(memories[i].content for i in by_id)
