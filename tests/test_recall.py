@@ -622,3 +622,31 @@ def _linked(store, graph_api, memory_id: int, names: list[str]) -> None:
 def _renamed(store, old: str, new: str) -> None:
     with store.write():
         store.rename_project(old, new)
+
+
+@pytest.mark.backends("sqlite")  # what a SQLite connection keeps (`SQLiteStore.recall_rows`); PostgreSQL keeps nothing
+def test_the_rows_a_connection_keeps_for_recalls_are_bounded_by_their_text(store, db_path, monkeypatch):
+    """A connection keeps the rows its recalls read while the file is unchanged (session 12),
+    bounded by a count of memories; but a memory may hold 1,000,000 characters, so 20,000 kept
+    rows could have held gigabytes (break-it, session 12: 787 memories of 40,000 characters
+    added 29 MB). The text kept is bounded too: past SQLiteStore.ROWS_KEPT_CHARS the connection
+    starts again, and recalls stay the same as a new connection's."""
+    from memsafe.store.sqlite import SQLiteStore
+
+    monkeypatch.setattr(SQLiteStore, "ROWS_KEPT_CHARS", 6_000)
+    topics = ["lockfile", "backups", "proxy", "rotation", "payments", "squash", "tabs", "kiln"]
+    ids = {t: api.remember(store, f"Notes on the {t}: " + " ".join(f"{t}{n}" for n in range(180))).id
+           for t in topics}  # ~2,000 characters each: two are kept, not three
+    fresh = api.open_store(str(db_path)).store
+    try:
+        kept_most = 0
+        for query in [*topics, *topics]:
+            kept = [h.memory.id for h in api.recall(store, query, mode="lexical").hits]
+            assert kept == [h.memory.id for h in api.recall(fresh, query, mode="lexical").hits]
+            assert ids[query] in kept
+            chars = sum(len(m.content) for m, _ in (store._rows or {}).values())
+            assert chars <= SQLiteStore.ROWS_KEPT_CHARS
+            kept_most = max(kept_most, chars)
+        assert kept_most > 0  # it does keep rows within the bound
+    finally:
+        fresh.close()
