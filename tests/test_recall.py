@@ -650,3 +650,31 @@ def test_the_rows_a_connection_keeps_for_recalls_are_bounded_by_their_text(store
         assert kept_most > 0  # it does keep rows within the bound
     finally:
         fresh.close()
+
+
+def test_a_recall_inside_a_write_that_rolls_back_leaves_nothing_kept(filled, db_path, monkeypatch):
+    """Break-it, session 12: a recall inside an open write transaction reads what that
+    transaction wrote; nothing it read may outlive a rollback, on this connection (the rows kept
+    for recalls, `Store.recall_rows`) or on another in the process (its vector copy, shared by
+    every connection to the file, may be brought up to date inside the transaction)."""
+    from memsafe.api import core
+
+    store, ids = filled
+    monkeypatch.setenv("MEMSAFE_NOW", "2030-01-01T00:00:00+00:00")  # one ranking time for every recall
+    other = api.open_store(str(db_path)).store
+    query = "pnpm lockfile in CI"
+    try:
+        before = [_recall_view(api.recall(s, query)) for s in (store, other, store, other)][-2:]
+        with pytest.raises(KeyboardInterrupt), store.write():
+            store.update_memory(ids[4], {"content": "Uncommitted: yarn berry replaced pnpm."})
+            store.update_memory(ids[1], {"status": "forgotten"})
+            vector = core._vector_bytes(core._query_vector(core._embedder(store), query))
+            store.put_vector(ids[5], vector)  # the payments memory now looks like the query
+            inside = api.recall(store, query)
+            assert ids[5] in [h.memory.id for h in inside.hits]
+            assert _recall_view(api.recall(other, query)) == before[1]  # nothing uncommitted elsewhere
+            raise KeyboardInterrupt
+        assert _recall_view(api.recall(store, query)) == before[0]
+        assert _recall_view(api.recall(other, query)) == before[1]
+    finally:
+        other.close()
