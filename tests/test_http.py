@@ -89,6 +89,39 @@ def test_remember_over_http_is_recalled_by_a_teammate(team, embedder):
     assert "team" in instructions and "this machine" not in instructions
 
 
+def test_calls_at_once_on_kept_connections_recall_what_changed_since(team, embedder):
+    """Break-it, session 12: the server keeps SQLite connections between calls, each keeping the
+    rows its recalls read while the file is unchanged (`SQLiteStore.recall_rows`). Calls at once
+    (two clients, several recalls each) after each change another connection made, however the
+    kept connections are shared out among them, all see the change."""
+    server, db = team
+    query = {"query": "which harbour crane lifts the containers", "all_projects": True}
+
+    async def recall(client, texts: list[str]) -> None:
+        texts.append(text_of(await client.call_tool("recall", query)))
+
+    async def body():
+        seen = []
+        async with connect(server.url, TOKENS["alice"]) as alice, connect(server.url, TOKENS["bob"]) as bob:
+            made = await alice.call_tool("remember", {"content": "Crane 7 lifts the containers at the north harbour."})
+            memory_id = int(text_of(made).split("#")[1].split()[0])
+            for rev in range(1, 4):
+                other = api.open_store(str(db)).store
+                try:
+                    api.update(other, memory_id, content=f"Crane {7 + rev} lifts the containers at the north harbour.")
+                finally:
+                    other.close()
+                texts: list[str] = []
+                async with anyio.create_task_group() as tg:
+                    for client in (alice, bob, alice, bob):
+                        tg.start_soon(recall, client, texts)
+                seen.append((rev, texts))
+        return seen
+
+    for rev, texts in run(body):
+        assert len(texts) == 4 and all(f"Crane {7 + rev} lifts" in t for t in texts), (rev, texts)
+
+
 def test_every_memory_written_over_http_records_its_tokens_user(team, embedder, tmp_path, memsafe_proc):
     """alice remembers, bob updates: `get_memory`, the CLI's `get` and `history`, and `export`
     name who wrote each state."""

@@ -4,6 +4,7 @@ restore, purge, token budgets, over-long input, FTS syntax, Unicode (FIELD-CASES
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 
 import numpy as np
 import pytest
@@ -483,5 +484,197 @@ def test_a_recall_sees_every_change_since_the_last_and_returns_the_callers_own_m
 
         api.forget(other, ids[4])
         assert ids[4] not in [h.memory.id for h in api.recall(store, query).hits]
+    finally:
+        other.close()
+
+
+def test_a_turn_read_as_a_neighbour_then_found_by_meaning_is_linked_to_its_own_neighbours(store):
+    """Recall reads its candidates' rows in two batches (session 12): the lexical ones, with the
+    turns around each conversation turn, before the query's vector is ready; the vector ones
+    after. A turn first read as a neighbour (the answer after the question BM25 found) and then
+    found by the vector search is a candidate like any other: it is linked to the turn after it
+    too, as recall did before and `recall --as-of` does (`retrieve.link_turns` on every
+    candidate turn). Break-it, session 12: that turn was never read, so the link was missing (no
+    ranking reads it today: a turn no retriever found gains no relevance, `retrieve.in_context`)."""
+    from memsafe import clock, retrieve
+    from memsafe.api import core
+
+    for fact in ["We squash commits before merging a pull request into main.",
+                 "The CI pipeline fails with ERR_SSL_PROTOCOL when HTTPS_PROXY is set on the runner.",
+                 "Alice prefers tabs over spaces in Go code reviews.",
+                 "Production database backups run nightly at 02:00 UTC."]:
+        api.remember(store, fact)
+    puppy, question, beagle, after = [api.remember(store, turn, kind="conversation").id for turn in [
+        "Ana: I finally adopted a puppy from the shelter on Friday.",
+        "Ben: Wonderful news, what breed is it?",  # the only BM25 hit
+        "Ana: A little beagle, she sleeps all day and chews my slippers.",  # found by meaning only
+        "Ben: Ha, mine did the same years ago.",  # found by neither (the vector search takes 5)
+    ]]
+    query = retrieve.parse_query("what dog breed", clock.now())
+    cands, memories, _ = core._candidates(store, query, api.make_scope(project=None), 5, "hybrid",
+                                          core._config_snapshot(store), [])
+    by_id = {c.id: c for c in cands}
+    assert by_id[question].lexical_rank == 1 and (by_id[question].before, by_id[question].after) == (puppy, beagle)
+    assert by_id[beagle].lexical_rank is None and by_id[beagle].vector_rank is not None
+    assert by_id[after].vector_rank is None and by_id[beagle].after == after
+    assert all(memories[i].content for i in by_id)
+
+
+def _recall_view(result) -> tuple:
+    """What a recall shows, to compare two recalls: each hit's id, score, text, ranks, context and
+    memory (content, tags, kind, project, status, confidence, uses, decay level), the notes and
+    the graph text."""
+    return ([(h.memory.id, h.score, h.text, h.lexical_rank, h.vector_rank, h.context_of, h.memory.content,
+              h.memory.tags, h.memory.kind, h.memory.project, h.memory.status, h.memory.confidence,
+              h.memory.access_count, h.memory.decay_level) for h in result.hits],
+            result.notes, result.graph_context, result.mode)
+
+
+def test_a_long_lived_store_recalls_what_a_fresh_one_does_after_every_kind_of_change(
+        store, db_path, tmp_path, monkeypatch):
+    """Break-it, session 12: a connection kept open (the MCP server keeps them between calls, an
+    agent's process keeps one) holds what its recalls read (`SQLiteStore.recall_rows`, the
+    process's vector copy, the top k prepared on the embedding thread). After every kind of change,
+    by another connection or by its own, in every scope, its next recall must be the one a newly
+    opened connection gives: update (text, tags, project, kind), forget, restore, confirm, purge,
+    decay, import, a project renamed, entities linked (the degree ranks), the turn beside a
+    conversation turn moved or forgotten."""
+    from memsafe.api import graph as graph_api
+    from memsafe.store.sqlite import vectors as sqlite_vectors
+
+    monkeypatch.setenv("MEMSAFE_NOW", "2026-06-01T12:00:00+00:00")  # the same ranking time for both
+    other = api.open_store(str(db_path)).store
+    ids = [api.remember(store, text, project=("alpha" if n % 2 else None), tags=(["ops"] if n % 3 == 0 else []))
+           .id for n, text in enumerate(CORPUS)]
+    turns = [api.remember(store, text, kind="conversation", project="alpha", tags=["chat"]).id for text in [
+        "Ana: Which flag keeps the lockfile fixed when CI installs dependencies?",
+        "Ben: The frozen one, otherwise versions drift between runs.",
+        "Ana: And who gets paged when the nightly backup job fails?",
+        "Ben: Whoever is on call that week, see the rotation.",
+    ]]
+    queries = ["pnpm lockfile in CI", "who is paged when backups fail"]
+    scopes = [{}, {"project": "alpha"}, {"all_projects": True, "tags": ["chat"]},
+              {"all_projects": True, "kinds": ["conversation", "general"]},
+              {"project": "alpha", "include_forgotten": True}, {"all_projects": True, "since": "2026-01-01"},
+              {"project": "alpha", "mode": "lexical"},
+              {"all_projects": True, "mode": "vector"}]
+
+    def same(step: str) -> None:
+        fresh = api.open_store(str(db_path)).store
+        try:
+            # first a query new to the process: its top k is prepared on the embedding thread, from
+            # the process's vector copy as the last search left it
+            for query in [f"lockfile, backups and settings after the {step} change", *queries]:
+                for kw in scopes:
+                    kept = _recall_view(api.recall(store, query, **kw))
+                    # the newly opened connection, without the process's vector copy either
+                    with monkeypatch.context() as m:
+                        m.setattr(sqlite_vectors, "CACHE_MIN_VECTORS", 10**9)
+                        new = _recall_view(api.recall(fresh, query, **kw))
+                    assert [h[0] for h in kept[0]] == [h[0] for h in new[0]], (step, query, kw)
+                    assert all(abs(a[1] - b[1]) < 1e-4 and a[2:] == b[2:] for a, b in zip(kept[0], new[0])), \
+                        (step, query, kw)
+                    assert kept[1:] == new[1:], (step, query, kw)
+        finally:
+            fresh.close()
+
+    export = tmp_path / "elsewhere.jsonl"
+    source = api.open_store(str(tmp_path / "elsewhere.db")).store
+    try:
+        api.remember(source, "The pnpm store lives on a cache volume shared by the CI runners.", project="alpha")
+        api.export_to_path(source, export, all_projects=True)
+    finally:
+        source.close()
+    try:
+        same("start")
+        for step, change in [
+            ("text", lambda: api.update(other, ids[4], content="Pin it: pnpm install --frozen-lockfile in CI.")),
+            ("tags", lambda: api.update(other, ids[5], tags=["config", "chat"])),
+            ("project", lambda: api.update(other, ids[3], project="alpha")),
+            ("kind", lambda: api.update(other, ids[6], kind="conversation")),
+            ("own write", lambda: api.update(store, ids[4], content=CORPUS[4], tags=["ci"])),
+            ("forget", lambda: api.forget(other, ids[4])),
+            ("restore", lambda: api.restore(other, ids[4])),
+            ("confirm", lambda: api.confirm(other, ids[1])),
+            ("neighbour forgotten", lambda: api.forget(other, turns[1])),
+            ("neighbour moved", lambda: api.update(other, turns[3], project="beta")),
+            ("neighbour back", lambda: (api.restore(other, turns[1]), api.update(other, turns[3], project="alpha"))),
+            ("entities", lambda: _linked(other, graph_api, ids[6], ["PagerDuty", "Monday", "on-call"])),
+            ("renamed", lambda: _renamed(other, "alpha", "gamma")),
+            ("renamed back", lambda: _renamed(other, "gamma", "alpha")),
+            ("import", lambda: api.import_file(other, export)),
+            ("purge", lambda: api.purge(other, [ids[5]])),
+            ("decay", lambda: api.decay(other, now=datetime(2026, 9, 1, tzinfo=UTC))),  # summaries, briefs
+            ("decay", lambda: api.decay(other, now=datetime(2031, 1, 1, tzinfo=UTC))),  # all archived
+        ]:
+            done = change()
+            assert step != "decay" or done.changes
+            same(step)
+    finally:
+        other.close()
+
+
+def _linked(store, graph_api, memory_id: int, names: list[str]) -> None:
+    with store.write():
+        graph_api.link_entities(store, memory_id, "", names, "2026-06-01T12:00:00+00:00")
+
+
+def _renamed(store, old: str, new: str) -> None:
+    with store.write():
+        store.rename_project(old, new)
+
+
+@pytest.mark.backends("sqlite")  # what a SQLite connection keeps (`SQLiteStore.recall_rows`); PostgreSQL keeps nothing
+def test_the_rows_a_connection_keeps_for_recalls_are_bounded_by_their_text(store, db_path, monkeypatch):
+    """A connection keeps the rows its recalls read while the file is unchanged (session 12),
+    bounded by a count of memories; but a memory may hold 1,000,000 characters, so 20,000 kept
+    rows could have held gigabytes (break-it, session 12: 787 memories of 40,000 characters
+    added 29 MB). The text kept is bounded too: past SQLiteStore.ROWS_KEPT_CHARS the connection
+    starts again, and recalls stay the same as a new connection's."""
+    from memsafe.store.sqlite import SQLiteStore
+
+    monkeypatch.setattr(SQLiteStore, "ROWS_KEPT_CHARS", 6_000)
+    topics = ["lockfile", "backups", "proxy", "rotation", "payments", "squash", "tabs", "kiln"]
+    ids = {t: api.remember(store, f"Notes on the {t}: " + " ".join(f"{t}{n}" for n in range(180))).id
+           for t in topics}  # ~2,000 characters each: two are kept, not three
+    fresh = api.open_store(str(db_path)).store
+    try:
+        kept_most = 0
+        for query in [*topics, *topics]:
+            kept = [h.memory.id for h in api.recall(store, query, mode="lexical").hits]
+            assert kept == [h.memory.id for h in api.recall(fresh, query, mode="lexical").hits]
+            assert ids[query] in kept
+            chars = sum(len(m.content) for m, _ in (store._rows or {}).values())
+            assert chars <= SQLiteStore.ROWS_KEPT_CHARS
+            kept_most = max(kept_most, chars)
+        assert kept_most > 0  # it does keep rows within the bound
+    finally:
+        fresh.close()
+
+
+def test_a_recall_inside_a_write_that_rolls_back_leaves_nothing_kept(filled, db_path, monkeypatch):
+    """Break-it, session 12: a recall inside an open write transaction reads what that
+    transaction wrote; nothing it read may outlive a rollback, on this connection (the rows kept
+    for recalls, `Store.recall_rows`) or on another in the process (its vector copy, shared by
+    every connection to the file, may be brought up to date inside the transaction)."""
+    from memsafe.api import core
+
+    store, ids = filled
+    monkeypatch.setenv("MEMSAFE_NOW", "2030-01-01T00:00:00+00:00")  # one ranking time for every recall
+    other = api.open_store(str(db_path)).store
+    query = "pnpm lockfile in CI"
+    try:
+        before = [_recall_view(api.recall(s, query)) for s in (store, other, store, other)][-2:]
+        with pytest.raises(KeyboardInterrupt), store.write():
+            store.update_memory(ids[4], {"content": "Uncommitted: yarn berry replaced pnpm."})
+            store.update_memory(ids[1], {"status": "forgotten"})
+            vector = core._vector_bytes(core._query_vector(core._embedder(store), query))
+            store.put_vector(ids[5], vector)  # the payments memory now looks like the query
+            inside = api.recall(store, query)
+            assert ids[5] in [h.memory.id for h in inside.hits]
+            assert _recall_view(api.recall(other, query)) == before[1]  # nothing uncommitted elsewhere
+            raise KeyboardInterrupt
+        assert _recall_view(api.recall(store, query)) == before[0]
+        assert _recall_view(api.recall(other, query)) == before[1]
     finally:
         other.close()

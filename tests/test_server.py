@@ -1443,3 +1443,40 @@ def test_memsafe_gives_numpy_one_blas_thread_unless_told_otherwise():
     out = subprocess.run([sys.executable, "-c", probe], env={**env, "OPENBLAS_NUM_THREADS": "2"},
                          capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "2"
+
+
+def test_a_kept_connection_recalls_what_another_process_changed_since(paths, embedder):
+    """Break-it, session 12: the server keeps its SQLite connection between calls, and that
+    connection keeps the rows its recalls read while the file is unchanged
+    (`SQLiteStore.recall_rows`). Each change another process makes between two recalls (the CLI
+    here) shows in the next one through a real stdio client: new text and tags, a new kind, a
+    memory moved out of the server's scope and back, forgotten, restored, purged."""
+    db = paths["db"]
+    for text in ["Use the --frozen-lockfile flag with pnpm install in CI.",
+                 "Production database backups run nightly at 02:00 UTC."]:
+        assert cli(db, "remember", text, "--global").exit_code == 0
+    query = {"query": "pnpm lockfile in CI"}
+    steps = [
+        ("updated", ["update", "1", "--content", "CI installs with pnpm install --frozen-lockfile; yarn: --immutable.",
+                     "--tag", "ci"], query),
+        ("kind", ["update", "1", "--kind", "decision"], {**query, "kind": "decision"}),
+        ("moved", ["update", "1", "--project", "elsewhere"], query),
+        ("back", ["update", "1", "--global", "--all-projects"], query),
+        ("forgotten", ["forget", "1"], query),
+        ("restored", ["restore", "1"], query),
+        ("purged", ["purge", "1", "--yes"], query),
+    ]
+
+    async def body(s: ClientSession):
+        out = {"first": text_of(await s.call_tool("recall", query))}
+        for name, args, asked in steps:
+            done = cli(db, *args)
+            assert done.exit_code == 0, (name, done.output)
+            out[name] = text_of(await s.call_tool("recall", asked))
+        return out
+
+    r = anyio.run(with_session, db, paths["cwd"], paths["home"], paths["err"], body)
+    assert "#1 " in r["first"] and "--frozen-lockfile flag" in r["first"]
+    assert "tags=ci] CI installs" in r["updated"] and "--frozen-lockfile flag" not in r["updated"]
+    assert "#1 " in r["kind"] and "#1 " not in r["moved"] and "#1 " in r["back"]
+    assert "#1 " not in r["forgotten"] and "#1 " in r["restored"] and "#1 " not in r["purged"]

@@ -846,18 +846,23 @@ class _Rows:
         self.degrees: dict[int, int] = {}
         self._read: set[int] = set()  # ids read in full
         self._near: set[int] = set()  # neighbouring turns asked for (read only if conversation turns)
+        self._around: set[int] = set()  # candidate turns whose neighbours were asked for
 
     def read(self, ids: Sequence[int]) -> None:
-        """Read the rows of those of `ids` not read yet (and of their neighbouring turns)."""
-        new = [i for i in dict.fromkeys(ids) if i not in self._read and i not in self.memories]
-        if not new:
-            return
-        self._read.update(new)
-        self._add(new, None)
+        """Read the rows of those of `ids` (candidates) not read yet, and with `turns` those of the
+        turns just before and after each candidate turn: a turn first read as another's neighbour
+        is read again only for its own neighbours (break-it, session 12)."""
+        ids = list(dict.fromkeys(ids))
+        new = [i for i in ids if i not in self._read and i not in self.memories]
+        if new:
+            self._read.update(new)
+            self._add(new, None)
         if not self.turns:
             return
-        wanted = {n for i in new if i in self.memories and self.memories[i].kind == Kind.CONVERSATION.value
-                  for n in (i - 1, i + 1)} - self._read - self._near - self.memories.keys()
+        turns = [i for i in ids if i not in self._around and i in self.memories
+                 and self.memories[i].kind == Kind.CONVERSATION.value]
+        self._around.update(turns)
+        wanted = {n for i in turns for n in (i - 1, i + 1)} - self._read - self._near - self.memories.keys()
         if wanted:
             self._near.update(wanted)
             self._add(sorted(wanted), Kind.CONVERSATION.value)

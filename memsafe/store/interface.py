@@ -570,6 +570,14 @@ class Store(Memories, FullText, Vectors, Graph, History, Config, Browse):
         vector_error: why vectors are unavailable (None when they are available).
 
     A store is a context manager: `with connect(...) as store:` closes it at the end.
+
+    One thread at a time: a store is one connection, and what it keeps between calls
+    (`recall_rows`, the term counts, the vector copy found current) assumes calls one after the
+    other. Two threads at once on a SQLite store fail (apsw's ThreadingViolationError) and can
+    leave the connection reading an old snapshot, blind to every later write (break-it, session
+    12, on the code before and after the recall caches). The servers give each call its own
+    store (`memsafe.server.ServerState.store`) and the UI holds a lock; the only other thread a call
+    uses, the query's embedding, runs no SQL on it (`prepare_vector_search`).
     """
 
     path: Path

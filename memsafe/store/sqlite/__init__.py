@@ -424,19 +424,25 @@ class SQLiteStore(SQLMemories, SQLiteFullText, SQLiteVectors, SQLGraph, SQLHisto
 
     # What `recall_rows` read, valid while the file is unchanged (`_file_state`): an agent's
     # recalls come back to the same memories (80% of the candidates of `bench --scale 10000`'s
-    # queries had been read by an earlier one, session 12). At most ROWS_KEPT memories, ~1 KB each.
+    # queries had been read by an earlier one, session 12). At most ROWS_KEPT memories holding
+    # ROWS_KEPT_CHARS characters of text in all (~20 MB: a memory may hold up to 1,000,000; 787
+    # memories of 40,000 characters, kept by 200 recalls, added 29 MB to a process, break-it,
+    # session 12); beyond either, a call starts again.
     _rows: dict[int, tuple] | None = None
     _rows_state: tuple[int, int] | None = None
+    _rows_chars = 0
     ROWS_KEPT = 20_000
+    ROWS_KEPT_CHARS = 20_000_000
 
     def recall_rows(self, ids: Sequence[int], *, kind: str | None = None) -> tuple[dict[int, Memory], dict[int, int]]:
         """See `Store.recall_rows`: kept by this connection while the file is unchanged, none
-        inside a transaction. A memory absent from the file is not kept (it may be written next)."""
+        inside a transaction, within ROWS_KEPT and ROWS_KEPT_CHARS. A memory absent from the
+        file is not kept (it may be written next)."""
         state = self._file_state()
         if state is None:
             return super().recall_rows(ids, kind=kind)
-        if state != self._rows_state or len(self._rows) > self.ROWS_KEPT:
-            self._rows, self._rows_state = {}, state
+        if state != self._rows_state:
+            self._rows, self._rows_state, self._rows_chars = {}, state, 0
         kept = self._rows
         missing = [i for i in ids if i not in kept]
         if missing:
@@ -444,12 +450,15 @@ class SQLiteStore(SQLMemories, SQLiteFullText, SQLiteVectors, SQLGraph, SQLHisto
             degrees = self.entity_degrees(list(read))
             for i, m in read.items():
                 kept[i] = (m, degrees.get(i, 0))
+                self._rows_chars += len(m.content)
         memories: dict[int, Memory] = {}
         degrees = {}
         for i in ids:
             row = kept.get(i)
             if row is not None and (kind is None or row[0].kind == kind):
                 memories[i], degrees[i] = row
+        if len(kept) > self.ROWS_KEPT or self._rows_chars > self.ROWS_KEPT_CHARS:
+            self._rows, self._rows_state, self._rows_chars = None, None, 0  # too much kept: the next call starts again
         return memories, degrees
 
     def _fits_page_cache(self) -> bool:
