@@ -236,3 +236,26 @@ def test_a_schema_1_store_gets_its_word_index_rebuilt_with_nothing_lost(pg_serve
     finally:
         close_pool(url)
         pg_server.admin("DROP DATABASE schema_one WITH (FORCE)")
+
+
+def test_a_signal_inside_a_running_statement_rolls_the_write_back_and_closes_cleanly(pg_url):
+    """A signal (Ctrl-C, or SIGTERM, which memsafe turns into a KeyboardInterrupt) can land while
+    the server still runs a statement; psycopg then refused the rollback ("another command is
+    already in progress"), and the import ended in a traceback and exit 1 instead of "rolled
+    back" and 143 (CI, session 12). Here the statement is sent and the interrupt raised before
+    its result is read, as that signal left it. The write ends with the interrupt itself, nothing
+    of it is kept, and the store closes and opens again."""
+    store = api.open_store(pg_url).store
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            with store.write():
+                api.remember(store, "written before the interrupted statement", embed_now=False)
+                store.conn.raw.pgconn.send_query(b"SELECT pg_sleep(30)")  # running on the server
+                raise KeyboardInterrupt
+    finally:
+        store.close()
+    again = api.open_store(pg_url).store
+    try:
+        assert again.counts().get("active", 0) == 0 and api.recall(again, "written", mode="lexical").hits == []
+    finally:
+        again.close()

@@ -132,6 +132,26 @@ def _pool(url: str):
     return pool
 
 
+def roll_back(raw) -> None:
+    """Roll back the transaction of `raw` (a psycopg connection). A signal can interrupt a command
+    while the server still runs it, and psycopg then refuses every other command ("another command
+    is already in progress": a SIGTERM during an import, CI, session 12, which ended in a
+    traceback and exit 1): that command is cancelled and the connection closed, which ends the
+    transaction on the server, rolled back as every session that closes without a commit."""
+    import psycopg
+    from psycopg.pq import TransactionStatus
+
+    if raw.info.transaction_status != TransactionStatus.ACTIVE:
+        raw.rollback()
+        return
+    try:
+        raw.cancel_safe(timeout=CONNECT_TIMEOUT_S)
+    except psycopg.Error:
+        pass  # closing the connection below ends the command all the same
+    finally:
+        raw.close()
+
+
 def close_pool(url: str) -> None:
     """Close this process's pool for `url`, if open (its connections go back to the server)."""
     with _pools_lock:
@@ -361,9 +381,9 @@ class PostgresStore(SQLMemories, PostgresFullText, PostgresVectors, SQLGraph, SQ
     def close(self) -> None:
         raw, self._raw = getattr(self, "_raw", None), None
         if raw is not None:
-            if self.conn.in_transaction:
-                raw.rollback()
-            self._pool.putconn(raw)
+            if not raw.closed and self.conn.in_transaction:
+                roll_back(raw)
+            self._pool.putconn(raw)  # the pool drops a closed connection
 
     # -- transactions ----------------------------------------------------------------------------
 
@@ -392,7 +412,7 @@ class PostgresStore(SQLMemories, PostgresFullText, PostgresVectors, SQLGraph, SQ
             self.conn.execute("SET LOCAL lock_timeout = 0")
             yield
         except BaseException:
-            self._raw.rollback()
+            roll_back(self._raw)
             raise
         else:
             self._raw.commit()
@@ -407,7 +427,7 @@ class PostgresStore(SQLMemories, PostgresFullText, PostgresVectors, SQLGraph, SQ
         try:
             yield
         finally:
-            self._raw.rollback()
+            roll_back(self._raw)
 
     # -- general ---------------------------------------------------------------------------------
 

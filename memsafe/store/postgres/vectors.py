@@ -112,4 +112,6 @@ class PostgresVectors:
             yield
         finally:
             if own:
-                self._raw.rollback()
+                from memsafe.store.postgres import roll_back  # the package imports this module
+
+                roll_back(self._raw)
