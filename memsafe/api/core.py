@@ -778,19 +778,15 @@ def _candidates(store: Store, q: retrieve.Query, scope: Scope, depth: int, mode:
     notes += _unheld_notes(q.text, getattr(exact, "exact", {}))
     hops = graph_api.one_hop(store, graph_api.query_entities(store, q.text), scope)[0] if cfg["weight_hop"] > 0 else {}
     rows = _Rows(store, scope, cfg["weight_context"] > 0)
-    by_id = _lexical_candidates(held, lexical, coverage, idf_sum, hops)
-    for i in _dated(store, q, scope, depth) if cfg["weight_time"] > 0 else ():
-        by_id.setdefault(i, retrieve.Candidate(i)).dated = True
+    dated = _dated(store, q, scope, depth) if cfg["weight_time"] > 0 else []
+    by_id = _lexical_candidates(held, lexical, coverage, idf_sum, hops, dated)
     rows.read(list(by_id))
     _memory_features([c for i, c in by_id.items() if i in rows.memories], rows.memories, rows.degrees)
     vector, used_mode = ([], mode) if query_vector is None else _vector(store, query_vector, mode, scope, depth, notes)
     if mode == "vector" and used_mode == "lexical":  # vectors unavailable: fall back to BM25
         lexical, held = _lexical(store, q.lexical_text, scope, depth), {}
         coverage, idf_sum = _coverage(store, q.lexical_text, lexical) if lexical else ({}, 0.0)
-        dated = [i for i, c in by_id.items() if c.dated]
-        by_id = _lexical_candidates(held, lexical, coverage, idf_sum, hops)
-        for i in dated:
-            by_id.setdefault(i, retrieve.Candidate(i)).dated = True
+        by_id = _lexical_candidates(held, lexical, coverage, idf_sum, hops, dated)
     for rank, (i, sim) in enumerate(vector, start=1):
         c = by_id.setdefault(i, retrieve.Candidate(i))
         c.similarity, c.vector_rank = sim, rank
@@ -817,10 +813,12 @@ def _dated(store: Store, q: retrieve.Query, scope: Scope, depth: int) -> list[in
 
 
 def _lexical_candidates(held: dict[int, int], lexical: list[tuple[int, float]], coverage: dict[int, float],
-                        idf_sum: float, hops: dict[int, float]) -> dict[int, retrieve.Candidate]:
+                        idf_sum: float, hops: dict[int, float], dated: Sequence[int]
+                        ) -> dict[int, retrieve.Candidate]:
     """Step "candidates": {id: Candidate} of the memories holding exact terms (`held`: how many),
-    the BM25 hits (`lexical`, best first; bm25 over `idf_sum`, with their `coverage`) and the
-    memories one relation away from a named entity (`hops`: strength)."""
+    the BM25 hits (`lexical`, best first; bm25 over `idf_sum`, with their `coverage`), the
+    memories one relation away from a named entity (`hops`: strength) and those created in a
+    time the query names (`dated`, `_dated`): every candidate that needs no query vector."""
     by_id = {i: retrieve.Candidate(i, exact=n) for i, n in held.items()}
     exact = getattr(lexical, "held", {})
     for rank, (i, bm25) in enumerate(lexical, start=1):
@@ -828,6 +826,8 @@ def _lexical_candidates(held: dict[int, int], lexical: list[tuple[int, float]], 
                                       coverage=coverage.get(i, 0.0), lexical_rank=rank, exact=exact.get(i, 0))
     for i, strength in hops.items():
         by_id.setdefault(i, retrieve.Candidate(i)).hop = strength
+    for i in dated:
+        by_id.setdefault(i, retrieve.Candidate(i)).dated = True
     return by_id
 
 

@@ -263,7 +263,7 @@ def _scope(opened: api.Opened, project: str | None, project_path: str | None, al
     """The read scope of a command, as recall's: the current (or given) project plus global
     memories, or every project with --all-projects."""
     if all_projects and (project or project_path):
-        raise _fail("use --all-projects or --project/--project-path, not both", 2)
+        raise _fail(_plain.BOTH_SCOPES, 2)
     key = None if all_projects else _project(opened, project, project_path)[0]
     return api.make_scope(project=key, all_projects=all_projects)
 

@@ -68,6 +68,10 @@ def error(message: str, kind: str = "Error", json_: bool = False) -> None:
 interruption_said = False  # a command said what its interruption kept (`error` of kind Interrupted)
 
 
+# Every command that reads a scope refuses both (`_common._scope`, `fast.recall`).
+BOTH_SCOPES = "use --all-projects or --project/--project-path, not both"
+
+
 def fail(message: str, code: int = 1, kind: str = "Error", json_: bool = False) -> Failed:
     """Report the error (`error`) and return the exit to raise, with the same code either way."""
     error(message, kind, json_)

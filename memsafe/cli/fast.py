@@ -23,6 +23,7 @@ from pathlib import Path
 
 from memsafe import render
 from memsafe.cli._plain import (
+    BOTH_SCOPES,
     Failed,
     emit_json,
     err_console,
@@ -242,7 +243,7 @@ def recall(db: str | None, query: str, *, limit: int | None, budget: int | None,
     from memsafe import api
 
     if all_projects and (project or project_path):  # as every other command (`_common._scope`)
-        raise fail("use --all-projects or --project/--project-path, not both", 2, json_=json_)
+        raise fail(BOTH_SCOPES, 2, json_=json_)
     if since is not None and not since.strip():
         raise fail("--since needs a time, e.g. 24h, 7d or 2026-01-31", 2, json_=json_)
     with session(db, json_) as opened:
