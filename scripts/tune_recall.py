@@ -204,6 +204,13 @@ def cv(cands: str, grid: dict) -> None:
     print(f"{len(kept)} points keep the own floors and hybrid ≥ lexical on LoCoMo", file=sys.stderr)
     chosen = max(kept, key=lambda t: statistics.fmean(t[1][n] / best[n] for n in names))
     print("chosen:", chosen[0], {n: round(v, 3) for n, v in chosen[1].items() if not n.startswith("_")})
+    if "devprose" in data:  # issue 11: hybrid at least the better half on every corpus (reported, not a constraint)
+        for t in ("semantic", "keyword"):
+            rows = [r for r in data["devprose"] if r["type"] == t]
+            halves = {label: metrics(rows, {**chosen[0], **zero}) for label, zero in
+                      (("hybrid", {}), ("vector", {"weight_lexical": 0.0}), ("lexical", {"weight_vector": 0.0}))}
+            print(f"  devprose {t} ({len(rows)}): " + "; ".join(
+                f"{label} s@1 {m['s@1']:.3f} s@3 {m['s@3']:.3f} mrr {m['mrr']:.3f}" for label, m in halves.items()))
     if "locomo" in data:
         for g, rows in locomo_groups(data["locomo"]).items():
             for label, params in (("hybrid", chosen[0]), ("lexical", {**chosen[0], "weight_vector": 0.0})):

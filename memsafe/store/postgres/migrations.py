@@ -219,6 +219,13 @@ def m003_cjk_bigrams(conn) -> None:
         index_rows(conn, [(i, text) for i, text in batch if CJK_RUN.search(text)])
 
 
+@migration
+def m004_created_by_status(conn) -> None:
+    """An index of memories by status and creation time, as SQLite's m011: the memories created
+    in the window a query names (`created_between`) are one range of it, latest first."""
+    conn.execute("CREATE INDEX IF NOT EXISTS memories_created_by_status ON memories(status, created_at)")
+
+
 def latest() -> int:
     """The schema version this code writes: the number of registered migrations."""
     return len(MIGRATIONS)

@@ -380,7 +380,18 @@ def m010_scope_by_id(conn: apsw.Connection) -> None:
                  "ON memories(id, status, project, embedded, kind, created_at)")
 
 
+@migration
+def m011_created_by_status(conn: apsw.Connection) -> None:
+    """An index of memories by status and creation time: the memories created in the window a query
+    names (`created_between`: "what happened last week?") are read as one range of it, latest
+    first, instead of checking the creation time of every memory in scope. Measured on a
+    10,000-memory `bench --scale` store (session 13): 7.0 ms against 0.08 ms for an empty window,
+    0.4 ms for a window holding every memory (the first 75)."""
+    conn.execute(f"CREATE INDEX IF NOT EXISTS {CREATED_BY_STATUS} ON memories(status, created_at)")
+
+
 SCOPE_BY_ID = "memories_scope_by_id"  # m010
+CREATED_BY_STATUS = "memories_created_by_status"  # m011
 
 
 def latest() -> int:
