@@ -5,7 +5,9 @@ count as query terms that no memory holds. Pure: "now" is a parameter; no databa
 
 Spans are found by a regular expression (cheap, so a query without a date word costs nothing);
 each span is read by `dateparser` (the library memsafe already uses for `--as-of`), whose
-`period` (day, week, month, year) gives the window's length.
+`period` (day, week, month, year) gives the window's length. A span counting back from now ("the
+last 30 days", "the past two weeks", "past month") is the window from then until now; "last
+week" (no number, no "past") stays the calendar week before this one.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ _SPAN_SOURCE = (
     r"\b(?:"
     rf"{_PART}(?:(?:\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?)?(?:{_MONTHS})\.?(?:\s+\d{{1,2}}(?:st|nd|rd|th)?)?,?\s+{_ANY_YEAR}\b)"
     rf"|\d{{4}}-\d{{2}}-\d{{2}}"
+    rf"|(?:the\s+)?(?:(?:last|past|previous)\s+(?:{_NUM}|few)\s+(?:days?|weeks?|months?|years?)|past\s+(?:day|week|month|year))\b"
     rf"|{_PART}(?:last|this|next|past|previous)\s+(?:week(?:end)?|month|year|{_MONTHS}|{_DAYS})"
     rf"|{_NUM}\s+(?:days?|weeks?|months?|years?)\s+ago"
     rf"|yesterday|today|tonight"
@@ -119,6 +122,9 @@ def find(text: str, now: datetime) -> tuple[list[Window], str]:
 def _read(span: str, now: datetime) -> Window | None:
     """One span → its Window, or None when dateparser cannot read it."""
     raw = " ".join(span.lower().split())
+    back = _ROLLING.fullmatch(raw)
+    if back:
+        return _rolling(back, now, span)
     part = None
     for name in sorted(_PARTS, key=len, reverse=True):
         if raw.startswith(name + " "):
@@ -150,6 +156,33 @@ def _read(span: str, now: datetime) -> Window | None:
         length = end - start
         start, end = start + length * lo, start + length * hi
     return Window(start.replace(tzinfo=timezone.utc), end.replace(tzinfo=timezone.utc), span)
+
+
+_ROLLING = re.compile(rf"(?:the )?(?:(?:last|past|previous) (?P<n>{_NUM}|few) |past )(?P<unit>day|week|month|year)s?")
+
+
+def _rolling(m: re.Match, now: datetime, span: str) -> Window:
+    """The window of a span counting back from `now` (`_ROLLING`): [now − n units, now], n = 1
+    when the span gives no number ("past week"), 3 for "few"; months and years are calendar ones
+    (the same day n months back, or that month's last day). Reaching back past year 1 starts at
+    `datetime.min`."""
+    n = m["n"] or "1"
+    n = int(n) if n.isdigit() else int(_WORDS_NUM.get(n, "3"))
+    end = now.astimezone(timezone.utc)
+    months = {"month": n, "year": 12 * n}.get(m["unit"], 0)
+    if months:
+        index = end.year * 12 + end.month - 1 - months
+        year, month = divmod(index, 12)
+        if year < MINYEAR:
+            start = datetime.min.replace(tzinfo=timezone.utc)
+        else:
+            start = end.replace(year=year, month=month + 1, day=min(end.day, monthrange(year, month + 1)[1]))
+    else:
+        try:
+            start = end - timedelta(days=n * (7 if m["unit"] == "week" else 1))
+        except OverflowError:
+            start = datetime.min.replace(tzinfo=timezone.utc)
+    return Window(start, end + timedelta(microseconds=1), span)  # now included
 
 
 def _parse(raw: str, base: datetime) -> tuple[datetime, str] | None:

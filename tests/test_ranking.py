@@ -3,7 +3,7 @@ the vector search (F12), and queries that are only FTS syntax or stop-words."""
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
@@ -80,6 +80,28 @@ def test_date_words_are_not_query_terms_and_select_a_window():
     fused = retrieve.fuse([in_june, in_may], q, retrieve.Fusion())
     assert fused[1] > fused[2]
 
+
+
+@pytest.mark.parametrize(("query", "start"), [
+    ("what did we ship in the last 30 days?", datetime(2023, 9, 20, 12)),
+    ("deploys over the past two weeks", datetime(2023, 10, 6, 12)),
+    ("the last few days", datetime(2023, 10, 17, 12)),
+    ("past month", datetime(2023, 9, 20, 12)),
+    ("incidents of the previous 3 months", datetime(2023, 7, 20, 12)),
+    ("last 2 years of releases", datetime(2021, 10, 20, 12)),
+])
+def test_a_time_counted_back_from_now_is_the_window_until_now(query, start):
+    # Session 13: "the last 30 days" and "the past two weeks" named no window (dateparser reads
+    # neither) and stayed query terms; a calendar "last week" stays the week before this one.
+    now = datetime(2023, 10, 20, 12, tzinfo=timezone.utc)
+    q = retrieve.parse_query(query, now)
+    [w] = q.windows
+    assert w.start == start.replace(tzinfo=timezone.utc) and w.start < now < w.end <= now + timedelta(seconds=1)
+    assert w.span.lower() in query.lower() and (w.span.lower() == query.lower() or w.span not in q.lexical_text)
+    [week] = retrieve.parse_query("what broke last week", now).windows
+    assert (week.start, week.end) == (datetime(2023, 10, 9, tzinfo=timezone.utc),
+                                      datetime(2023, 10, 16, tzinfo=timezone.utc))
+    assert retrieve.parse_query("on the last day of the trip", now).windows == []
 
 def test_common_words_are_those_half_the_store_holds_and_leave_the_vector_text():
     # Issue 11: a speaker's name in most memories steered the vector half (BM25 already gave it idf ≈ 0).

@@ -154,7 +154,8 @@ def test_a_memory_dated_in_the_month_the_query_names_comes_first(store, monkeypa
 
 
 @pytest.mark.backends("sqlite", "postgres")
-@pytest.mark.parametrize("query", ["what happened last week?", "last week", "what did we change last week"])
+@pytest.mark.parametrize("query", ["what happened last week?", "last week", "what did we change last week",
+                                   "what changed in the past 9 days?"])
 def test_a_query_that_names_only_a_time_finds_the_memories_of_that_time(store, monkeypatch, query):
     # Session 12: nothing in "what happened last week?" is a word or a meaning a memory holds, so
     # it found nothing. The memories created in the window it names are candidates (in scope
@@ -169,6 +170,8 @@ def test_a_query_that_names_only_a_time_finds_the_memories_of_that_time(store, m
         ids[text] = api.remember(store, text, project="billing" if "Carol" in text else "web").id
     monkeypatch.setenv("MEMSAFE_NOW", "2026-12-02T10:00:00+00:00")  # a Wednesday: last week is Nov 23-29
     found = [h.memory.id for h in api.recall(store, query, project="web").hits]
+    # the past 9 days (session 13: counted back from now; not read before) are Nov 23 10:00 to now:
+    # the same memories of the web project as the calendar's last week
     last_week = {ids[times["2026-11-24T09:00:00+00:00"]], ids[times["2026-11-27T09:00:00+00:00"]]}
     assert last_week <= set(found) and ids[times["2026-11-28T09:00:00+00:00"]] not in found
     if query == "last week":  # nothing but the time: those of the time come first
