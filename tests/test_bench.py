@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import apsw
 import pytest
@@ -28,6 +29,19 @@ def test_corpus_shape(corpus):
     for q in corpus["queries"]:
         assert q["relevant"] and set(q["relevant"]) <= ids, q
     assert corpus["relations"]
+
+
+def test_the_developer_prose_corpus_is_real_text_with_answerable_queries():
+    # Session 13: 47 blind queries were added; every query names memories that exist, ids are
+    # unique, and each keyword query names a word its answer holds.
+    corpus = bench.load_corpus(Path(bench.__file__).parents[1] / bench.EXTRA_CORPORA["devprose"])
+    ids = [m["id"] for m in corpus["memories"]]
+    assert len(set(ids)) == len(ids) >= 100 and all(m["content"].strip() for m in corpus["memories"])
+    assert len({q["id"] for q in corpus["queries"]}) == len(corpus["queries"]) >= 90
+    assert {q["type"] for q in corpus["queries"]} == {"semantic", "keyword"}
+    for q in corpus["queries"]:
+        assert q["relevant"] and set(q["relevant"]) <= set(ids), q
+    test_keyword_queries_name_something_exact(corpus)
 
 
 def test_semantic_queries_share_no_content_word_with_their_target(corpus):
