@@ -12,11 +12,13 @@ confidence edit can never hide an older text):
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
 from memsafe.errors import InvalidInput
 
+ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}(?![\d-])")  # shaped like an ISO-8601 date, valid or not
 STATUS_AFTER = {"forget": "forgotten", "restore": "active", "archive": "archived"}
 FUTURE_TOLERANCE = timedelta(seconds=1)
 
@@ -44,7 +46,9 @@ def parse_when(text: str, now: datetime, *, what: str = "time") -> datetime:
     settings = {"PREFER_DATES_FROM": "past", "RELATIVE_BASE": now.astimezone().replace(tzinfo=None)}
     try:
         parsed = datetime.fromisoformat(raw.replace("Z", "+00:00"))  # strict ISO-8601 first (week dates too)
-    except ValueError:
+    except ValueError as exc:
+        if ISO_DATE.match(raw):  # dateparser would read 2024-13-01 as January 13
+            raise InvalidInput(f"{what} {raw!r} is not a date ({exc}); use YYYY-MM-DD") from None
         try:
             parsed = dateparser.parse(raw, settings=settings)
         except Exception:  # dateparser raises assorted errors on odd input

@@ -125,6 +125,13 @@ def _read(span: str, now: datetime) -> Window | None:
     back = _ROLLING.fullmatch(raw)
     if back:
         return _rolling(back, now, span)
+    if re.fullmatch(r"\d{4}-\d{2}-\d{2}", raw):  # ISO-8601: dateparser reads 2024-13-01 as January 13
+        try:
+            day = datetime.strptime(raw, "%Y-%m-%d")
+        except ValueError:
+            return None
+        start, end = _period(day, "day")
+        return Window(start.replace(tzinfo=timezone.utc), end.replace(tzinfo=timezone.utc), span)
     part = None
     for name in sorted(_PARTS, key=len, reverse=True):
         if raw.startswith(name + " "):

@@ -77,7 +77,9 @@ def test_recall_as_of_and_since_flags(cli, monkeypatch):
     assert [(h["id"], h["content"]) for h in old["results"]] == [(1, "The JavaScript runtime is Node 18")]
     new = json.loads(cli("recall", "JavaScript", "--since", "2026-01-20", "--json").stdout)
     assert [h["id"] for h in new["results"]] == [2]
-    for bad, why in (("tomorrow", "future"), ("when pigs fly", "cannot read")):
+    # session 13: dateparser read the invalid ISO date 2026-13-01 as January 13
+    for bad, why in (("tomorrow", "future"), ("when pigs fly", "cannot read"), ("2026-13-01", "not a date"),
+                     ("2026-02-30T10:00", "not a date")):
         r = cli("recall", "runtime", "--as-of", bad)
         assert r.exit_code == 1 and why in r.stderr and len(r.stderr.strip().splitlines()) == 1
     r = cli("recall", "runtime", "--since", "next week")

@@ -31,6 +31,9 @@ END = datetime.max  # a window reaching past 9999-12-31 ends at the last instant
     ("last February", "2024-02-29T12:00:00", datetime(2023, 2, 1), datetime(2023, 3, 1)),  # was ValueError
     ("last february", "2028-02-29", datetime(2027, 2, 1), datetime(2027, 3, 1)),
     ("last January", "0001-01-15", None, None),  # no January before year 1: no window
+    ("the 2026-13-01 release", "2026-12-02", None, None),  # session 13: was read as January 13
+    ("2026-02-29", "2026-12-02", None, None),
+    ("2024-02-29", "2026-12-02", datetime(2024, 2, 29), datetime(2024, 3, 1)),
 ])
 def test_a_date_at_the_ends_of_the_calendar_is_a_window_not_a_crash(text, now, start, end):
     # Break-it: "9999-12-31" in any query raised OverflowError, and "last February" asked on
