@@ -530,6 +530,24 @@ def _argument_errors(exc: ValidationError) -> str:
     return "invalid arguments: " + "; ".join(parts)
 
 
+def _wants_number(annotation) -> bool:
+    """Whether a tool argument's annotation holds an int or a float (`int`, `float | None`,
+    `list[int]`, `Annotated[int, ...]`); `bool` is neither."""
+    import typing
+
+    return annotation in (int, float) or any(_wants_number(a) for a in typing.get_args(annotation))
+
+
+def _booleans_for_numbers(arguments: dict, fields: dict) -> str | None:
+    """The error for a JSON true or false given where a tool takes a number (pydantic reads them
+    as 1 and 0: `purge_memory {"ids": [true], "confirm": true}` purged memory 1, session 13), or None."""
+    for name, value in arguments.items():
+        values = value if isinstance(value, list) else [value]
+        if name in fields and _wants_number(fields[name].annotation) and any(isinstance(v, bool) for v in values):
+            return f"invalid arguments: {name}: a number is needed, not {json.dumps(value)}"
+    return None
+
+
 def _cap(text: str, limit: int = LOG_CAP) -> str:
     return text if len(text) <= limit else f"{text[:limit]}… [{len(text):,} chars]"
 
@@ -617,6 +635,9 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
                 raise ToolError(f"unknown argument{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}; "
                                 f"{self.name} takes {', '.join(fields) or 'no arguments'}")
             arguments = {k: v for k, v in arguments.items() if v is not None or fields[k].is_required()}
+            wrong = _booleans_for_numbers(arguments, fields)
+            if wrong:
+                raise ToolError(wrong)
             try:
                 return await super().run(arguments, context, convert_result)
             except ToolError as exc:

@@ -1215,6 +1215,36 @@ def test_mcp_errors_name_tool_arguments_not_cli_flags(tmp_path, embedder):
     assert "id: Input should be a valid integer" in results[7][1]
 
 
+def test_true_or_false_where_a_tool_takes_a_number_is_refused_and_nothing_changes(tmp_path, embedder):
+    # Session 13: pydantic reads JSON true as 1, so `purge_memory {"ids": [true], "confirm": true}`
+    # purged memory 1 for good, `forget {"id": true}` forgot it, and `recall {"budget": true}` cut
+    # every memory to one token.
+    cwd = tmp_path / "srv"
+    cwd.mkdir()
+    home = tmp_path / "home"
+    bad = [
+        ("purge_memory", {"ids": [True], "confirm": True}),
+        ("forget", {"id": True}),
+        ("update_memory", {"id": True, "content": "changed"}),
+        ("update_memory", {"id": 1, "importance": True}),
+        ("recall", {"query": "rebase", "budget": True}),
+        ("recall", {"query": "rebase", "limit": False}),
+        ("query_graph", {"entity": "main", "depth": True}),
+    ]
+    calls = [("remember", {"content": "We rebase feature branches onto main"}), *bad,
+             ("recall", {"query": "rebase", "limit": "2"}), ("get_memory", {"id": 1})]
+    results = anyio.run(_mcp_calls, tmp_path / "m.db", cwd, home, calls)
+    for (name, args), (error, text) in zip(bad, results[1:-2]):
+        wrong = next(k for k, v in args.items() if v is True or v is False or v == [True])
+        assert error and text == f"invalid arguments: {wrong}: a number is needed, not {json.dumps(args[wrong])}", text
+    # a number written as text still reads
+    assert not results[-2][0] and "We rebase feature branches onto main" in results[-2][1]
+    assert "We rebase feature branches onto main" in results[-1][1] and "status=" not in results[-1][1]
+    with api.open_store(str(tmp_path / "m.db")).store as store:
+        memory = api.get(store, 1)
+        assert memory.status == "active" and memory.content == "We rebase feature branches onto main"
+
+
 # ---------------------------------------------------------------------------------------------
 # Tools that take an id reach the server's scope only (issue 12: the write side)
 
