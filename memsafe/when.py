@@ -3,17 +3,19 @@
 UTC time window, so recall can favour memories dated in or near it, and so the date words do not
 count as query terms that no memory holds. Pure: "now" is a parameter; no database, no model.
 
-Spans are found by a regular expression (cheap, so a query without a date word costs nothing);
-each span is read by `dateparser` (the library memsafe already uses for `--as-of`), whose
-`period` (day, week, month, year) gives the window's length. A span counting back from now ("the
-last 30 days", "the past two weeks", "past month") is the window from then until now; "last
-week" (no number, no "past") stays the calendar week before this one.
+Spans are found by a regular expression (cheap, so a query without a date word costs nothing),
+each ending where a word ends ("the last decade" names no December); each span is read by
+`dateparser` (the library memsafe already uses for `--as-of`), whose `period` (day, week, month,
+year) gives the window's length. A span counting back from now ("the last 30 days", "the past
+two weeks", "past month") is the window from then until now; "last week" (no number, no "past")
+stays the calendar week before this one.
 """
 
 from __future__ import annotations
 
 import functools
 import re
+import unicodedata
 from calendar import monthrange
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,7 +24,7 @@ from datetime import MINYEAR, datetime, timedelta, timezone
 _MONTHS = ("january|february|march|april|may|june|july|august|september|october|november|december"
            "|jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec")
 _DAYS = "monday|tuesday|wednesday|thursday|friday|saturday|sunday"
-_NUM = r"(?:\d{1,3}|one|two|three|four|five|six|seven|eight|nine|ten|a|an|a few|couple of|a couple of)"
+_NUM = r"(?:\d+|one|two|three|four|five|six|seven|eight|nine|ten|a|an|a few|couple of|a couple of)"
 _YEAR = r"(?:19|20)\d\d"  # a year standing alone: other 4-digit numbers are mostly not years
 _ANY_YEAR = r"[1-9]\d{3}"  # a year beside a month ("May 1850", "December 9999")
 _PART = r"(?:(?:early|beginning of|start of|mid|middle of|late|end of)\s+(?:in\s+)?)?"
@@ -32,11 +34,11 @@ _PART = r"(?:(?:early|beginning of|start of|mid|middle of|late|end of)\s+(?:in\s
 _SPAN_SOURCE = (
     r"\b(?:"
     rf"{_PART}(?:(?:\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?)?(?:{_MONTHS})\.?(?:\s+\d{{1,2}}(?:st|nd|rd|th)?)?,?\s+{_ANY_YEAR}\b)"
-    rf"|\d{{4}}-\d{{2}}-\d{{2}}"
+    rf"|\d{{4}}-\d{{2}}-\d{{2}}(?!\d)"
     rf"|(?:the\s+)?(?:(?:last|past|previous)\s+(?:{_NUM}|few)\s+(?:days?|weeks?|months?|years?)|past\s+(?:day|week|month|year))\b"
-    rf"|{_PART}(?:last|this|next|past|previous)\s+(?:week(?:end)?|month|year|{_MONTHS}|{_DAYS})"
-    rf"|{_NUM}\s+(?:days?|weeks?|months?|years?)\s+ago"
-    rf"|yesterday|today|tonight"
+    rf"|{_PART}(?:last|this|next|past|previous)\s+(?:week(?:end)?|month|year|{_MONTHS}|{_DAYS})\b"
+    rf"|{_NUM}\s+(?:days?|weeks?|months?|years?)\s+ago\b"
+    rf"|(?:yesterday|today|tonight)\b"
     rf"|{_PART}(?:\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?(?:{_MONTHS})|(?:{_MONTHS})\s+\d{{1,2}}(?:st|nd|rd|th)?)\b"
     rf"|(?:(?<=\bin\s)|(?<=\bduring\s)|(?<=\bof\s)|(?<=\bsince\s))(?:{_MONTHS})\b"
     rf"|(?:early|mid|late)\s+(?:{_MONTHS}|{_YEAR})\b"
@@ -104,7 +106,7 @@ def find(text: str, now: datetime) -> tuple[list[Window], str]:
     last = 0
     read: dict[str, Window | None] = {}
     for m in _span().finditer(text):
-        key = " ".join(m.group(0).lower().split())
+        key = _folded(m.group(0))
         if key not in read:
             if len(read) >= MAX_SPANS:
                 break
@@ -121,7 +123,7 @@ def find(text: str, now: datetime) -> tuple[list[Window], str]:
 
 def _read(span: str, now: datetime) -> Window | None:
     """One span → its Window, or None when dateparser cannot read it."""
-    raw = " ".join(span.lower().split())
+    raw = _folded(span)
     back = _ROLLING.fullmatch(raw)
     if back:
         return _rolling(back, now, span)
@@ -165,16 +167,38 @@ def _read(span: str, now: datetime) -> Window | None:
     return Window(start.replace(tzinfo=timezone.utc), end.replace(tzinfo=timezone.utc), span)
 
 
+# The letters that re.IGNORECASE matches to ASCII ones (long s, Kelvin sign, dotless i, dotted
+# capital I): a span such as "the laſt 3 days" is read as "the last 3 days", not left unread.
+_FOLD = str.maketrans({"\u017f": "s", "\u212a": "k", "\u0131": "i", "\u0130": "i"})
+
+
+def _folded(span: str) -> str:
+    """A span as it is read and compared: those letters folded, lower case, single spaces."""
+    return " ".join(span.translate(_FOLD).lower().split())
+
+
 _ROLLING = re.compile(rf"(?:the )?(?:(?:last|past|previous) (?P<n>{_NUM}|few) |past )(?P<unit>day|week|month|year)s?")
+# A count past this (7 digits) reaches back further than the calendar (years 1-9999) in any unit;
+# int() refuses a text of more than 4,300 digits, and a query may hold 100,000.
+_MAX_COUNT = 10**7
+
+
+def _count(word: str | None) -> int:
+    """How many units a span counts back: 1 when it gives no number ("past week"), its digits
+    (any script: "３０"), a number word, or 3 for "few"; at most _MAX_COUNT."""
+    if word is None:
+        return 1
+    if word.isdecimal():
+        digits = "".join(str(unicodedata.decimal(c)) for c in word).lstrip("0")
+        return int(digits or "0") if len(digits) <= 7 else _MAX_COUNT
+    return int(_WORDS_NUM.get(word, "3"))
 
 
 def _rolling(m: re.Match, now: datetime, span: str) -> Window:
-    """The window of a span counting back from `now` (`_ROLLING`): [now − n units, now], n = 1
-    when the span gives no number ("past week"), 3 for "few"; months and years are calendar ones
-    (the same day n months back, or that month's last day). Reaching back past year 1 starts at
-    `datetime.min`."""
-    n = m["n"] or "1"
-    n = int(n) if n.isdigit() else int(_WORDS_NUM.get(n, "3"))
+    """The window of a span counting back from `now` (`_ROLLING`): [now − n units, now] (n from
+    `_count`); months and years are calendar ones (the same day n months back, or that month's
+    last day). Reaching back past year 1 starts at `datetime.min`."""
+    n = _count(m["n"])
     end = now.astimezone(timezone.utc)
     months = {"month": n, "year": 12 * n}.get(m["unit"], 0)
     if months:

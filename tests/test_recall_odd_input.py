@@ -1,12 +1,15 @@
 """Break-it, session 11: recall on odd input, through the real handlers on both backends, a real
 CLI process and a real MCP stdio client: dates at the ends of the calendar and on Feb 29 (they
 crashed every recall path), a query that is only a date (its leftover stop-words were searched),
-and recall --as-of's limits (it took what recall refuses)."""
+and recall --as-of's limits (it took what recall refuses).
+
+Break-it, session 13: times counted back from now ("the last 30 days"): a span cut out of the
+middle of a word, counts of 4 digits or more, letters that only match ASCII ones ignoring case."""
 
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 import anyio
 import pytest
@@ -186,3 +189,65 @@ def test_a_greek_identifier_is_found_exactly_on_both_backends(store, query):
     api.remember(store, "Plain filler about the office plant.")
     for mode in ("lexical", "hybrid"):
         assert {h.memory.id for h in api.recall(store, query, mode=mode).hits[:2]} == {upper.id, lower.id}, mode
+
+
+# -- break-it, session 13: times counted back from now --------------------------------------------
+
+NOW13 = datetime(2024, 2, 29, 12, tzinfo=timezone.utc)
+
+
+@pytest.mark.parametrize("query", [
+    "when did the last junit run fail?",  # was June 2023, searching "when did the it run fail?"
+    "notes of the last decade",  # was December 2023 and "notes of the ade"
+    "agenda of the last monthly sync",  # was last month and "agenda of the ly sync"
+    "in the past years we used Jenkins",  # was the past year and "in the s we used Jenkins"
+    "the past weekday rota",
+    "moved to the previous octal format",
+    "it shipped 3 days agora",
+    "build 2023-05-017",
+])
+def test_a_date_span_never_ends_inside_a_word(query):
+    # Break-it: "last" + a month's or a unit's first letters took the start of a word as a date and
+    # left the rest of it as a query term.
+    assert when.find(query, NOW13) == ([], query)
+
+
+@pytest.mark.parametrize("query, span", [
+    ("standup notes this monday's", "this monday"),
+    ("what shipped last dec.", "last dec"),
+    ("the past year-end close", "the past year"),
+    ("yesterday, the deploy", "yesterday"),
+    ("build 2023-05-01T10:00", "2023-05-01"),
+])
+def test_a_date_span_before_punctuation_is_still_read(query, span):
+    assert [w.span for w in when.find(query, NOW13)[0]] == [span]
+
+
+@pytest.mark.parametrize("query, start", [
+    ("what changed in the last 1000 days?", datetime(2021, 6, 4, 12)),  # was no window: 1-3 digits only
+    ("past 1000 months", datetime(1940, 10, 29, 12)),
+    ("the last 99999 days", datetime(1750, 5, 17, 12)),
+    ("the last \uff10\uff10\uff13\uff10 days", datetime(2024, 1, 30, 12)),  # fullwidth digits "0030"
+    ("the last " + "9" * 5000 + " days", datetime.min),  # int() refuses more than 4,300 digits
+    ("the last " + "0" * 5000 + "3 days", datetime(2024, 2, 26, 12)),
+])
+def test_a_count_back_of_any_length_is_the_window_until_now(query, start):
+    [w] = when.find(query, NOW13)[0]
+    assert (w.start, w.end) == (start.replace(tzinfo=timezone.utc), NOW13 + timedelta(microseconds=1))
+    [ago] = when.find("1000 days ago", NOW13)[0]
+    day = datetime(2021, 6, 4, tzinfo=timezone.utc)  # "1000 days ago" too (was no window)
+    assert (ago.start, ago.end) == (day, day + timedelta(days=1))
+
+
+@pytest.mark.parametrize("query, plain", [
+    ("the la\u017ft 3 day\u017f", "the last 3 days"),  # long s: was no window, the span kept as query terms
+    ("pa\u017ft wee\u212a", "past week"),  # Kelvin sign
+    ("prev\u0131ous 3 months", "previous 3 months"),  # dotless i
+    ("prev\u0130ous 3 months", "previous 3 months"),  # dotted capital I
+])
+def test_letters_the_span_matches_ignoring_case_read_as_their_ascii(query, plain):
+    # These four match ASCII letters under re.IGNORECASE, so the span was found, but lower() kept
+    # them and the span was not read.
+    [w] = when.find(query, NOW13)[0]
+    [ascii_window] = when.find(plain, NOW13)[0]
+    assert (w.start, w.end, w.span) == (ascii_window.start, ascii_window.end, query)
