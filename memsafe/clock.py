@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 import os
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 from memsafe.errors import InvalidInput
 
@@ -51,6 +51,17 @@ def parse_iso(text: str) -> datetime:
 def to_iso(dt: datetime) -> str:
     """Format an aware datetime as the stored form: UTC, microseconds, `+00:00` offset."""
     return dt.astimezone(timezone.utc).isoformat(timespec="microseconds")
+
+
+def shift(at: datetime, delta: timedelta) -> datetime:
+    """`at + delta`, held to the instants a datetime holds: past year 9999 it is `datetime.max`,
+    before year 1 `datetime.min` (with `at`'s tzinfo). A clock set near either end (`MEMSAFE_NOW`
+    9999-12-31T23:59:59.999999) made "the last 3 days", `--since "3 days ago"` and `import`
+    raise OverflowError (break-it, session 13)."""
+    try:
+        return at + delta
+    except OverflowError:
+        return (datetime.max if delta > timedelta(0) else datetime.min).replace(tzinfo=at.tzinfo)
 
 
 def now_iso() -> str:

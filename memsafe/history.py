@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
+from memsafe import clock
 from memsafe.errors import InvalidInput
 
 ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}(?![\d-])")  # shaped like an ISO-8601 date, valid or not
@@ -29,8 +30,8 @@ def parse_when(text: str, now: datetime, *, what: str = "time") -> datetime:
     Accepts ISO-8601 with or without an offset (`2026-03-01T10:00:00+02:00`, `...Z`), dates
     (`2026-03-01` = local midnight), and relative forms (`3 days ago`, `24h`, `yesterday`),
     relative to `now` (the memsafe clock, so MEMSAFE_NOW applies). A time without an offset is
-    local time (the TZ of this machine). The same instant written with different offsets gives
-    the same result.
+    local time (the TZ of this machine; UTC when local time of `now` is past an end of the
+    calendar). The same instant written with different offsets gives the same result.
 
     Raises:
         InvalidInput: empty, not understood, or later than `now` (one line, fit to show).
@@ -43,7 +44,11 @@ def parse_when(text: str, now: datetime, *, what: str = "time") -> datetime:
     # dateparser returns an aware datetime when the text has an offset and a naive one otherwise;
     # naive results (and the relative base) are local wall-clock time, converted with the OS
     # zone rules for that date (DST-correct), never with a cached zone.
-    settings = {"PREFER_DATES_FROM": "past", "RELATIVE_BASE": now.astimezone().replace(tzinfo=None)}
+    try:
+        base = now.astimezone()
+    except OverflowError:  # local time of a clock at an end of the calendar is past it: read as UTC
+        base = now
+    settings = {"PREFER_DATES_FROM": "past", "RELATIVE_BASE": base.replace(tzinfo=None)}
     try:
         parsed = datetime.fromisoformat(raw.replace("Z", "+00:00"))  # strict ISO-8601 first (week dates too)
     except ValueError as exc:
@@ -62,7 +67,7 @@ def parse_when(text: str, now: datetime, *, what: str = "time") -> datetime:
         parsed = parsed.astimezone(timezone.utc)  # naive = local time
     except (ValueError, OverflowError):
         raise InvalidInput(f"{what} {raw!r} is out of range; use a date between the years 2 and 9998") from None
-    if parsed > now + FUTURE_TOLERANCE:
+    if parsed > clock.shift(now, FUTURE_TOLERANCE):
         raise InvalidInput(f"{what} {raw!r} is in the future ({parsed.isoformat()}); memsafe cannot look ahead")
     return parsed
 

@@ -21,6 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import MINYEAR, datetime, timedelta, timezone
 
+from memsafe import clock
+
 _MONTHS = ("january|february|march|april|may|june|july|august|september|october|november|december"
            "|jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec")
 _DAYS = "monday|tuesday|wednesday|thursday|friday|saturday|sunday"
@@ -197,7 +199,8 @@ def _count(word: str | None) -> int:
 def _rolling(m: re.Match, now: datetime, span: str) -> Window:
     """The window of a span counting back from `now` (`_ROLLING`): [now − n units, now] (n from
     `_count`); months and years are calendar ones (the same day n months back, or that month's
-    last day). Reaching back past year 1 starts at `datetime.min`."""
+    last day). Reaching back past year 1 starts at `datetime.min`; now at the last instant a
+    datetime holds ends the window there."""
     n = _count(m["n"])
     end = now.astimezone(timezone.utc)
     months = {"month": n, "year": 12 * n}.get(m["unit"], 0)
@@ -209,11 +212,8 @@ def _rolling(m: re.Match, now: datetime, span: str) -> Window:
         else:
             start = end.replace(year=year, month=month + 1, day=min(end.day, monthrange(year, month + 1)[1]))
     else:
-        try:
-            start = end - timedelta(days=n * (7 if m["unit"] == "week" else 1))
-        except OverflowError:
-            start = datetime.min.replace(tzinfo=timezone.utc)
-    return Window(start, end + timedelta(microseconds=1), span)  # now included
+        start = clock.shift(end, -timedelta(days=n * (7 if m["unit"] == "week" else 1)))
+    return Window(start, clock.shift(end, timedelta(microseconds=1)), span)  # now included
 
 
 def _parse(raw: str, base: datetime) -> tuple[datetime, str] | None:

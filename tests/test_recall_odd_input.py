@@ -4,7 +4,8 @@ crashed every recall path), a query that is only a date (its leftover stop-words
 and recall --as-of's limits (it took what recall refuses).
 
 Break-it, session 13: times counted back from now ("the last 30 days"): a span cut out of the
-middle of a word, counts of 4 digits or more, letters that only match ASCII ones ignoring case."""
+middle of a word, counts of 4 digits or more, letters that only match ASCII ones ignoring case,
+a clock at the last instant of the calendar (and --since, import, charts there)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import pytest
 from test_server import is_error, text_of, with_session
 
 from memsafe import api, when
+from memsafe import history as past
 from memsafe.errors import InvalidInput
 
 pytestmark = pytest.mark.backends("sqlite", "postgres")
@@ -251,3 +253,24 @@ def test_letters_the_span_matches_ignoring_case_read_as_their_ascii(query, plain
     [w] = when.find(query, NOW13)[0]
     [ascii_window] = when.find(plain, NOW13)[0]
     assert (w.start, w.end, w.span) == (ascii_window.start, ascii_window.end, query)
+
+
+def test_a_clock_at_the_ends_of_the_calendar_counts_back_without_overflow(store, monkeypatch):
+    # Break-it: with the clock at 9999-12-31T23:59:59.999999 every time counted back from now
+    # raised OverflowError (its window ended a microsecond after now), and so did `--since "3 days
+    # ago"` and an import (a day of clock skew past now); at year 1 the store's charts did.
+    last = datetime.max.replace(tzinfo=timezone.utc)
+    [w] = when.find("the last few days", last)[0]
+    assert (w.start, w.end) == (last - timedelta(days=3), last)
+    assert past.parse_when("3 days ago", last) == last - timedelta(days=3)
+    monkeypatch.setenv("MEMSAFE_NOW", "9999-12-30T00:00:00+00:00")
+    keys = api.remember(store, "Rotated the payment gateway keys.")
+    monkeypatch.setenv("MEMSAFE_NOW", "9999-12-31T23:59:59.999999+00:00")
+    since = api.parse_when("3 days ago")
+    for result in (api.recall(store, "payment keys in the last few days"),
+                   api.recall(store, "payment keys", since=since),
+                   api.recall_as_of(store, "payment keys rotated the past week", as_of=last)):
+        assert [h.memory.id for h in result.hits] == [keys.id]
+    monkeypatch.setenv("MEMSAFE_NOW", "0001-01-01T00:00:00+00:00")
+    charts = api.store_charts(store)
+    assert charts.recall_days == [("0001-01-01", 0)]

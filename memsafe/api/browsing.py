@@ -134,7 +134,7 @@ def _age_bounds(age: str | None) -> tuple[str | None, str | None]:
     if age not in AGES:
         raise InvalidInput(f"unknown age filter {age!r}; use one of: {', '.join(AGES)}")
     _, days, direction = AGES[age]
-    edge = clock.to_iso(clock.now() - timedelta(days=days))
+    edge = clock.to_iso(clock.shift(clock.now(), -timedelta(days=days)))
     return (edge, None) if direction == "newer" else (None, edge)
 
 
@@ -255,7 +255,7 @@ def store_charts(store: Store) -> StoreCharts:
     (kind × decay level × age), an index count by status, and the last 30 days of access times
     and audit events."""
     now = clock.now()
-    edges = [clock.to_iso(now - timedelta(days=d)) for d in AGE_EDGES_DAYS]
+    edges = [clock.to_iso(clock.shift(now, -timedelta(days=d))) for d in AGE_EDGES_DAYS]
     kinds: dict[str, int] = {}
     levels = [0, 0, 0]
     bins = [0] * (len(edges) + 1)
@@ -266,8 +266,9 @@ def store_charts(store: Store) -> StoreCharts:
     labels = [f"under {_age_label(AGE_EDGES_DAYS[0])}"]
     labels += [f"{_age_label(a)} – {_age_label(b)}" for a, b in zip(AGE_EDGES_DAYS, AGE_EDGES_DAYS[1:])]
     labels.append(f"over {_age_label(AGE_EDGES_DAYS[-1])}")
-    since = clock.to_iso(now - timedelta(days=ACTIVITY_DAYS - 1))[:10]
-    days = [clock.to_iso(now - timedelta(days=ACTIVITY_DAYS - 1 - i))[:10] for i in range(ACTIVITY_DAYS)]
+    since = clock.to_iso(clock.shift(now, -timedelta(days=ACTIVITY_DAYS - 1)))[:10]
+    days = list(dict.fromkeys(clock.to_iso(clock.shift(now, -timedelta(days=ACTIVITY_DAYS - 1 - i)))[:10]
+                              for i in range(ACTIVITY_DAYS)))  # one day each, also in the first days of year 1
     recalled = dict(store.last_access_days(since))
     events: dict[str, dict[str, int]] = {d: {} for d in days}
     for day, action, n in store.event_days(since):
