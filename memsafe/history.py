@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
-from memsafe import clock
+from memsafe import clock, when
 from memsafe.errors import InvalidInput
 
 ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}(?![\d-])")  # shaped like an ISO-8601 date, valid or not
@@ -28,10 +28,12 @@ def parse_when(text: str, now: datetime, *, what: str = "time") -> datetime:
     """Parse a time typed by a person into an aware UTC datetime, using `dateparser`.
 
     Accepts ISO-8601 with or without an offset (`2026-03-01T10:00:00+02:00`, `...Z`), dates
-    (`2026-03-01` = local midnight), and relative forms (`3 days ago`, `24h`, `yesterday`),
-    relative to `now` (the memsafe clock, so MEMSAFE_NOW applies). A time without an offset is
-    local time (the TZ of this machine; UTC when local time of `now` is past an end of the
-    calendar). The same instant written with different offsets gives the same result.
+    (`2026-03-01` = local midnight), relative forms (`3 days ago`, `24h`, `yesterday`), and a
+    time counted back from now as a recall query reads it (`the last 30 days`, `past month`:
+    the start of that window, `when.counted_back`), relative to `now` (the memsafe clock, so
+    MEMSAFE_NOW applies). A time without an offset is local time (the TZ of this machine; UTC
+    when local time of `now` is past an end of the calendar). The same instant written with
+    different offsets gives the same result.
 
     Raises:
         InvalidInput: empty, not understood, or later than `now` (one line, fit to show).
@@ -54,10 +56,13 @@ def parse_when(text: str, now: datetime, *, what: str = "time") -> datetime:
     except ValueError as exc:
         if ISO_DATE.match(raw):  # dateparser would read 2024-13-01 as January 13
             raise InvalidInput(f"{what} {raw!r} is not a date ({exc}); use YYYY-MM-DD") from None
-        try:
-            parsed = dateparser.parse(raw, settings=settings)
-        except Exception:  # dateparser raises assorted errors on odd input
-            parsed = None
+        # dateparser reads none of "the last 30 days", "past month" (break-it, session 13)
+        parsed = when.counted_back(raw, now)
+        if parsed is None:
+            try:
+                parsed = dateparser.parse(raw, settings=settings)
+            except Exception:  # dateparser raises assorted errors on odd input
+                parsed = None
     if parsed is None:
         raise InvalidInput(
             f"cannot read {what} {raw!r}; use ISO-8601 (2026-03-01T10:00:00+02:00), a date (2026-03-01) "

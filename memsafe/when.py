@@ -216,6 +216,14 @@ def _rolling(m: re.Match, now: datetime, span: str) -> Window:
     return Window(start, clock.shift(end, timedelta(microseconds=1)), span)  # now included
 
 
+def counted_back(text: str, now: datetime) -> datetime | None:
+    """The instant a time counted back from `now` names: the start of its window (`_rolling`:
+    "the last 30 days" → now − 30 days, aware UTC), or None when `text` (all of it) is not one.
+    `--since` and `--as-of` read them with it (`history.parse_when`), as a recall query does."""
+    m = _ROLLING.fullmatch(_folded(text))
+    return _rolling(m, now, text).start if m else None
+
+
 def _parse(raw: str, base: datetime) -> tuple[datetime, str] | None:
     """(naive UTC date, period: day | week | month | year) of a date expression, or None."""
     from dateparser.date import DateDataParser  # heavy import: only when a query names a date

@@ -5,7 +5,8 @@ and recall --as-of's limits (it took what recall refuses).
 
 Break-it, session 13: times counted back from now ("the last 30 days"): a span cut out of the
 middle of a word, counts of 4 digits or more, letters that only match ASCII ones ignoring case,
-a clock at the last instant of the calendar (and --since, import, charts there)."""
+a clock at the last instant of the calendar (and --since, import, charts there), --since and
+--as-of refusing what a query reads."""
 
 from __future__ import annotations
 
@@ -263,6 +264,7 @@ def test_a_clock_at_the_ends_of_the_calendar_counts_back_without_overflow(store,
     [w] = when.find("the last few days", last)[0]
     assert (w.start, w.end) == (last - timedelta(days=3), last)
     assert past.parse_when("3 days ago", last) == last - timedelta(days=3)
+    assert past.parse_when("the last 30 days", last) == last - timedelta(days=30)
     monkeypatch.setenv("MEMSAFE_NOW", "9999-12-30T00:00:00+00:00")
     keys = api.remember(store, "Rotated the payment gateway keys.")
     monkeypatch.setenv("MEMSAFE_NOW", "9999-12-31T23:59:59.999999+00:00")
@@ -274,3 +276,54 @@ def test_a_clock_at_the_ends_of_the_calendar_counts_back_without_overflow(store,
     monkeypatch.setenv("MEMSAFE_NOW", "0001-01-01T00:00:00+00:00")
     charts = api.store_charts(store)
     assert charts.recall_days == [("0001-01-01", 0)]
+
+
+@pytest.mark.backends("sqlite")  # real processes: the handlers are tested on both backends above
+def test_cli_and_mcp_at_the_last_instant_and_since_as_of_read_times_counted_back(tmp_path, memsafe_proc, embedder):
+    db = tmp_path / "db" / "memory.db"
+    env = {"MEMSAFE_NOW": "9999-12-30T00:00:00+00:00", "MEMSAFE_DB": str(db)}
+    assert memsafe_proc("remember", "Rotated the payment gateway keys.", env=env).returncode == 0
+    exported = tmp_path / "keys.jsonl"
+    assert memsafe_proc("export", "-o", str(exported), env=env).returncode == 0
+    env["MEMSAFE_NOW"] = "9999-12-31T23:59:59.999999+00:00"
+    for args, tz in [(("payment keys in the last few days",), "UTC"),
+                     (("payment keys", "--since", "3 days ago"), "UTC"),
+                     (("payment keys", "--since", "3 days ago"), "Asia/Tokyo"),  # local time is past 9999
+                     (("payment keys", "--since", "the last 30 days"), "UTC")]:  # was "cannot read --since time"
+        done = memsafe_proc("recall", *args, "--json", env={**env, "TZ": tz})
+        assert done.returncode == 0, (args, tz, done.stderr)
+        assert [r["content"] for r in json.loads(done.stdout)["results"]] == ["Rotated the payment gateway keys."]
+    done = memsafe_proc("recall", "payment keys", "--as-of", "the past two weeks", "--json", env=env)
+    assert done.returncode == 0, done.stderr  # as of two weeks before: the memory was not made yet
+    assert json.loads(done.stdout)["results"] == []
+    done = memsafe_proc("--db", str(tmp_path / "other.db"), "import", str(exported), "--no-embed",
+                        env={"MEMSAFE_NOW": "9999-12-31T12:00:00+00:00"})
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+
+    async def body(session):
+        calls = [{"query": "payment keys in the last few days"}, {"query": "payment keys", "as_of": "the past day"}]
+        return [await session.call_tool("recall", call) for call in calls]
+
+    work = tmp_path / "srv"
+    work.mkdir()
+    results = anyio.run(with_session, db, work, tmp_path / "home", tmp_path / "server.err", body,
+                        {"MEMSAFE_NOW": env["MEMSAFE_NOW"]})
+    for result in results:
+        assert not is_error(result) and "Rotated the payment gateway keys." in text_of(result)
+
+
+def test_since_and_as_of_read_a_time_counted_back_as_a_query_does(store, monkeypatch):
+    # Break-it: a query read "the last 30 days", but `--since "the last 30 days"`, `--as-of "past
+    # month"` and MCP's as_of refused them ("cannot read --since time").
+    monkeypatch.setenv("MEMSAFE_NOW", "2024-01-10T10:00:00+00:00")
+    old = api.remember(store, "Rotated the payment gateway keys after the audit.")
+    monkeypatch.setenv("MEMSAFE_NOW", "2024-02-20T10:00:00+00:00")
+    new = api.remember(store, "Rotated the payment gateway keys for the new vendor.")
+    monkeypatch.setenv("MEMSAFE_NOW", "2024-02-29T12:00:00+00:00")
+    assert api.parse_when("the last 30 days") == "2024-01-30T12:00:00.000000+00:00"
+    assert api.parse_when("PAST  MONTH") == "2024-01-29T12:00:00.000000+00:00"
+    since = api.parse_when("the last 30 days")
+    assert [h.memory.id for h in api.recall(store, "payment keys", since=since).hits] == [new.id]
+    assert [h.memory.id for h in api.recall_as_of(store, "payment keys", as_of="the past two weeks").hits] == [old.id]
+    with pytest.raises(InvalidInput, match="cannot read as-of time 'the last days'"):
+        api.recall_as_of(store, "payment keys", as_of="the last days")
