@@ -6,10 +6,11 @@ and recall --as-of's limits (it took what recall refuses).
 Break-it, session 13: times counted back from now ("the last 30 days"): a span cut out of the
 middle of a word, counts of 4 digits or more, letters that only match ASCII ones ignoring case,
 a clock at the last instant of the calendar (and --since, import, charts there), --since and
---as-of refusing what a query reads."""
+--as-of refusing what a query reads; and the memories of a window in every scope (held)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from datetime import datetime, timedelta, timezone
 
@@ -327,3 +328,35 @@ def test_since_and_as_of_read_a_time_counted_back_as_a_query_does(store, monkeyp
     assert [h.memory.id for h in api.recall_as_of(store, "payment keys", as_of="the past two weeks").hits] == [old.id]
     with pytest.raises(InvalidInput, match="cannot read as-of time 'the last days'"):
         api.recall_as_of(store, "payment keys", as_of="the last days")
+
+
+def test_the_memories_of_a_window_in_every_scope(store, monkeypatch):
+    # Session 13 reads the memories created in a window through `Store.created_between` (an index
+    # on SQLite and PostgreSQL): each scope a recall takes, on both backends.
+    quoted, cjk = "o'brien \"q\"; DROP", "日本の計画"
+    ids = []
+    for at, project, kind, tags in [("2024-02-01T09", quoted, "fact", ["ci"]),  # 0: before the window
+                                    ("2024-02-26T13", cjk, "fact", []),  # 1
+                                    ("2024-02-27T09", None, "fact", ["ci"]),  # 2: global
+                                    ("2024-02-28T09", quoted, "fact", []),  # 3: forgotten below
+                                    ("2024-02-28T10", cjk, "task", ["ci"])]:  # 4
+        monkeypatch.setenv("MEMSAFE_NOW", f"{at}:00:00+00:00")
+        ids.append(api.remember(store, f"note of {at}", project=project, kind=kind, tags=tags, embed_now=False).id)
+    api.forget(store, ids[3], scope=api.make_scope(project=quoted))
+    monkeypatch.setenv("MEMSAFE_NOW", "2024-02-29T12:00:00+00:00")
+    [w] = when.find("the last few days", NOW13)[0]  # from 2024-02-26T12:00
+
+    def between(statuses=("active",), **scope):
+        scope = dataclasses.replace(api.make_scope(**scope), statuses=list(statuses))
+        return store.created_between(scope, w.start.isoformat(timespec="microseconds"),
+                                     w.end.isoformat(timespec="microseconds"), 10)
+
+    assert between(project=None, all_projects=True) == [ids[4], ids[2], ids[1]]  # latest first
+    assert between(project=quoted) == [ids[2]]  # its own forgotten one out, the global one in
+    assert between(project=quoted, statuses=("active", "forgotten")) == [ids[3], ids[2]]
+    assert between(project=cjk, tags=["ci"]) == [ids[4], ids[2]]
+    assert between(project=cjk, kinds=["fact"]) == [ids[2], ids[1]]
+    assert between(project=None, all_projects=True, since="2024-02-27T10:00:00.000000+00:00") == [ids[4]]
+    hits = api.recall(store, "what happened in the last few days?", project=quoted, include_forgotten=True,
+                      mode="lexical").hits  # the query says nothing but its time: those memories alone
+    assert {h.memory.id for h in hits} == {ids[3], ids[2]}
