@@ -99,26 +99,30 @@ def find(text: str, now: datetime) -> tuple[list[Window], str]:
         ([Window] in the order named, one per distinct span, text without the date spans). A span
         dateparser cannot read is left in the text and yields no window. The same span (case and
         spacing aside) is read once, and at most MAX_SPANS distinct spans are read: past them the
-        text is kept as it is.
+        text is kept as it is. "The last N units of/in <date>" ("the last week of March", "the last
+        3 months of 2023") is one span: the end of that date's window (`_ending`), not a time
+        counted back from now beside it.
     """
     if not _may_name_time(text):
         return [], " ".join(text.split())
     windows: list[Window] = []
     kept: list[str] = []
-    last = 0
+    last = pos = 0
     read: dict[str, Window | None] = {}
-    for m in _span().finditer(text):
-        key = _folded(m.group(0))
+    while (m := _span().search(text, pos)) is not None:
+        tail, outer = _tail_of(text, m)
+        start, pos = m.start(), (outer or m).end()
+        key = _folded(text[start:pos])
         if key not in read:
             if len(read) >= MAX_SPANS:
                 break
-            read[key] = _read(m.group(0), now)
+            read[key] = _read(m.group(0), now) if outer is None else _ending(tail, outer.group(0), now, text[start:pos])
             if read[key] is not None:
                 windows.append(read[key])
         if read[key] is None:
             continue
-        kept.append(text[last:m.start()])
-        last = m.end()
+        kept.append(text[last:start])
+        last = pos
     kept.append(text[last:])
     return windows, " ".join(" ".join(kept).split())
 
@@ -196,24 +200,46 @@ def _count(word: str | None) -> int:
     return int(_WORDS_NUM.get(word, "3"))
 
 
+def _back(end: datetime, n: int, unit: str) -> datetime:
+    """`end` (aware) less n units (day, week, month, year); months and years are calendar ones
+    (the same day n months back, or that month's last day). Past year 1: `datetime.min`."""
+    months = {"month": n, "year": 12 * n}.get(unit, 0)
+    if not months:
+        return clock.shift(end, -timedelta(days=n * (7 if unit == "week" else 1)))
+    year, month = divmod(end.year * 12 + end.month - 1 - months, 12)
+    if year < MINYEAR:
+        return datetime.min.replace(tzinfo=end.tzinfo)
+    return end.replace(year=year, month=month + 1, day=min(end.day, monthrange(year, month + 1)[1]))
+
+
 def _rolling(m: re.Match, now: datetime, span: str) -> Window:
     """The window of a span counting back from `now` (`_ROLLING`): [now − n units, now] (n from
-    `_count`); months and years are calendar ones (the same day n months back, or that month's
-    last day). Reaching back past year 1 starts at `datetime.min`; now at the last instant a
-    datetime holds ends the window there."""
-    n = _count(m["n"])
+    `_count`, `_back`); now at the last instant a datetime holds ends the window there."""
     end = now.astimezone(timezone.utc)
-    months = {"month": n, "year": 12 * n}.get(m["unit"], 0)
-    if months:
-        index = end.year * 12 + end.month - 1 - months
-        year, month = divmod(index, 12)
-        if year < MINYEAR:
-            start = datetime.min.replace(tzinfo=timezone.utc)
-        else:
-            start = end.replace(year=year, month=month + 1, day=min(end.day, monthrange(year, month + 1)[1]))
-    else:
-        start = clock.shift(end, -timedelta(days=n * (7 if m["unit"] == "week" else 1)))
-    return Window(start, clock.shift(end, timedelta(microseconds=1)), span)  # now included
+    return Window(_back(end, _count(m["n"]), m["unit"]), clock.shift(end, timedelta(microseconds=1)), span)
+
+
+# "the last week of March", "the past 3 months in 2023": a span that counts back (with or without a
+# number) and, after "of" or "in", another span: the end of that one's window, not of now.
+_TAIL = re.compile(rf"(?:the )?(?:last|past|previous) (?:(?P<n>{_NUM}|few) )?(?P<unit>day|week|month|year)s?")
+_OF = re.compile(r"\s+(?:of|in)\s+", re.IGNORECASE)
+
+
+def _tail_of(text: str, m: re.Match) -> tuple[re.Match | None, re.Match | None]:
+    """(`_TAIL` match of span `m`, the span of `text` it is the end of), or (None, None)."""
+    tail = _TAIL.fullmatch(_folded(m.group(0)))
+    of = _OF.match(text, m.end()) if tail else None
+    outer = _span().match(text, of.end()) if of else None
+    return (tail, outer) if outer else (None, None)
+
+
+def _ending(tail: re.Match, outer: str, now: datetime, span: str) -> Window | None:
+    """The window of "the last n units of <outer>": the last n units of `outer`'s window (all
+    of it when shorter), or None when `outer` cannot be read."""
+    whole = _read(outer, now)
+    if whole is None:
+        return None
+    return Window(max(whole.start, _back(whole.end, _count(tail["n"]), tail["unit"])), whole.end, span)
 
 
 def counted_back(text: str, now: datetime) -> datetime | None:

@@ -5,6 +5,7 @@ and recall --as-of's limits (it took what recall refuses).
 
 Break-it, session 13: times counted back from now ("the last 30 days"): a span cut out of the
 middle of a word, counts of 4 digits or more, letters that only match ASCII ones ignoring case,
+"the last 10 days of May 2023" read as the 10 days before now,
 a clock at the last instant of the calendar (and --since, import, charts there), --since and
 --as-of refusing what a query reads; and the memories of a window in every scope (held)."""
 
@@ -255,6 +256,35 @@ def test_letters_the_span_matches_ignoring_case_read_as_their_ascii(query, plain
     [w] = when.find(query, NOW13)[0]
     [ascii_window] = when.find(plain, NOW13)[0]
     assert (w.start, w.end, w.span) == (ascii_window.start, ascii_window.end, query)
+
+
+@pytest.mark.parametrize("query, start, end", [
+    ("what shipped in the last week of March?", datetime(2023, 3, 25), datetime(2023, 4, 1)),  # was last week + March
+    ("the last 10 days of May 2023", datetime(2023, 5, 22), datetime(2023, 6, 1)),  # was the 10 days before now + May
+    ("incidents in the last 3 months of 2023", datetime(2023, 10, 1), datetime(2024, 1, 1)),
+    ("the last 2 weeks of last year", datetime(2023, 12, 18), datetime(2024, 1, 1)),
+    ("last month of 2023", datetime(2023, 12, 1), datetime(2024, 1, 1)),
+    ("the last 100 days in May 2023", datetime(2023, 5, 1), datetime(2023, 6, 1)),  # all of May: it is shorter
+])
+def test_the_last_units_of_a_date_are_the_end_of_that_date_not_a_time_before_now(query, start, end):
+    windows, rest = when.find(query, NOW13)
+    utc = timezone.utc
+    assert [(w.start, w.end) for w in windows] == [(start.replace(tzinfo=utc), end.replace(tzinfo=utc))]
+    assert not {"last", "days", "weeks", "months", "month", "week"} & set(rest.lower().split())
+
+
+def test_the_last_days_of_a_month_rank_its_end_first(store, monkeypatch):
+    # Break-it: "the last 10 days of May 2023" also named the 10 days before now, so last week's
+    # deploy notes ranked with the ones of late May 2023.
+    monkeypatch.setenv("MEMSAFE_NOW", "2023-05-03T10:00:00+00:00")
+    early = api.remember(store, "Deploy notes: the billing service moved to the new cluster.")
+    monkeypatch.setenv("MEMSAFE_NOW", "2023-05-25T10:00:00+00:00")
+    late = api.remember(store, "Deploy notes: the billing service rolled back after the outage.")
+    monkeypatch.setenv("MEMSAFE_NOW", "2024-02-25T10:00:00+00:00")
+    recent = api.remember(store, "Deploy notes: the billing service scaled to four replicas.")
+    monkeypatch.setenv("MEMSAFE_NOW", "2024-02-29T12:00:00+00:00")
+    hits = api.recall(store, "billing deploy notes from the last 10 days of May 2023").hits
+    assert [h.memory.id for h in hits][:2] == [late.id, early.id] and recent.id in [h.memory.id for h in hits]
 
 
 def test_a_clock_at_the_ends_of_the_calendar_counts_back_without_overflow(store, monkeypatch):
