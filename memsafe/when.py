@@ -179,8 +179,11 @@ _FOLD = str.maketrans({"\u017f": "s", "\u212a": "k", "\u0131": "i", "\u0130": "i
 
 
 def _folded(span: str) -> str:
-    """A span as it is read and compared: those letters folded, lower case, single spaces."""
-    return " ".join(span.translate(_FOLD).lower().split())
+    """A span as it is read and compared: those letters and every decimal digit (`\\d` matches
+    "２０２３", "٣") as ASCII, lower case, single spaces."""
+    if not span.isascii():
+        span = "".join(str(unicodedata.decimal(c)) if c.isdecimal() else c for c in span.translate(_FOLD))
+    return " ".join(span.lower().split())
 
 
 _ROLLING = re.compile(rf"(?:the )?(?:(?:last|past|previous) (?P<n>{_NUM}|few) |past )(?P<unit>day|week|month|year)s?")
@@ -190,12 +193,12 @@ _MAX_COUNT = 10**7
 
 
 def _count(word: str | None) -> int:
-    """How many units a span counts back: 1 when it gives no number ("past week"), its digits
-    (any script: "３０"), a number word, or 3 for "few"; at most _MAX_COUNT."""
+    """How many units a span counts back (`word` from a `_folded` span): 1 when it gives no
+    number ("past week"), its digits, a number word, or 3 for "few"; at most _MAX_COUNT."""
     if word is None:
         return 1
     if word.isdecimal():
-        digits = "".join(str(unicodedata.decimal(c)) for c in word).lstrip("0")
+        digits = word.lstrip("0")
         return int(digits or "0") if len(digits) <= 7 else _MAX_COUNT
     return int(_WORDS_NUM.get(word, "3"))
 

@@ -249,10 +249,14 @@ def test_a_count_back_of_any_length_is_the_window_until_now(query, start):
     ("pa\u017ft wee\u212a", "past week"),  # Kelvin sign
     ("prev\u0131ous 3 months", "previous 3 months"),  # dotless i
     ("prev\u0130ous 3 months", "previous 3 months"),  # dotted capital I
+    ("\uff12\uff10\uff12\uff13-\uff10\uff15-\uff10\uff11", "2023-05-01"),  # fullwidth: no date since 82eca3d
+    ("\u0662\u0660\u0662\u0663-\u0660\u0665-\u0660\u0661", "2023-05-01"),  # Arabic-Indic digits
+    ("\uff13 days ago", "3 days ago"),
 ])
-def test_letters_the_span_matches_ignoring_case_read_as_their_ascii(query, plain):
-    # These four match ASCII letters under re.IGNORECASE, so the span was found, but lower() kept
-    # them and the span was not read.
+def test_letters_and_digits_the_span_matches_read_as_their_ascii(query, plain):
+    # These four letters match ASCII ones under re.IGNORECASE, and \d matches any decimal digit,
+    # so the span was found; but lower() kept them and the span was not read (or, for an ISO date
+    # in other digits, strptime refused it).
     [w] = when.find(query, NOW13)[0]
     [ascii_window] = when.find(plain, NOW13)[0]
     assert (w.start, w.end, w.span) == (ascii_window.start, ascii_window.end, query)
