@@ -51,16 +51,17 @@ def parse_when(text: str, now: datetime, *, what: str = "time") -> datetime:
     except OverflowError:  # local time of a clock at an end of the calendar is past it: read as UTC
         base = now
     settings = {"PREFER_DATES_FROM": "past", "RELATIVE_BASE": base.replace(tzinfo=None)}
+    typed = when.ascii_digits(raw)  # "２０２３-０５-０１" was refused as "not a date"
     try:
-        parsed = datetime.fromisoformat(raw.replace("Z", "+00:00"))  # strict ISO-8601 first (week dates too)
+        parsed = datetime.fromisoformat(typed.replace("Z", "+00:00"))  # strict ISO-8601 first (week dates too)
     except ValueError as exc:
-        if ISO_DATE.match(raw):  # dateparser would read 2024-13-01 as January 13
+        if ISO_DATE.match(typed):  # dateparser would read 2024-13-01 as January 13
             raise InvalidInput(f"{what} {raw!r} is not a date ({exc}); use YYYY-MM-DD") from None
         # dateparser reads none of "the last 30 days", "past month" (break-it, session 13)
-        parsed = when.counted_back(raw, now)
+        parsed = when.counted_back(typed, now)
         if parsed is None:
             try:
-                parsed = dateparser.parse(raw, settings=settings)
+                parsed = dateparser.parse(typed, settings=settings)
             except Exception:  # dateparser raises assorted errors on odd input
                 parsed = None
     if parsed is None:

@@ -178,12 +178,18 @@ def _read(span: str, now: datetime) -> Window | None:
 _FOLD = str.maketrans({"\u017f": "s", "\u212a": "k", "\u0131": "i", "\u0130": "i"})
 
 
+def ascii_digits(text: str) -> str:
+    """`text` with every decimal digit of any script ("２０２３", "٣": what `\\d` matches) as its
+    ASCII digit; other characters unchanged."""
+    if text.isascii():
+        return text
+    return "".join(str(unicodedata.decimal(c)) if c.isdecimal() else c for c in text)
+
+
 def _folded(span: str) -> str:
-    """A span as it is read and compared: those letters and every decimal digit (`\\d` matches
-    "２０２３", "٣") as ASCII, lower case, single spaces."""
-    if not span.isascii():
-        span = "".join(str(unicodedata.decimal(c)) if c.isdecimal() else c for c in span.translate(_FOLD))
-    return " ".join(span.lower().split())
+    """A span as it is read and compared: those letters and every decimal digit as ASCII
+    (`ascii_digits`), lower case, single spaces."""
+    return " ".join(ascii_digits(span.translate(_FOLD)).lower().split())
 
 
 _ROLLING = re.compile(rf"(?:the )?(?:(?:last|past|previous) (?P<n>{_NUM}|few) |past )(?P<unit>day|week|month|year)s?")

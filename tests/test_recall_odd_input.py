@@ -362,6 +362,10 @@ def test_since_and_as_of_read_a_time_counted_back_as_a_query_does(store, monkeyp
     assert [h.memory.id for h in api.recall_as_of(store, "payment keys", as_of="the past two weeks").hits] == [old.id]
     with pytest.raises(InvalidInput, match="cannot read as-of time 'the last days'"):
         api.recall_as_of(store, "payment keys", as_of="the last days")
+    # Dates in other decimal digits (82eca3d refused them as "not a date"; dateparser had read them)
+    fullwidth = "\uff12\uff10\uff12\uff14-\uff10\uff12-\uff10\uff11T10:00Z"  # 2024-02-01T10:00Z
+    assert api.parse_when(fullwidth) == "2024-02-01T10:00:00.000000+00:00"
+    assert api.parse_when("the last \u0663\u0660 days") == "2024-01-30T12:00:00.000000+00:00"
 
 
 def test_the_memories_of_a_window_in_every_scope(store, monkeypatch):
