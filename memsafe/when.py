@@ -231,7 +231,7 @@ def _rolling(m: re.Match, now: datetime, span: str) -> Window:
 # "the last week of March", "the past 3 months in 2023": a span that counts back (with or without a
 # number) and, after "of" or "in", another span: the end of that one's window, not of now.
 _TAIL = re.compile(rf"(?:the )?(?:last|past|previous) (?:(?P<n>{_NUM}|few) )?(?P<unit>day|week|month|year)s?")
-_OF = re.compile(r"\s+(?:of|in)\s+", re.IGNORECASE)
+_OF = re.compile(r"\s+(?:of|in)\s+(?:the\s+)?", re.IGNORECASE)
 
 
 def _tail_of(text: str, m: re.Match) -> tuple[re.Match | None, re.Match | None]:

@@ -268,6 +268,7 @@ def test_letters_and_digits_the_span_matches_read_as_their_ascii(query, plain):
     ("incidents in the last 3 months of 2023", datetime(2023, 10, 1), datetime(2024, 1, 1)),
     ("the last 2 weeks of last year", datetime(2023, 12, 18), datetime(2024, 1, 1)),
     ("last month of 2023", datetime(2023, 12, 1), datetime(2024, 1, 1)),
+    ("the last week of the last month", datetime(2024, 1, 25), datetime(2024, 2, 1)),
     ("the last 100 days in May 2023", datetime(2023, 5, 1), datetime(2023, 6, 1)),  # all of May: it is shorter
 ])
 def test_the_last_units_of_a_date_are_the_end_of_that_date_not_a_time_before_now(query, start, end):
