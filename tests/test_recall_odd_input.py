@@ -17,6 +17,8 @@ from datetime import datetime, timedelta, timezone
 
 import anyio
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 from test_server import is_error, text_of, with_session
 
 from memsafe import api, when
@@ -399,3 +401,43 @@ def test_the_memories_of_a_window_in_every_scope(store, monkeypatch):
     hits = api.recall(store, "what happened in the last few days?", project=quoted, include_forgotten=True,
                       mode="lexical").hits  # the query says nothing but its time: those memories alone
     assert {h.memory.id for h in hits} == {ids[3], ids[2]}
+
+
+_RELATIVE_SPANS = ["today", "tonight", "yesterday", *(f"{rel} {unit}" for rel in ("this", "last", "next")
+                                                      for unit in ("week", "month", "year")),
+                   *(f"{n} {unit}{'s' if n > 1 else ''} ago" for n in (1, 2, 3, 12, 30, 400)
+                     for unit in ("day", "week", "month", "year")),
+                   *(f"{month}{tail}" for month in ("january", "feb", "may", "june", "sept", "sep", "december", "dec")
+                     for tail in ("", " 2023", ", 1850", ". 9999")), "2023", "1850", "9999"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(_RELATIVE_SPANS), st.datetimes(datetime(2, 1, 1), datetime(9998, 12, 31)))
+@example("last month", datetime(2024, 3, 31, 12))
+@example("1 year ago", datetime(2024, 2, 29, 23, 59))
+@example("next week", datetime(9998, 12, 31))
+@example("may", datetime(2026, 3, 31, 10))
+@example("december", datetime(2026, 12, 2))
+def test_the_commonest_spans_read_without_dateparser_give_dateparsers_windows(span, base):
+    # Session 13: reading a first date with dateparser cost a CLI recall 0.3-0.45 s (its import,
+    # then the timezone and locale expressions it compiles on first use). `_relative` computes
+    # these spans itself; dateparser stays the reference.
+    ours, theirs = when._relative(span, base), when._parse(span, base)
+    assert ours is not None or theirs is None
+    if ours is not None:
+        assert theirs is not None and when._period(*ours) == when._period(*theirs), (ours, theirs)
+
+
+def test_a_query_naming_the_commonest_times_never_imports_dateparser():
+    # The CLI's cost of a date word (see above), counted in modules rather than timed.
+    import subprocess
+    import sys
+
+    code = ("import sys; from datetime import datetime, timezone; from memsafe import when; "
+            "now = datetime(2026, 12, 2, 10, tzinfo=timezone.utc); "
+            "ws = [when.find(q, now)[0] for q in ('what did we do yesterday?', 'deploys 3 days ago', 'last week', "
+            "'this month', 'the last 30 days', '2026-11-30', 'in May 2023', 'in June', 'last December', "
+            "'early 2024')]; "
+            "assert all(len(w) == 1 for w in ws), ws; print(any(m.startswith('dateparser') for m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
