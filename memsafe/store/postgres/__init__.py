@@ -385,6 +385,23 @@ class PostgresStore(SQLMemories, PostgresFullText, PostgresVectors, SQLGraph, SQ
                 roll_back(raw)
             self._pool.putconn(raw)  # the pool drops a closed connection
 
+    def _roll_back(self) -> None:
+        """Roll back this store's transaction (`roll_back`). When that had to close the connection
+        (a signal landed while the server ran a command), a new one is taken from the pool, so the
+        store still answers: an interrupted import then asks whether anything was committed
+        (break-it, session 13: "the connection is closed", a traceback and exit 1 instead of
+        "nothing imported (rolled back)" and exit 130/143). If none can be had, the closed one stays
+        and the next command says so."""
+        roll_back(self._raw)
+        if not self._raw.closed:
+            return
+        self._pool.putconn(self._raw)  # the pool drops a closed connection
+        try:
+            self._raw = self._pool.getconn(timeout=CONNECT_TIMEOUT_S)
+        except Exception:  # psycopg.OperationalError, psycopg_pool.PoolTimeout: the server is gone or busy
+            return
+        self.conn.raw = self._raw
+
     # -- transactions ----------------------------------------------------------------------------
 
     @contextmanager
@@ -412,7 +429,7 @@ class PostgresStore(SQLMemories, PostgresFullText, PostgresVectors, SQLGraph, SQ
             self.conn.execute("SET LOCAL lock_timeout = 0")
             yield
         except BaseException:
-            roll_back(self._raw)
+            self._roll_back()
             raise
         else:
             self._raw.commit()
@@ -427,7 +444,7 @@ class PostgresStore(SQLMemories, PostgresFullText, PostgresVectors, SQLGraph, SQ
         try:
             yield
         finally:
-            roll_back(self._raw)
+            self._roll_back()
 
     # -- general ---------------------------------------------------------------------------------
 

@@ -112,6 +112,4 @@ class PostgresVectors:
             yield
         finally:
             if own:
-                from memsafe.store.postgres import roll_back  # the package imports this module
-
-                roll_back(self._raw)
+                self._roll_back()
