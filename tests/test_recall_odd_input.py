@@ -438,6 +438,9 @@ def test_a_query_naming_the_commonest_times_never_imports_dateparser():
             "ws = [when.find(q, now)[0] for q in ('what did we do yesterday?', 'deploys 3 days ago', 'last week', "
             "'this month', 'the last 30 days', '2026-11-30', 'in May 2023', 'in June', 'last December', "
             "'early 2024')]; "
-            "assert all(len(w) == 1 for w in ws), ws; print(any(m.startswith('dateparser') for m in sys.modules))")
+            "assert all(len(w) == 1 for w in ws), ws; "
+            "from memsafe import history; [history.parse_when(t, now) for t in ('2026-03-01', "
+            "'2026-03-01T10:00:00+02:00', 'the last 30 days')]; "  # --since / --as-of
+            "print(any(m.startswith('dateparser') for m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
