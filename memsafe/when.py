@@ -19,7 +19,7 @@ import unicodedata
 from calendar import monthrange
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import MINYEAR, datetime, timedelta, timezone
+from datetime import MAXYEAR, MINYEAR, datetime, timedelta, timezone
 
 from memsafe import clock
 
@@ -164,7 +164,7 @@ def _read(span: str, now: datetime) -> Window | None:
         if date.year == MINYEAR:
             return None
         # the same month a year before; Feb 29 (asked on Feb 29) has no day in most years
-        date = date.replace(year=date.year - 1, day=min(date.day, monthrange(date.year - 1, date.month)[1]))
+        date = _in_month(date, date.year - 1, date.month)
     start, end = _period(date, period)
     if part:
         lo, hi = _PARTS[part]
@@ -209,23 +209,40 @@ def _count(word: str | None) -> int:
     return int(_WORDS_NUM.get(word, "3"))
 
 
+def _in_month(at: datetime, year: int, month: int) -> datetime:
+    """`at` moved to `month` of `year`, its day held to that month's last (Jan 31 → Feb 28)."""
+    return at.replace(year=year, month=month, day=min(at.day, monthrange(year, month)[1]))
+
+
 def _back(end: datetime, n: int, unit: str) -> datetime:
-    """`end` (aware) less n units (day, week, month, year); months and years are calendar ones
-    (the same day n months back, or that month's last day). Past year 1: `datetime.min`."""
+    """`end` less n units (day, week, month, year; n < 0 moves forward); months and years are
+    calendar ones (`_in_month`), as dateparser's relativedelta moves them.
+
+    Raises:
+        OverflowError: the result is before year 1 or after year 9999.
+    """
     months = {"month": n, "year": 12 * n}.get(unit, 0)
     if not months:
-        return clock.shift(end, -timedelta(days=n * (7 if unit == "week" else 1)))
+        return end - timedelta(days=n * (7 if unit == "week" else 1))
     year, month = divmod(end.year * 12 + end.month - 1 - months, 12)
-    if year < MINYEAR:
+    if not MINYEAR <= year <= MAXYEAR:
+        raise OverflowError(f"year {year} is out of range")
+    return _in_month(end, year, month + 1)
+
+
+def _back_within(end: datetime, n: int, unit: str) -> datetime:
+    """`_back`, or the first instant a datetime holds (`end`'s tzinfo) when that is further back."""
+    try:
+        return _back(end, n, unit)
+    except OverflowError:
         return datetime.min.replace(tzinfo=end.tzinfo)
-    return end.replace(year=year, month=month + 1, day=min(end.day, monthrange(year, month + 1)[1]))
 
 
 def _rolling(m: re.Match, now: datetime, span: str) -> Window:
     """The window of a span counting back from `now` (`_ROLLING`): [now − n units, now] (n from
     `_count`, `_back`); now at the last instant a datetime holds ends the window there."""
     end = now.astimezone(timezone.utc)
-    return Window(_back(end, _count(m["n"]), m["unit"]), clock.shift(end, timedelta(microseconds=1)), span)
+    return Window(_back_within(end, _count(m["n"]), m["unit"]), clock.shift(end, timedelta(microseconds=1)), span)
 
 
 # "the last week of March", "the past 3 months in 2023": a span that counts back (with or without a
@@ -248,7 +265,7 @@ def _ending(tail: re.Match, outer: str, now: datetime, span: str) -> Window | No
     whole = _read(outer, now)
     if whole is None:
         return None
-    return Window(max(whole.start, _back(whole.end, _count(tail["n"]), tail["unit"])), whole.end, span)
+    return Window(max(whole.start, _back_within(whole.end, _count(tail["n"]), tail["unit"])), whole.end, span)
 
 
 def counted_back(text: str, now: datetime) -> datetime | None:
@@ -283,22 +300,15 @@ def _relative(raw: str, base: datetime) -> tuple[datetime, str] | None:
     if m["year"] or m["month"]:  # a month this year (last year if it is still to come), or of a year
         month = _MONTH_NUMBERS[m["month"]] if m["month"] else base.month
         year = int(m["year"] or m["of"] or (base.year if month <= base.month else base.year - 1))
-        if year < MINYEAR:
-            return None
-        return base.replace(year=year, month=month, day=min(base.day, monthrange(year, month)[1])), (
-            "month" if m["month"] else "year")
+        return (_in_month(base, year, month), "month" if m["month"] else "year") if year >= MINYEAR else None
     if m["day"]:
-        return (base - timedelta(days=1) if m["day"] == "yesterday" else base), "day"
-    n, unit = (int(m["n"]), m["ago"]) if m["ago"] else ({"this": 0, "last": 1, "next": -1}[m["rel"]], m["unit"])
-    if unit in ("day", "week"):
-        try:
-            return base - timedelta(days=n * (7 if unit == "week" else 1)), unit
-        except OverflowError:
-            return None
-    year, month = divmod(base.year * 12 + base.month - 1 - n * (12 if unit == "year" else 1), 12)
-    if not MINYEAR <= year <= 9999:
+        n, unit = int(m["day"] == "yesterday"), "day"
+    else:
+        n, unit = (int(m["n"]), m["ago"]) if m["ago"] else ({"this": 0, "last": 1, "next": -1}[m["rel"]], m["unit"])
+    try:
+        return _back(base, n, unit), unit
+    except OverflowError:
         return None
-    return base.replace(year=year, month=month + 1, day=min(base.day, monthrange(year, month + 1)[1])), unit
 
 
 def _parse(raw: str, base: datetime) -> tuple[datetime, str] | None:

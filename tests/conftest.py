@@ -191,6 +191,18 @@ class Cli:
         return self.runner.invoke(app, ["--db", str(self.db), *args], input=input)
 
 
+
+@pytest.fixture
+def remember_at(store, monkeypatch):
+    """`remember_at(at, text, **options)`: `api.remember` into the test's store with memsafe's
+    clock at `at` (ISO-8601, set through MEMSAFE_NOW, which stays there afterwards)."""
+
+    def remember(at: str, text: str, **options):
+        monkeypatch.setenv("MEMSAFE_NOW", at)
+        return api.remember(store, text, **options)
+
+    return remember
+
 @pytest.fixture
 def cli(db_path, embedder) -> Cli:
     return Cli(db_path)

@@ -110,7 +110,7 @@ def test_an_exact_identifier_comes_first_in_every_mode(store, mode):
         assert result.hits[0].memory.id == holder.id, as_of
 
 
-def test_time_travel_ranks_by_the_same_steps_as_recall(store, monkeypatch):
+def test_time_travel_ranks_by_the_same_steps_as_recall(store, remember_at, monkeypatch):
     # recall_as_of fused by reciprocal rank: every vector neighbour came back whatever its
     # similarity (min_similarity had no effect) and the month a query names counted for nothing.
     monkeypatch.setenv("MEMSAFE_NOW", "2023-05-01T10:00:00+00:00")
@@ -119,10 +119,9 @@ def test_time_travel_ranks_by_the_same_steps_as_recall(store, monkeypatch):
     api.config_set(store, "min_similarity", "0.5")
     assert api.recall_as_of(store, "quantum chromodynamics lattice simulation", as_of="now").hits == []
     api.config_reset(store, "min_similarity")
-    monkeypatch.setenv("MEMSAFE_NOW", "2023-05-12T10:00:00+00:00")
-    may = api.remember(store, "Gina: The pottery class was great, I made a small vase.")
-    monkeypatch.setenv("MEMSAFE_NOW", "2023-09-20T10:00:00+00:00")
-    september = api.remember(store, "Gina: May I bring a friend to the pottery class? Best class of 2023!")
+    may = remember_at("2023-05-12T10:00:00+00:00", "Gina: The pottery class was great, I made a small vase.")
+    september = remember_at("2023-09-20T10:00:00+00:00",
+                            "Gina: May I bring a friend to the pottery class? Best class of 2023!")
     monkeypatch.setenv("MEMSAFE_NOW", "2023-10-01T10:00:00+00:00")
     question = "What did Gina make at the pottery class in May 2023?"
     expected = [h.memory.id for h in api.recall(store, question).hits]
@@ -141,13 +140,12 @@ def test_recall_does_not_feed_itself_but_explicit_use_counts(store):
     assert api.get(store, m.id).access_count == 1
 
 
-def test_a_memory_dated_in_the_month_the_query_names_comes_first(store, monkeypatch):
+def test_a_memory_dated_in_the_month_the_query_names_comes_first(store, remember_at, monkeypatch):
     # Issue 11 mechanism 3: "in May 2023" matched nothing and counted as missing terms, and the
     # memory's date was never compared with it (recency put the later one first).
-    monkeypatch.setenv("MEMSAFE_NOW", "2023-05-12T10:00:00+00:00")
-    may = api.remember(store, "Gina: The pottery class was great, I made a small vase.")
-    monkeypatch.setenv("MEMSAFE_NOW", "2023-09-20T10:00:00+00:00")
-    september = api.remember(store, "Gina: May I bring a friend to the pottery class? Best class of 2023!")
+    may = remember_at("2023-05-12T10:00:00+00:00", "Gina: The pottery class was great, I made a small vase.")
+    september = remember_at("2023-09-20T10:00:00+00:00",
+                            "Gina: May I bring a friend to the pottery class? Best class of 2023!")
     monkeypatch.setenv("MEMSAFE_NOW", "2023-10-01T10:00:00+00:00")
     result = api.recall(store, "What did Gina make at the pottery class in May 2023?")
     assert [h.memory.id for h in result.hits][:2] == [may.id, september.id]

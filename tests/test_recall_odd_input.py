@@ -167,12 +167,11 @@ def test_a_fusion_weight_of_0_still_ranks_a_recall_of_that_half_alone(store):
         api.config_reset(store, key)
 
 
-def test_without_the_model_every_mode_falls_back_to_keywords(store, db_path, monkeypatch, memsafe_proc):
+def test_without_the_model_every_mode_falls_back_to_keywords(store, remember_at, db_path, monkeypatch, memsafe_proc):
     # Break-it: without the model, `recall --as-of … --mode vector` said "lexical results only"
     # and returned nothing (its BM25 list was never made), and with weight_lexical 0 every recall
     # without the model returned nothing.
-    monkeypatch.setenv("MEMSAFE_NOW", "2026-12-01T10:00:00+00:00")
-    note = api.remember(store, "The warehouse syncs stock levels to the ERP every night.")
+    note = remember_at("2026-12-01T10:00:00+00:00", "The warehouse syncs stock levels to the ERP every night.")
     env = {"MEMSAFE_NO_MODEL": "1", "MEMSAFE_NOW": "2026-12-01T12:00:00+00:00"}
     for weight in ("16", "0"):
         api.config_set(store, "weight_lexical", weight)
@@ -280,21 +279,18 @@ def test_the_last_units_of_a_date_are_the_end_of_that_date_not_a_time_before_now
     assert not {"last", "days", "weeks", "months", "month", "week"} & set(rest.lower().split())
 
 
-def test_the_last_days_of_a_month_rank_its_end_first(store, monkeypatch):
+def test_the_last_days_of_a_month_rank_its_end_first(store, remember_at, monkeypatch):
     # Break-it: "the last 10 days of May 2023" also named the 10 days before now, so last week's
     # deploy notes ranked with the ones of late May 2023.
-    monkeypatch.setenv("MEMSAFE_NOW", "2023-05-03T10:00:00+00:00")
-    early = api.remember(store, "Deploy notes: the billing service moved to the new cluster.")
-    monkeypatch.setenv("MEMSAFE_NOW", "2023-05-25T10:00:00+00:00")
-    late = api.remember(store, "Deploy notes: the billing service rolled back after the outage.")
-    monkeypatch.setenv("MEMSAFE_NOW", "2024-02-25T10:00:00+00:00")
-    recent = api.remember(store, "Deploy notes: the billing service scaled to four replicas.")
+    early = remember_at("2023-05-03T10:00:00+00:00", "Deploy notes: the billing service moved to the new cluster.")
+    late = remember_at("2023-05-25T10:00:00+00:00", "Deploy notes: the billing service rolled back after the outage.")
+    recent = remember_at("2024-02-25T10:00:00+00:00", "Deploy notes: the billing service scaled to four replicas.")
     monkeypatch.setenv("MEMSAFE_NOW", "2024-02-29T12:00:00+00:00")
     hits = api.recall(store, "billing deploy notes from the last 10 days of May 2023").hits
     assert [h.memory.id for h in hits][:2] == [late.id, early.id] and recent.id in [h.memory.id for h in hits]
 
 
-def test_a_clock_at_the_ends_of_the_calendar_counts_back_without_overflow(store, monkeypatch):
+def test_a_clock_at_the_ends_of_the_calendar_counts_back_without_overflow(store, remember_at, monkeypatch):
     # Break-it: with the clock at 9999-12-31T23:59:59.999999 every time counted back from now
     # raised OverflowError (its window ended a microsecond after now), and so did `--since "3 days
     # ago"` and an import (a day of clock skew past now); at year 1 the store's charts did.
@@ -303,8 +299,7 @@ def test_a_clock_at_the_ends_of_the_calendar_counts_back_without_overflow(store,
     assert (w.start, w.end) == (last - timedelta(days=3), last)
     assert past.parse_when("3 days ago", last) == last - timedelta(days=3)
     assert past.parse_when("the last 30 days", last) == last - timedelta(days=30)
-    monkeypatch.setenv("MEMSAFE_NOW", "9999-12-30T00:00:00+00:00")
-    keys = api.remember(store, "Rotated the payment gateway keys.")
+    keys = remember_at("9999-12-30T00:00:00+00:00", "Rotated the payment gateway keys.")
     monkeypatch.setenv("MEMSAFE_NOW", "9999-12-31T23:59:59.999999+00:00")
     since = api.parse_when("3 days ago")
     for result in (api.recall(store, "payment keys in the last few days"),
@@ -350,13 +345,11 @@ def test_cli_and_mcp_at_the_last_instant_and_since_as_of_read_times_counted_back
         assert not is_error(result) and "Rotated the payment gateway keys." in text_of(result)
 
 
-def test_since_and_as_of_read_a_time_counted_back_as_a_query_does(store, monkeypatch):
+def test_since_and_as_of_read_a_time_counted_back_as_a_query_does(store, remember_at, monkeypatch):
     # Break-it: a query read "the last 30 days", but `--since "the last 30 days"`, `--as-of "past
     # month"` and MCP's as_of refused them ("cannot read --since time").
-    monkeypatch.setenv("MEMSAFE_NOW", "2024-01-10T10:00:00+00:00")
-    old = api.remember(store, "Rotated the payment gateway keys after the audit.")
-    monkeypatch.setenv("MEMSAFE_NOW", "2024-02-20T10:00:00+00:00")
-    new = api.remember(store, "Rotated the payment gateway keys for the new vendor.")
+    old = remember_at("2024-01-10T10:00:00+00:00", "Rotated the payment gateway keys after the audit.")
+    new = remember_at("2024-02-20T10:00:00+00:00", "Rotated the payment gateway keys for the new vendor.")
     monkeypatch.setenv("MEMSAFE_NOW", "2024-02-29T12:00:00+00:00")
     assert api.parse_when("the last 30 days") == "2024-01-30T12:00:00.000000+00:00"
     assert api.parse_when("PAST  MONTH") == "2024-01-29T12:00:00.000000+00:00"
