@@ -447,14 +447,14 @@ class Fusion:
     """The settings of `fuse` (config keys of the same names; defaults and how they were chosen
     in settings.CONFIG_KEYS)."""
 
-    weight_lexical: float = 16.0
+    weight_lexical: float = 14.0
     weight_vector: float = 4.0
     min_similarity: float = 0.15
     coverage_power: float = 3.0
     substance_words: float = 4.0
     weight_time: float = 3.0
     weight_hop: float = 1.0
-    weight_context: float = 0.4
+    weight_context: float = 0.5
 
 
 def vector_relevance(similarity: float, words: int, f: Fusion) -> float:
