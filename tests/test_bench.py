@@ -77,7 +77,8 @@ def test_quick_bench_is_a_quality_gate(embedder):
     # (session 14: weight_lexical 16 left hybrid one developer-prose query behind the vector half).
     report = bench.run_quality(quick=True)
     floors = dict(report["floors"])
-    floors |= {f"{corpus} {name}": f for corpus, extra in report["corpora"].items() for name, f in extra["floors"].items()}
+    for corpus, extra in report["corpora"].items():
+        floors |= {f"{corpus} {name}": f for name, f in extra["floors"].items()}
     assert report["corpora"] and any(name.startswith("devprose hybrid_ge_best_single") for name in floors)
     failed = {name: f for name, f in floors.items() if not f["ok"]}
     assert not failed and report["ok"], json.dumps({"failed": failed, "misses": report["misses"]}, indent=1)
