@@ -283,6 +283,7 @@ class Query:
     windows: list = field(default_factory=list)
     now: datetime | None = None
     words: frozenset[str] = frozenset()  # `query_words` of `text`: what a memory says beyond them counts
+    only_time: bool = False  # it names a time and nothing else ("what did we do in the last 24 hours?")
 
 
 def parse_query(text: str, now: datetime) -> Query:
@@ -295,7 +296,7 @@ def parse_query(text: str, now: datetime) -> Query:
 
     windows, rest = when.find(text, now)
     says_more = any(w not in STOP_WORDS for w in query_terms(rest))
-    return Query(text, rest if says_more else text, windows, now, query_words(text))
+    return Query(text, rest if says_more else text, windows, now, query_words(text), bool(windows) and not says_more)
 
 
 @dataclass
@@ -487,7 +488,10 @@ def fuse(cands: Sequence[Candidate], query: Query, f: Fusion) -> dict[int, float
         {id: relevance ≥ 0}; candidates with nothing (no lexical match, vector below the floor,
         no hop) are absent, but for a `dated` one (created in a window the query names), whose
         relevance is then 0: "what happened last week?" finds last week's memories, below any
-        memory that matches what the query says.
+        memory that matches what the query says. When the query names a time and nothing else
+        (`Query.only_time`: "what did we do in the last 24 hours?"), the time is all it says, so a
+        dated candidate gains w_t as a match does: those memories come before any that only its
+        stop-words' vector brought (session 14).
     """
     from memsafe import when
 
@@ -496,7 +500,7 @@ def fuse(cands: Sequence[Candidate], query: Query, f: Fusion) -> dict[int, float
         lex = f.weight_lexical * lexical_relevance(c.bm25, c.coverage, f.coverage_power) if c.bm25 is not None else 0.0
         vec = f.weight_vector * vector_relevance(c.similarity, c.words, f) if c.similarity is not None else 0.0
         hop = f.weight_hop * c.hop
-        if lex <= 0 and vec <= 0 and hop <= 0:
+        if lex <= 0 and vec <= 0 and hop <= 0 and not (c.dated and query.only_time):
             if c.dated:  # only its date matches: after every match, ordered by the other signals
                 out[c.id] = 0.0
             continue

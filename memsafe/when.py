@@ -7,8 +7,8 @@ Spans are found by a regular expression (cheap, so a query without a date word c
 each ending where a word ends ("the last decade" names no December); each span is read by
 `dateparser` (the library memsafe already uses for `--as-of`), whose `period` (day, week, month,
 year) gives the window's length. A span counting back from now ("the last 30 days", "the past
-two weeks", "past month") is the window from then until now; "last week" (no number, no "past")
-stays the calendar week before this one.
+two weeks", "past month", "the last 24 hours", "past hour") is the window from then until now;
+"last week" (no number, no "past") stays the calendar week before this one.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ _NUM = r"(?:\d+|one|two|three|four|five|six|seven|eight|nine|ten|a|an|a few|coup
 _YEAR = r"(?:19|20)\d\d"  # a year standing alone: other 4-digit numbers are mostly not years
 _ANY_YEAR = r"[1-9]\d{3}"  # a year beside a month ("May 1850", "December 9999")
 _PART = r"(?:(?:early|beginning of|start of|mid|middle of|late|end of)\s+(?:in\s+)?)?"
+_UNITS = "minute|hour|day|week|month|year"  # what a time counted back from now counts (`_ROLLING`)
 
 # Alternatives, longest first. A bare month name counts only beside a day, a year, a part of
 # month or a preposition of time ("in May", "of June"), so "may" the verb is never a date.
@@ -37,7 +38,7 @@ _SPAN_SOURCE = (
     r"\b(?:"
     rf"{_PART}(?:(?:\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?)?(?:{_MONTHS})\.?(?:\s+\d{{1,2}}(?:st|nd|rd|th)?)?,?\s+{_ANY_YEAR}\b)"
     rf"|\d{{4}}-\d{{2}}-\d{{2}}(?!\d)"
-    rf"|(?:the\s+)?(?:(?:last|past|previous)\s+(?:{_NUM}|few)\s+(?:days?|weeks?|months?|years?)|past\s+(?:day|week|month|year))\b"
+    rf"|(?:the\s+)?(?:(?:last|past|previous)\s+(?:{_NUM}|few)\s+(?:{_UNITS})s?|past\s+(?:{_UNITS})|last\s+hour)\b"
     rf"|{_PART}(?:last|this|next|past|previous)\s+(?:week(?:end)?|month|year|{_MONTHS}|{_DAYS})\b"
     rf"|{_NUM}\s+(?:days?|weeks?|months?|years?)\s+ago\b"
     rf"|(?:yesterday|today|tonight)\b"
@@ -51,7 +52,7 @@ _SPAN_SOURCE = (
 # Every alternative of _SPAN holds a digit or one of these (lower case): an ASCII text holding
 # none names no time, and `find` answers it without compiling _SPAN (~4-7 ms of a recall).
 _NEEDED = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec",
-           "day", "week", "month", "year", "tonight", "ago")
+           "day", "week", "month", "year", "tonight", "ago", "hour", "minute")
 
 
 @functools.cache
@@ -192,10 +193,10 @@ def _folded(span: str) -> str:
     return " ".join(ascii_digits(span.translate(_FOLD)).lower().split())
 
 
-_ROLLING = re.compile(rf"(?:the )?(?:(?:last|past|previous) (?P<n>{_NUM}|few) |past )(?P<unit>day|week|month|year)s?")
-# A count past this (7 digits) reaches back further than the calendar (years 1-9999) in any unit;
-# int() refuses a text of more than 4,300 digits, and a query may hold 100,000.
-_MAX_COUNT = 10**7
+_ROLLING = re.compile(rf"(?:the )?(?:(?:last|past|previous) (?P<n>{_NUM}|few) |past |last (?=hour))(?P<unit>{_UNITS})s?")
+# A count past this (10 digits) reaches back further than the calendar (years 1-9999) in any unit,
+# minutes included; int() refuses a text of more than 4,300 digits, and a query may hold 100,000.
+_MAX_COUNT = 10**10
 
 
 def _count(word: str | None) -> int:
@@ -205,7 +206,7 @@ def _count(word: str | None) -> int:
         return 1
     if word.isdecimal():
         digits = word.lstrip("0")
-        return int(digits or "0") if len(digits) <= 7 else _MAX_COUNT
+        return int(digits or "0") if len(digits) <= 10 else _MAX_COUNT
     return int(_WORDS_NUM.get(word, "3"))
 
 
@@ -215,15 +216,15 @@ def _in_month(at: datetime, year: int, month: int) -> datetime:
 
 
 def _back(end: datetime, n: int, unit: str) -> datetime:
-    """`end` less n units (day, week, month, year; n < 0 moves forward); months and years are
-    calendar ones (`_in_month`), as dateparser's relativedelta moves them.
+    """`end` less n units (minute, hour, day, week, month, year; n < 0 moves forward); months and
+    years are calendar ones (`_in_month`), as dateparser's relativedelta moves them.
 
     Raises:
         OverflowError: the result is before year 1 or after year 9999.
     """
     months = {"month": n, "year": 12 * n}.get(unit, 0)
-    if not months:
-        return end - timedelta(days=n * (7 if unit == "week" else 1))
+    if not months:  # timedelta raises OverflowError past ~2.7 million years, end − it past year 1
+        return end - timedelta(minutes=n * {"minute": 1, "hour": 60, "week": 7 * 1440}.get(unit, 1440))
     year, month = divmod(end.year * 12 + end.month - 1 - months, 12)
     if not MINYEAR <= year <= MAXYEAR:
         raise OverflowError(f"year {year} is out of range")
@@ -247,7 +248,7 @@ def _rolling(m: re.Match, now: datetime, span: str) -> Window:
 
 # "the last week of March", "the past 3 months in 2023": a span that counts back (with or without a
 # number) and, after "of" or "in", another span: the end of that one's window, not of now.
-_TAIL = re.compile(rf"(?:the )?(?:last|past|previous) (?:(?P<n>{_NUM}|few) )?(?P<unit>day|week|month|year)s?")
+_TAIL = re.compile(rf"(?:the )?(?:last|past|previous) (?:(?P<n>{_NUM}|few) )?(?P<unit>{_UNITS})s?")
 _OF = re.compile(r"\s+(?:of|in)\s+(?:the\s+)?", re.IGNORECASE)
 
 

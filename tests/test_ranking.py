@@ -89,6 +89,10 @@ def test_date_words_are_not_query_terms_and_select_a_window():
     ("past month", datetime(2023, 9, 20, 12)),
     ("incidents of the previous 3 months", datetime(2023, 7, 20, 12)),
     ("last 2 years of releases", datetime(2021, 10, 20, 12)),
+    ("what changed in the last 24 hours", datetime(2023, 10, 19, 12)),  # session 14: hours and minutes
+    ("notes from the past hour", datetime(2023, 10, 20, 11)),
+    ("errors in the last hour", datetime(2023, 10, 20, 11)),
+    ("the last 30 minutes", datetime(2023, 10, 20, 11, 30)),
 ])
 def test_a_time_counted_back_from_now_is_the_window_until_now(query, start):
     # Session 13: "the last 30 days" and "the past two weeks" named no window (dateparser reads
@@ -102,6 +106,8 @@ def test_a_time_counted_back_from_now_is_the_window_until_now(query, start):
     assert (week.start, week.end) == (datetime(2023, 10, 9, tzinfo=timezone.utc),
                                       datetime(2023, 10, 16, tzinfo=timezone.utc))
     assert retrieve.parse_query("on the last day of the trip", now).windows == []
+    for idiom in ("a last minute change", "office hours", "the hour hand", "24 hours a day"):
+        assert retrieve.parse_query(idiom, now).windows == [], idiom
 
 def test_common_words_are_those_half_the_store_holds_and_leave_the_vector_text():
     # Issue 11: a speaker's name in most memories steered the vector half (BM25 already gave it idf ≈ 0).

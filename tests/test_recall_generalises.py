@@ -10,6 +10,7 @@ import json
 import pytest
 
 from memsafe import api, tokens
+from memsafe.api import lifecycle
 
 NOTES = [
     "The warehouse service keeps stock levels in Postgres and syncs them to the ERP every night at two.",
@@ -176,6 +177,26 @@ def test_a_query_that_names_only_a_time_finds_the_memories_of_that_time(store, m
         assert set(found[:2]) == last_week
     both = [h.memory.id for h in api.recall(store, "Go toolchain last week", project="web").hits]
     assert both[0] == ids[times["2026-11-27T09:00:00+00:00"]]  # what the query says comes first
+
+
+@pytest.mark.backends("sqlite", "postgres")
+def test_a_query_counting_hours_back_finds_the_memories_of_those_hours(store, remember_at, monkeypatch):
+    # Session 14: "the last 24 hours" and "past hour" named no window (hours were no unit): the
+    # query found nothing, or whatever shared its words, however old.
+    old = remember_at("2026-11-30T08:00:00+00:00", "Moved the nightly export to 02:00 UTC.")
+    day = remember_at("2026-12-01T20:00:00+00:00", "Rotated the staging database password.")
+    hour = remember_at("2026-12-02T09:40:00+00:00", "Fixed the flaky login test by waiting for the redirect.")
+    monkeypatch.setenv("MEMSAFE_NOW", "2026-12-02T10:00:00+00:00")
+    # nothing but the time: the memories of that time come first (others may follow by meaning)
+    found = [h.memory.id for h in api.recall(store, "what did we do in the last 24 hours?").hits]
+    assert set(found[:2]) == {day.id, hour.id}
+    assert [h.memory.id for h in api.recall(store, "past hour").hits][:1] == [hour.id]
+    assert [h.memory.id for h in api.recall(store, "the last 30 minutes").hits][:1] == [hour.id]
+    since = lifecycle.parse_when("the last 16 hours")  # --since reads it the same way
+    assert since.startswith("2026-12-01T18:00:00")
+    hits = api.recall(store, "nightly export, staging password, login test", since=since).hits
+    assert {h.memory.id for h in hits} == {day.id, hour.id}
+    assert old.id in {h.memory.id for h in api.recall(store, "nightly export, staging password, login test").hits}
 
 
 def test_the_best_memory_is_returned_cut_with_a_note_when_the_budget_is_small(store):
