@@ -193,7 +193,8 @@ def _folded(span: str) -> str:
     return " ".join(ascii_digits(span.translate(_FOLD)).lower().split())
 
 
-_ROLLING = re.compile(rf"(?:the )?(?:(?:last|past|previous) (?P<n>{_NUM}|few) |past |last (?=hour))(?P<unit>{_UNITS})s?")
+_ROLLING = re.compile(
+    rf"(?:the )?(?:(?:last|past|previous) (?P<n>{_NUM}|few) |past |last (?=hour))(?P<unit>{_UNITS})s?")
 # A count past this (10 digits) reaches back further than the calendar (years 1-9999) in any unit,
 # minutes included; int() refuses a text of more than 4,300 digits, and a query may hold 100,000.
 _MAX_COUNT = 10**10
