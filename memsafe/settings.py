@@ -295,6 +295,20 @@ CONFIG_KEYS: dict[str, ConfigKey] = {
         # `memsafe bench`: own corpus unchanged; developer prose semantic R@1 / R@3 / MRR 0.737 / 0.842
         # / 0.805 → 0.750 / 0.842 / 0.812 (vector half 0.750 / 0.842 / 0.810): hybrid now at least
         # each half on every type and metric of both shipped corpora, which `memsafe bench` gates.
+        # Session 14, weight_question: on LoCoMo a fifth of the turns ask something, and the turn
+        # that asked the question was 45% of the wrong first hits (99 of 220): it shares the query's
+        # words, not its answer. A memory keeps (1 − weight_question × the share of its text in
+        # questions) of its relevance, after the context step has lent its neighbours its full
+        # relevance (`retrieve.answers_first`). `cv --grid '{"coverage_power": [3.0], "weight_lexical":
+        # [14, 16], "weight_vector": [4], "min_similarity": [0.15], "weight_context": [0.4, 0.5],
+        # "weight_question": [0, 0.3, 0.5, 0.7, 0.85, 1.0]}'` chooses 0.85 (with weight_lexical 14,
+        # weight_context 0.5); held-out conversations R@5 0.662 / 0.651 / 0.616 → 0.692 / 0.665 /
+        # 0.642 (each fold chose 0.85, 1.0, 0.7). Lending backwards less (a question lends the turn
+        # before it nothing) cost LoCoMo R@5 1 point. `memsafe bench --dataset locomo`, categories
+        # 1–4 R@1/3/5/10/MRR@10: 33.9 / 52.5 / 60.4 / 68.0 / 50.8 → 37.1 / 54.1 / 62.2 / 68.5 / 54.1
+        # (lexical half 37.0 / 53.2 / 56.5 / 62.3 / 50.7: hybrid at least it on every metric);
+        # adversarial R@5 78.8 → 81.8 (74.7), month/year R@5 59.5 → 65.5 (54.8). Both shipped corpora
+        # unchanged (their memories ask nothing).
         ConfigKey("coverage_power", float, 3.0, "exponent on the share of query-term IDF a lexical hit holds",
                   0.0, 10.0),
         ConfigKey("min_similarity", float, 0.15,
@@ -308,6 +322,8 @@ CONFIG_KEYS: dict[str, ConfigKey] = {
                   0.0, 10.0),
         ConfigKey("weight_context", float, 0.5,
                   "share of the relevance of the turns around it a conversation turn gains (its context)", 0.0, 1.0),
+        ConfigKey("weight_question", float, 0.85,
+                  "share of its relevance a memory that only asks a question loses (it holds no answer)", 0.0, 1.0),
         ConfigKey("candidate_depth", int, 75, "candidates taken from each retriever (BM25 and KNN)", 5, 1000),
         ConfigKey("weight_lexical", float, 14.0, "weight of BM25 in fusion", 0.0, 100.0),
         ConfigKey("weight_vector", float, 4.0, "weight of the vector similarity in fusion", 0.0, 100.0),

@@ -109,6 +109,34 @@ def test_a_time_counted_back_from_now_is_the_window_until_now(query, start):
     for idiom in ("a last minute change", "office hours", "the hour hand", "24 hours a day"):
         assert retrieve.parse_query(idiom, now).windows == [], idiom
 
+@pytest.mark.parametrize(("text", "share"), [
+    ("Jon: What dance were you doing at the recital?", 1.0),
+    ("That is great! Where was it?", 13 / 27),  # by characters: 14 state, 13 ask
+    ("Is it v1.2?", 1.0),  # a period inside a word ends no sentence
+    ("We pinned v1.2. It works.", 0.0),
+    ("你好。你呢？", 0.5),  # CJK sentences end with no space after them
+    ("", 0.0),
+    ("Should we move to Postgres?\n\nThe team decided: yes, in May.", 27 / 57),
+])
+def test_the_share_of_a_memory_that_asks_a_question(text, share):
+    assert retrieve.question_share(text) == pytest.approx(share)
+
+
+def test_a_memory_that_asks_ranks_below_the_answer_it_lends_relevance_to():
+    # Session 14: on LoCoMo a fifth of the turns ask something, and the turn that asked the
+    # question ("What kind of pieces do you want to make?") was the most frequent wrong first hit:
+    # it shares the query's words, not its answer. It keeps (1 − weight · asks) of its relevance,
+    # after the context step has lent the turn after it its full relevance.
+    asks, answer = retrieve.Candidate(1, after=2, asks=1.0), retrieve.Candidate(2, before=1)
+    relevance = retrieve.in_context([asks, answer], {1: 10.0, 2: 1.0}, 0.5)
+    assert relevance == {1: 10.0 + 0.5 * 1.0, 2: 1.0 + 0.5 * 10.0}
+    damped = retrieve.answers_first(relevance, [asks, answer], 0.85)
+    assert damped[2] == relevance[2] and damped[1] == pytest.approx(10.5 * 0.15) and damped[2] > damped[1]
+    assert retrieve.answers_first(relevance, [asks, answer], 0.0) is relevance
+    half = retrieve.Candidate(3, asks=0.5)
+    assert retrieve.answers_first({3: 4.0}, [half], 1.0) == {3: 2.0}
+
+
 def test_common_words_are_those_half_the_store_holds_and_leave_the_vector_text():
     # Issue 11: a speaker's name in most memories steered the vector half (BM25 already gave it idf ≈ 0).
     df = {'"ben"': 60, '"flea"': 2, '"market"': 3, '"buy"': 9}

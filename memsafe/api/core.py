@@ -749,6 +749,7 @@ def score_candidates(cands: Sequence[retrieve.Candidate], q: retrieve.Query, cfg
         recency_half_life_days=cfg["recency_half_life_days"],
     )
     relevance = retrieve.in_context(cands, retrieve.fuse(cands, q, fusion), fusion.weight_context)
+    relevance = retrieve.answers_first(relevance, cands, cfg["weight_question"])
     held = {c.id: c.exact for c in cands if c.exact}
     for i in held:  # a memory holding an exact term ranks first in every mode, found by meaning or not
         relevance.setdefault(i, 0.0)
@@ -901,10 +902,14 @@ def _memory_features(cands: Iterable[retrieve.Candidate], memories: dict, degree
 def _word_features(cands: Iterable[retrieve.Candidate], memories: dict, cfg: dict, known: frozenset[str]) -> None:
     """Set each candidate's content words beyond the query's words `known` (`retrieve.content_words`),
     read by the vector half only (0 for a candidate it did not find) and only up to
-    `substance_words`, the most it weighs."""
+    `substance_words`, the most it weighs; and the share of its text that asks a question
+    (`retrieve.question_share`), when `weight_question` reads it."""
     words = math.ceil(cfg["substance_words"])
+    asks = cfg["weight_question"] > 0
     for c in cands:
-        c.words = retrieve.content_words(memories[c.id].content, words, known) if c.similarity is not None else 0
+        content = memories[c.id].content
+        c.words = retrieve.content_words(content, words, known) if c.similarity is not None else 0
+        c.asks = retrieve.question_share(content) if asks else 0.0
 
 
 def _pack(store: Store, ranked: list[tuple[float, retrieve.Candidate]], memories: dict[int, Memory], effective: int,
