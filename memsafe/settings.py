@@ -291,7 +291,7 @@ CONFIG_KEYS: dict[str, ConfigKey] = {
         # fold (held out R@5 0.662 / 0.651 / 0.616, the folds choosing weight_context 0.5, 0.5, 0.3).
         # `memsafe bench --dataset locomo` categories 1–4 R@1/3/5/10/MRR@10: 34.3 / 52.7 / 60.1 / 68.1
         # / 51.2 → 33.9 / 52.5 / 60.4 / 68.0 / 50.8 (lexical half 35.1 / 51.1 / 56.9 / 62.1 / 49.3);
-        # adversarial R@5 80.8 → 78.8 (74.7), month/year R@5 62.3 → 59.5 (56.7): two questions each.
+        # adversarial R@5 80.8 → 78.8 (74.7), month/year R@5 62.3 → 59.5 (56.7).
         # `memsafe bench`: own corpus unchanged; developer prose semantic R@1 / R@3 / MRR 0.737 / 0.842
         # / 0.805 → 0.750 / 0.842 / 0.812 (vector half 0.750 / 0.842 / 0.810): hybrid now at least
         # each half on every type and metric of both shipped corpora, which `memsafe bench` gates.

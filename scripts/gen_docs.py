@@ -140,7 +140,11 @@ def stale(what: str = "all") -> list[str]:
 
 def main(argv: list[str]) -> int:
     what = next((a for a in argv if not a.startswith("-")), "all")
-    if what not in ("all", "completions", "man"):
+    if {"-h", "--help"} & set(argv):
+        print(__doc__)
+        return 0
+    unknown = [a for a in argv if a.startswith("-") and a != "--check"]
+    if what not in ("all", "completions", "man") or unknown:
         print(__doc__, file=sys.stderr)
         return 2
     if "--check" in argv:

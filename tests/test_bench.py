@@ -11,6 +11,7 @@ from pathlib import Path
 
 import apsw
 import pytest
+from conftest import run_memsafe
 
 from memsafe import retrieve
 from memsafe.bench import quality as bench
@@ -105,6 +106,44 @@ def test_bench_cli_json_on_a_tiny_corpus(cli, tmp_path, corpus):
     assert data["corpus"]["queries"] == {"semantic": 1, "keyword": 1, "graph": 1}
     r = cli("bench", "--corpus", str(tmp_path / "missing.json"))
     assert r.exit_code == 1 and "Traceback" not in r.stderr
+
+
+def test_a_corpus_of_your_own_is_held_to_the_floors_of_the_query_types_it_has(cli, tmp_path):
+    # Session 14 (new-user trial): a corpus with no graph query always failed "hybrid_r3_graph:
+    # 0.000 (floor 0.900)", exit 1, however well every mode ranked.
+    corpus = {"name": "mine", "memories": [{"id": "a", "content": "We deploy the billing service with Helm."},
+                                           {"id": "b", "content": "Lunch is at noon on Fridays."}],
+              "queries": [{"id": "s", "query": "how is billing shipped to production?", "type": "semantic",
+                           "relevant": ["a"]},
+                          {"id": "k", "query": "Helm", "type": "keyword", "relevant": ["a"]}]}
+    path = tmp_path / "mine.json"
+    path.write_text(json.dumps(corpus), encoding="utf-8")
+    r = cli("bench", "--quick", "--json", "--corpus", str(path))
+    data = json.loads(r.stdout)
+    assert r.exit_code == 0 and data["ok"], r.stdout
+    assert "hybrid_r3_graph" not in data["floors"] and data["floors"]["hybrid_r1_keyword"]["ok"]
+    plain = run_memsafe("bench", "--quick", "--corpus", str(path), env={"MEMSAFE_NO_MODEL": "1"})
+    assert "note: the embedding model is not available" in plain.stdout and "Traceback" not in plain.stderr
+
+
+def test_the_startup_table_marks_only_the_targets_issue_13_sets():
+    # Session 14 (new-user trial): a new query's recall (the model embeds it) and a lexical one
+    # were marked "≤ 5 ms NO", a target set for the repeated query only.
+    from memsafe.bench import startup
+
+    seconds = {"p50": 0.004}
+    report = {"processes": {"baseline": {"p50": 0.03}, "measures": {}}, "seed": 1000,
+              "in_server": {"mcp_remember_reply": {"seconds": seconds}, "mcp_remembers_per_s": {"value": 200},
+                            "mcp_remember_to_searchable": {"seconds": 0.4}, "mcp_recall_reply": {"seconds": seconds}},
+              "in_process_recall": {"seconds": seconds, "new_query_seconds": {"p50": 0.008},
+                                    "lexical_seconds": {"p50": 0.006}},
+              "cli_remember_to_searchable": {"seconds": 0.3},
+              "import": {"memories": 1000, "per_s": 1500}, "embedding": {"threads": 2, "texts_per_s": 70}}
+    rows = {row[0].strip(): row for row in startup.startup_rows(report)}
+    assert rows["… each query new (embedded by the model)"][4:] == ("", "")
+    assert rows["… --mode lexical, each query new"][4:] == ("", "")
+    assert rows["recall in process (p50, 1,000 memories), a repeated query"][4:] == ("≤ 5 ms", "yes")
+    assert "NO" not in {row[5] for row in rows.values()}
 
 
 def test_bench_subprocesses_never_import_a_checkout_in_the_current_folder(tmp_path, monkeypatch):

@@ -130,6 +130,13 @@ def test_config_set_is_validated_and_used(cli):
     assert listed["token_budget"]["value"] == 50 and listed["token_budget"]["default"] == 2000
 
 
+def test_a_negative_setting_is_refused_as_a_value_not_read_as_an_option(cli):
+    # Session 14 (new-user trial): `config set weight_lexical -1` answered "No such option: -1".
+    r = cli("config", "set", "weight_lexical", "-1")
+    assert r.exit_code == 1 and "weight_lexical must be between 0 and 100, got -1" in r.stderr
+    assert "No such option" not in r.stderr and "Traceback" not in r.stderr
+
+
 def test_fusion_weights_cannot_both_be_zero(cli):
     """Both at 0 would make every recall empty; the second one is refused and says what to do."""
     cli("remember", "the billing service retries three times")

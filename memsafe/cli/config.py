@@ -64,7 +64,7 @@ def config_get(
     _emit_setting(key, value, json_, str(value))
 
 
-@config_app.command("set")
+@config_app.command("set", context_settings={"ignore_unknown_options": True})  # `config set k -1`: a value
 def config_set(
     ctx: typer.Context,
     key: Annotated[str, typer.Argument(help="Setting name (see `config list`).")],
