@@ -545,8 +545,8 @@ def question_share(text: str) -> float:
     """Share in [0, 1] of a memory's text held by sentences that end in a question mark (? or ？),
     counted in characters of its first QUESTION_CHARS, spaces between sentences aside: 1 for
     "Jon: What dance were you doing at the recital?", 0.5 or so for "That's great! Where was it?",
-    0 for a text asking nothing. Read by `answers_first`. Texts up to SHORT_TEXT characters are
-    kept per process, as `content_words` keeps them."""
+    0 for a text asking nothing. Read by `answers_first`. The answers for the last 8,192 heads
+    read are kept per process (the same memories come back recall after recall in `serve`)."""
     head = text[:QUESTION_CHARS]
     if "?" not in head and "？" not in head:
         return 0.0
