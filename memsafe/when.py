@@ -31,6 +31,10 @@ _YEAR = r"(?:19|20)\d\d"  # a year standing alone: other 4-digit numbers are mos
 _ANY_YEAR = r"[1-9]\d{3}"  # a year beside a month ("May 1850", "December 9999")
 _PART = r"(?:(?:early|beginning of|start of|mid|middle of|late|end of)\s+(?:in\s+)?)?"
 _UNITS = "minute|hour|day|week|month|year"  # what a time counted back from now counts (`_ROLLING`)
+# A unit joined by a hyphen to a word is part of an adjective, not a time: "the last hour-long
+# meeting" is the latest meeting of an hour, "the past week-long sprint" a sprint (break-it, session
+# 14); but for "-end", the end of that time ("the past year-end close": the past year).
+_NOT_COMPOUND = r"(?!-(?!end\b)[^\W\d_])"
 
 # Alternatives, longest first. A bare month name counts only beside a day, a year, a part of
 # month or a preposition of time ("in May", "of June"), so "may" the verb is never a date.
@@ -38,8 +42,8 @@ _SPAN_SOURCE = (
     r"\b(?:"
     rf"{_PART}(?:(?:\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?)?(?:{_MONTHS})\.?(?:\s+\d{{1,2}}(?:st|nd|rd|th)?)?,?\s+{_ANY_YEAR}\b)"
     rf"|\d{{4}}-\d{{2}}-\d{{2}}(?!\d)"
-    rf"|(?:the\s+)?(?:(?:last|past|previous)\s+(?:{_NUM}|few)\s+(?:{_UNITS})s?|past\s+(?:{_UNITS})|last\s+hour)\b"
-    rf"|{_PART}(?:last|this|next|past|previous)\s+(?:week(?:end)?|month|year|{_MONTHS}|{_DAYS})\b"
+    rf"|(?:the\s+)?(?:(?:last|past|previous)\s+(?:{_NUM}|few)\s+(?:{_UNITS})s?|past\s+(?:{_UNITS})|last\s+hour)\b{_NOT_COMPOUND}"
+    rf"|{_PART}(?:last|this|next|past|previous)\s+(?:week(?:end)?|month|year|{_MONTHS}|{_DAYS})\b{_NOT_COMPOUND}"
     rf"|{_NUM}\s+(?:days?|weeks?|months?|years?)\s+ago\b"
     rf"|(?:yesterday|today|tonight)\b"
     rf"|{_PART}(?:\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?(?:{_MONTHS})|(?:{_MONTHS})\s+\d{{1,2}}(?:st|nd|rd|th)?)\b"
@@ -193,8 +197,10 @@ def _folded(span: str) -> str:
     return " ".join(ascii_digits(span.translate(_FOLD)).lower().split())
 
 
+# The plural only after a count, as in _SPAN: "past hours" and "last hours" name no time there, so
+# `counted_back` (--since) does not read them as the last hour either (break-it, session 14).
 _ROLLING = re.compile(
-    rf"(?:the )?(?:(?:last|past|previous) (?P<n>{_NUM}|few) |past |last (?=hour))(?P<unit>{_UNITS})s?")
+    rf"(?:the )?(?:(?:last|past|previous) (?P<n>{_NUM}|few) |past |last (?=hour))(?P<unit>{_UNITS})(?(n)s?)")
 # A count past this (10 digits) reaches back further than the calendar (years 1-9999) in any unit,
 # minutes included; int() refuses a text of more than 4,300 digits, and a query may hold 100,000.
 _MAX_COUNT = 10**10

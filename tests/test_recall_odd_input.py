@@ -437,3 +437,30 @@ def test_a_query_naming_the_commonest_times_never_imports_dateparser():
             "print(any(m.startswith('dateparser') for m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+@pytest.mark.parametrize("text", ["the last hour-long meeting", "notes of the past week-long sprint",
+                                  "the last 2 day-long outages", "this year-long project",
+                                  "the past month-long freeze"])
+def test_a_unit_joined_to_a_word_by_a_hyphen_names_no_time(text):
+    # Break-it, session 14: "the last hour-long meeting" (the latest meeting of an hour) named the
+    # last hour, "the past week-long sprint" the past week: a unit in a compound adjective is no time.
+    now = datetime(2026, 12, 2, 10, tzinfo=timezone.utc)
+    assert when.find(text, now) == ([], text)
+    spans = [w.span for w in when.find("errors in the last hour - and last hour's logs", now)[0]]
+    assert spans == ["the last hour", "last hour"]
+    assert [w.span for w in when.find("the last week-end on call", now)[0]] == ["last week"]  # "-end": its end
+
+
+def test_since_reads_no_plural_without_a_count_as_a_query_reads_none():
+    # Break-it, session 14: `--since "past hours"` or `"last hours"` was the last hour (and "past
+    # days" the last day) while a query read no time in them; "the last days" was already refused.
+    now = datetime(2026, 12, 2, 10, tzinfo=timezone.utc)
+    for text in ("past hours", "last hours", "past minutes", "the past days", "PAST  WEEKS"):
+        assert when.find(text, now)[0] == [] and when.counted_back(text, now) is None, text
+        with pytest.raises(InvalidInput, match="cannot read time"):
+            past.parse_when(text, now)
+    for text, back in [("past hour", timedelta(hours=1)), ("the last hour", timedelta(hours=1)),
+                       ("the past 3 hours", timedelta(hours=3)), ("past minute", timedelta(minutes=1))]:
+        assert past.parse_when(text, now) == now - back
+        assert [w.start for w in when.find(text, now)[0]] == [now - back]
