@@ -146,6 +146,52 @@ def test_the_startup_table_marks_only_the_targets_issue_13_sets():
     assert "NO" not in {row[5] for row in rows.values()}
 
 
+BAD_CORPORA = {  # break-it, session 14: each was a traceback (TypeError, RecursionError) or a bare "'nope'"
+    "list.json": "[]",
+    "memories-int.json": '{"memories": 5, "queries": []}',
+    "memory-text.json": '{"memories": ["just a string"], "queries": []}',
+    "relevant-null.json": '{"memories": [{"id": "m1", "content": "x"}], '
+                          '"queries": [{"id": "q1", "type": "semantic", "query": "x", "relevant": null}]}',
+    "relevant-unknown.json": '{"memories": [{"id": "m1", "content": "x"}], '
+                             '"queries": [{"id": "q1", "type": "semantic", "query": "x", "relevant": ["nope"]}]}',
+    "id-list.json": '{"memories": [{"id": ["m1"], "content": "x"}], "queries": []}',
+    "type-unknown.json": '{"memories": [{"id": "m1", "content": "x"}], '
+                         '"queries": [{"id": "q1", "type": "semantics", "query": "x", "relevant": ["m1"]}]}',
+    "no-queries.json": '{"memories": [{"id": "m1", "content": "x"}], "queries": []}',
+    "twice.json": '{"memories": [{"id": "m1", "content": "x"}, {"id": "m1", "content": "y"}], '
+                  '"queries": [{"id": "q1", "type": "semantic", "query": "x", "relevant": ["m1"]}]}',
+    "nested.json": "[" * 100_000 + "]" * 100_000,
+    "latin1.json": b'{"name": "caf\xe9"}',
+}
+
+
+@pytest.mark.parametrize("name", BAD_CORPORA)
+def test_a_bad_corpus_file_is_one_clear_error(cli, tmp_path, name):
+    path = tmp_path / name
+    content = BAD_CORPORA[name]
+    path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    r = cli("bench", "--quick", "--corpus", str(path))
+    assert r.exit_code == 1 and r.stdout == "", r.stdout
+    assert r.stderr.startswith(f"Error: {path}") and r.stderr.count("\n") == 1, r.stderr
+    r = cli("bench", "--quick", "--json", "--corpus", str(path))
+    assert r.exit_code == 1 and json.loads(r.stdout)["error"]["message"].startswith(str(path))
+
+
+def test_each_floor_line_says_what_it_is_held_to():
+    # Break-it, session 14: the main corpus's "hybrid at least the better single mode" lines read
+    # "(floor …)", and the developer prose's budget adherence read "(best single 1.000)".
+    held = {"floor": 1.0, "value": 1.0, "ok": True}
+    report = {"floors": {"budget_adherence": held, "hybrid_ge_best_single_graph_mrr": held},
+              "corpora": {"devprose": {"floors": {"budget_adherence": held,
+                                                  "hybrid_ge_best_single_semantic_mrr": held}}}}
+    assert bench.floor_lines(report) == [
+        "ok   budget_adherence: 1.000 (floor 1.000)",
+        "ok   hybrid_ge_best_single_graph_mrr: 1.000 (best single 1.000)",
+        "ok   devprose budget_adherence: 1.000 (floor 1.000)",
+        "ok   devprose hybrid_ge_best_single_semantic_mrr: 1.000 (best single 1.000)",
+    ]
+
+
 def test_bench_subprocesses_never_import_a_checkout_in_the_current_folder(tmp_path, monkeypatch):
     """Issue 12.12: `bench --scale` run from a folder holding a checkout's `memsafe/` died with
     ImportError, because `python -m memsafe` imported that copy. Every measuring subprocess

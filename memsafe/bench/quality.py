@@ -27,9 +27,14 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import Field
+from typing_extensions import NotRequired, TypedDict
 
 from memsafe import api, tokens
 from memsafe.bench.timing import percentile
+from memsafe.errors import InvalidInput
 from memsafe.store import Store
 
 MODES = ("lexical", "vector", "hybrid")
@@ -46,12 +51,68 @@ FLOORS = {
 }
 
 
+class _Memory(TypedDict):
+    id: str
+    content: str
+    kind: NotRequired[str]
+    tags: NotRequired[list[str]]
+    entities: NotRequired[list[str]]
+
+
+class _Query(TypedDict):
+    id: str
+    type: Literal["semantic", "keyword", "graph"]
+    query: str
+    relevant: Annotated[list[str], Field(min_length=1)]
+
+
+class _Corpus(TypedDict):
+    """A corpus file's shape (other keys, such as description, are ignored); the values inside
+    (kind, relations, texts) are checked by the api as the store is built."""
+
+    name: NotRequired[str]
+    project: NotRequired[str | None]
+    memories: list[_Memory]
+    relations: NotRequired[list[dict]]
+    queries: Annotated[list[_Query], Field(min_length=1)]
+
+
 def load_corpus(path: str | Path | None = None) -> dict:
     """The benchmark corpus: {name, project, memories[{id, kind, content, tags?, entities?}],
-    relations[{source, relation, target, weight}], queries[{id, type, query, relevant[ids]}]}."""
-    if path is not None:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
-    return json.loads(resources.files("memsafe").joinpath("data/bench_corpus.json").read_text(encoding="utf-8"))
+    relations[{source, relation, target, weight}], queries[{id, type, query, relevant[ids]}]}.
+
+    Raises:
+        InvalidInput: the file is not such a corpus (one line: the file, where, what): not JSON,
+            a value of the wrong type, an unknown query type, no query, a query with no relevant
+            memory or naming one the corpus does not hold, two memories with one id.
+        OSError: the file cannot be read.
+    """
+    if path is None:
+        data = resources.files("memsafe").joinpath("data/bench_corpus.json").read_bytes()
+    else:
+        data = Path(path).read_bytes()
+    where = path or "data/bench_corpus.json"
+    try:
+        corpus = json.loads(data.decode("utf-8"))
+    except (ValueError, RecursionError) as exc:  # not UTF-8 either; RecursionError: arrays nested thousands deep
+        raise InvalidInput(f"{where} is not JSON ({str(exc) or type(exc).__name__})") from None
+    from pydantic import TypeAdapter, ValidationError
+
+    try:
+        TypeAdapter(_Corpus).validate_python(corpus, strict=True)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        at = ".".join(str(part) for part in first["loc"]) or "top level"
+        raise InvalidInput(f"{where}: {at}: {first['msg']} (the format: memsafe bench --help)") from None
+    ids = [m["id"] for m in corpus["memories"]]
+    if len(set(ids)) < len(ids):
+        raise InvalidInput(f"{where}: memory id {next(i for i in ids if ids.count(i) > 1)!r} is given twice")
+    held = set(ids)
+    for q in corpus["queries"]:
+        unknown = [r for r in q["relevant"] if r not in held]
+        if unknown:
+            raise InvalidInput(f"{where}: query {q['id']!r} names memory {unknown[0]!r}, not in the corpus")
+    return corpus
 
 
 def build_store(store: Store, corpus: Mapping) -> dict[str, int]:
@@ -338,18 +399,16 @@ def quality_tables(report: dict) -> list:
 
 
 def floor_lines(report: dict) -> list[str]:
-    """One line per quality floor: name, value, floor, ok; then the extra corpora's comparisons
-    with the better single mode."""
-    lines = [
-        f"{'ok  ' if f['ok'] else 'FAIL'} {name}: {f['value']:.3f} (floor {f['floor']:.3f})"
-        for name, f in report["floors"].items()
-    ]
+    """One line per quality floor: ok or FAIL, name, value and what it is held to: "best single"
+    for hybrid against the better single mode, "floor" for a fixed one; the main corpus's floors,
+    then each extra corpus's, named by the corpus."""
+    def line(prefix: str, name: str, f: dict) -> str:
+        held = "best single" if name.startswith("hybrid_ge_best_single") else "floor"
+        return f"{'ok  ' if f['ok'] else 'FAIL'} {prefix}{name}: {f['value']:.3f} ({held} {f['floor']:.3f})"
+
+    lines = [line("", name, f) for name, f in report["floors"].items()]
     for corpus, extra in report.get("corpora", {}).items():
-        lines += [
-            f"{'ok  ' if f['ok'] else 'FAIL'} {corpus} {name}: {f['value']:.3f} "
-            f"({'best single' if name.startswith('hybrid_ge_best_single') else 'floor'} {f['floor']:.3f})"
-            for name, f in extra["floors"].items()
-        ]
+        lines += [line(f"{corpus} ", name, f) for name, f in extra["floors"].items()]
     if not report.get("model", True):
         lines.append("note: the embedding model is not available (MEMSAFE_NO_MODEL, or `memsafe doctor` says why): "
                      "vector and hybrid ran on keywords alone")

@@ -20,7 +20,10 @@ def bench(
         bool, typer.Option("--quick", help="Fewer budget sweeps (hybrid only); same queries; seconds, not a minute.")
     ] = False,
     corpus: Annotated[
-        str | None, typer.Option("--corpus", help="A corpus JSON file instead of the one shipped with memsafe.")
+        str | None, typer.Option("--corpus", help=(
+            "A corpus JSON file instead of the one shipped with memsafe: {\"memories\": [{\"id\", \"content\", "
+            "\"kind\"?, \"tags\"?, \"entities\"?}], \"relations\"?: [{\"source\", \"relation\", \"target\"}], "
+            "\"queries\": [{\"id\", \"type\": semantic|keyword|graph, \"query\", \"relevant\": [memory ids]}]}."))
     ] = None,
     misses: Annotated[bool, typer.Option("--misses", help="Also list hybrid queries not answered at rank 1.")] = False,
     mcp: Annotated[
