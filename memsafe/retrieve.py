@@ -489,10 +489,8 @@ def fuse(cands: Sequence[Candidate], query: Query, f: Fusion) -> dict[int, float
         {id: relevance ≥ 0}; candidates with nothing (no lexical match, vector below the floor,
         no hop) are absent, but for a `dated` one (created in a window the query names), whose
         relevance is then 0: "what happened last week?" finds last week's memories, below any
-        memory that matches what the query says. When the query names a time and nothing else
-        (`Query.only_time`: "what did we do in the last 24 hours?"), the time is all it says, so a
-        dated candidate gains w_t as a match does: those memories come before any that only its
-        stop-words' vector brought (session 14).
+        memory that matches what the query says. A query that names a time and nothing else
+        puts that time's memories first after fusion (`time_first`).
     """
     from memsafe import when
 
@@ -501,7 +499,7 @@ def fuse(cands: Sequence[Candidate], query: Query, f: Fusion) -> dict[int, float
         lex = f.weight_lexical * lexical_relevance(c.bm25, c.coverage, f.coverage_power) if c.bm25 is not None else 0.0
         vec = f.weight_vector * vector_relevance(c.similarity, c.words, f) if c.similarity is not None else 0.0
         hop = f.weight_hop * c.hop
-        if lex <= 0 and vec <= 0 and hop <= 0 and not (c.dated and query.only_time):
+        if lex <= 0 and vec <= 0 and hop <= 0:
             if c.dated:  # only its date matches: after every match, ordered by the other signals
                 out[c.id] = 0.0
             continue
@@ -580,6 +578,29 @@ def answers_first(relevance: dict[int, float], cands: Sequence[Candidate], weigh
         return relevance
     damp = min(1.0, weight)
     return {i: r * (1.0 - damp * asking.get(i, 0.0)) for i, r in relevance.items()}
+
+
+def time_first(relevance: dict[int, float], cands: Sequence[Candidate], query: Query) -> dict[int, float]:
+    """When the query names a time and nothing else (`Query.only_time`: "what did we do in the
+    last 24 hours?"), the time is all it says: the memories created inside a window it names come
+    before the rest, keeping the fused order inside each tier (rel' = rel + R + 1 inside, R = the
+    highest relevance; tiers at least 1 apart, more than the other signals of `final_score` add
+    together, as `exact_first`). Applied after `in_context` and `answers_first`, so neither a
+    neighbour's lift nor a question's damping crosses the tier. An old memory holding the query's
+    time words ("Summary of the last 24 hours"; a word match and a near meaning) came before
+    every memory of that time (break-it, session 14).
+
+    Returns `relevance` unchanged when the query says more than a time or no candidate is inside
+    a window, else new scores.
+    """
+    if not query.only_time:
+        return relevance
+    inside = {c.id for c in cands if c.id in relevance and c.created_at is not None
+              and any(w.start <= c.created_at < w.end for w in query.windows)}
+    if not inside:
+        return relevance
+    step = max(relevance.values()) + 1.0
+    return {i: r + step if i in inside else r for i, r in relevance.items()}
 
 
 def exact_first(relevance: dict[int, float], held: dict[int, int]) -> dict[int, float]:

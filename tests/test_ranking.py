@@ -380,3 +380,17 @@ def test_context_lifts_the_turns_next_to_a_relevant_turn_one_step_only():
     assert retrieve.in_context(cands, relevance, 0.0) is relevance
     both = retrieve.in_context(cands, {1: 10.0, 3: 5.0}, 0.5)
     assert both[2] == 5.0  # the larger neighbour counts, not their sum
+
+
+def test_a_time_only_query_tiers_the_memories_inside_its_window_above_every_other():
+    # Break-it, session 14: `time_first` after fusion and context, so no lexical, vector or
+    # neighbour's lift puts a memory outside the window before one inside it.
+    now = datetime(2026, 12, 2, 10, tzinfo=timezone.utc)
+    old = retrieve.Candidate(1, bm25=0.9, coverage=1.0, created_at=datetime(2026, 10, 1, tzinfo=timezone.utc))
+    new = retrieve.Candidate(2, created_at=datetime(2026, 12, 2, 9, 30, tzinfo=timezone.utc))
+    only = retrieve.parse_query("what did we do in the last 24 hours?", now)
+    assert only.only_time and not retrieve.parse_query("login test in the last 24 hours", now).only_time
+    tiered = retrieve.time_first({1: 20.0, 2: 0.0}, [old, new], only)
+    assert tiered[2] >= tiered[1] + 1
+    more = retrieve.parse_query("login test in the last 24 hours", now)
+    assert retrieve.time_first({1: 20.0, 2: 0.0}, [old, new], more) == {1: 20.0, 2: 0.0}

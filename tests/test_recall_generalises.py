@@ -199,6 +199,28 @@ def test_a_query_counting_hours_back_finds_the_memories_of_those_hours(store, re
     assert old.id in {h.memory.id for h in api.recall(store, "nightly export, staging password, login test").hits}
 
 
+@pytest.mark.backends("sqlite", "postgres")
+@pytest.mark.parametrize("mode", ["hybrid", "lexical", "vector"])
+def test_a_query_naming_only_a_time_puts_that_times_memories_before_old_ones_holding_its_words(
+        store, remember_at, monkeypatch, mode):
+    # Break-it, session 14: an old memory holding the query's time words ("the last 24 hours",
+    # "past hour") matched them lexically and by meaning, and came before every memory of that time.
+    old = remember_at("2026-10-01T08:00:00+00:00", "Summary of the last 24 hours: what we did in the past hour.")
+    turn = remember_at("2026-10-01T08:01:00+00:00", "We did a lot in the last 24 hours.", kind="conversation")
+    day = remember_at("2026-12-01T20:00:00+00:00", "Rotated the staging database password.")
+    hour = remember_at("2026-12-02T09:40:00+00:00", "Fixed the flaky login test by waiting for the redirect.")
+    monkeypatch.setenv("MEMSAFE_NOW", "2026-12-02T10:00:00+00:00")
+    for query, now_ids in [("what did we do in the last 24 hours?", {day.id, hour.id}), ("past hour", {hour.id}),
+                           ("the LAST ２４ HOURS", {day.id, hour.id})]:
+        for result in (api.recall(store, query, mode=mode),
+                       lifecycle.recall_as_of(store, query, as_of="2026-12-02T10:00:00+00:00", mode=mode)):
+            found = [h.memory.id for h in result.hits]
+            assert set(found[:len(now_ids)]) == now_ids, (query, found, old.id, turn.id)
+    # what the query says beyond the time still ranks by what it says
+    found = [h.memory.id for h in api.recall(store, "summary of the last 24 hours", mode=mode).hits]
+    assert found[0] == old.id
+
+
 def test_the_best_memory_is_returned_cut_with_a_note_when_the_budget_is_small(store):
     # Issue 11 item 6: `recall "warehouse" --budget 30` returned a low-scoring memory instead.
     text = "The warehouse service " + " ".join(f"stores bin {i} stock in aisle {i}." for i in range(40))

@@ -736,7 +736,9 @@ def one_half_weight(cfg: dict, mode: str, notes: list[str]) -> dict:
 
 def score_candidates(cands: Sequence[retrieve.Candidate], q: retrieve.Query, cfg: dict
                      ) -> list[tuple[float, retrieve.Candidate]]:
-    """Steps fusion (with time and graph), context and scoring, pure: [(score, candidate)] best first."""
+    """Steps fusion (with time and graph), context (answers before questions), a time-only
+    query's time first (`retrieve.time_first`), exact terms first and scoring, pure:
+    [(score, candidate)] best first."""
     fusion = retrieve.Fusion(
         weight_lexical=cfg["weight_lexical"], weight_vector=cfg["weight_vector"],
         min_similarity=cfg["min_similarity"], coverage_power=cfg["coverage_power"],
@@ -750,6 +752,7 @@ def score_candidates(cands: Sequence[retrieve.Candidate], q: retrieve.Query, cfg
     )
     relevance = retrieve.in_context(cands, retrieve.fuse(cands, q, fusion), fusion.weight_context)
     relevance = retrieve.answers_first(relevance, cands, cfg["weight_question"])
+    relevance = retrieve.time_first(relevance, cands, q)
     held = {c.id: c.exact for c in cands if c.exact}
     for i in held:  # a memory holding an exact term ranks first in every mode, found by meaning or not
         relevance.setdefault(i, 0.0)
