@@ -28,7 +28,8 @@ def parse_when(text: str, now: datetime, *, what: str = "time") -> datetime:
     """Parse a time typed by a person into an aware UTC datetime, using `dateparser`.
 
     Accepts ISO-8601 with or without an offset (`2026-03-01T10:00:00+02:00`, `...Z`), dates
-    (`2026-03-01` = local midnight), relative forms (`3 days ago`, `24h`, `yesterday`), and a
+    (`2026-03-01` = local midnight), relative forms (`3 days ago`, `24h`, `yesterday`: elapsed
+    time back from `now`, so `24h` is 24 hours across a DST change; `yesterday at 10:00` is local), and a
     time counted back from now as a recall query reads it (`the last 30 days`, `past month`:
     the start of that window, `when.counted_back`), relative to `now` (the memsafe clock, so
     MEMSAFE_NOW applies). A time without an offset is local time (the TZ of this machine; UTC
@@ -58,10 +59,14 @@ def parse_when(text: str, now: datetime, *, what: str = "time") -> datetime:
         # dateparser reads none of "the last 30 days", "past month" (break-it, session 13)
         parsed = when.counted_back(typed, now)
         if parsed is None:
-            import dateparser  # ~0.1 s to import, ~0.3 s more on first use: only when nothing else reads it
+            # ~0.1 s to import, ~0.3 s more on first use: only when nothing else reads it
+            from dateparser.date import DateDataParser
 
             try:
-                parsed = dateparser.parse(typed, settings=settings)
+                data = DateDataParser(settings=settings).get_date_data(typed)
+                parsed = data.date_obj
+                if parsed is not None and parsed.tzinfo is None:
+                    parsed = _elapsed(typed, now, data.locale) or parsed
             except Exception:  # dateparser raises assorted errors on odd input
                 parsed = None
     if parsed is None:
@@ -76,6 +81,29 @@ def parse_when(text: str, now: datetime, *, what: str = "time") -> datetime:
     if parsed > clock.shift(now, FUTURE_TOLERANCE):
         raise InvalidInput(f"{what} {raw!r} is in the future ({parsed.isoformat()}); memsafe cannot look ahead")
     return parsed
+
+
+def _elapsed(text: str, now: datetime, locale: str | None) -> datetime | None:
+    """The instant a relative time without a clock time ("24 hours ago", "24h", "1h 30m",
+    "yesterday", "3 days ago"; `text` in dateparser's `locale`) names, counted back from `now` in
+    elapsed time (aware UTC), or None for any other text. dateparser counts in local wall-clock
+    time, so on the day a DST change falls in, "24h" reached 25 hours back while "the last 24
+    hours" (`when.counted_back`) and a recall query reach 24 (break-it, session 14). A text naming a
+    clock time ("yesterday at 10:00") gives the same instant from two bases a minute apart: it is
+    local time, and None here.
+    """
+    from dateparser.date import DateDataParser
+
+    base = now.astimezone(timezone.utc).replace(tzinfo=None)
+    step = timedelta(minutes=1) if base.year < 9999 else -timedelta(minutes=1)
+    found = []
+    for at in (base, base + step):
+        settings = {"PREFER_DATES_FROM": "past", "RELATIVE_BASE": at, "TIMEZONE": "UTC", "PARSERS": ["relative-time"]}
+        parser = DateDataParser(locales=[locale] if locale else None, settings=settings)
+        found.append(parser.get_date_data(text).date_obj)
+    if None in found or found[1] - found[0] != step:
+        return None
+    return found[0].replace(tzinfo=timezone.utc)
 
 
 @dataclass

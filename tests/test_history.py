@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from datetime import datetime, timedelta, timezone
 
@@ -9,6 +10,7 @@ import numpy as np
 import pytest
 
 from memsafe import api, clock
+from memsafe import history as past
 from memsafe.errors import Duplicate, InvalidInput
 
 pytestmark = pytest.mark.backends("sqlite", "postgres")  # conftest: once per store backend
@@ -366,3 +368,22 @@ def test_as_of_finds_exact_identifiers_and_cjk_words_first(store, monkeypatch):
             hits = api.recall_as_of(store, query, as_of="2026-01-15T00:00:00Z", mode=mode).hits
             assert hits and hits[0].memory.id == want, (query, mode)
     assert twin != exact
+
+
+def test_a_relative_time_counts_elapsed_time_across_a_dst_change(store, db_path, monkeypatch, local_tz, memsafe_proc):
+    # Break-it, session 14: dateparser counts in local wall-clock time, so on the day New York left
+    # DST (2026-11-01 06:00Z) `--since 24h` reached 25 hours back, while "the last 24 hours" (and a
+    # recall query) reached 24. A relative time is elapsed time; one naming a clock time is local.
+    now = datetime(2026, 11, 1, 12, 0, tzinfo=timezone.utc)
+    for text in ("24h", "24 hours ago", "1 day ago", "yesterday", "the last 24 hours", "vor 24 Stunden"):
+        assert past.parse_when(text, now) == now - timedelta(hours=24), text
+    assert past.parse_when("1h 30m", now) == now - timedelta(minutes=90)
+    assert past.parse_when("yesterday at 10:00", now) == datetime(2026, 10, 31, 14, 0, tzinfo=timezone.utc)  # EDT
+    assert past.parse_when("2026-10-31 08:00", now) == datetime(2026, 10, 31, 12, 0, tzinfo=timezone.utc)
+    _at(monkeypatch, "2026-10-31T11:30:00+00:00")  # 24.5 hours before now
+    api.remember(store, "Rotated the staging database password.")
+    _at(monkeypatch, now)
+    assert _ids(api.recall(store, "staging password", since=api.parse_when("24h"), mode="lexical")) == []
+    done = memsafe_proc("--db", str(db_path), "recall", "staging password", "--since", "24h", "--mode", "lexical",
+                        "--json", env={"TZ": "America/New_York", "MEMSAFE_NOW": now.isoformat()})
+    assert done.returncode == 0 and json.loads(done.stdout)["results"] == [], done.stderr
