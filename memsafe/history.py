@@ -64,11 +64,11 @@ def parse_when(text: str, now: datetime, *, what: str = "time") -> datetime:
 
             try:
                 data = DateDataParser(settings=settings).get_date_data(typed)
-                parsed = data.date_obj
-                if parsed is not None and parsed.tzinfo is None:
-                    parsed = _elapsed(typed, now, data.locale) or parsed
             except Exception:  # dateparser raises assorted errors on odd input
-                parsed = None
+                data = None
+            parsed = data.date_obj if data is not None else None
+            if parsed is not None and parsed.tzinfo is None:
+                parsed = _elapsed(typed, now, data.locale) or parsed
     if parsed is None:
         raise InvalidInput(
             f"cannot read {what} {raw!r}; use ISO-8601 (2026-03-01T10:00:00+02:00), a date (2026-03-01) "
@@ -99,8 +99,11 @@ def _elapsed(text: str, now: datetime, locale: str | None) -> datetime | None:
     found = []
     for at in (base, base + step):
         settings = {"PREFER_DATES_FROM": "past", "RELATIVE_BASE": at, "TIMEZONE": "UTC", "PARSERS": ["relative-time"]}
-        parser = DateDataParser(locales=[locale] if locale else None, settings=settings)
-        found.append(parser.get_date_data(text).date_obj)
+        try:
+            found.append(DateDataParser(locales=[locale] if locale else None, settings=settings
+                                        ).get_date_data(text).date_obj)
+        except Exception:  # dateparser raises assorted errors (a base at an end of the calendar)
+            return None
     if None in found or found[1] - found[0] != step:
         return None
     return found[0].replace(tzinfo=timezone.utc)
