@@ -580,7 +580,8 @@ def answers_first(relevance: dict[int, float], cands: Sequence[Candidate], weigh
     return {i: r * (1.0 - damp * asking.get(i, 0.0)) for i, r in relevance.items()}
 
 
-def time_first(relevance: dict[int, float], cands: Sequence[Candidate], query: Query) -> dict[int, float]:
+def time_first(relevance: dict[int, float], cands: Sequence[Candidate], query: Query, weight_time: float
+               ) -> dict[int, float]:
     """When the query names a time and nothing else (`Query.only_time`: "what did we do in the
     last 24 hours?"), the time is all it says: the memories created inside a window it names come
     before the rest, keeping the fused order inside each tier (rel' = rel + R + 1 inside, R = the
@@ -590,10 +591,10 @@ def time_first(relevance: dict[int, float], cands: Sequence[Candidate], query: Q
     time words ("Summary of the last 24 hours"; a word match and a near meaning) came before
     every memory of that time (break-it, session 14).
 
-    Returns `relevance` unchanged when the query says more than a time or no candidate is inside
-    a window, else new scores.
+    Returns `relevance` unchanged when the query says more than a time, `weight_time` ≤ 0 (time
+    turned off: config `weight_time`) or no candidate is inside a window, else new scores.
     """
-    if not query.only_time:
+    if not query.only_time or weight_time <= 0:
         return relevance
     inside = {c.id for c in cands if c.id in relevance and c.created_at is not None
               and any(w.start <= c.created_at < w.end for w in query.windows)}

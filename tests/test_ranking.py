@@ -390,7 +390,8 @@ def test_a_time_only_query_tiers_the_memories_inside_its_window_above_every_othe
     new = retrieve.Candidate(2, created_at=datetime(2026, 12, 2, 9, 30, tzinfo=timezone.utc))
     only = retrieve.parse_query("what did we do in the last 24 hours?", now)
     assert only.only_time and not retrieve.parse_query("login test in the last 24 hours", now).only_time
-    tiered = retrieve.time_first({1: 20.0, 2: 0.0}, [old, new], only)
+    tiered = retrieve.time_first({1: 20.0, 2: 0.0}, [old, new], only, 3.0)
     assert tiered[2] >= tiered[1] + 1
     more = retrieve.parse_query("login test in the last 24 hours", now)
-    assert retrieve.time_first({1: 20.0, 2: 0.0}, [old, new], more) == {1: 20.0, 2: 0.0}
+    assert retrieve.time_first({1: 20.0, 2: 0.0}, [old, new], more, 3.0) == {1: 20.0, 2: 0.0}
+    assert retrieve.time_first({1: 20.0, 2: 0.0}, [old, new], only, 0.0) == {1: 20.0, 2: 0.0}  # time turned off

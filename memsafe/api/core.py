@@ -752,7 +752,7 @@ def score_candidates(cands: Sequence[retrieve.Candidate], q: retrieve.Query, cfg
     )
     relevance = retrieve.in_context(cands, retrieve.fuse(cands, q, fusion), fusion.weight_context)
     relevance = retrieve.answers_first(relevance, cands, cfg["weight_question"])
-    relevance = retrieve.time_first(relevance, cands, q)
+    relevance = retrieve.time_first(relevance, cands, q, cfg["weight_time"])
     held = {c.id: c.exact for c in cands if c.exact}
     for i in held:  # a memory holding an exact term ranks first in every mode, found by meaning or not
         relevance.setdefault(i, 0.0)
