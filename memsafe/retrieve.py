@@ -598,10 +598,7 @@ def time_first(relevance: dict[int, float], cands: Sequence[Candidate], query: Q
         return relevance
     inside = {c.id for c in cands if c.id in relevance and c.created_at is not None
               and any(w.start <= c.created_at < w.end for w in query.windows)}
-    if not inside:
-        return relevance
-    step = max(relevance.values()) + 1.0
-    return {i: r + step if i in inside else r for i, r in relevance.items()}
+    return _tiered(relevance, dict.fromkeys(inside, 1))
 
 
 def exact_first(relevance: dict[int, float], held: dict[int, int]) -> dict[int, float]:
@@ -615,10 +612,16 @@ def exact_first(relevance: dict[int, float], held: dict[int, int]) -> dict[int, 
 
     Returns `relevance` unchanged when nothing holds an exact term, else new scores.
     """
-    if not any(held.get(i, 0) for i in relevance):
+    return _tiered(relevance, held)
+
+
+def _tiered(relevance: dict[int, float], tier: dict[int, int]) -> dict[int, float]:
+    """rel' = rel + tier · (R + 1), R = the highest relevance (`exact_first`, `time_first`):
+    `relevance` unchanged when no memory of it has a tier above 0."""
+    if not any(tier.get(i, 0) for i in relevance):
         return relevance
     step = max(relevance.values()) + 1.0
-    return {i: r + held.get(i, 0) * step for i, r in relevance.items()}
+    return {i: r + tier.get(i, 0) * step for i, r in relevance.items()}
 
 
 @dataclass

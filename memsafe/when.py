@@ -56,7 +56,7 @@ _SPAN_SOURCE = (
 # Every alternative of _SPAN holds a digit or one of these (lower case): an ASCII text holding
 # none names no time, and `find` answers it without compiling _SPAN (~4-7 ms of a recall).
 _NEEDED = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec",
-           "day", "week", "month", "year", "tonight", "ago", "hour", "minute")
+           *_UNITS.split("|"), "tonight", "ago")
 
 
 @functools.cache
