@@ -18,6 +18,13 @@ class InvalidInput(MemsafeError):
     """An argument is malformed or out of range."""
 
 
+class InvalidTime(InvalidInput):
+    """A time typed by a person (`--since`, `--as-of`, MCP `as_of`) that names no instant: a
+    usage error (exit code 2)."""
+
+    exit_code = 2
+
+
 class NotFound(MemsafeError):
     """No memory (or entity) with the given id or name."""
 

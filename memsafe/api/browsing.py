@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 
-from memsafe import clock, retrieve
+from memsafe import clock, retrieve, when
 from memsafe import history as past
 from memsafe.api.core import MAX_QUERY_CHARS, _check_id, _enum_value, clean_text, get, make_scope, recall
 from memsafe.api.lifecycle import DecayReport
@@ -328,7 +328,7 @@ def text_as_of(store: Store, memory_id: int, at: str) -> PastText:
     Raises: NotFound; InvalidInput (unparseable or future time).
     """
     memory = get(store, _check_id(memory_id))
-    instant = clock.to_iso(past.parse_when(at, clock.now(), what="time"))
+    instant = clock.to_iso(when.parse_when(at, clock.now(), what="time"))
     row = store.raw_row(memory_id)
     if row["created_at"] > instant:
         return PastText(instant, False)

@@ -693,7 +693,8 @@ def recall(
         scope.statuses = [Status.ACTIVE.value, Status.FORGOTTEN.value]
     effective = max(1, int(budget_v * cfg["safety_multiplier"]))
     notes: list[str] = []
-    q = retrieve.parse_query(text, clock.now())
+    q = retrieve.parse_query(text, clock.now(), lambda w: bool(store.created_between(
+        scope, clock.to_iso(w.start), clock.to_iso(w.end), 1)))
     cands, memories, used_mode = _candidates(store, q, scope, max(cfg["candidate_depth"], limit_v), mode, cfg, notes)
     ranked = score_candidates(cands, q, one_half_weight(cfg, used_mode, notes))
     hits, graph_text, graph_tokens = _pack(store, ranked, memories, effective, cfg["graph_share"], limit_v, scope,

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from memsafe import clock, retrieve, tokens
+from memsafe import clock, retrieve, tokens, when
 from memsafe import decay as decay_rules
 from memsafe import history as past
 from memsafe.api.core import (
@@ -180,13 +180,14 @@ class ConsolidateReport:
 
 
 def parse_when(text: str, *, what: str = "time") -> str:
-    """A time typed by a person (ISO-8601, date, or relative like `3 days ago`) as stored UTC
-    ISO-8601. Naive = local time; relative to the memsafe clock. See `past.parse_when`.
+    """A time typed by a person (ISO-8601, a date, `3 days ago`, `last week`: `when.parse_when`)
+    as stored UTC ISO-8601, relative to the memsafe clock; a calendar name is its start in local
+    time.
 
     Raises:
-        InvalidInput: unparseable or in the future.
+        InvalidTime: (an InvalidInput, exit code 2) names no instant, or one in the future.
     """
-    return clock.to_iso(past.parse_when(text, clock.now(), what=what))
+    return clock.to_iso(when.parse_when(text, clock.now(), what=what))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -366,7 +367,7 @@ def recall_as_of(
         if at_dt > clock.now():
             raise InvalidInput(f"as-of {clock.to_iso(at_dt)} is in the future; memsafe cannot look ahead")
     else:
-        at_dt = past.parse_when(as_of, clock.now(), what="as-of time")
+        at_dt = when.parse_when(as_of, clock.now(), what="as-of time")
     at = clock.to_iso(at_dt)
     # the bounds `recall` checks: a limit of 10**6 or True, a budget of 10**12 were taken here
     budget_v = config_value(store, "token_budget") if budget is None else _whole(budget, "token_budget", "budget")
@@ -381,7 +382,8 @@ def recall_as_of(
     visible = {s.id: s for s in states if s.status == Status.ACTIVE.value and admits(scope, s)}
     notes = [f"as of {at}: {count_of(len(visible), 'memory')} in scope known and active then"]
 
-    q = retrieve.parse_query(text, at_dt)
+    q = retrieve.parse_query(text, at_dt, lambda w: any(
+        clock.to_iso(w.start) <= s.created_at < clock.to_iso(w.end) for s in visible.values()))
     texts = {i: s.content for i, s in visible.items()}
     words, df, matches = store.scratch_lexical(texts, retrieve.fts_terms(q.lexical_text), depth)
     exact_terms = retrieve.exact_terms(q.lexical_text)
