@@ -84,7 +84,8 @@ _RELATION = r"(?:last|this|next|past|previous)"
 # the end of that time ("the past year-end close": the past year).
 _NOT_COMPOUND = r"(?!-(?!end\b)[^\W\d_])"
 # Before a name that is a time only in context (a bare season or holiday): a preposition of time.
-_TIME_PREP = "".join(rf"|(?<=\b{p}\s)" for p in ("in", "during", "over", "since", "at", "on", "of", "through",
+# Not "of": "an aspect of autumn" is a topic ("the end of summer" is a part, "summer of 2023" a year).
+_TIME_PREP = "".join(rf"|(?<=\b{p}\s)" for p in ("in", "during", "over", "since", "at", "on", "through",
                                                   "around"))[1:]
 # Before a slash date without a year or a zero ("on 3/4"): a preposition that takes a day.
 _DAY_PREP = "".join(rf"|(?<=\b{p}\s)" for p in ("on", "since", "from", "until", "till", "by", "before",
@@ -701,6 +702,19 @@ def _period(date: datetime, period: str) -> Span:
         return start, step()
     except (OverflowError, ValueError):  # past year 9999
         return start, datetime.max
+
+
+NEAR_LENGTHS = 7  # `around`: past this many window lengths a memory's `closeness` is below 1/128
+
+
+def around(w: Window) -> Window:
+    """The stretch of time whose memories `closeness` counts as near `w`: `w` widened by
+    NEAR_LENGTHS of its length (at least a day) on each side. A window with no memory in it holds
+    nothing to favour, and reading it would only pull the few nearest memories up: recall drops
+    it (`retrieve.parse_query`). Memories a few days from a named day stay near (people speak of
+    a day in the days after it)."""
+    length = max(w.end - w.start, timedelta(days=1)) * NEAR_LENGTHS
+    return Window(clock.shift(w.start, -length), clock.shift(w.end, length), w.span)
 
 
 def closeness(at: datetime, windows: list[Window]) -> float:
