@@ -116,7 +116,7 @@ _SPAN_SOURCE = (
     rf"|(?:{_TIME_PREP})(?:the\s+)?(?:{_SEASONS}|{_HOLIDAYS}))\b)"
     rf"|(?:early|mid|late)\s+(?:{_MONTHS}|{_YEAR})\b"
     rf"|(?:(?<=\bin\s)|(?<=\bduring\s)|(?<=\bsince\s)|(?<=\bof\s)){_YEAR}\b"
-    rf"|{_YEAR}(?=\s*[?.!,]|\s*$)"
+    rf"|(?<![.,/:-]){_YEAR}(?=\s*[?.!,]|\s*$)"  # not the end of a version or a path ("1.3.12.2024")
     r")"
 )
 # Every alternative of _SPAN holds a digit or one of these (lower case): an ASCII text holding
@@ -146,7 +146,7 @@ _WORDS_NUM = {"one": "1", "two": "2", "three": "3", "four": "4", "five": "5", "s
               "eight": "8", "nine": "9", "ten": "10", "a": "1", "an": "1", "a few": "3", "couple of": "2",
               "a couple of": "2"}
 # Words after which a number counts something other than days ("a ratio of 12/03", "version
-# 3.12.2024", "page 12/03"): a numeric form after one of them (or one word further) is no date.
+# 3.12.2024", "page 12/03"): a numeric form right after one of them (or after it and "of") is no date.
 _COUNTED = frozenset("""ratio ratios rate rates score scores scored odds fraction fractions version versions
     release releases build builds v ver revision rev page pages step steps chapter section sections issue
     issues pr python node php java ruby ios android macos windows""".split())
@@ -227,8 +227,9 @@ def _plausible(text: str, m: re.Match) -> bool:
     before a pause or a function word, "may" or "march" beside a bare day only capitalised or
     after a preposition."""
     before = re.findall(r"[^\W_]+", text[max(0, m.start() - 40):m.start()].lower())[-2:]
-    if m["numeric"] is not None:
-        return not _COUNTED.intersection(before)
+    if m["numeric"] is not None:  # "version 3.12.2024", "a ratio of 12/03"
+        counted = before[-1:] if before[-1:] != ["of"] else before[-2:-1]
+        return not _COUNTED.intersection(counted)
     if m["bare"] is not None:
         after = re.match(r"\s*([^\W\d_]+)", text[m.end():])
         return after is None or after.group(1).lower() in _FUNCTION_WORDS
