@@ -249,6 +249,18 @@ def test_the_web_pages_as_of_refuses_a_bad_time_with_its_reason(page, monkeypatc
         assert shown.status_code == 200 and "Rotated the staging keys" in shown.text.split('id="asof-text"')[1], text
 
 
+@pytest.mark.backends("sqlite")
+def test_the_web_pages_age_filters_mean_what_their_labels_mean_typed(monkeypatch):
+    monkeypatch.setenv("MEMSAFE_NOW", NOW.isoformat())
+    for key, (label, days, direction) in api.AGES.items():
+        since, before = api.browsing._age_bounds(key)
+        edge = since or before
+        assert edge == (NOW - timedelta(days=days)).isoformat(timespec="microseconds"), key
+        if direction == "newer":  # the label, typed as a query or a flag, names the same window
+            assert [w.start for w in when.find(label, NOW)[0]] == [NOW - timedelta(days=days)], label
+            assert when.parse_when(label, NOW) == NOW - timedelta(days=days), label
+
+
 # ---------------------------------------------------------------------------------------------
 # "today" is today in the user's zone on every surface: it includes this morning
 

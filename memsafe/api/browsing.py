@@ -35,9 +35,9 @@ AGES: dict[str, tuple[str, int, str]] = {
     "1d": ("last 24 hours", 1, "newer"),
     "7d": ("last 7 days", 7, "newer"),
     "30d": ("last 30 days", 30, "newer"),
-    "365d": ("last year", 365, "newer"),
+    "365d": ("last 365 days", 365, "newer"),  # not "last year": typed, that is the calendar year before
     "older30d": ("older than 30 days", 30, "older"),
-    "older365d": ("older than a year", 365, "older"),
+    "older365d": ("older than 365 days", 365, "older"),
 }
 AGE_EDGES_DAYS = (1, 7, 30, 90, 365)  # bins of the "by age" chart
 ACTIVITY_DAYS = 30
