@@ -81,9 +81,9 @@ def test_recall_as_of_and_since_flags(cli, monkeypatch):
     for bad, why in (("tomorrow", "future"), ("when pigs fly", "cannot read"), ("2026-13-01", "not a date"),
                      ("2026-02-30T10:00", "not a date")):
         r = cli("recall", "runtime", "--as-of", bad)
-        assert r.exit_code == 1 and why in r.stderr and len(r.stderr.strip().splitlines()) == 1
+        assert r.exit_code == 2 and why in r.stderr and len(r.stderr.strip().splitlines()) == 1
     r = cli("recall", "runtime", "--since", "next week")
-    assert r.exit_code == 1 and "future" in r.stderr
+    assert r.exit_code == 2 and "future" in r.stderr
 
 
 def test_confidence_confirm_and_near_duplicate_warning(cli, monkeypatch):
