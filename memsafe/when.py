@@ -385,9 +385,9 @@ def _calendar(raw: str, now: datetime, *, guess: bool = True) -> list[Span] | No
     for reader in (_numeric, _named, _weekday, _recurring):
         try:
             days = reader(raw, wall)
-        except (OverflowError, ValueError) as exc:  # past an end of the calendar
-            if isinstance(exc, _NoSuchDay):
-                raise
+        except _NoSuchDay:
+            raise
+        except (OverflowError, ValueError):  # past an end of the calendar
             return None
         if days is not None:
             break
@@ -436,20 +436,16 @@ def _numeric(raw: str, wall: datetime) -> list[Span] | None:
     order = "DMY" if m["s"] == "." else date_order()
     readings = [(b, a), (a, b)] if order == "DMY" else [(a, b), (b, a)]  # (month, day), the locale's first
     if m["y"] is None:
-        days = []
-        for month, day in readings:
-            try:
-                days.append(_latest_day(month, day, wall))
-            except _NoSuchDay:
-                continue
+        read: Callable[[int, int], Span] = lambda month, day: _latest_day(month, day, wall)  # noqa: E731
     else:
         year = int(m["y"]) if len(m["y"]) == 4 else int(m["y"]) + (2000 if int(m["y"]) < 69 else 1900)
-        days = []
-        for month, day in readings:
-            try:
-                days.append(_day(year, month, day))
-            except _NoSuchDay:
-                continue
+        read = lambda month, day: _day(year, month, day)  # noqa: E731
+    days = []
+    for month, day in readings:
+        try:
+            days.append(read(month, day))
+        except _NoSuchDay:
+            continue
     if not days:
         raise _NoSuchDay(f"{raw} is no day in either order of day and month")
     days = list(dict.fromkeys(days))
