@@ -428,3 +428,17 @@ def test_a_date_no_memory_is_near_widens_the_search_to_its_words(store, remember
     # a date near memories still selects its time
     [kept] = retrieve.parse_query("billing freeze 3 December 2024", NOW, lambda w: True).windows
     assert kept.span == "3 December 2024"
+
+
+@pytest.mark.backends("sqlite")
+def test_locomo_reads_the_dates_its_questions_name_in_the_calendar_of_its_sessions(zone):
+    # session times are written without a zone and read as UTC: so is "20 May 2023" in a question
+    from memsafe import clock
+    from memsafe.bench import locomo
+
+    zone(NZ)
+    at = locomo.session_time("4:30 pm on 20 May, 2023")
+    with locomo._now(at):
+        [w] = when.find("Where did Ana run on 20 May 2023?", clock.now())[0]
+    assert (w.start, w.end) == (datetime(2023, 5, 20, tzinfo=UTC), datetime(2023, 5, 21, tzinfo=UTC))
+    assert os.environ["TZ"] == NZ and when.find("on 20 May 2023", NOW)[0][0].start == _midnight(date(2023, 5, 20), NZ)
