@@ -30,9 +30,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from memsafe import api, clock, retrieve
+from memsafe import api, clock
 from memsafe.api import core
 from memsafe.bench import locomo, quality
+from memsafe.recall import scoring as retrieve
 
 DEPTH = core.default_config()["candidate_depth"]  # as recall takes them
 

@@ -13,8 +13,8 @@ import apsw
 import pytest
 from conftest import run_memsafe
 
-from memsafe import retrieve
 from memsafe.bench import quality as bench
+from memsafe.recall import scoring as retrieve
 
 
 @pytest.fixture(scope="module")

@@ -12,8 +12,9 @@ import sys
 import apsw
 import pytest
 
-from memsafe import api, retrieve
+from memsafe import api
 from memsafe.models import Scope
+from memsafe.recall import scoring as retrieve
 from memsafe.store.common import tokenizer
 
 pytestmark = pytest.mark.backends("sqlite", "postgres")  # conftest: once per store backend

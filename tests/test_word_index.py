@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from memsafe import api, retrieve
+from memsafe import api
 from memsafe.models import Scope
+from memsafe.recall import scoring as retrieve
 from memsafe.store.sqlite.fulltext import SQLiteFullText
 
 pytestmark = pytest.mark.backends("sqlite", "postgres")  # conftest: once per store backend
@@ -304,7 +305,7 @@ def test_the_server_compacts_the_word_index_once_remembers_stop(db_path, embedde
     import anyio
     from mcp import Client
 
-    from memsafe import server
+    from memsafe.mcp import tools as server
 
     monkeypatch.setattr(server, "COMPACT_IDLE_S", 3600.0)
     srv = server.build_server(str(db_path))
@@ -346,7 +347,7 @@ def test_the_server_tries_an_unfinished_compaction_again_only_after_as_much_quie
 
     import apsw
 
-    from memsafe import server
+    from memsafe.mcp import tools as server
     from memsafe.store import SQLiteStore
     from memsafe.store.sqlite import fulltext
 
@@ -391,7 +392,7 @@ def test_a_remember_stops_the_servers_compaction_between_steps(db_path, embedder
     minute."""
     import time
 
-    from memsafe import server
+    from memsafe.mcp import tools as server
     from memsafe.store import SQLiteStore
 
     opened = api.open_store(str(db_path))

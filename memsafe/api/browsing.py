@@ -13,12 +13,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 
-from memsafe import clock, retrieve
+from memsafe import clock
 from memsafe import history as past
 from memsafe.api.core import MAX_QUERY_CHARS, _check_id, _enum_value, clean_text, get, make_scope, recall
 from memsafe.api.lifecycle import DecayReport
 from memsafe.errors import InvalidInput
 from memsafe.models import Hit, Memory, Status
+from memsafe.recall import scoring as retrieve
 from memsafe.store import Store
 
 __all__ = [

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from memsafe import clock, embed, retrieve, settings, tokens
+from memsafe import clock, embed, settings, tokens
 from memsafe.api import graph as graph_api
 from memsafe.api.hygiene import (  # noqa: F401  re-exported: the handler modules and tests import them from here
     MAX_CONTENT_CHARS,
@@ -56,6 +56,7 @@ from memsafe.models import (
     Status,
     StatusReport,
 )
+from memsafe.recall import scoring as retrieve
 from memsafe.render import count_of
 from memsafe.store import Store, connect
 
@@ -1209,7 +1210,7 @@ def status(opened: Opened, *, project: str | None, project_rule: str, load_model
 
 def encryption_state(store: Store) -> dict:
     """{encrypted, cipher, key_source} of an open store, for status and doctor (never the key)."""
-    from memsafe import encryption
+    from memsafe.store.sqlite import encryption
 
     if store.key is None:
         return {"encrypted": False, "cipher": None, "key_source": None}

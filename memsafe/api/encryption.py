@@ -1,5 +1,5 @@
 """Responsibility: the encryption handlers: `encrypt`, `decrypt` and `rekey` a SQLite store in
-place, all-or-nothing (see `memsafe.encryption` for keys, cipher and the conversion).
+place, all-or-nothing (see `memsafe.store.sqlite.encryption` for keys, cipher and the conversion).
 
 Unlike the other handlers these take the store's path, not an open `Store`: a store is
 converted while nothing has it open.
@@ -11,8 +11,9 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from memsafe import encryption, settings
+from memsafe import settings
 from memsafe.errors import InvalidInput, NotFound
+from memsafe.store.sqlite import encryption
 
 __all__ = ["EncryptionReport", "encrypt", "decrypt", "rekey", "NEW_KEY_ENV"]
 

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from memsafe import clock, retrieve, tokens
+from memsafe import clock, tokens
 from memsafe import decay as decay_rules
 from memsafe import history as past
 from memsafe.api.core import (
@@ -47,6 +47,7 @@ from memsafe.api.core import (
 from memsafe.embed import embed_within
 from memsafe.errors import Duplicate, InvalidInput
 from memsafe.models import Hit, Kind, Memory, RecallResult, Scope, Status
+from memsafe.recall import scoring as retrieve
 from memsafe.render import count_of
 from memsafe.store import Store
 

@@ -576,7 +576,7 @@ class Store(Memories, FullText, Vectors, Graph, History, Config, Browse):
     other. Two threads at once on a SQLite store fail (apsw's ThreadingViolationError) and can
     leave the connection reading an old snapshot, blind to every later write (break-it, session
     12, on the code before and after the recall caches). The servers give each call its own
-    store (`memsafe.server.ServerState.store`) and the UI holds a lock; the only other thread a call
+    store (`memsafe.mcp.tools.ServerState.store`) and the UI holds a lock; the only other thread a call
     uses, the query's embedding, runs no SQL on it (`prepare_vector_search`).
     """
 
@@ -594,7 +594,7 @@ class Store(Memories, FullText, Vectors, Graph, History, Config, Browse):
     @property
     @abstractmethod
     def encrypted(self) -> bool:
-        """True when the stored data is encrypted at rest by memsafe (`memsafe.encryption`)."""
+        """True when the stored data is encrypted at rest by memsafe (`memsafe.store.sqlite.encryption`)."""
 
     @property
     @abstractmethod

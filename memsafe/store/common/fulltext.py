@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from memsafe import retrieve
 from memsafe.models import Scope
+from memsafe.recall import scoring as retrieve
 from memsafe.store.common import sql
 from memsafe.store.interface import LexicalHits
 

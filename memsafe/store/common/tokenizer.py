@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from itertools import accumulate
 
-from memsafe.retrieve import CJK_RUN
+from memsafe.recall.scoring import CJK_RUN
 
 NAME = "cjk_bigram"
 BASE = "porter unicode61 remove_diacritics 2"  # FTS5's own tokenizer for everything else

@@ -24,8 +24,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator, Sequence
 
-from memsafe import retrieve
 from memsafe.models import Scope
+from memsafe.recall import scoring as retrieve
 from memsafe.store.common.fulltext import FullTextFusion
 from memsafe.store.common.tokenizer import NAME
 from memsafe.store.postgres import words

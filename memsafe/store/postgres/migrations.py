@@ -209,7 +209,7 @@ def m003_cjk_bigrams(conn) -> None:
     default): a memsafe from before this migration, still running while another process migrates
     (a team's long-lived `serve`), writes entries without it and is refused, instead of silently
     writing unsplit CJK runs that no search finds (break-it, session 6)."""
-    from memsafe.retrieve import CJK_RUN
+    from memsafe.recall.scoring import CJK_RUN
     from memsafe.store.common.tokenizer import NAME
     from memsafe.store.postgres.fulltext import index_rows, text_batches
 

@@ -11,9 +11,9 @@ from collections.abc import Callable, Sequence
 
 import apsw
 
-from memsafe import retrieve
 from memsafe.errors import StoreUnavailable
 from memsafe.models import Scope
+from memsafe.recall import scoring as retrieve
 from memsafe.store.common import sql as shared
 from memsafe.store.common import tokenizer
 from memsafe.store.common.fulltext import FullTextFusion

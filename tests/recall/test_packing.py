@@ -15,7 +15,8 @@ import pytest
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from memsafe import api, retrieve, tokens
+from memsafe import api, tokens
+from memsafe.recall import scoring as retrieve
 
 pytestmark = pytest.mark.backends("sqlite", "postgres")
 

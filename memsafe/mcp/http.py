@@ -1,4 +1,4 @@
-"""Responsibility: `memsafe serve --transport http`, the MCP server of `memsafe.server` on the MCP
+"""Responsibility: `memsafe serve --transport http`, the MCP server of `memsafe.mcp.tools` on the MCP
 SDK's streamable-HTTP transport, for a team sharing one memory (issue 14.6, docs/team.md).
 
 The tools are those of stdio (`build_server`), with the same handlers, minus `transfer` (its paths
@@ -223,7 +223,7 @@ def build_app(db: str | None = None, project: str | None = None, *, host: str = 
     """The Starlette app: MCP at `MCP_PATH` (bearer tokens when `tokens` is given), `GET /healthz`.
 
     Args:
-        db: database (see `memsafe.server.ServerState`).
+        db: database (see `memsafe.mcp.tools.ServerState`).
         project: the project every call is scoped to (None: detected from the working directory).
         host: the address it will be bound to (for the Host checks).
         tokens: the tokens; None serves without them (loopback only: `serve_http` checks that).
@@ -238,7 +238,7 @@ def build_app(db: str | None = None, project: str | None = None, *, host: str = 
     from starlette.responses import JSONResponse
 
     from memsafe import __version__
-    from memsafe.server import INSTRUCTIONS, build_server
+    from memsafe.mcp.tools import INSTRUCTIONS, build_server
 
     options: dict = {}
     if tokens is not None:
@@ -308,7 +308,7 @@ def serve_http(db: str | None = None, project: str | None = None, *, host: str =
 
     import uvicorn
 
-    from memsafe import server as stdio_server
+    from memsafe.mcp import tools as stdio_server
 
     tokens_file = os.environ.get(TOKENS_ENV, "").strip()
     tokens = load_tokens(os.path.expanduser(tokens_file)) if tokens_file else None

@@ -10,7 +10,7 @@ protocol version the client asks for. So:
   file in `settings.cache_dir()` named by a stamp of the installed server (memsafe's version,
   Python's, and the size and mtime of `memsafe/server.py` and of the SDK's packages): an upgrade
   or an edit starts a new file.
-- Later, `answer_initialize` reads the first line from stdin while `memsafe.server` is imported
+- Later, `answer_initialize` reads the first line from stdin while `memsafe.mcp.tools` is imported
   in a thread; when it is a well-formed `initialize` request whose answer is kept, it writes that
   answer at once. The line is still handed to the SDK (its session must see the handshake), and
   the SDK's own reply to it is dropped (`Early.swallow`); a reply that differs from the kept one
@@ -41,9 +41,9 @@ def _stamp() -> str:
     of the MCP SDK's packages that shape the reply."""
     import importlib.util
 
-    from memsafe import cli_cache
+    from memsafe.cli import cache as cli_cache
 
-    files = [Path(__file__).resolve().parent / "server.py"]
+    files = [Path(__file__).resolve().parent / "tools.py"]
     for package, names in (("mcp", ("__init__.py", "server/runner.py", "server/lowlevel/server.py")),
                            ("mcp_types", ("__init__.py", "version.py"))):
         try:
@@ -119,7 +119,7 @@ class Early:
         a cache: never fails the server)."""
         if not _enabled() or self.key is None:
             return
-        from memsafe import cli_cache
+        from memsafe.cli import cache as cli_cache
 
         cli_cache.merge_json(_path(), {self.key: result})
 
@@ -154,7 +154,7 @@ def _plausible(result: object) -> bool:
 
 
 def _arguments_hold(db: str | None, project: str | None) -> bool:
-    """Whether `memsafe.server.serve` will surely accept `db` and `project`, by checks that import
+    """Whether `memsafe.mcp.tools.serve` will surely accept `db` and `project`, by checks that import
     nothing: an early answer must not precede a refusal (`serve --project ""`). False leaves the
     handshake to the server, which refuses bad arguments before reading stdin."""
     from memsafe import settings
@@ -174,7 +174,7 @@ def answer_initialize(wire_in: int = 0, wire_out: int = 1, kept_in: Path | None 
     SDK. A terminal on stdin is not read."""
     if not _enabled() or os.isatty(wire_in):
         return Early()
-    from memsafe import cli_cache
+    from memsafe.cli import cache as cli_cache
 
     kept_in = kept_in or _path()
     data = _read_first_line(wire_in)
@@ -269,20 +269,20 @@ def catch_stop_signals() -> None:
 
 
 def serve(db: str | None = None, project: str | None = None) -> None:
-    """`memsafe.server.serve` over stdio, its module (the MCP SDK and the handlers: most of a
+    """`memsafe.mcp.tools.serve` over stdio, its module (the MCP SDK and the handlers: most of a
     start) imported in a thread while the client's first line is read and, when it is an
-    `initialize` whose answer is kept, answered. Raises what `memsafe.server.serve` raises."""
+    `initialize` whose answer is kept, answered. Raises what `memsafe.mcp.tools.serve` raises."""
     catch_stop_signals()
-    from memsafe import cli_cache  # noqa: F401  (imported before the thread starts: see below)
+    from memsafe.cli import cache as cli_cache  # noqa: F401  (imported before the thread starts: see below)
 
     kept_in = _path()
     # While the thread imports, this one imports nothing: two threads importing overlapping
     # modules in different orders can meet a partially initialised module (importlib breaks
     # the deadlock that way).
-    loading = threading.Thread(target=importlib.import_module, args=("memsafe.server",), daemon=True)
+    loading = threading.Thread(target=importlib.import_module, args=("memsafe.mcp.tools",), daemon=True)
     loading.start()
     early = answer_initialize(kept_in=kept_in) if _arguments_hold(db, project) else Early()
     loading.join()
-    from memsafe.server import serve as run_server
+    from memsafe.mcp.tools import serve as run_server
 
     run_server(db, project, early=early)

@@ -61,7 +61,7 @@ def stamp_of(files: list[Path]) -> str:
 def _stamp() -> str:
     """Identity of the installed CLI: a change to any command module or an upgrade changes it."""
     here = Path(__file__).resolve().parent
-    files = sorted((here / "cli").glob("*.py")) + [here / "models.py", here / "cli_cache.py"]
+    files = sorted(here.glob("*.py")) + [here.parent / "models.py"]
     try:
         import importlib.util
 
@@ -234,7 +234,7 @@ def _spawn_prefill(instruction: str) -> None:
 
     detach: dict = {"start_new_session": True} if os.name == "posix" else {
         "creationflags": getattr(subprocess, "DETACHED_PROCESS", 0)}
-    code = "import sys; from memsafe.cli_cache import prefill; prefill(sys.argv[1])"
+    code = "import sys; from memsafe.cli.cache import prefill; prefill(sys.argv[1])"
     env = {k: v for k, v in os.environ.items() if k != COMPLETE_VAR and k not in _COMPLETION_ENV}
     with contextlib.suppress(OSError):
         subprocess.Popen([sys.executable, "-c", code, instruction], stdin=subprocess.DEVNULL,

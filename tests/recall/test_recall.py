@@ -134,7 +134,7 @@ def test_purge_names_the_migration_backups_that_still_hold_the_text(tmp_path):
 
     db = tmp_path / "old" / "memory.db"
     db.parent.mkdir()
-    shutil.copyfile(Path(__file__).parent / "fixtures" / "v1.db", db)
+    shutil.copyfile(Path(__file__).parent.parent / "fixtures" / "v1.db", db)
     runner = CliRunner()
     old = runner.invoke(app, ["--db", str(db), "purge", "2", "--yes", "--all-projects", "--json"])
     assert old.exit_code == 0, old.stderr
@@ -496,8 +496,9 @@ def test_a_turn_read_as_a_neighbour_then_found_by_meaning_is_linked_to_its_own_n
     too, as recall did before and `recall --as-of` does (`retrieve.link_turns` on every
     candidate turn). Break-it, session 12: that turn was never read, so the link was missing (no
     ranking reads it today: a turn no retriever found gains no relevance, `retrieve.in_context`)."""
-    from memsafe import clock, retrieve
+    from memsafe import clock
     from memsafe.api import core
+    from memsafe.recall import scoring as retrieve
 
     for fact in ["We squash commits before merging a pull request into main.",
                  "The CI pipeline fails with ERR_SSL_PROTOCOL when HTTPS_PROXY is set on the runner.",

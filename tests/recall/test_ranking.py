@@ -7,7 +7,8 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from memsafe import api, retrieve, tokens
+from memsafe import api, tokens
+from memsafe.recall import scoring as retrieve
 
 
 def _returned(result) -> str:
