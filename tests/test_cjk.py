@@ -14,7 +14,6 @@ import pytest
 
 from memsafe import api
 from memsafe.models import Scope
-from memsafe.recall import scoring as retrieve
 from memsafe.store.common import tokenizer
 
 pytestmark = pytest.mark.backends("sqlite", "postgres")  # conftest: once per store backend
@@ -231,7 +230,7 @@ def test_cjk_runs_become_bigrams_with_their_byte_offsets():
                                      "ドキ", "キュ", "ュメ", "メン", "ント"]
     utf8 = text.encode()
     for start, end, token in found:
-        if retrieve.CJK_RUN.fullmatch(token):
+        if tokenizer.CJK_RUN.fullmatch(token):
             assert utf8[start:end].decode() == token
         else:
             assert utf8[start:end].decode().lower().startswith(token[:2])

@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 from memsafe import api, clock, transfer
 from memsafe.cli import app
 from memsafe.errors import InvalidInput
-from memsafe.render import count_of
+from memsafe.plural import count_of
 
 pytestmark = pytest.mark.backends("sqlite", "postgres")  # conftest: once per store backend
 

@@ -56,8 +56,8 @@ from memsafe.models import (
     Status,
     StatusReport,
 )
+from memsafe.plural import count_of
 from memsafe.recall import scoring as retrieve
-from memsafe.render import count_of
 from memsafe.store import Store, connect
 
 if TYPE_CHECKING:
@@ -1206,6 +1206,9 @@ def status(opened: Opened, *, project: str | None, project_rule: str, load_model
         encryption=encryption_state(store),
         backend="sqlite" if isinstance(opened.path, Path) else "postgresql",
     )
+
+
+POSTGRES_ENCRYPTION = "not memsafe's on PostgreSQL (the server's disk encryption and TLS)"  # status, doctor
 
 
 def encryption_state(store: Store) -> dict:

@@ -47,9 +47,10 @@ from memsafe.api.core import (
 from memsafe.embed import embed_within
 from memsafe.errors import Duplicate, InvalidInput
 from memsafe.models import Hit, Kind, Memory, RecallResult, Scope, Status
+from memsafe.plural import count_of
 from memsafe.recall import scoring as retrieve
-from memsafe.render import count_of
 from memsafe.store import Store
+from memsafe.store.common.fulltext import exact_hits, holds_exact
 
 __all__ = [
     "Version", "HistoryReport", "DecayChange", "DecayReport", "ConfidenceChange", "ReviewResult",
@@ -387,7 +388,7 @@ def recall_as_of(
     words, df, matches = store.scratch_lexical(texts, retrieve.fts_terms(q.lexical_text), depth)
     exact_terms = retrieve.exact_terms(q.lexical_text)
     held, exact = _exact_held(texts, exact_terms)
-    lexical = [] if mode == "vector" else retrieve.exact_hits(words, held, len(exact_terms), depth)
+    lexical = [] if mode == "vector" else exact_hits(words, held, len(exact_terms), depth)
     common = retrieve.common_words(df, len(texts))
     for term in exact:  # an exact term counts by its exact matches, as in `recall` (issue 12.9)
         df.pop(f'"{term}"', None)
@@ -400,7 +401,7 @@ def recall_as_of(
             notes.append("vector search unavailable; lexical results only")
             used_mode = "lexical"
             if mode == "vector":  # as `recall` does: the BM25 list it falls back to (it returned nothing)
-                lexical = retrieve.exact_hits(words, held, len(exact_terms), depth)
+                lexical = exact_hits(words, held, len(exact_terms), depth)
         else:
             vector = _vector_ranking(store, embedder, retrieve.vector_text(q.text, common), visible, depth,
                                      [i for i, _ in lexical], notes)
@@ -446,9 +447,9 @@ def recall_as_of(
 
 
 def _exact_held(texts: dict[int, str], terms: Sequence[str]) -> tuple[dict[int, int], dict[str, tuple[int, set[int]]]]:
-    """The texts holding each exact term (`retrieve.holds_exact`), as `Store.fts_search` gives
+    """The texts holding each exact term (`holds_exact`), as `Store.fts_search` gives
     them for stored texts: ({id: terms it holds}, {term: (texts holding it, their ids)})."""
-    exact = {t: {i for i, x in texts.items() if retrieve.holds_exact(x, t)} for t in terms}
+    exact = {t: {i for i, x in texts.items() if holds_exact(x, t)} for t in terms}
     held: dict[int, int] = {}
     for ids in exact.values():
         for i in ids:

@@ -43,7 +43,7 @@ from memsafe.api.core import (
 )
 from memsafe.errors import InvalidInput, MemsafeError
 from memsafe.models import Source, Status
-from memsafe.render import count_of
+from memsafe.plural import count_of
 from memsafe.store import Store
 from memsafe.transfer import Notice, RecordError
 

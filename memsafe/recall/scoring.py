@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from memsafe.store.common.tokenizer import CJK_RUN
 from memsafe.tokens import SHORT_TEXT  # texts up to this long are kept by the per-process caches here too
 
 # Words too common to help BM25 rank; dropped from a query unless nothing else is left.
@@ -40,15 +41,6 @@ def query_terms(text: str) -> list[str]:
     return list(seen)
 
 
-# Chinese, Japanese and Korean letters (Han, kana, Hangul): written without spaces between words,
-# so unicode61 keeps a whole run as one token. The word index cuts each run into overlapping
-# bigrams instead (`memsafe.store.common.tokenizer`), and queries are cut the same way
-# (`fts_terms`). Part of the stored index: changing this set needs a migration rebuilding it.
-_CJK = (
-    "\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f"
-    "\U00020000-\U0002ebef"
-)
-CJK_RUN = re.compile(f"[{_CJK}]+")
 _IDENTIFIER = re.compile(r"[_.:/@+]|\d")
 MAX_EXACT_TERMS = 16
 
@@ -93,8 +85,6 @@ def fts_query(text: str) -> str | None:
     return " OR ".join(terms) if terms else None
 
 
-
-
 def exact_terms(text: str) -> list[str]:
     """The parts of a query that must be found exactly as typed (issue 12 item 9, issue 17 item 3),
     lower-cased, in order, without duplicates (at most MAX_EXACT_TERMS):
@@ -127,48 +117,6 @@ def exact_terms(text: str) -> list[str]:
         for run in runs:
             seen.setdefault(run, None)
     return list(seen)[:MAX_EXACT_TERMS]
-
-
-def _edge_class(ch: str) -> str:
-    """'d' digit, 'w' other word character, '' anything else (an identifier's edge may touch it)."""
-    if ch.isdigit():
-        return "d"
-    return "w" if ch.isalpha() or ch == "_" else ""
-
-
-def holds_exact(content: str, term: str) -> bool:
-    """True if `term` (from `exact_terms`) occurs in `content` (case-insensitive) as a whole:
-    not continued by a character of the same kind as its edge. `v1.9` is not in `v1.90`,
-    `get_user_by_id` is not in `get_user_by_ids`, but `2.4.7` is in `deploy-v2.4.7-hotfix` (a
-    letter before a digit is a boundary). CJK terms match anywhere (no spaces between words)."""
-    text = content.lower()
-    if CJK_RUN.fullmatch(term):
-        return term in text
-    first, last = _edge_class(term[0]), _edge_class(term[-1])
-    start = text.find(term)
-    while start >= 0:
-        end = start + len(term)
-        before = _edge_class(text[start - 1]) if start else ""
-        after = _edge_class(text[end]) if end < len(text) else ""
-        if not (first and before == first) and not (last and after == last):
-            return True
-        start = text.find(term, start + 1)
-    return False
-
-
-def exact_hits(hits: Sequence[tuple[int, float]], held: dict[int, int], terms: int, limit: int
-               ) -> list[tuple[int, float]]:
-    """The exact-first rule of lexical search (`Store.fts_search`, and time travel's scratch
-    index): BM25 `hits` ([(id, FTS5 bm25)], best first) with the ids of `held` ({id: exact terms
-    it holds}, `holds_exact`) first, most terms first (ties: better bm25, then lower id), each
-    scored beyond every other hit: best bm25 × (1 + held / `terms`). At most `limit`."""
-    if not held:
-        return list(hits)[:limit]
-    bm25 = dict(hits)
-    best = min([*bm25.values(), -1.0])
-    first = sorted(held, key=lambda i: (-held[i], bm25.get(i, 0.0), i))
-    out = [(i, best * (1.0 + held[i] / terms)) for i in first]
-    return (out + [(i, s) for i, s in hits if i not in held])[:limit]
 
 
 def term_coverage(idf: dict[str, float], matches: dict[str, set[int]]) -> dict[int, float]:
@@ -372,8 +320,6 @@ def link_turns(cands: dict[int, Candidate], visible: dict) -> None:
             if near is not None and same_conversation(visible[i], near):
                 setattr(cands[i], side, n)
                 cands.setdefault(n, Candidate(n))
-
-
 
 
 def content_words(text: str, limit: int = 64, known: frozenset[str] = frozenset()) -> int:

@@ -9,6 +9,7 @@ import pytest
 
 from memsafe import api, tokens
 from memsafe.recall import scoring as retrieve
+from memsafe.store.common.fulltext import holds_exact
 
 
 def _returned(result) -> str:
@@ -226,7 +227,7 @@ def test_cjk_text_counts_its_words_for_the_vector_half():
     ],
 )
 def test_holds_exact_respects_identifier_edges(content, term, held):
-    assert retrieve.holds_exact(content, term) is held
+    assert holds_exact(content, term) is held
 
 
 def test_exact_first_lifts_holders_above_any_other_signal():

@@ -24,7 +24,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from memsafe.errors import InvalidInput, SchemaTooNew, StoreUnavailable
-from memsafe.render import count_of
+from memsafe.plural import count_of
 from memsafe.store.common.browse import SQLBrowse
 from memsafe.store.common.config import SQLConfig
 from memsafe.store.common.graph import SQLGraph

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 import apsw
 
 from memsafe.errors import SchemaTooNew, StoreUnavailable
-from memsafe.render import count_of
+from memsafe.plural import count_of
 from memsafe.store.common import tokenizer
 from memsafe.store.common.browse import SQLBrowse
 from memsafe.store.common.config import SQLConfig
