@@ -14,7 +14,7 @@ import pytest
 from conftest import run_memsafe
 
 from memsafe.bench import quality as bench
-from memsafe.recall import scoring as retrieve
+from memsafe.recall import terms
 
 
 @pytest.fixture(scope="module")
@@ -57,8 +57,8 @@ def test_semantic_queries_share_no_content_word_with_their_target(corpus):
         target = q["relevant"][0]
         conn.execute("DELETE FROM t")
         conn.execute("INSERT INTO t(content) VALUES (?)", (content[target],))
-        for word in retrieve.query_terms(q["query"]):
-            if word in retrieve.STOP_WORDS:
+        for word in terms.query_terms(q["query"]):
+            if word in terms.STOP_WORDS:
                 continue
             if conn.execute("SELECT count(*) FROM t WHERE t MATCH ?", ('"' + word + '"',)).fetchone()[0]:
                 shared.append((q["id"], word))
@@ -69,7 +69,7 @@ def test_keyword_queries_name_something_exact(corpus):
     content = {m["id"]: m["content"].lower() for m in corpus["memories"]}
     for q in corpus["queries"]:
         if q["type"] == "keyword":
-            assert any(t.strip('"') in content[q["relevant"][0]] for t in retrieve.fts_terms(q["query"])), q
+            assert any(t.strip('"') in content[q["relevant"][0]] for t in terms.fts_terms(q["query"])), q
 
 
 def test_quick_bench_is_a_quality_gate(embedder):

@@ -129,7 +129,7 @@ def test_a_single_cjk_character_ending_a_text_is_found(store):
 
 
 def test_a_single_cjk_character_is_found(store):
-    """Below a bigram: looked up exactly (`retrieve.exact_terms`, the trigram index)."""
+    """Below a bigram: looked up exactly (`terms.exact_terms`, the trigram index)."""
     cat = api.remember(store, "我家的猫喜欢在键盘上睡觉。").id
     api.remember(store, "狗每天早上要散步。")
     assert _ids(api.recall(store, "猫", mode="lexical")) == [cat]

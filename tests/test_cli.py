@@ -143,7 +143,7 @@ def test_fusion_weights_cannot_both_be_zero(cli):
     assert cli("config", "set", "weight_vector", "0").exit_code == 0
     r = cli("config", "set", "weight_lexical", "0")
     assert r.exit_code == 1 and "cannot both be 0" in r.stderr and "Traceback" not in r.stderr
-    assert cli("config", "get", "weight_lexical").stdout.strip() == str(api.core.default_config()["weight_lexical"])
+    assert cli("config", "get", "weight_lexical").stdout.strip() == str(api.config.default_config()["weight_lexical"])
     assert json.loads(cli("recall", "billing retries", "--json").stdout)["results"]
 
 

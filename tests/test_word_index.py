@@ -10,7 +10,7 @@ import pytest
 
 from memsafe import api
 from memsafe.models import Scope
-from memsafe.recall import scoring as retrieve
+from memsafe.recall import terms
 from memsafe.store.sqlite.fulltext import SQLiteFullText
 
 pytestmark = pytest.mark.backends("sqlite", "postgres")  # conftest: once per store backend
@@ -50,7 +50,7 @@ def filled(store):
 
 def _words(store, query: str, limit: int = 20) -> list[tuple[int, float]]:
     """The word index's hits for a free-text query, best first, with their BM25 scores."""
-    match = retrieve.fts_query(query)
+    match = terms.fts_query(query)
     return list(store.fts_search(match, Scope(), limit))
 
 
@@ -66,7 +66,7 @@ def test_bm25_scores_and_order_are_fts5s(filled, query):
     """The scores are those of an FTS5 table holding the same texts (document lengths, term
     frequencies and document frequencies all counted on FTS5's tokens)."""
     store, ids = filled
-    expected, _, _ = SQLiteFullText.scratch_lexical(dict(zip(ids, TEXTS)), retrieve.fts_terms(query), 20)
+    expected, _, _ = SQLiteFullText.scratch_lexical(dict(zip(ids, TEXTS)), terms.fts_terms(query), 20)
     got = _words(store, query)
     assert [i for i, _ in got] == [i for i, _ in expected]
     assert [s for _, s in got] == pytest.approx([s for _, s in expected], rel=1e-9)
@@ -97,7 +97,7 @@ def test_a_huge_text_of_distinct_words_is_stored_and_found(store):
 
     text = make_input("base64")
     memory = api.remember(store, text, embed_now=False)
-    first = retrieve.query_terms(text)[0]
+    first = terms.query_terms(text)[0]
     assert [i for i, _ in _words(store, first)] == [memory.id]
     assert store.consistency_problems() == []
 

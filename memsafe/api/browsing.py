@@ -15,11 +15,12 @@ from datetime import timedelta
 
 from memsafe import clock
 from memsafe import history as past
-from memsafe.api.core import MAX_QUERY_CHARS, _check_id, _enum_value, clean_text, get, make_scope, recall
+from memsafe.api.core import MAX_QUERY_CHARS, _check_id, _enum_value, clean_text, get, make_scope
 from memsafe.api.lifecycle import DecayReport
+from memsafe.api.retrieval import recall
 from memsafe.errors import InvalidInput
 from memsafe.models import Hit, Memory, Status
-from memsafe.recall import scoring as retrieve
+from memsafe.recall import terms
 from memsafe.store import Store
 
 __all__ = [
@@ -213,7 +214,7 @@ def search(
     text = clean_text(query, "query", MAX_QUERY_CHARS)
     scope = make_scope(project=project, all_projects=project is None, kinds=kinds, tags=tags, since=since)
     scope.statuses = statuses
-    match = retrieve.fts_query(text)
+    match = terms.fts_query(text)
     ranked = store.fts_search(match, scope, limit * 4) if match is not None else []
     found = store.get_memories([i for i, _ in ranked])
     hits = []

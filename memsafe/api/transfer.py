@@ -27,12 +27,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from memsafe import __version__, clock, graph, settings, transfer
+from memsafe import __version__, clock, graph, transfer
 from memsafe.api import graph as graph_api
+from memsafe.api.config import CONFIG_KEYS, check_config_pair
 from memsafe.api.core import (
     _screen_secrets,
     backfill,
-    check_config_pair,
     clean_author,
     clean_project,
     clean_tags,
@@ -251,7 +251,7 @@ def export(store: Store, out: IO[str], *, project: str | None = None, all_projec
             project=key, all_projects=all_projects, include_forgotten=include_forgotten, embedding=embedding,
         )))
         for name, value in sorted(store.config_items().items()):
-            if name in settings.CONFIG_KEYS:
+            if name in CONFIG_KEYS:
                 out.write(transfer.dump_line({"type": "config", "key": name, "value": value}))
                 counts["config"] += 1
         for entity in store.iter_entities(scope):
@@ -475,7 +475,7 @@ def _import_memsafe(store: Store, path: Path, report: ImportReport, problems: li
     read = dict.fromkeys(transfer.RECORD_TYPES, 0)  # records per type, to check the end record's counts
     keys: dict[str, str] = {}  # entity key as the file writes it -> identity key of the entity's name
     key_lines: dict[str, int] = {}  # entity key as the file writes it -> line of its entity record
-    known_config = {k: spec.parse for k, spec in settings.CONFIG_KEYS.items()}
+    known_config = {k: spec.parse for k, spec in CONFIG_KEYS.items()}
     record_no = 0
     dim = None  # vector size when the file's vectors are usable here
     seen_uids: dict[str, int] = {}  # uid -> line of its first memory record in this file
