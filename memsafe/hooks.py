@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from memsafe import settings
-from memsafe.errors import InvalidInput
+from memsafe.errors import Refused
 
 HOOK_NAME = "post-commit"
 REWRITE_HOOK = "post-rewrite"
@@ -108,12 +108,12 @@ def _git(repo: Path, *args: str, check: bool = True, timeout: float | None = GIT
     try:
         done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, timeout=timeout)
     except FileNotFoundError:
-        raise InvalidInput("git is not installed or not on PATH") from None
+        raise Refused("git is not installed or not on PATH") from None
     except subprocess.TimeoutExpired:
-        raise InvalidInput(f"git {args[0]} took more than {GIT_TIMEOUT_S}s in {repo}") from None
+        raise Refused(f"git {args[0]} took more than {GIT_TIMEOUT_S}s in {repo}") from None
     if check and done.returncode != 0:
         message = done.stderr.decode("utf-8", "replace").strip().splitlines()
-        raise InvalidInput(f"git {args[0]} failed in {repo}: {message[-1] if message else done.returncode}")
+        raise Refused(f"git {args[0]} failed in {repo}: {message[-1] if message else done.returncode}")
     return done.stdout
 
 
@@ -127,13 +127,13 @@ def _text(raw: bytes) -> str:
 
 def repo_root(path: str | Path | None = None) -> Path:
     """The working-tree root of the repository containing `path` (default: cwd).
-    Raises InvalidInput outside a repository."""
+    Raises Refused outside a repository."""
     start = Path(path or os.getcwd()).expanduser()
     if not start.exists():
-        raise InvalidInput(f"no such folder: {start}")
+        raise Refused(f"no such folder: {start}")
     out = _git(start, "rev-parse", "--show-toplevel", check=False).strip()
     if not out:
-        raise InvalidInput(f"{start} is not inside a git repository (with a working tree)")
+        raise Refused(f"{start} is not inside a git repository (with a working tree)")
     return Path(_text(out))
 
 
@@ -237,7 +237,7 @@ def _baked_call(text: str) -> tuple[str | None, str | None]:
 
 
 def status(path: str | Path | None = None) -> HookStatus:
-    """The hook state of the repository containing `path`. Raises InvalidInput outside a repository."""
+    """The hook state of the repository containing `path`. Raises Refused outside a repository."""
     root = repo_root(path)
     folder = hooks_dir(root)
     hook = folder / HOOK_NAME
@@ -274,7 +274,7 @@ def _read(path: Path) -> str | None:
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
         return None
     except OSError as exc:
-        raise InvalidInput(f"cannot read {path}: {exc.strerror or exc}") from None
+        raise Refused(f"cannot read {path}: {exc.strerror or exc}") from None
 
 
 def _foreign(hook: Path) -> bool:
@@ -290,7 +290,7 @@ def install(path: str | Path | None = None, *, db: str | None = None) -> HookSta
         db: a database path to bake into the hook (default: resolved when the hook runs).
 
     Raises:
-        InvalidInput: not a repository, or the hooks folder cannot be written (nothing is changed
+        Refused: not a repository, or the hooks folder cannot be written (nothing is changed
             then, except a hooks folder that had to be created).
     """
     current = status(path)
@@ -299,7 +299,7 @@ def install(path: str | Path | None = None, *, db: str | None = None) -> HookSta
     for name in HOOK_NAMES:
         chained = folder / (name + CHAINED_SUFFIX)
         if _foreign(folder / name) and (chained.exists() or chained.is_symlink()):
-            raise InvalidInput(f"{folder / name} is not memsafe's and {chained} already exists; move one of them away")
+            raise Refused(f"{folder / name} is not memsafe's and {chained} already exists; move one of them away")
     try:
         if not folder.is_dir():
             folder.mkdir(parents=True)
@@ -307,7 +307,7 @@ def install(path: str | Path | None = None, *, db: str | None = None) -> HookSta
             current.actions.append(f"created the hooks folder {folder}{why}")
         log.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     except OSError as exc:
-        raise InvalidInput(f"cannot write the hook in {folder}: {exc.strerror or exc}") from None
+        raise Refused(f"cannot write the hook in {folder}: {exc.strerror or exc}") from None
     baked = str(settings.db_target(db)) if db else None
     for name in HOOK_NAMES:
         _install_one(folder, name, hook_script(sys.executable, baked, log, log.parent, name), current.actions)
@@ -317,7 +317,7 @@ def install(path: str | Path | None = None, *, db: str | None = None) -> HookSta
 
 
 def _install_one(folder: Path, name: str, script: str, actions: list[str]) -> None:
-    """Write one hook; a foreign hook of that name is kept as `<name>.pre-memsafe`. Raises InvalidInput."""
+    """Write one hook; a foreign hook of that name is kept as `<name>.pre-memsafe`. Raises Refused."""
     hook = folder / name
     chained = folder / (name + CHAINED_SUFFIX)
     foreign = _foreign(hook)
@@ -339,7 +339,7 @@ def _install_one(folder: Path, name: str, script: str, actions: list[str]) -> No
             os.rename(chained, hook)  # put the user's hook back
         if tmp.is_file():
             tmp.unlink()
-        raise InvalidInput(f"cannot write the hook in {folder}: {exc.strerror or exc}") from None
+        raise Refused(f"cannot write the hook in {folder}: {exc.strerror or exc}") from None
     actions.append(("refreshed " if refresh else "installed ") + str(hook))
 
 
@@ -347,12 +347,12 @@ def uninstall(path: str | Path | None = None) -> HookStatus:
     """Remove memsafe's hooks and put back the hooks they replaced, if any.
 
     Raises:
-        InvalidInput: memsafe's hook is not installed (a foreign hook is never touched).
+        Refused: memsafe's hook is not installed (a foreign hook is never touched).
     """
     current = status(path)
     if not current.installed and not current.rewrite_installed:
         what = "another program's post-commit hook is in place; left alone" if current.foreign else "nothing to do"
-        raise InvalidInput(f"memsafe's hook is not installed in {current.hooks_dir} ({what})")
+        raise Refused(f"memsafe's hook is not installed in {current.hooks_dir} ({what})")
     folder = Path(current.hooks_dir)
     actions = []
     for name in HOOK_NAMES:
@@ -367,7 +367,7 @@ def uninstall(path: str | Path | None = None) -> HookStatus:
                 os.rename(chained, hook)
                 actions.append(f"restored the previous hook {hook}")
         except OSError as exc:
-            raise InvalidInput(f"cannot change {hook}: {exc.strerror or exc}") from None
+            raise Refused(f"cannot change {hook}: {exc.strerror or exc}") from None
     after = status(path)
     after.actions = actions
     return after
@@ -380,15 +380,15 @@ def read_commit(repo: str | Path, commit: str = "HEAD", branch: str | None | obj
     """Read one commit through git (messages re-encoded to UTF-8 by git when they declare an
     encoding, else decoded as UTF-8 or Latin-1). `branch`: the branch the commit was made on, as
     the hook read it when the commit was made (None: detached HEAD); by default the branch checked
-    out now. Raises InvalidInput."""
+    out now. Raises Refused."""
     root = Path(repo)
     if not commit or commit.startswith("-") or any(c.isspace() or c == "\x00" for c in commit):
-        raise InvalidInput(f"{commit[:40]!r} is not a commit (a hash or a ref such as HEAD)")
+        raise Refused(f"{commit[:40]!r} is not a commit (a hash or a ref such as HEAD)")
     raw = _git(root, "log", "-1", "--encoding=UTF-8", "--format=%H%x00%h%x00%s%x00%b", "--end-of-options",
                commit, "--")
     parts = raw.rstrip(b"\n").split(b"\x00")
     if len(parts) < 4:
-        raise InvalidInput(f"cannot read commit {commit} in {root}")
+        raise Refused(f"cannot read commit {commit} in {root}")
     full, short, subject = (_text(p).strip() for p in parts[:3])
     body = _text(b"\x00".join(parts[3:])).strip()
     if branch is _CURRENT:
@@ -407,7 +407,7 @@ def history(root: Path, *, since: str | None = None, max_count: int | None = Non
             branch: str | None = None) -> Iterator[CommitInfo]:
     """The commits reachable from HEAD, oldest first, read in one `git log` (what `hook backfill`
     remembers); each carries `branch`. `since`: a date git understands (`2024-01-31`, `3 months
-    ago`); `max_count`: the most recent N only. Raises InvalidInput (git failed: no commit yet,
+    ago`); `max_count`: the most recent N only. Raises Refused (git failed: no commit yet,
     a bad date)."""
     args = ["log", "--reverse", "--encoding=UTF-8", "-z", "--name-only", "--no-renames",
             "--format=%x1e%H%x1f%h%x1f%s%x1f%b%x1f"]
@@ -421,7 +421,7 @@ def history(root: Path, *, since: str | None = None, max_count: int | None = Non
     for record in raw.split(b"\x1e")[1:]:
         parts = record.split(b"\x1f")
         if len(parts) < 5:
-            raise InvalidInput(f"cannot read the history of {root}")
+            raise Refused(f"cannot read the history of {root}")
         full, short, subject = (_text(p).strip() for p in parts[:3])
         body = _text(b"\x1f".join(parts[3:-1])).strip()
         files = [_text(n) for n in parts[-1].split(b"\x00") if n.strip(b"\n")]
@@ -494,7 +494,7 @@ def read_queue(folder: Path) -> list[QueueEntry]:
 
 def made_during(root: Path, since: tuple[str, str, str]) -> list[str]:
     """The commits a rebase made, oldest first: reachable from the HEAD it ended on, but neither
-    from where it started (`onto`) nor from the branch's former tip. Raises InvalidInput."""
+    from where it started (`onto`) nor from the branch's former tip. Raises Refused."""
     onto, orig, head = since
     return _text(_git(root, "rev-list", "--reverse", head, "--not", onto, orig, "--")).split()
 

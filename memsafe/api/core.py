@@ -44,7 +44,7 @@ from memsafe.api.hygiene import (  # noqa: F401  re-exported: the handler module
     make_scope,
     refuse_secret,
 )
-from memsafe.errors import Duplicate, InvalidInput, NotFound, StoreUnavailable
+from memsafe.errors import Duplicate, InvalidInput, NotFound, Refused, StoreUnavailable
 from memsafe.models import (
     Hit,
     Kind,
@@ -567,13 +567,13 @@ def admits(scope: Scope, m) -> bool:
 def forget(store: Store, memory_id: int, *, reason: str | None = None, scope: Scope | None = None) -> Memory:
     """Soft-forget: hidden from every recall path (lexical, vector, graph, export by default),
     kept for audit and `restore`. `scope` as in `get` (a memory outside it is NotFound).
-    Raises NotFound, InvalidInput (already forgotten)."""
+    Raises NotFound, Refused (already forgotten)."""
     why = _controls_to_space(_fix_surrogates(reason)).strip()[:200] if reason else None
     now = clock.now_iso()
     with store.write():
         memory = get(store, memory_id, scope=scope)
         if memory.status == Status.FORGOTTEN.value:
-            raise InvalidInput(
+            raise Refused(
                 f"memory {memory_id} is already forgotten; `restore {memory_id}` brings it back "
                 "(MCP: forget with undo=true)"
             )
@@ -1250,7 +1250,7 @@ def check_config_pair(store: Store, key: str, parsed) -> None:
     Raises: InvalidInput."""
     partner = {"weight_lexical": "weight_vector", "weight_vector": "weight_lexical"}.get(key)
     if partner and parsed == 0 and _config_snapshot(store)[partner] == 0:
-        raise InvalidInput(f"{key} and {partner} cannot both be 0: recall would rank nothing; "
+        raise Refused(f"{key} and {partner} cannot both be 0: recall would rank nothing; "
                            f"raise {partner} first")
 
 
@@ -1287,7 +1287,7 @@ def set_db_path(path: str) -> Path | str:
         return url
     resolved = settings.expand_path(path)
     if resolved.is_dir():
-        raise InvalidInput(f"{resolved} is a directory; give the path of a database file inside it")
+        raise Refused(f"{resolved} is a directory; give the path of a database file inside it")
     values = settings.read_user_config()
     values["db"] = str(resolved)
     settings.write_user_config(values)

@@ -43,7 +43,7 @@ def hook_uninstall(repo: str | Path | None = None) -> HookStatus:
 
 
 def hook_status(repo: str | Path | None = None) -> HookStatus:
-    """The hook state of the repository containing `repo`. Raises InvalidInput outside a repository."""
+    """The hook state of the repository containing `repo`. Raises Refused outside a repository."""
     return hooks.status(repo)
 
 
@@ -78,7 +78,7 @@ def remember_commit(store: Store, repo: str | Path, *, commit: str = "HEAD",
     Returns the memory, or None when this commit was already remembered.
 
     Raises:
-        InvalidInput: not a repository or unreadable commit.
+        Refused: not a repository or unreadable commit.
     """
     root = hooks.repo_root(repo)
     info = hooks.read_commit(root, commit, branch)
@@ -106,7 +106,7 @@ def drain_queue(store: Store, repo: str | Path, folder: str | Path | None = None
     Returns at once with `busy` when another process drains.
 
     Raises:
-        InvalidInput: not a repository.
+        Refused: not a repository.
     """
     root = hooks.repo_root(repo)
     queue = Path(folder) if folder else hooks.queue_dir(root)
@@ -208,7 +208,7 @@ def backfill_commits(
     backfill) is skipped. `progress(done, total)` after each batch.
 
     Raises:
-        InvalidInput: not a repository, a `since` that is no date (ISO-8601, a date or a
+        Refused: not a repository. InvalidInput: a `since` that is no date (ISO-8601, a date or a
             relative time like `3 months ago`, read as `--as-of` is) or in the future, max_count < 1.
     """
     import time

@@ -125,9 +125,9 @@ def project_key(opened, project: str | None, project_path: str | None) -> tuple[
     from memsafe import api, settings
 
     mode = api.config_get(opened.store, "project_mode")
-    if project_path:
+    if project_path is not None:  # an empty one is refused, not read as "the current directory"
         return api.clean_project(project_path, mode=mode, path=True, store=opened.store), "--project-path"
-    if project:  # storing handlers scan it
+    if project is not None:  # storing handlers scan it
         return api.clean_project(project, mode=mode, check_secrets=False, store=opened.store), "--project"
     key = api.current_project(opened.store, mode=mode)
     return key, f"{mode} of {settings.current_dir()}"

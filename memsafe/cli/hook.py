@@ -10,10 +10,11 @@ from typing import Annotated
 import typer
 
 from memsafe import api, clock, hooks
-from memsafe.cli._common import JsonOpt, _emit_json, _fail, _session, app, err, out
+from memsafe.cli._common import Group, JsonOpt, _emit_json, _fail, _session, app, err, out
 from memsafe.errors import MemsafeError
 
 hook_app = typer.Typer(
+    cls=Group,
     help="Remember every git commit automatically (post-commit and post-rewrite hooks).", no_args_is_help=True,
 )
 app.add_typer(hook_app, name="hook")
