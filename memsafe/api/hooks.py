@@ -31,15 +31,17 @@ _UID_NAMESPACE = uuid.UUID("0c0a4f57-9a3e-4b8e-8f43-6d656d736166")  # fixed: a c
 BACKFILL_BATCH = 200  # commits remembered per transaction by backfill
 
 
-def hook_install(repo: str | Path | None = None, *, db: str | None = None) -> HookStatus:
+def hook_install(repo: str | Path | None = None, *, db: str | None = None, local: bool = False,
+                 shared: bool = False) -> HookStatus:
     """Install the post-commit and post-rewrite hooks in the repository containing `repo` (default
-    cwd). See `hooks.install`."""
-    return hooks.install(repo, db=db)
+    cwd); a hooks folder shared by every repository needs `local` or `shared`. See `hooks.install`."""
+    return hooks.install(repo, db=db, local=local, shared=shared)
 
 
-def hook_uninstall(repo: str | Path | None = None) -> HookStatus:
-    """Remove memsafe's hooks and restore the ones they replaced. See `hooks.uninstall`."""
-    return hooks.uninstall(repo)
+def hook_uninstall(repo: str | Path | None = None, *, shared: bool = False) -> HookStatus:
+    """Remove what `hook_install` added; from a shared hooks folder only with `shared`. See
+    `hooks.uninstall`."""
+    return hooks.uninstall(repo, shared=shared)
 
 
 def hook_status(repo: str | Path | None = None) -> HookStatus:
