@@ -110,6 +110,10 @@ def test_a_global_hooks_path_is_refused_in_one_line_and_arms_nothing(shared, tmp
     commit(b, b"in b")
     assert (tmp_path / "shared.log").read_text().split() == ["pre-commit", "post-commit"] * 2
     assert not memsafe_ran(a) and not memsafe_ran(b) and memories(db_path) == []
+    [step] = api.init_plan(repo=str(a), steps=["hook"]).changes  # `memsafe init` does not install there either
+    assert step.state == "refused" and "--local" in step.summary and not step.action
+    both = cli("hook", "install", "--local", "--shared", "--repo", str(a))
+    assert both.exit_code == 2 and "not both" in both.stderr
 
 
 def test_install_local_records_this_repository_only_and_the_shared_hooks_still_run(shared, tmp_path, cli, db_path):

@@ -225,7 +225,7 @@ def _hook_change(root: Path | None, repo, db: str | None, undo: bool) -> Change:
     if status.installed and status.python_ok and not status.outdated and status.db == db:
         return Change("hook", "git hook", "ok", f"already installed in {root}", path=status.hook_file)
     if status.shared:  # a global core.hooksPath: the user chooses (`hook install --local` or `--shared`)
-        return Change("hook", "git hook", "skip", hooks.shared_refusal(status, "install"))
+        return Change("hook", "git hook", "refused", hooks.shared_refusal(status, "install"))
     verb = "reinstall" if status.installed else "install"
     extra = " (the existing post-commit hook is kept and runs first)" if status.foreign else ""
     return Change("hook", "git hook", "change", f"{verb} the post-commit and post-rewrite hooks in {root}{extra}: "

@@ -244,8 +244,6 @@ def recall(db: str | None, query: str, *, limit: int | None, budget: int | None,
 
     if all_projects and (project is not None or project_path is not None):  # as `_common._scope`
         raise fail(BOTH_SCOPES, 2, json_=json_)
-    if since is not None and not since.strip():
-        raise fail("--since needs a time, e.g. 24h, 7d or 2026-01-31", 2, json_=json_)
     with session(db, json_) as opened:
         key = None if all_projects else project_key(opened, project, project_path)[0]
         since_at = api.parse_when(since, what="--since time") if since else None
