@@ -3,7 +3,6 @@ option types, the session (open store → handler → one-line errors) and outpu
 
 from __future__ import annotations
 
-import difflib
 import sys
 import typing
 from collections.abc import Iterator
@@ -130,6 +129,8 @@ def close_matches(word: str, choices, n: int = 3) -> list[str]:
     (`rem` → remember). Leading dashes are compared without: through them `--bogus` looked close
     to `--host`. Click's own suggestions took difflib's default cutoff, 0.6, which offered
     `decay` for `recal`."""
+    import difflib
+
     bare = word.lstrip("-")
     names = {choice.lstrip("-"): choice for choice in choices}
     scored = sorted(((difflib.SequenceMatcher(None, bare, name).ratio(), name) for name in names),
@@ -183,7 +184,8 @@ class Group(typer.core.TyperGroup):
         try:
             return super().resolve_command(ctx, args)
         except _UsageError as exc:
-            matches = close_matches(args[0], self.list_commands(ctx)) if args else []
+            mistyped = args and not args[0].startswith("-")  # else an unknown option: `full.main` suggests
+            matches = close_matches(args[0], self.list_commands(ctx)) if mistyped else []
             if matches:
                 exc.message = f"{exc.message.rstrip('.')}. Did you mean {', '.join(map(repr, matches))}?"
             raise
@@ -299,8 +301,8 @@ def _fail(message: str, code: int = 1, kind: str = "Error") -> typer.Exit:
 
 @contextmanager
 def _errors(path=None) -> Iterator[None]:
-    """Map MemsafeError and SQLite errors to one line on stderr and exit 1 (tracebacks only with
-    MEMSAFE_DEBUG): `_plain.errors`, exiting through typer.Exit."""
+    """Map MemsafeError and SQLite errors to one line on stderr and the error's exit code
+    (`_plain.errors`), exiting through typer.Exit."""
     try:
         with _plain.errors(path, json_errors()):
             yield

@@ -80,8 +80,9 @@ def fail(message: str, code: int = 1, kind: str = "Error", json_: bool = False) 
 
 @contextmanager
 def errors(path=None, json_: bool = False) -> Iterator[None]:
-    """Map MemsafeError and SQLite errors to one line on stderr and exit 1 (tracebacks only with
-    MEMSAFE_DEBUG). Raises `Failed`."""
+    """Map MemsafeError and SQLite errors to one line on stderr and the error's exit code (2 for a
+    usage error, 1 for a refusal, not-found or a damaged file; tracebacks only with MEMSAFE_DEBUG).
+    Raises `Failed`."""
     import apsw
 
     from memsafe.errors import MemsafeError
