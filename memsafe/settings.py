@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath, PureWindowsPath
 
-from memsafe.errors import InvalidInput
+from memsafe.errors import InvalidInput, Refused
 
 APP = "memsafe"
 
@@ -78,11 +78,11 @@ def default_db_path() -> Path:
 
 
 def current_dir() -> Path:
-    """The working directory. Raises InvalidInput if it was deleted under us."""
+    """The working directory. Raises Refused if it was deleted under us."""
     try:
         return Path(os.getcwd())
     except OSError:
-        raise InvalidInput(
+        raise Refused(
             "the current directory no longer exists; cd somewhere else, or pass --project/--global/--db"
         ) from None
 
@@ -133,9 +133,9 @@ def read_user_config() -> dict:
     except FileNotFoundError:
         return {}
     except (OSError, ValueError) as exc:
-        raise InvalidInput(f"cannot read {path}: {exc}; fix or delete it") from None
+        raise Refused(f"cannot read {path}: {exc}; fix or delete it") from None
     if not isinstance(values, dict) or not isinstance(values.get("db", ""), str):
-        raise InvalidInput(f"{path} must be a JSON object whose \"db\" is a path string; fix or delete it")
+        raise Refused(f"{path} must be a JSON object whose \"db\" is a path string; fix or delete it")
     return values
 
 
@@ -147,7 +147,7 @@ def write_user_config(values: dict) -> Path:
         tmp.write_text(json.dumps(values, indent=2, sort_keys=True) + "\n", encoding="utf-8")
         os.replace(tmp, path)
     except OSError as exc:
-        raise InvalidInput(f"cannot write {path}: {exc.strerror or exc}") from None
+        raise Refused(f"cannot write {path}: {exc.strerror or exc}") from None
     return path
 
 

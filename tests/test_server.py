@@ -590,9 +590,9 @@ def test_bench_measures_tokens_and_cold_start(db_path, embedder):
 
 def test_serve_rejects_an_empty_project_with_one_line(db_path, memsafe_proc):
     result = cli(db_path, "serve", "--project", "  ")  # through the Typer app
-    assert result.exit_code == 1 and "empty project" in result.stderr and "Traceback" not in result.stderr
+    assert result.exit_code == 2 and "empty" in result.stderr and "Traceback" not in result.stderr
     fast = memsafe_proc("--db", str(db_path), "serve", "--project", "  ")  # the direct path of __main__
-    assert fast.returncode == 1 and fast.stdout == "" and fast.stderr.strip() == "Error: empty project"
+    assert fast.returncode == 2 and fast.stdout == "" and fast.stderr.strip() == "Error: empty project"
     helped = memsafe_proc("serve", "--help")
     assert helped.returncode == 0 and "--project" in helped.stdout
 

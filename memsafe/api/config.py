@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from memsafe import clock, settings
-from memsafe.errors import InvalidInput
+from memsafe.errors import InvalidInput, Refused
 from memsafe.recall import weights
 from memsafe.settings import ConfigKey
 from memsafe.store import Store
@@ -106,7 +106,7 @@ def check_config_pair(store: Store, key: str, parsed) -> None:
     Raises: InvalidInput."""
     partner = {"weight_lexical": "weight_vector", "weight_vector": "weight_lexical"}.get(key)
     if partner and parsed == 0 and _config_snapshot(store)[partner] == 0:
-        raise InvalidInput(f"{key} and {partner} cannot both be 0: recall would rank nothing; "
+        raise Refused(f"{key} and {partner} cannot both be 0: recall would rank nothing; "
                            f"raise {partner} first")
 
 
@@ -143,7 +143,7 @@ def set_db_path(path: str) -> Path | str:
         return url
     resolved = settings.expand_path(path)
     if resolved.is_dir():
-        raise InvalidInput(f"{resolved} is a directory; give the path of a database file inside it")
+        raise Refused(f"{resolved} is a directory; give the path of a database file inside it")
     values = settings.read_user_config()
     values["db"] = str(resolved)
     settings.write_user_config(values)

@@ -41,7 +41,7 @@ from memsafe.api.hygiene import (  # noqa: F401  re-exported: the handler module
     make_scope,
     refuse_secret,
 )
-from memsafe.errors import Duplicate, InvalidInput, NotFound, StoreUnavailable
+from memsafe.errors import Duplicate, InvalidInput, NotFound, Refused, StoreUnavailable
 from memsafe.models import (
     Kind,
     Memory,
@@ -443,13 +443,13 @@ def _ids_shown(ids: Sequence[int]) -> str:
 def forget(store: Store, memory_id: int, *, reason: str | None = None, scope: Scope | None = None) -> Memory:
     """Soft-forget: hidden from every recall path (lexical, vector, graph, export by default),
     kept for audit and `restore`. `scope` as in `get` (a memory outside it is NotFound).
-    Raises NotFound, InvalidInput (already forgotten)."""
+    Raises NotFound, Refused (already forgotten)."""
     why = _controls_to_space(_fix_surrogates(reason)).strip()[:200] if reason else None
     now = clock.now_iso()
     with store.write():
         memory = get(store, memory_id, scope=scope)
         if memory.status == Status.FORGOTTEN.value:
-            raise InvalidInput(
+            raise Refused(
                 f"memory {memory_id} is already forgotten; `restore {memory_id}` brings it back "
                 "(MCP: forget with undo=true)"
             )

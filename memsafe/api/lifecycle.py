@@ -31,7 +31,7 @@ from memsafe.api.core import (
     get,
     make_scope,
 )
-from memsafe.errors import Duplicate, InvalidInput
+from memsafe.errors import Duplicate, InvalidInput, Refused
 from memsafe.models import Kind, Memory, Scope, Status
 from memsafe.recall.vectors import backfill, embedder_for, vector_bytes
 from memsafe.store import Store
@@ -215,7 +215,7 @@ def update(
     Metadata changes leave `content_updated_at` alone.
 
     Raises:
-        NotFound; InvalidInput (nothing to change, bad value, memory not active);
+        NotFound; InvalidInput (nothing to change, bad value); Refused (memory not active);
         Duplicate (another memory in the project holds the new content); SecretDetected.
     """
     get(store, _check_id(memory_id), scope=scope)  # before any work on the new text
@@ -241,7 +241,7 @@ def update(
     with store.write():
         memory = get(store, memory_id, scope=scope)
         if memory.status != Status.ACTIVE.value:
-            raise InvalidInput(f"memory {memory_id} is {memory.status}; `memsafe restore {memory_id}` first")
+            raise Refused(f"memory {memory_id} is {memory.status}; `memsafe restore {memory_id}` first")
         row, old_tags = _snapshot(store, memory_id)
         if text is not None and text != row["content"]:
             digest = content_hash(text)
@@ -449,7 +449,7 @@ def restore(store: Store, memory_id: int, *, scope: Scope | None = None) -> Memo
     becomes a version, cause `restore`). `scope` as in `api.get`.
 
     Raises:
-        NotFound (also outside `scope`); InvalidInput if it is already active and uncompressed;
+        NotFound (also outside `scope`); Refused if it is already active and uncompressed;
         Duplicate if an active memory with the same content now exists in its project.
     """
     get(store, _check_id(memory_id), scope=scope)  # before any work on its text
@@ -458,7 +458,7 @@ def restore(store: Store, memory_id: int, *, scope: Scope | None = None) -> Memo
     with store.write():
         memory = get(store, memory_id, scope=scope)
         if memory.status == Status.ACTIVE.value and memory.decay_level == 0:
-            raise InvalidInput(f"memory {memory_id} is already active")
+            raise Refused(f"memory {memory_id} is already active")
         row = store.raw_row(memory_id)
         other = store.find_duplicate(row["content_hash"], row["project"])
         if other is not None and other != memory_id:
@@ -516,7 +516,7 @@ def confirm(store: Store, memory_id: int, *, reason: str | None = None, scope: S
     (half-life × 1 + log2(1 + stability / 2.3065 d)), and counts as a real access (the decay
     bank restarts). Audit event `confirm` with the reason.
 
-    Raises: NotFound (also outside `scope`, as in `api.get`); InvalidInput (not active).
+    Raises: NotFound (also outside `scope`, as in `api.get`); Refused (not active).
     """
     from fsrs import Card, Rating, Scheduler, State
 
@@ -526,7 +526,7 @@ def confirm(store: Store, memory_id: int, *, reason: str | None = None, scope: S
     with store.write():
         memory = get(store, _check_id(memory_id), scope=scope)
         if memory.status != Status.ACTIVE.value:
-            raise InvalidInput(f"memory {memory_id} is {memory.status}; restore it before confirming")
+            raise Refused(f"memory {memory_id} is {memory.status}; restore it before confirming")
         row = store.raw_row(memory_id)
         before = row["stability"]
         if before:

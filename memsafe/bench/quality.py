@@ -34,7 +34,7 @@ from typing_extensions import NotRequired, TypedDict
 
 from memsafe import api, tokens
 from memsafe.bench.timing import percentile
-from memsafe.errors import InvalidInput
+from memsafe.errors import Refused
 from memsafe.store import Store
 
 MODES = ("lexical", "vector", "hybrid")
@@ -82,7 +82,7 @@ def load_corpus(path: str | Path | None = None) -> dict:
     relations[{source, relation, target, weight}], queries[{id, type, query, relevant[ids]}]}.
 
     Raises:
-        InvalidInput: the file is not such a corpus (one line: the file, where, what): not JSON,
+        Refused: the file is not such a corpus (one line: the file, where, what): not JSON,
             a value of the wrong type, an unknown query type, no query, a query with no relevant
             memory or naming one the corpus does not hold, two memories with one id.
         OSError: the file cannot be read.
@@ -95,7 +95,7 @@ def load_corpus(path: str | Path | None = None) -> dict:
     try:
         corpus = json.loads(data.decode("utf-8"))
     except (ValueError, RecursionError) as exc:  # not UTF-8 either; RecursionError: arrays nested thousands deep
-        raise InvalidInput(f"{where} is not JSON ({str(exc) or type(exc).__name__})") from None
+        raise Refused(f"{where} is not JSON ({str(exc) or type(exc).__name__})") from None
     from pydantic import TypeAdapter, ValidationError
 
     try:
@@ -103,15 +103,15 @@ def load_corpus(path: str | Path | None = None) -> dict:
     except ValidationError as exc:
         first = exc.errors()[0]
         at = ".".join(str(part) for part in first["loc"]) or "top level"
-        raise InvalidInput(f"{where}: {at}: {first['msg']} (the format: memsafe bench --help)") from None
+        raise Refused(f"{where}: {at}: {first['msg']} (the format: memsafe bench --help)") from None
     ids = [m["id"] for m in corpus["memories"]]
     if len(set(ids)) < len(ids):
-        raise InvalidInput(f"{where}: memory id {next(i for i in ids if ids.count(i) > 1)!r} is given twice")
+        raise Refused(f"{where}: memory id {next(i for i in ids if ids.count(i) > 1)!r} is given twice")
     held = set(ids)
     for q in corpus["queries"]:
         unknown = [r for r in q["relevant"] if r not in held]
         if unknown:
-            raise InvalidInput(f"{where}: query {q['id']!r} names memory {unknown[0]!r}, not in the corpus")
+            raise Refused(f"{where}: query {q['id']!r} names memory {unknown[0]!r}, not in the corpus")
     return corpus
 
 

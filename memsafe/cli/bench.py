@@ -166,9 +166,9 @@ def bench(
 def _bench_dataset(dataset: str | None, file: str | None, json_: bool) -> None:
     """Recall quality on a labelled dataset file (LoCoMo format): one store per conversation."""
     if dataset != "locomo":
-        raise _fail("--dataset takes locomo (the LoCoMo format)" if dataset else "give --dataset locomo with FILE")
+        raise _fail("--dataset takes locomo (the LoCoMo format)" if dataset else "give --dataset locomo with FILE", 2)
     if not file:
-        raise _fail("--dataset locomo needs the dataset FILE as argument")
+        raise _fail("--dataset locomo needs the dataset FILE as argument", 2)
     from memsafe.bench import locomo
     from memsafe.cli._plain import progress as _progress
 
