@@ -36,6 +36,8 @@ import re
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 
@@ -171,17 +173,31 @@ def rebuild(commits: list[dict], folder: Path, origin: str) -> dict[str, str]:
     return rebuilt
 
 
+@contextmanager
+def _environment(**values: str) -> Iterator[None]:
+    """Within the block, the environment holds `values` (no model: vectors are not part of the
+    corpus; the clock at the backfill; a home of its own); put back as it was afterwards."""
+    former = {key: os.environ.get(key) for key in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, value in former.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
 def backfilled(repos: dict) -> tuple[list[dict], dict[str, str]]:
     """Every repository rebuilt and backfilled into one temporary store, as the hook stores it.
     Returns (memories in backfill order, {repository name: project key})."""
-    os.environ["MEMSAFE_NO_MODEL"] = "1"  # vectors are not part of the corpus
-    os.environ["MEMSAFE_NOW"] = BACKFILLED_AT
     from memsafe import api
     from memsafe.api.hooks import backfill_commits, commit_uid
 
     memories, projects = [], {}
-    with tempfile.TemporaryDirectory(prefix="notes-corpus-") as tmp:
-        os.environ["MEMSAFE_HOME"] = str(Path(tmp) / "home")
+    with tempfile.TemporaryDirectory(prefix="notes-corpus-") as tmp, _environment(
+            MEMSAFE_NO_MODEL="1", MEMSAFE_NOW=BACKFILLED_AT, MEMSAFE_HOME=str(Path(tmp) / "home")):
         store = api.open_store(str(Path(tmp) / "memory.db")).store
         for name, repo in repos.items():
             commits = parse_log(gzip.decompress((FIXTURES / repo["changelog"]).read_bytes()).decode("utf-8"))
