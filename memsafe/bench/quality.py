@@ -448,7 +448,7 @@ def run_quality(
                           recalls, mean_utilisation, latency_ms_p50, latency_ms_p95}},
          "reference": {"bm25": {"types", "all", latency_ms_p50, latency_ms_p95}} (`bm25_reference`),
          "floors": {name: {"floor", "value", "ok"}}, "ok": bool, "gate": bool, "misses": [...],
-         "seconds": float (each corpus's own, and the whole run's at the top),
+         "seconds": float (the whole run's; an extra corpus's: its own),
          "embed_ms_p50", "embed_ms_p95": time to embed one query alone (ms), absent without the model,
          "model": False when the embedding model could not load (vector and hybrid ran on keywords),
          "corpora": {name: the same shape, for each extra corpus}};
