@@ -350,7 +350,7 @@ _TOKEN = re.compile(r"[^\W_]+")  # FTS5 unicode61's tokens: runs of letters and 
 def bm25_reference(store: Store, corpus: Mapping, ids: Mapping[str, int], *, limit: int = 10) -> dict:
     """The plain BM25 reference: the memories as `store` holds them (`build_store`'s, redacted where
     it redacted), in a temporary in-memory FTS5 table (tokenize 'porter unicode61 remove_diacritics
-    2'), each query as the OR of its non-stop-word tokens (`retrieve.STOP_WORDS`), scoped like
+    2'), each query as the OR of its non-stop-word tokens (`recall.terms.STOP_WORDS`), scoped like
     recall (its project and global memories), ranked by FTS5's bm25() (k1 1.2, b 0.75), first
     `limit`. No fusion, recency or other signal: what a plain full-text search ranks.
 
@@ -359,7 +359,7 @@ def bm25_reference(store: Store, corpus: Mapping, ids: Mapping[str, int], *, lim
     """
     import apsw
 
-    from memsafe import retrieve
+    from memsafe.recall import terms
 
     conn = apsw.Connection(":memory:")
     conn.execute("CREATE VIRTUAL TABLE m USING fts5(content, project UNINDEXED, "
@@ -378,7 +378,7 @@ def bm25_reference(store: Store, corpus: Mapping, ids: Mapping[str, int], *, lim
         tally = _Tally()
         for q in (q for q in corpus["queries"] if q["type"] == qtype):
             t0 = time.perf_counter()
-            words = dict.fromkeys(w for w in _TOKEN.findall(q["query"].lower()) if w not in retrieve.STOP_WORDS)
+            words = dict.fromkeys(w for w in _TOKEN.findall(q["query"].lower()) if w not in terms.STOP_WORDS)
             ranked: list[int] = []
             if words:
                 project = clean_project(q.get("project", corpus.get("project")), check_secrets=False)
