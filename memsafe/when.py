@@ -638,7 +638,7 @@ def _relative(raw: str, base: datetime) -> tuple[datetime, str] | None:
     a month ("May", "May 2023": this year's, last year's if it is still to come) and a year. A CLI
     recall that reads its first date with dateparser spends ~0.3-0.45 s on it (its import, then
     the timezone and locale expressions it compiles on first use), and these spans are most of
-    what people write; tests/test_recall_odd_input.py checks that both give the same windows.
+    what people write; tests/recall/test_recall_odd_input.py checks that both give the same windows.
     None for any other span, or one reaching past the calendar (years 1-9999)."""
     m = _RELATIVE.fullmatch(raw)
     if m is None:
@@ -708,7 +708,7 @@ def around(w: Window) -> Window:
     """The stretch of time whose memories `closeness` counts as near `w`: `w` widened by
     NEAR_LENGTHS of its length (at least a day) on each side. A window with no memory in it holds
     nothing to favour, and reading it would only pull the few nearest memories up: recall drops
-    it (`retrieve.parse_query`). Memories a few days from a named day stay near (people speak of
+    it (`recall.terms.parse_query`). Memories a few days from a named day stay near (people speak of
     a day in the days after it)."""
     length = max(w.end - w.start, timedelta(days=1)) * NEAR_LENGTHS
     return Window(clock.shift(w.start, -length), clock.shift(w.end, length), w.span)

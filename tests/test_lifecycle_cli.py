@@ -57,7 +57,7 @@ def test_update_history_and_list_commands(cli, monkeypatch):
     assert len(json.loads(cli("history", "1", "--json").stdout)["versions"]) == 2
     assert "Updated memory 1" in (lambda r: r.stderr + r.stdout)(cli("update", "1", "--importance", "0.9"))
     r = cli("update", "1")
-    assert r.exit_code == 1 and "nothing to update" in r.stderr and r.stdout == ""
+    assert r.exit_code == 2 and "nothing to update" in r.stderr and r.stdout == ""
     assert cli("update", "99", "--content", "x").exit_code == 1
     cli("forget", "1")
     assert json.loads(cli("list", "--json").stdout) == []
@@ -95,7 +95,7 @@ def test_confidence_confirm_and_near_duplicate_warning(cli, monkeypatch):
     assert cli("confidence", "1", "--boost").exit_code == 0
     for args in (["1", "1.5"], ["1", "0"]):
         r = cli("confidence", *args)
-        assert r.exit_code == 1 and "between 0.01 and 0.99" in r.stderr
+        assert r.exit_code == 2 and "between 0.01 and 0.99" in r.stderr
     assert cli("confidence", "1").exit_code == 2
     assert cli("confidence", "1", "0.5", "--weaken").exit_code == 2
     r = cli("confirm", "1", "--reason", "still true", "--json")
