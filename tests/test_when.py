@@ -30,9 +30,10 @@ NZ = "Pacific/Auckland"  # 23:00 on 3 December at NOW (UTC+13)
 
 @pytest.fixture(autouse=True)
 def no_locale(monkeypatch):
-    """No locale names dates unless a test sets one (the machine's LANG must not decide)."""
-    for var in ("LC_ALL", "LC_TIME", "LANG"):
-        monkeypatch.delenv(var, raising=False)
+    """No locale names dates unless a test sets one (the machine's LANG must not decide). LANG
+    itself stays: a PostgreSQL server the session starts here takes its collation from it."""
+    monkeypatch.delenv("LC_ALL", raising=False)
+    monkeypatch.setenv("LC_TIME", "C")
 
 
 @pytest.fixture
@@ -340,6 +341,8 @@ def test_the_web_pages_as_of_today_is_local_midnight(page, zone, monkeypatch):
     ({"LC_ALL": "en_US.UTF-8", "LC_TIME": "en_GB.UTF-8"}, [date(2026, 12, 3)]),  # LC_ALL decides
 ])
 def test_an_ambiguous_numeric_date_is_read_in_the_locales_order_or_as_both_days(monkeypatch, env, days):
+    for var in ("LC_TIME", "LANG"):
+        monkeypatch.delenv(var, raising=False)
     for var, value in env.items():
         monkeypatch.setenv(var, value)
     assert [w.start for w in when.find("what did we ship on 12/03?", NOW)[0]] == [_midnight(d, "UTC") for d in days]
