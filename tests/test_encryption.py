@@ -1,11 +1,15 @@
 """Encryption at rest (issue 18): an opt-in encrypted store (SQLite3 Multiple Ciphers through
 apsw-sqlite3mc) that the CLI, MCP, hooks and cron keep using without a typed password; keys from
-MEMSAFE_KEY, MEMSAFE_KEY_FILE or the OS keyring (a real `keyring` with the keyrings.alt file
-backend, pointed at the test's own folder by tests/conftest.py); no plain text on disk."""
+MEMSAFE_KEY, MEMSAFE_KEY_FILE or the OS keyring; no plain text on disk.
+
+The keyring is a real `keyring`. tests/conftest.py selects keyrings.alt's PlaintextKeyring (in the
+test's own folder), which memsafe must not take for a safe place for a key; `os_keyring` selects
+a stand-in for a secure OS keyring service (tests/keyring_standin.py)."""
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import signal
@@ -50,14 +54,45 @@ def env_with(tmp_path: Path, **extra: str) -> dict[str, str]:
     return env
 
 
-def test_encrypt_recall_rekey_decrypt_round_trip_with_the_os_keyring(cli, db_path):
+def use_keyring(monkeypatch, backend: str) -> None:
+    """Select the keyring backend `backend` (`module.Class`) in this process and in every memsafe
+    process the test starts (`keyring` chooses its backend once per process)."""
+    import keyring
+
+    monkeypatch.setenv("PYTHON_KEYRING_BACKEND", backend)
+    keyring.core.init_backend()
+
+
+@pytest.fixture
+def reset_keyring():
+    """After the test, this process's keyring backend is again the one conftest selects."""
+    yield
+    import keyring
+
+    keyring.set_keyring(keyring.core.load_keyring("keyrings.alt.file.PlaintextKeyring"))
+
+
+@pytest.fixture
+def os_keyring(monkeypatch, tmp_path, reset_keyring):
+    """A secure OS keyring (the stand-in of tests/keyring_standin.py), for this test's processes."""
+    import keyring_standin
+
+    tests = str(Path(__file__).parent)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (tests, os.environ.get("PYTHONPATH")) if p))
+    monkeypatch.setenv(keyring_standin.STORE_ENV, str(tmp_path / "os-keyring.json"))
+    use_keyring(monkeypatch, "keyring_standin.Keyring")
+    return tmp_path / "os-keyring.json"
+
+
+def test_encrypt_recall_rekey_decrypt_round_trip_with_the_os_keyring(cli, db_path, os_keyring):
     assert cli("remember", PHRASE, "--kind", "fact").exit_code == 0
     assert cli("remember", "the blue deploy runs at noon").exit_code == 0
     plain = cli("recall", "platypus vault", "--json").stdout
 
     r = cli("encrypt")
     assert r.exit_code == 0, r.stderr
-    assert "OS keyring" in r.stdout and "chacha20" in r.stdout
+    assert "the OS keyring (keyring standin Keyring)" in r.stdout and "chacha20" in r.stdout
+    assert "Warning" not in r.stderr
     assert encryption.is_encrypted(db_path)
     assert plain_bytes_anywhere(db_path, "ultramarine-platypus") == []
     secret = encryption.keyring_keys(db_path)[0].secret
@@ -77,6 +112,8 @@ def test_encrypt_recall_rekey_decrypt_round_trip_with_the_os_keyring(cli, db_pat
     # status and doctor say so, and no output ever shows the key
     status = cli("status")
     assert "encrypted, cipher chacha20" in status.stdout
+    assert json.loads(cli("status", "--json").stdout)["encryption"]["key_source"] == \
+        "the OS keyring (keyring standin Keyring)"
     outputs = [status.stdout, cli("status", "--json").stdout, cli("config", "list").stdout,
                cli("doctor", "--no-model").stdout, cli("export").stdout]
     assert not any(secret in text for text in outputs)

@@ -66,6 +66,54 @@ def _model_fix() -> str:
             "and tokenizer.json")
 
 
+def _encryption_checks(opened: Opened) -> list[Check]:
+    """The store's encryption and where its key lives: a warning for a key kept where anyone who
+    can read a file has it (a keyring backend memsafe would not have saved it in, a key file
+    others may read or kept beside the store); for a plain store, where `encrypt` would put a key."""
+    store = opened.store
+    if not isinstance(opened.path, Path):
+        return [Check("encryption", "ok", POSTGRES_ENCRYPTION)]
+    enc = encryption_state(store)
+    key = store.key
+    if key is None:
+        if encryption.unavailable_reason():
+            return [Check("encryption", "warning", "plain file; this apsw module cannot encrypt",
+                          "pip install --force-reinstall apsw-sqlite3mc")]
+        return [Check("encryption", "ok", "none (plain file; `memsafe encrypt` encrypts it)"), _keyring_check()]
+    detail = f"encrypted, cipher {enc['cipher']}; key from {enc['key_source']}"
+    move = (f"move the key: `memsafe decrypt`, then `memsafe encrypt` with {encryption.KEY_FILE_ENV} set to a file "
+            f"outside {Path(os.path.realpath(opened.path)).parent} (or with a secure OS keyring)")
+    if key.weakness is not None:
+        return [Check("encryption", "warning", f"{detail}: {key.weakness}", move)]
+    if key.variable == encryption.KEY_FILE_ENV and (file := encryption.key_file()) is not None:
+        try:
+            mode = stat.S_IMODE(file.stat().st_mode)
+        except OSError:
+            mode = 0
+        if mode & 0o077:
+            return [Check("encryption", "warning", f"{detail}; the key file is mode {mode:o} (others can read it)",
+                          f"chmod 600 '{file}'")]
+        if Path(os.path.realpath(file)).parent == Path(os.path.realpath(opened.path)).parent:
+            return [Check("encryption", "warning", f"{detail}; the key file is in the store's own folder, so a copy "
+                          "of the folder (a backup, a synced folder) carries the key with the store",
+                          f"keep the key file elsewhere: move it and set {encryption.KEY_FILE_ENV} to its new path")]
+    return [Check("encryption", "ok", detail)]
+
+
+def _keyring_check() -> Check:
+    """Where `memsafe encrypt` would keep a new key when no key variable is set (never a failure)."""
+    found = encryption.keyrings()
+    if not found:
+        return Check("keyring", "ok", f"none here; `memsafe encrypt` needs {encryption.KEY_FILE_ENV}")
+    kr = found[0]
+    if kr.weakness is None:
+        return Check("keyring", "ok", f"{kr.where}: `memsafe encrypt` keeps a new key there")
+    allowed = encryption.insecure_keyring_allowed()
+    return Check("keyring", "ok", f"{kr.where}, {kr.weakness}: `memsafe encrypt` "
+                 + (f"keeps a new key there ({encryption.INSECURE_KEYRING_ENV} is set)" if allowed
+                    else f"does not keep a key there (it needs {encryption.KEY_FILE_ENV})"))
+
+
 def doctor(opened: Opened, *, repo: str | Path | None = None, load_model: bool = True) -> DoctorReport:
     """Check the installation, the store and the git hook of `repo` (default: cwd).
 
@@ -84,17 +132,7 @@ def doctor(opened: Opened, *, repo: str | Path | None = None, load_model: bool =
         checks.append(Check("schema", "error", f"v{version}, this memsafe writes v{store.latest_schema()}",
                             "upgrade memsafe, or open the store once with this version to migrate it"))
 
-    enc = encryption_state(store)
-    cipher_problem = encryption.unavailable_reason()
-    if not isinstance(opened.path, Path):
-        checks.append(Check("encryption", "ok", POSTGRES_ENCRYPTION))
-    elif enc["encrypted"]:
-        checks.append(Check("encryption", "ok", f"encrypted, cipher {enc['cipher']}; key from {enc['key_source']}"))
-    elif cipher_problem:
-        checks.append(Check("encryption", "warning", "plain file; this apsw module cannot encrypt",
-                            "pip install --force-reinstall apsw-sqlite3mc"))
-    else:
-        checks.append(Check("encryption", "ok", "none (plain file; `memsafe encrypt` encrypts it)"))
+    checks += _encryption_checks(opened)
 
     rescue = ("restore a backup, or rescue the data: `memsafe export -o rescue.jsonl` then import it into "
               "a new store" + (f" ({opened.path}.bak-v* files are backups taken before migrations)"

@@ -264,12 +264,14 @@ class SQLiteStore(SQLMemories, SQLiteFullText, SQLiteVectors, SQLGraph, SQLHisto
             self.conn.execute("PRAGMA foreign_keys = ON")
 
     def _backup(self, version: int) -> None:
-        """Copy the file (through SQLite's backup API, so WAL content is included) before migrating."""
-        dest = self.path.with_name(f"{self.path.name}.bak-v{version}")
+        """Copy the file (through SQLite's backup API, so WAL content is included) before migrating,
+        beside the file itself when the path is a symbolic link (where `encrypt` looks for it)."""
+        real = Path(os.path.realpath(self.path))
+        dest = real.with_name(f"{real.name}.bak-v{version}")
         n = 1
         while dest.exists():
             n += 1
-            dest = self.path.with_name(f"{self.path.name}.bak-v{version}.{n}")
+            dest = real.with_name(f"{real.name}.bak-v{version}.{n}")
         try:
             # Read through a second connection: this one holds the write lock of the migration
             # (SQLite cannot back up from a connection inside a write transaction); readers still
@@ -368,9 +370,12 @@ class SQLiteStore(SQLMemories, SQLiteFullText, SQLiteVectors, SQLGraph, SQLHisto
     def backup_files(self) -> list[Path]:
         """The copies of this database memsafe itself wrote: migration backups (`<db>.bak-v<N>`,
         `<db>.bak-v<N>.<n>`) and the `<db>.convert-tmp` of a conversion killed before its rename
-        (`encryption.convert`), with any journal or WAL beside them, sorted."""
-        name = glob.escape(self.path.name)
-        found = [*self.path.parent.glob(f"{name}.bak-v*"), *self.path.parent.glob(f"{name}.convert-tmp*")]
+        (`encryption.convert`), with any journal or WAL beside them, sorted: beside the file and,
+        when the path is a symbolic link, beside the link too."""
+        found: set[Path] = set()
+        for base in {Path(os.path.realpath(self.path)), Path(os.path.abspath(self.path))}:
+            name = glob.escape(base.name)
+            found.update([*base.parent.glob(f"{name}.bak-v*"), *base.parent.glob(f"{name}.convert-tmp*")])
         return sorted(p for p in found if p.is_file())  # a -journal or -wal beside a copy holds its pages too
 
     def backups_holding(self, uids: Sequence[str]) -> list[Path]:
