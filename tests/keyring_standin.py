@@ -51,3 +51,10 @@ class Keyring(KeyringBackend):
             raise PasswordDeleteError(f"no entry for {username}")
         del entries[service][username]
         self._save(entries)
+
+
+class Forgetful(Keyring):
+    """A backend that accepts a key and keeps nothing (as a broken or locked service may)."""
+
+    def set_password(self, service: str, username: str, password: str) -> None:
+        pass
