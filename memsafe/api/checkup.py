@@ -14,10 +14,14 @@ from memsafe import __version__, embed, encryption, hooks, settings, tokens
 from memsafe.api.core import Opened, encryption_state, vector_fix
 from memsafe.errors import MemsafeError
 from memsafe.render import POSTGRES_ENCRYPTION, count_of
+from memsafe.store.sqlite import DISK_FULL_BYTES, free_bytes
 
 __all__ = ["Check", "DoctorReport", "doctor", "WAL_WARN_BYTES"]
 
 WAL_WARN_BYTES = 256 * 1024 * 1024  # a WAL this large means checkpoints are being starved
+# Free space below this on the store's disk is worth a warning: a WAL grows to a few MiB between
+# checkpoints, and an import of 10,000 memories adds about 30 MB (docs/performance.md).
+DISK_LOW_BYTES = 64 * 1024 * 1024
 _PACKAGES = ("apsw-sqlite3mc", "apsw", "sqlite-vec", "onnxruntime", "tokenizers", "numpy", "tiktoken", "typer", "mcp")
 
 
@@ -100,6 +104,27 @@ def _encryption_checks(opened: Opened) -> list[Check]:
     return [Check("encryption", "ok", detail)]
 
 
+def _mib(n: int) -> str:
+    return f"{n / 1024 / 1024:,.1f} MiB"
+
+
+def _disk_checks(path: Path) -> list[Check]:
+    """Free space on the disk holding the store: an error below `DISK_FULL_BYTES` (writes fail
+    there, reads still work), a warning below DISK_LOW_BYTES."""
+    free = free_bytes(path)
+    if free is None:
+        return []
+    folder = Path(os.path.realpath(path)).parent
+    if free < DISK_FULL_BYTES:
+        return [Check("disk", "error", f"the disk holding {folder} is full ({_mib(free)} free): remember, import, "
+                      "decay and every other write fail; reading still works",
+                      "free some space on that disk, or move the store to another (--db, MEMSAFE_DB)")]
+    if free < DISK_LOW_BYTES:
+        return [Check("disk", "warning", f"{_mib(free)} free on the disk holding {folder}",
+                      "free some space before it fills: writes fail on a full disk")]
+    return [Check("disk", "ok", f"{_mib(free)} free on the disk holding {folder}")]
+
+
 def _keyring_check() -> Check:
     """Where `memsafe encrypt` would keep a new key when no key variable is set (never a failure)."""
     found = encryption.keyrings()
@@ -109,7 +134,7 @@ def _keyring_check() -> Check:
     if kr.weakness is None:
         return Check("keyring", "ok", f"{kr.where}: `memsafe encrypt` keeps a new key there")
     allowed = encryption.insecure_keyring_allowed()
-    return Check("keyring", "ok", f"{kr.where}, {kr.weakness}: `memsafe encrypt` "
+    return Check("keyring", "ok", f"{kr.where}: {kr.weakness}; `memsafe encrypt` "
                  + (f"keeps a new key there ({encryption.INSECURE_KEYRING_ENV} is set)" if allowed
                     else f"does not keep a key there (it needs {encryption.KEY_FILE_ENV})"))
 
@@ -117,9 +142,10 @@ def _keyring_check() -> Check:
 def doctor(opened: Opened, *, repo: str | Path | None = None, load_model: bool = True) -> DoctorReport:
     """Check the installation, the store and the git hook of `repo` (default: cwd).
 
-    Checks: schema version, the file and its indexes (`Store.consistency_problems`), file
-    permissions, WAL size, sqlite-vec, the embedding model (loads it unless `load_model` is
-    False), the vectors' model, pending embeddings, the token encoding, and the post-commit hook.
+    Checks: schema version, encryption and where the key lives, the file and its indexes
+    (`Store.consistency_problems`), file permissions, WAL size, free space on the store's disk,
+    sqlite-vec, the embedding model (loads it unless `load_model` is False), the vectors' model,
+    pending embeddings, the token encoding, and the post-commit hook.
     Never raises for a failed check."""
     store = opened.store
     checks: list[Check] = []
@@ -170,6 +196,9 @@ def doctor(opened: Opened, *, repo: str | Path | None = None, load_model: bool =
                             "a long-running reader blocks checkpoints; restart MCP servers (`memsafe serve`)"))
     else:
         checks.append(Check("wal", "ok", f"{wal_bytes:,} bytes"))
+
+    if not postgres:
+        checks += _disk_checks(opened.path)
 
     vectors = "pgvector" if postgres else "sqlite-vec"
     if store.vector_available:
