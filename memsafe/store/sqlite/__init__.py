@@ -402,7 +402,11 @@ class SQLiteStore(SQLMemories, SQLiteFullText, SQLiteVectors, SQLGraph, SQLHisto
                 self.conn.enable_load_extension(True)
                 self.conn.load_extension(_sqlite_vec_path())
                 self.conn.enable_load_extension(False)
-            except Exception as exc:  # ImportError, apsw.ExtensionLoadingError, AttributeError
+            except (ImportError, apsw.ExtensionLoadingError) as exc:  # not installed, or no build for here
+                from memsafe import platforms
+
+                reason = platforms.vec_unavailable(exc)
+            except Exception as exc:  # AttributeError: an apsw without extension loading
                 reason = f"{type(exc).__name__}: {exc}"
         self.vector_error = reason
 
