@@ -247,3 +247,19 @@ def test_a_key_file_behind_a_link_is_rewritten_where_it_is(tmp_path, monkeypatch
     new = (keys / "memsafe.key").read_text().strip()
     assert new != old and all(old not in p.read_text(errors="replace") for p in tmp_path.rglob("*")
                               if p.is_file() and p.suffix != ".db" and "memory.db" not in p.name)
+
+
+def test_export_over_a_link_rewrites_the_file_it_points_to(tmp_path, db_path, cli):
+    """The old export (every memory it held, in plain text) must not stay at the link's target."""
+    assert cli("remember", PHRASE).exit_code == 0
+    real = tmp_path / "synced" / "backup.jsonl"
+    real.parent.mkdir()
+    link = tmp_path / "backup.jsonl"
+    link.symlink_to(real)
+    assert cli("export", "-o", str(real)).exit_code == 0
+    assert cli("export", "-o", str(link)).exit_code == 0
+    assert link.is_symlink() and MARK in real.read_text()
+    assert cli("forget", "1").exit_code == 0 and cli("purge", "1", "--yes").exit_code == 0
+    assert cli("export", "-o", str(link)).exit_code == 0
+    assert link.is_symlink() and os.readlink(link) == str(real)
+    assert plain_copies(tmp_path / "synced") == [] and MARK not in real.read_text()
