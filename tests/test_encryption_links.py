@@ -16,7 +16,8 @@ import pytest
 from conftest import run_memsafe
 from test_encryption import PHRASE, env_with, os_keyring, reset_keyring  # noqa: F401 (fixtures)
 
-from memsafe import api, encryption
+from memsafe import api
+from memsafe.store.sqlite import encryption
 
 FIXTURES = Path(__file__).parent / "fixtures"
 MARK = "ultramarine-platypus"  # a word of PHRASE: found in a file, plain text is there
