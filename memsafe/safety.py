@@ -83,7 +83,7 @@ _PRIVATE_KEY_BLOCK = re.compile(
 _KEY_BODY = re.compile(r"(?=[A-Za-z0-9+/]*[0-9])(?=[A-Za-z0-9+/]*[a-z])(?=[A-Za-z0-9+/]*[A-Z])[A-Za-z0-9+/]{16,}")
 _KEY_BODY_WITHIN = 400  # characters after the header
 _ASSIGNMENT_KEYWORD = (
-    r"password|passwd|passphrase|passcode|(?<![a-z])pass|pwd|secret|token|api[_-]?key|apikey|access[_-]?key|"
+    r"password|passwd|passphrase|passcode|pass(?<![a-z]pass)|pwd|secret|token|api[_-]?key|apikey|access[_-]?key|"
     r"auth[_-]?key|private[_-]?key|client[_-]?secret|credentials?"
 )
 # `name = value`, `name: value`, `name=value&...` (a query string, a JDBC URL), `Name=value;` (an
@@ -387,7 +387,7 @@ _TOKENS = re.compile(r"[A-Za-z0-9]+")
 _RUNS = re.compile(r"[A-Za-z]+|[0-9]+")
 _HUMPS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
 _VOWEL = re.compile(r"[aeiouyAEIOUY]")
-_MASKED = re.compile(r"(?i)example|x{5,}|\*{3,}|\.{3,}|#{4,}|•{3,}|[<>{}]")
+_MASKS = ("xxxxx", "***", "...", "####", "•••")
 _PATHLIKE = ("/", "~/", "./", "../")
 
 
@@ -423,7 +423,8 @@ def _example_or_masked(value: str) -> bool:
     """A documented example ("...EXAMPLE", as AWS's AKIAIOSFODNN7EXAMPLE), a masked or elided value
     (`ghp_xxxxxxxx`, `***`, `...`), or a template (`<token>`, `{{ key }}`). A generated token holds
     "example" or five x's in a row by chance with a probability below 1e-6."""
-    return bool(_MASKED.search(value))
+    lowered = value.lower()  # substring tests: C speed on a token widened over a megabyte
+    return "example" in lowered or any(mark in lowered for mark in _MASKS) or any(c in value for c in "<>{}")
 
 
 def _jwt_claims(token: str) -> bool:
@@ -713,9 +714,10 @@ def _scan_line(line: str, gates: tuple[re.Pattern, ...] | None = ..., rules: tup
                 start, end = widener.widen(offset + start, offset + end)
                 # judged whole: a plugin may report only a token's prefix (`ghp` of `ghp_xxxx…`)
                 key = (secret_type, start, end)
-                if key not in judged:
-                    judged[key] = _plausible(secret_type, line[start:end])
-                if not judged[key]:
+                ok = judged.get(key)
+                if ok is None:
+                    ok = judged[key] = _plausible(secret_type, line[start:end])
+                if not ok:
                     continue
             else:
                 start, end = offset + start, offset + end
