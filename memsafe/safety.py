@@ -1,25 +1,35 @@
 """Responsibility: finding credentials in text before it is stored, and redacting them.
 
 Detection is done by Yelp's `detect-secrets` library (its regex plugins for cloud keys, private
-key blocks, GitHub/GitLab/Slack/Stripe/OpenAI/... tokens, JWTs, credentials in URLs, and its
+key blocks, GitHub/GitLab/Slack/Stripe/OpenAI/PyPI/... tokens, JWTs, credentials in URLs, and its
 quoted `keyword = "value"` detector, with its false-positive filters), run in process on the
 text line by line (no files). Its high-entropy-string plugins are NOT used: in developer prose
-they flag commit hashes, digests and ordinary words. Instead, four narrow rules here cover what
-the library misses in free text, each gated by the library's own filters and a Shannon-entropy
-check:
+they flag commit hashes, digests and ordinary words. (Other packages were weighed: Microsoft's
+secret masker knows Azure formats almost only, ggshield needs GitGuardian's service.) memsafe adds:
 
-- unquoted secret assignments (`DB_PASSWORD=S3cr3t...`, `api_key: a8f5f1...`),
-- secrets written as prose (`the db password is Xk9#mP2q...`, `aws secret access key wJalr...`),
-- bearer tokens (`Authorization: Bearer <token>`),
-- a few newer token formats (GitHub fine-grained `github_pat_...`, Google `AIza...`,
-  Anthropic `sk-ant-...`).
+- assignments in any syntax (`DB_PASSWORD=...`, `pwd: ...`, `pass=...`, `password=...&` in a
+  query string or JDBC URL, `Password=...;` in a connection string),
+- secrets written as prose ("the password is hunter2", "the root password for the db is ...",
+  "aws secret access key wJalr..."), and bearer tokens,
+- token formats the library does not know, kept as data with examples (`TOKEN_FORMATS`: npm,
+  Hugging Face, GitHub fine-grained, Slack app and refresh tokens, Stripe webhook secrets, OpenAI
+  project keys, Anthropic, Google, encrypted private keys, a password in a URL of any scheme).
+
+What is no credential, whoever found it: a value after a keyword that is words, a technical term,
+a placeholder, a reference or a path (`_credible_value`: `'my_secret_key'`, `"changeme"`,
+`"password123"`, `"${API_KEY}"`, `os.environ[...]`, "the password is required"); a documented
+example or masked value (`_example_or_masked`: AWS's AKIAIOSFODNN7EXAMPLE, `ghp_xxxx...`); a JWT
+without claims; a private-key header without a key body. The text is read NFKC-normalised per
+character with invisible characters removed (`_visible`), so full-width letters and zero-width
+characters disguise nothing; offsets stay those of the text as written.
 
 `scan(text)` returns `Finding`s (type, offsets, line; never the secret itself, so a finding may
-be logged); `redact(text)` replaces each finding with `[REDACTED:<type>]`. A whole private key
-block (BEGIN ... END) is redacted, not just its header line.
+be logged); `redact(text)` replaces each finding with `[REDACTED:<type>]`; `redact_for_capture`
+is what text memsafe captures on its own goes through. A whole private key block (BEGIN ... END)
+is redacted, not just its header line.
 
-Importing and configuring detect-secrets costs a fresh process about 0.2 s of CPU (issue 13: most
-of a whole-process `remember`), so the literals the library's plugins need (the prefilter's
+Importing and configuring detect-secrets costs a fresh process about 0.2 s of CPU (most of a
+whole-process `remember`), so the literals the library's plugins need (the prefilter's
 requirements, see `_Literals`) are kept in the cache folder once a process has configured it; a
 later process scans a text that none of them can match, and that none of memsafe's own rules
 matches, without importing the library at all (`_library_free`): the answer, no finding, is the

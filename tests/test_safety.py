@@ -5,13 +5,14 @@ one (memsafe.safety, api.remember, CLI `remember --redact`, hooks, import, MCP).
 from __future__ import annotations
 
 import json
+import re
 import string
 import subprocess
 
 import pytest
 
 from memsafe import api, safety
-from memsafe.errors import InvalidInput, SecretDetected
+from memsafe.errors import SecretDetected
 
 # Fake credentials only: random values in each vendor's format. A documented example key (AWS's
 # AKIAIOSFODNN7EXAMPLE, Stripe's docs test key) is a look-alike: the vendor publishes it, so it
@@ -222,6 +223,24 @@ def test_no_look_alike_in_the_table_is_a_secret(text):
     assert safety.redact(text) == text
 
 
+@pytest.mark.parametrize("token", safety.TOKEN_FORMATS, ids=lambda t: t.kind)
+def test_each_token_format_finds_its_examples(token):
+    for example in token.examples:
+        assert token.kind in {f.type for f in safety.scan(f"value: {example} ok")}, example
+
+
+def test_a_disguised_secret_is_redacted_in_the_text_as_written():
+    """The scan reads full-width letters as ASCII and skips invisible characters; the finding's
+    offsets are the original text's, also after characters that NFKC lengthens (ﬁ -> fi, ① -> 1)."""
+    wide = "".join(chr(ord(c) + 0xFEE0) for c in GITHUB)
+    split = GITHUB[:10] + "\u200b\u2060" + GITHUB[10:20] + "\ufeff" + GITHUB[20:]
+    for secret in (wide, split):
+        text = "ﬁle ① ﬃ\nsee\u00ad: " + secret + " — done ﬁ"
+        (f,) = safety.scan(text)
+        assert (f.type, text[f.start : f.end], f.line) == ("github-token", secret, 2)
+        assert safety.redact(text, [f]) == "ﬁle ① ﬃ\nsee\u00ad: [REDACTED:github-token] — done ﬁ"
+
+
 def test_private_key_block_is_redacted_whole():
     text = "deploy key:\n-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA7bq\nQ2x5\n-----END RSA PRIVATE KEY-----\nok"
     assert safety.redact(text) == "deploy key:\n[REDACTED:private-key]\nok"
@@ -270,36 +289,174 @@ def test_cli_refuses_then_redacts(cli):
     assert "[REDACTED:stripe-access-key]" in r.stdout and "sk_live_4eC39" not in r.stdout
 
 
-# -- every way in: import, git hook, MCP (the CLI and api are covered above) --------------------------
+# -- placeholders in pasted code, and text memsafe captures on its own --------------------------------
 
 AWS_NOTE = f"deploy key {AWS} secret {AWS_SECRET} for staging"
+PASTED_CODE = '''Why does login fail in the test client? Here is the setup:
+
+```python
+app.config['SECRET_KEY'] = 'my_secret_key'
+app.config['DATABASE_URL'] = os.environ["DATABASE_URL"]
+password = "mysecretpassword"
+API_KEY = os.getenv("API_KEY", "your-api-key-here")
+client.login(username="admin", password="password123")
+STRIPE_KEY = "<your-token>"  # or ${STRIPE_KEY} in the compose file, "changeme" in .env.example
+token = "xxx"; secret = "***"
+```
+const key = process.env.OPENAI_API_KEY;'''
 
 
-def test_import_refuses_credentials_unless_redact(store, tmp_path):
-    path = tmp_path / "memory.jsonl"
-    path.write_text(
-        '{"type":"entity","name":"Ops","entityType":"team","observations":["owns deploys"]}\n'
-        + json.dumps({"type": "entity", "name": "Staging", "entityType": "env", "observations": [AWS_NOTE]})
-        + "\n"
-    )
-    with pytest.raises(InvalidInput, match="credential"):
-        api.import_file(store, path, fmt="server-memory")
-    assert store.counts()["total"] == 0  # all or nothing
-    report = api.import_file(store, path, fmt="server-memory", redact=True)
-    assert report.memories_added == 2
-    stored = [r[0] for r in store.conn.execute("SELECT content FROM memories")]
-    assert not any(AWS in c for c in stored) and any("[REDACTED:" in c for c in stored)
+def _db_bytes(db_path) -> bytes:
+    """Every byte memsafe wrote for the store: the database file, its WAL and shared memory."""
+    return b"".join(p.read_bytes() for p in db_path.parent.glob(db_path.name + "*"))
 
 
-def test_commit_notes_store_credentials_redacted(store, tmp_path):
+def _indexed(store, secret: str) -> bool:
+    """Whether `secret` reached the word index (its longest alphanumeric run is a term) or the
+    substring index (every trigram of that run is a term: a random run shares not all of them
+    with other text)."""
+    run = max(re.findall(r"[A-Za-z0-9]+", secret), key=len).lower()
+    store.conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.words USING fts5vocab(main, memories_fts, row)")
+    if store.conn.execute("SELECT count(*) FROM temp.words WHERE term = ?", (run,)).fetchone()[0]:
+        return True
+    trigrams = {run[i : i + 3] for i in range(len(run) - 2)}
+    found = {r[0] for r in store.conn.execute(
+        f"SELECT term FROM memories_tri_vocab WHERE term IN ({','.join('?' * len(trigrams))})", tuple(trigrams))}
+    return found == trigrams
 
-    repo = tmp_path / "repo"
-    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+
+def _commit(repo, message: str) -> None:
+    if not (repo / ".git").exists():
+        subprocess.run(["git", "init", "-q", str(repo)], check=True)
     env = ["-c", "user.name=t", "-c", "user.email=t@example.com"]
-    subprocess.run(["git", *env, "-C", str(repo), "commit", "-q", "--allow-empty", "-m", f"Rotate {AWS_NOTE}"],
-                   check=True)
+    subprocess.run(["git", *env, "-C", str(repo), "commit", "-q", "--allow-empty", "-m", message], check=True)
+
+
+def test_placeholders_in_pasted_code_are_remembered_verbatim(store, cli):
+    memory = api.remember(store, PASTED_CODE, embed_now=False)
+    assert memory.content == PASTED_CODE
+    store.close()
+    r = cli("remember", PASTED_CODE.replace("login fail", "signup fail"), "--no-embed", "--json")
+    assert r.exit_code == 0, r.stderr
+    assert "[REDACTED" not in r.stdout
+
+
+@pytest.mark.parametrize("key, kind", [
+    ('app.config["SECRET_KEY"] = "f3c9a1b7e2d84c60a5b1"', "secret-keyword"),
+    (f'os.environ.setdefault("GITHUB_TOKEN", "{GITHUB}")', "github-token"),
+    ('password = "hunter2"', "secret-keyword"),
+])
+def test_a_real_key_inside_pasted_code_is_refused_with_the_redact_hint(store, key, kind):
+    text = PASTED_CODE.replace("token = \"xxx\"", key)
+    with pytest.raises(SecretDetected) as info:
+        api.remember(store, text, embed_now=False)
+    assert kind in str(info.value) and "--redact" in str(info.value)
+    assert store.counts()["total"] == 0
+    memory = api.remember(store, text, redact=True, embed_now=False)
+    assert f"[REDACTED:{kind}]" in memory.content and "my_secret_key" in memory.content
+
+
+def test_mcp_remember_refuses_a_key_with_the_hint_and_keeps_placeholders(db_path):
+    from test_server import call, inproc, is_error, text_of
+
+    srv = inproc(db_path)
+    result = call(srv, "remember", {"content": f"CI uses {GITHUB}"})
+    assert is_error(result) and "github-token" in text_of(result) and "redact" in text_of(result)
+    assert GITHUB not in text_of(result)
+    assert not is_error(call(srv, "remember", {"content": PASTED_CODE}))
+    assert not is_error(call(srv, "remember", {"content": f"CI uses {GITHUB}", "redact": True}))
+    assert GITHUB.encode() not in _db_bytes(db_path)
+
+
+def test_redact_for_capture_replaces_each_secret_and_keeps_the_rest():
+    text = f"deploy with {GITHUB}\nthe NAS password is hunter2\n" + PASTED_CODE
+    redacted, kinds = safety.redact_for_capture(text)
+    assert kinds == ("github-token", "secret-keyword")
+    assert redacted == text.replace(GITHUB, "[REDACTED:github-token]").replace("hunter2", "[REDACTED:secret-keyword]")
+    assert safety.redact_for_capture(PASTED_CODE) == (PASTED_CODE, ())
+
+
+def test_a_commit_with_a_real_key_is_stored_redacted_and_never_reaches_the_file(store, db_path, tmp_path):
+    repo = tmp_path / "repo"
+    _commit(repo, f"Rotate CI token\n\nnew token {GITHUB}; the NAS password is hunter2")
     memory = api.remember_commit(store, repo)
-    assert AWS not in memory.content and "[REDACTED:" in memory.content
+    assert "[REDACTED:github-token]" in memory.content and "[REDACTED:secret-keyword]" in memory.content
+    assert "Rotate CI token" in memory.content
+    _commit(repo, f"Move the deploy key\n\n{AWS_NOTE}")  # and through `hook backfill`
+    report = api.backfill_commits(store, repo)
+    assert report.remembered == 1
+    for secret in (GITHUB, "hunter2", AWS, AWS_SECRET):
+        assert not _indexed(store, secret), secret
+    store.close()
+    raw = _db_bytes(db_path)
+    for secret in (GITHUB, "hunter2", AWS, AWS_SECRET):
+        assert secret.encode() not in raw, secret
+
+
+def test_a_commit_with_placeholders_is_stored_verbatim(store, tmp_path):
+    repo = tmp_path / "repo"
+    message = "Test settings for the login client\n\n" + PASTED_CODE
+    _commit(repo, message)
+    memory = api.remember_commit(store, repo)
+    assert PASTED_CODE in memory.content and "[REDACTED" not in memory.content
+
+
+def _server_memory_file(path, observations):
+    path.write_text("".join(json.dumps({"type": "entity", "name": f"Note {i}", "entityType": "note",
+                                        "observations": [o]}) + "\n" for i, o in enumerate(observations)))
+    return path
+
+
+def test_an_imported_record_with_a_real_key_is_stored_redacted_and_never_reaches_the_file(store, db_path, tmp_path):
+    path = _server_memory_file(tmp_path / "memory.jsonl", [AWS_NOTE, PASTED_CODE, "owns deploys"])
+    report = api.import_file(store, path, fmt="server-memory")
+    assert report.memories_added == 3 and not report.skipped
+    assert any("redacted" in n for n in report.notes)
+    stored = [r[0] for r in store.conn.execute("SELECT content FROM memories ORDER BY id")]
+    assert stored[0] == "Note 0: deploy key [REDACTED:aws-access-key] secret [REDACTED:secret-keyword] for staging"
+    assert stored[1] == f"Note 1: {PASTED_CODE}"
+    # a memsafe export holding the key (in the text and in its history) is redacted too
+    export = tmp_path / "export.jsonl"
+    api.export_to_path(store, export, all_projects=True)
+    records = [json.loads(line) for line in export.read_text().splitlines()]
+    memory = next(r for r in records if r.get("type") == "memory" and r["content"].endswith("owns deploys"))
+    memory["content"] = f"owns deploys with {GITHUB}"
+    memory["versions"] = [{**{k: memory[k] for k in ("kind", "project", "tags", "importance", "confidence",
+                                                      "status")}, "content": f"old token {GITHUB}",
+                           "valid_from": memory["created_at"], "valid_to": memory["created_at"], "cause": "update"}]
+    export.write_text("".join(json.dumps(r) + "\n" for r in records))
+    other_path = tmp_path / "other" / "memory.db"
+    other = api.open_store(str(other_path)).store
+    report = api.import_file(other, export)
+    assert report.memories_added == 3 and sum("redacted" in n for n in report.notes) == 2, report
+    assert other.conn.execute("SELECT count(*) FROM memory_versions").fetchone()[0] == 1
+    for opened in (store, other):
+        for secret in (GITHUB, AWS, AWS_SECRET):
+            assert not _indexed(opened, secret), secret
+        opened.close()
+    raw = _db_bytes(db_path) + _db_bytes(other_path)
+    for secret in (GITHUB, AWS, AWS_SECRET):
+        assert secret.encode() not in raw, secret
+
+
+def test_import_refuses_a_credential_with_no_redact_and_keeps_nothing(cli, db_path, tmp_path):
+    path = _server_memory_file(tmp_path / "memory.jsonl", [AWS_NOTE, "owns deploys"])
+    r = cli("import", str(path), "--format", "server-memory", "--no-redact", "--no-embed")
+    assert r.exit_code == 1 and "credential" in r.stderr and AWS not in r.stderr
+    r = cli("import", str(path), "--format", "server-memory", "--no-embed", "--json")
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout)["memories_added"] == 2 and AWS.encode() not in _db_bytes(db_path)
+
+
+def test_mcp_transfer_import_stores_a_key_redacted(db_path, tmp_path):
+    from test_server import call, inproc, is_error, text_of
+
+    path = _server_memory_file(tmp_path / "memory.jsonl", [AWS_NOTE, PASTED_CODE])
+    srv = inproc(db_path)
+    srv.memsafe.start_warmup = lambda **_: None  # an import asks for vectors again: none in this test
+    result = call(srv, "transfer", {"path": str(path), "direction": "import"})
+    assert not is_error(result), text_of(result)
+    assert AWS.encode() not in _db_bytes(db_path) and b"my_secret_key" in _db_bytes(db_path)
 
 
 def test_prefilter_never_hides_a_library_finding(monkeypatch):
