@@ -393,6 +393,10 @@ _TECH_TERM = re.compile(
     r"(?i:sha|md|base|utf|ucs|aes|rsa|dsa|ecdsa|ed|x|ipv|http|oauth|pbkdf|argon|tls|ssl|crc|blake|hs|rs|es|ps|p|v)"
     r"\d{1,5}(?i:id|[a-z])?|[A-Z]{2,6}\d{1,5}"
 )
+# A digit or sign written for a letter inside a word ("P@ssw0rd", "s3cr3t", "adm1n"): read as the
+# letter for the placeholder test; digits at a word's edge stay digits ("password123").
+_UNLEET = str.maketrans("013457@$", "oieastas")
+_LEET = re.compile(r"(?<=[A-Za-z])[013457@$]+(?=[A-Za-z])")
 _TOKENS = re.compile(r"[A-Za-z0-9]+")
 _RUNS = re.compile(r"[A-Za-z]+|[0-9]+")
 _HUMPS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
@@ -462,16 +466,19 @@ def _plausible(kind: str, value: str) -> bool:
     return not _example_or_masked(value)
 
 
-def _credible_value(value: str) -> bool:
-    """Whether `value`, written after a password keyword (`password = value`, "the password is
-    value", a URL's password), can be a real password or key: 6 to 256 characters with a letter,
+def _credible_value(value: str, placeholders: bool = True) -> bool:
+    """Whether `value`, written after a password keyword (`password = value`, a URL's password,
+    "the password is value"), can be a real password or key: 6 to 256 characters with a letter,
     and none of
     - a reference or template (`${DB_PASSWORD}`, `%PW%`, `@secret`, `<your-token>`), a path or URL;
     - a version, a UUID, a sequence, a documented example or a masked value (`_example_or_masked`);
     - words: every alphanumeric token a word, an identifier made of words, or a technical term
       (`my_secret_key`, `your-api-key-here`, `changeme`, `X-Api-Key`, `SHA-256`, `base64-encoded`);
-    - a placeholder: placeholder words and trivial digits only (`password123`, `admin1`).
-    So "hunter2", "Tr0ub4dor", "S3cr3tP4ssw0rd" and any generated key are credible."""
+    - with `placeholders`, a placeholder: placeholder words, also spelt with digits for letters,
+      and trivial digits only (`password123`, `admin1`, `P@ssw0rd!`). Off for a sentence that
+      states a password ("my password is admin123"): code and docs hold placeholders, a person
+      telling what a password is does not.
+    So "hunter2", "Tr0ub4dor" and any generated key are credible."""
     from detect_secrets.filters import heuristic
 
     if not 6 <= len(value) <= 256 or not any("a" <= c.lower() <= "z" for c in value):
@@ -486,9 +493,10 @@ def _credible_value(value: str) -> bool:
     tokens = _TOKENS.findall(joined)
     if all((t.isalpha() and _wordlike(t)) or _TECH_TERM.fullmatch(t) for t in tokens):
         return False
-    runs = _RUNS.findall(value)
-    if all(_trivial_digits(r) if r.isdigit() else _placeholder_letters(r) for r in runs):
-        return False
+    if placeholders:
+        for spelling in (value, _LEET.sub(lambda m: m.group().translate(_UNLEET), value)):
+            if all(_trivial_digits(r) if r.isdigit() else _placeholder_letters(r) for r in _RUNS.findall(spelling)):
+                return False
     return True
 
 
@@ -760,7 +768,8 @@ def _scan_piece(line: str, gates: tuple[re.Pattern, ...] | None = ..., rules: tu
     if _PROSE in rules:
         for m in _PROSE.finditer(line):
             value = m.group(2).rstrip(".:!?")
-            if (_credible_value(value) if m.group(1) else len(value) >= _PROSE_MIN_BARE and _looks_random(value)):
+            if (_credible_value(value, placeholders=False) if m.group(1)
+                    else len(value) >= _PROSE_MIN_BARE and _looks_random(value)):
                 if not heuristic.is_indirect_reference(line):
                     out.append(("secret-keyword", m.start(2), m.start(2) + len(value), "memsafe:prose"))
     if _BEARER in rules:

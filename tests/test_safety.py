@@ -34,21 +34,21 @@ SECRETS = [
     ("wifi passphrase was plum-tiger-88", "secret-keyword"),
     ("MYSQL_ROOT_PASSWORD: hunter2", "secret-keyword"),
     ('password = "hunter2"', "secret-keyword"),
-    ("DB_PASSWORD=S3cr3tP4ssw0rd in the staging .env", "secret-keyword"),
+    ("DB_PASSWORD=Vq3rT8wLz2 in the staging .env", "secret-keyword"),
     ("export API_KEY=a8f5f167f44f4964e6c998dee827110c", "secret-keyword"),
     ("client_secret: 9xQ2vT7mLp4RzK8w", "secret-keyword"),
     ("the db password is Xk9#mP2qL7vR", "secret-keyword"),
     ("machine api.example.com login deploy password 9f3c1a7be2d84c60", "secret-keyword"),
     # connection strings with credentials
     ("DATABASE_URL=postgres://app:hunter2@db.internal:5432/prod", "basic-auth-credentials"),
-    ("postgresql://report:Sup3r-S3cret@10.0.0.12/analytics", "basic-auth-credentials"),
-    ("mongodb+srv://admin:pa55word@cluster0.ab1cd.mongodb.net/test", "basic-auth-credentials"),
+    ("postgresql://report:Gr4nite-Owl-61@10.0.0.12/analytics", "basic-auth-credentials"),
+    ("mongodb+srv://admin:k9Lm2xQ7@cluster0.ab1cd.mongodb.net/test", "basic-auth-credentials"),
     ("REDIS_URL=redis://:hunter2@cache.internal:6379/0", "basic-auth-credentials"),
     ("amqp://orders:R4bbit!mq@mq.internal:5672/", "basic-auth-credentials"),
     ("mysql://root:toor123@127.0.0.1:3306/app", "basic-auth-credentials"),
     ("jdbc:postgresql://db.internal:5432/prod?user=app&password=hunter2&ssl=true", "secret-keyword"),
     ("Server=tcp:db.example.net;Database=app;User Id=sa;Password=Hunter2!;", "secret-keyword"),
-    ("db url https://admin:s3cretPassw0rd@db.example.com/prod", "basic-auth-credentials"),
+    ("db url https://admin:Bl4ckC0ffee77@db.example.com/prod", "basic-auth-credentials"),
     # token formats
     ("npm token npm_OhbVrpoiVgRV5IfLBcbfnoGMbJmTPSIAoCLr", "npm-token"),
     ("//registry.npmjs.org/:_authToken=npm_OhbVrpoiVgRV5IfLBcbfnoGMbJmTPSIAoCLr", "npm-token"),
@@ -180,6 +180,9 @@ LOOK_ALIKES = [
     "api_key = os.getenv('OPENAI_API_KEY')",
     "const key = process.env.STRIPE_SECRET_KEY;",
     'secret = "xxx"',
+    'test_password = "P@ssw0rd!"',
+    "DB_PASSWORD=S3cr3tP4ssw0rd in .env.example",
+    "mongodb://admin:pa55word@localhost:27017/dev",
     "password: '***'",
     'OPENAI_API_KEY = "your-api-key-here"',
     "api_key = None",
@@ -265,10 +268,10 @@ def test_remember_refuses_secret_without_leaking_it(store):
 
 
 def test_remember_redact_stores_redacted(store):
-    m = api.remember(store, "staging: DB_PASSWORD=S3cr3tP4ssw0rd, host db1", redact=True)
+    m = api.remember(store, "staging: DB_PASSWORD=Vq3rT8wLz2, host db1", redact=True)
     assert m.content == "staging: DB_PASSWORD=[REDACTED:secret-keyword], host db1"
     raw = store.conn.execute("SELECT group_concat(content) FROM memories").fetchone()[0]
-    assert "S3cr3tP4ssw0rd" not in raw
+    assert "Vq3rT8wLz2" not in raw
     hits = api.recall(store, "staging DB host").hits
     assert hits and hits[0].memory.id == m.id
 
@@ -437,6 +440,16 @@ def test_an_imported_record_with_a_real_key_is_stored_redacted_and_never_reaches
     raw = _db_bytes(db_path) + _db_bytes(other_path)
     for secret in (GITHUB, AWS, AWS_SECRET):
         assert secret.encode() not in raw, secret
+
+
+@pytest.mark.backends("sqlite", "postgres")
+def test_an_import_is_redacted_on_either_backend(store, tmp_path):
+    path = _server_memory_file(tmp_path / "memory.jsonl", [AWS_NOTE, PASTED_CODE])
+    api.import_file(store, path, fmt="server-memory")
+    stored = sorted(m.content for m in api.list_memories(store, all_projects=True))
+    assert stored == ["Note 0: deploy key [REDACTED:aws-access-key] secret [REDACTED:secret-keyword] for staging",
+                      f"Note 1: {PASTED_CODE}"]
+    assert not api.recall(store, AWS, all_projects=True, mode="lexical").hits
 
 
 def test_import_refuses_a_credential_with_no_redact_and_keeps_nothing(cli, db_path, tmp_path):
