@@ -99,7 +99,7 @@ _ASSIGNMENT_KEYWORD = (
 # `name = value`, `name: value`, `name=value&...` (a query string, a JDBC URL), `Name=value;` (an
 # ADO.NET connection string); the value must pass `_credible_value`.
 _ASSIGNMENT = re.compile(
-    rf"(?i)(?:{_ASSIGNMENT_KEYWORD})[\"']?[ \t]*(?:=|:=|:|=>)[ \t]*[\"']?([^\s\"'`,;&()\[\]{{}}<>]{{6,256}})"
+    rf"(?i)(?:{_ASSIGNMENT_KEYWORD})[\"']?[ \t]*(?:=|:=|:|=>)[ \t]*[\"'`]?([^\s\"'`,;&()\[\]{{}}<>]{{6,256}})"
 )
 # A secret written as prose: "the password is hunter2", "the root password for the staging db is
 # s3cr3t!", "aws secret access key wJalr...". Zero-width (lookahead) so a keyword inside a longer
@@ -112,7 +112,7 @@ _PROSE_KEYWORD = (
 _PROSE = re.compile(
     rf"(?i)(?=\b(?:{_PROSE_KEYWORD})"
     r"(?:[ \t]+(?:for|of|on|to|at)(?:[ \t]+[^\s\"'`,;()\[\]{}<>]+){1,4}?(?=[ \t]+(?:is|was|are|were)[ \t]))?"
-    rf"[ \t]+(?:(is|was|are|were)[ \t]+)?([^\s\"'`,;()\[\]{{}}<>]{{6,256}}))"
+    rf"[ \t]+(?:(is|was|are|were)[ \t]+)?[\"'`]?([^\s\"'`,;()\[\]{{}}<>]{{6,256}}))"
 )
 _PROSE_MIN_BARE = 16  # without "is"/"was": an AWS secret key (40), not "token OAuth2Client"
 _BEARER = re.compile(r"(?i)\bbearer[ \t]+([A-Za-z0-9\-._~+/]{20,}=*)")
@@ -743,6 +743,17 @@ def _scan_line(line: str, gates: tuple[re.Pattern, ...] | None = ..., rules: tup
     return out
 
 
+def _quoted(line: str, start: int, end: int) -> tuple[int, int]:
+    """[start, end) of a value, grown to its closing quote when a quote opens it: a quoted
+    password may hold `&`, `;` or a space (`pwd: "Tr0ub4dor&3"`), which end an unquoted one."""
+    quote = line[start - 1] if start else ""
+    if quote in ("'", '"', "`") and quote:
+        close = line.find(quote, end, start + 257)
+        if close > 0:
+            return start, close
+    return start, end
+
+
 def _scan_piece(line: str, gates: tuple[re.Pattern, ...] | None = ..., rules: tuple = _OWN_RULES
                 ) -> list[tuple[str, int, int, str]]:
     """[(type, start, end, detector)] for one line or window, offsets within it; library findings
@@ -762,16 +773,18 @@ def _scan_piece(line: str, gates: tuple[re.Pattern, ...] | None = ..., rules: tu
             out.append((kind, pos, pos + len(value), f"detect-secrets:{plugin}"))
             pos = line.find(value, pos + len(value))
     if _ASSIGNMENT in rules:
-        assignments = [m for m in _ASSIGNMENT.finditer(line) if _credible_value(m.group(1))]
+        assignments = [(start, end) for m in _ASSIGNMENT.finditer(line)
+                       for start, end in [_quoted(line, m.start(1), m.end(1))] if _credible_value(line[start:end])]
         if assignments and not heuristic.is_indirect_reference(line):  # the filter is the costly part
-            out += [("secret-keyword", m.start(1), m.end(1), "memsafe:assignment") for m in assignments]
+            out += [("secret-keyword", start, end, "memsafe:assignment") for start, end in assignments]
     if _PROSE in rules:
         for m in _PROSE.finditer(line):
-            value = m.group(2).rstrip(".:!?")
+            start, end = _quoted(line, m.start(2), m.start(2) + len(m.group(2).rstrip(".:!?")))
+            value = line[start:end]
             if (_credible_value(value, placeholders=False) if m.group(1)
                     else len(value) >= _PROSE_MIN_BARE and _looks_random(value)):
                 if not heuristic.is_indirect_reference(line):
-                    out.append(("secret-keyword", m.start(2), m.start(2) + len(value), "memsafe:prose"))
+                    out.append(("secret-keyword", start, end, "memsafe:prose"))
     if _BEARER in rules:
         for m in _BEARER.finditer(line):
             if _looks_random(m.group(1)):

@@ -38,6 +38,8 @@ SECRETS = [
     ("export API_KEY=a8f5f167f44f4964e6c998dee827110c", "secret-keyword"),
     ("client_secret: 9xQ2vT7mLp4RzK8w", "secret-keyword"),
     ("the db password is Xk9#mP2qL7vR", "secret-keyword"),
+    ("our staging password is 'Summer2024!' until Friday", "secret-keyword"),
+    ("pwd: `Tr0ub4dor&3`", "secret-keyword"),
     ("machine api.example.com login deploy password 9f3c1a7be2d84c60", "secret-keyword"),
     # connection strings with credentials
     ("DATABASE_URL=postgres://app:hunter2@db.internal:5432/prod", "basic-auth-credentials"),
