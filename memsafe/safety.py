@@ -665,10 +665,11 @@ def _cached_gates() -> tuple[_Plan, list[tuple[str, int]], int, _Plan] | None:
 
 
 def _library_free(text: str) -> bool:
-    """True when no finding is possible in `text` without asking detect-secrets: none of memsafe's
-    own rules matches, and no gate of the prefilter matches (`_gate_hits` on the whole text, read
-    from what an earlier process kept: a gate is compiled only if its literals are present). False
-    whenever unsure (nothing kept yet, or the library is loaded already)."""
+    """True when no finding is possible in `text` (a text as the scan reads it, see `_visible`)
+    without asking detect-secrets: none of memsafe's own rules matches, and no gate of the
+    prefilter matches (`_gate_hits` on the whole text, read from what an earlier process kept: a
+    gate is compiled only if its literals are present). False whenever unsure (nothing kept yet,
+    or the library is loaded already)."""
     if _configured or _rules_for(text):
         return False
     cached = _cached_gates()
