@@ -747,10 +747,9 @@ def _scan_line(line: str, gates: tuple[re.Pattern, ...] | None = ..., rules: tup
 def _quoted(line: str, start: int, end: int) -> tuple[int, int]:
     """[start, end) of a value, grown to its closing quote when a quote opens it: a quoted
     password may hold `&`, `;` or a space (`pwd: "Tr0ub4dor&3"`), which end an unquoted one."""
-    quote = line[start - 1] if start else ""
-    if quote in ("'", '"', "`") and quote:
-        close = line.find(quote, end, start + 257)
-        if close > 0:
+    if start and line[start - 1] in "'\"`":
+        close = line.find(line[start - 1], end, start + 257)
+        if close >= 0:
             return start, close
     return start, end
 
