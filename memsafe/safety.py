@@ -1,25 +1,35 @@
 """Responsibility: finding credentials in text before it is stored, and redacting them.
 
 Detection is done by Yelp's `detect-secrets` library (its regex plugins for cloud keys, private
-key blocks, GitHub/GitLab/Slack/Stripe/OpenAI/... tokens, JWTs, credentials in URLs, and its
+key blocks, GitHub/GitLab/Slack/Stripe/OpenAI/PyPI/... tokens, JWTs, credentials in URLs, and its
 quoted `keyword = "value"` detector, with its false-positive filters), run in process on the
 text line by line (no files). Its high-entropy-string plugins are NOT used: in developer prose
-they flag commit hashes, digests and ordinary words. Instead, four narrow rules here cover what
-the library misses in free text, each gated by the library's own filters and a Shannon-entropy
-check:
+they flag commit hashes, digests and ordinary words. (Other packages were weighed: Microsoft's
+secret masker knows Azure formats almost only, ggshield needs GitGuardian's service.) memsafe adds:
 
-- unquoted secret assignments (`DB_PASSWORD=S3cr3t...`, `api_key: a8f5f1...`),
-- secrets written as prose (`the db password is Xk9#mP2q...`, `aws secret access key wJalr...`),
-- bearer tokens (`Authorization: Bearer <token>`),
-- a few newer token formats (GitHub fine-grained `github_pat_...`, Google `AIza...`,
-  Anthropic `sk-ant-...`).
+- assignments in any syntax (`DB_PASSWORD=...`, `pwd: ...`, `pass=...`, `password=...&` in a
+  query string or JDBC URL, `Password=...;` in a connection string),
+- secrets written as prose ("the password is hunter2", "the root password for the db is ...",
+  "aws secret access key wJalr..."), and bearer tokens,
+- token formats the library does not know, kept as data with examples (`TOKEN_FORMATS`: npm,
+  Hugging Face, GitHub fine-grained, Slack app and refresh tokens, Stripe webhook secrets, OpenAI
+  project keys, Anthropic, Google, encrypted private keys, a password in a URL of any scheme).
+
+What is no credential, whoever found it: a value after a keyword that is words, a technical term,
+a placeholder, a reference or a path (`_credible_value`: `'my_secret_key'`, `"changeme"`,
+`"password123"`, `"${API_KEY}"`, `os.environ[...]`, "the password is required"); a documented
+example or masked value (`_example_or_masked`: AWS's AKIAIOSFODNN7EXAMPLE, `ghp_xxxx...`); a JWT
+without claims; a private-key header without a key body. The text is read NFKC-normalised per
+character with invisible characters removed (`_visible`), so full-width letters and zero-width
+characters disguise nothing; offsets stay those of the text as written.
 
 `scan(text)` returns `Finding`s (type, offsets, line; never the secret itself, so a finding may
-be logged); `redact(text)` replaces each finding with `[REDACTED:<type>]`. A whole private key
-block (BEGIN ... END) is redacted, not just its header line.
+be logged); `redact(text)` replaces each finding with `[REDACTED:<type>]`; `redact_for_capture`
+is what text memsafe captures on its own goes through. A whole private key block (BEGIN ... END)
+is redacted, not just its header line.
 
-Importing and configuring detect-secrets costs a fresh process about 0.2 s of CPU (issue 13: most
-of a whole-process `remember`), so the literals the library's plugins need (the prefilter's
+Importing and configuring detect-secrets costs a fresh process about 0.2 s of CPU (most of a
+whole-process `remember`), so the literals the library's plugins need (the prefilter's
 requirements, see `_Literals`) are kept in the cache folder once a process has configured it; a
 later process scans a text that none of them can match, and that none of memsafe's own rules
 matches, without importing the library at all (`_library_free`): the answer, no finding, is the
@@ -34,11 +44,12 @@ import math
 import re
 import sys
 import threading
+import unicodedata
 from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-__all__ = ["Finding", "scan", "redact", "describe"]
+__all__ = ["Finding", "TokenFormat", "TOKEN_FORMATS", "scan", "redact", "redact_for_capture", "describe"]
 
 # detect-secrets plugins used (its entropy plugins and the public-IP plugin are left out: noise in prose).
 _PLUGINS = (
@@ -74,32 +85,88 @@ _TOKEN_RUNS_BACK = re.compile(r"[A-Za-z0-9_\-+/.~]+")
 WINDOW = 2048
 OVERLAP = 512
 _PRIVATE_KEY_BLOCK = re.compile(
-    r"-----BEGIN[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----.*?(?:-----END[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----|\Z)",
+    r"-----BEGIN[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----(.*?)(?:-----END[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----|\Z)",
     re.DOTALL,
 )
-_KEYWORD = (
-    r"password|passwd|passphrase|pwd|secret|token|api[_-]?key|apikey|access[_-]?key|auth[_-]?key|"
-    r"private[_-]?key|client[_-]?secret|credentials?"
+# A key block's body: a base64 run with digits and both cases, near the header (a PGP block has
+# header lines first). A header alone ("the file starts with -----BEGIN ... PRIVATE KEY-----") is not a key.
+_KEY_BODY = re.compile(r"(?=[A-Za-z0-9+/]*[0-9])(?=[A-Za-z0-9+/]*[a-z])(?=[A-Za-z0-9+/]*[A-Z])[A-Za-z0-9+/]{16,}")
+_KEY_BODY_WITHIN = 400  # characters after the header
+_ASSIGNMENT_KEYWORD = (
+    r"password|passwd|passphrase|passcode|pass(?<![a-z]pass)|pwd|secret|token|api[_-]?key|apikey|access[_-]?key|"
+    r"auth[_-]?key|private[_-]?key|client[_-]?secret|credentials?"
 )
+# `name = value`, `name: value`, `name=value&...` (a query string, a JDBC URL), `Name=value;` (an
+# ADO.NET connection string); the value must pass `_credible_value`.
 _ASSIGNMENT = re.compile(
-    rf"(?i)(?:{_KEYWORD})[\"']?[ \t]*(?:=|:=|:|=>)[ \t]*[\"']?([^\s\"'`,;()\[\]{{}}<>]{{8,256}})"
+    rf"(?i)(?:{_ASSIGNMENT_KEYWORD})[\"']?[ \t]*(?:=|:=|:|=>)[ \t]*[\"'`]?([^\s\"'`,;&()\[\]{{}}<>]{{6,256}})"
 )
-# A secret written as prose: "the db password is Xk9#mP2q", "aws secret access key wJalr...".
-# Zero-width (lookahead) so a keyword inside a longer phrase still gets its own chance; the value
-# must look random (see `_looks_random`) and be longer without a linking verb.
+# A secret written as prose: "the password is hunter2", "the root password for the staging db is
+# s3cr3t!", "aws secret access key wJalr...". Zero-width (lookahead) so a keyword inside a longer
+# phrase still gets its own chance; after a linking verb the value must pass `_credible_value`,
+# without one it must also look random (`_looks_random`) and be longer.
 _PROSE_KEYWORD = (
-    r"password|passwd|passphrase|secret|token|api[ _-]?key|access[ _-]?key|auth[ _-]?key|"
+    r"password|passwd|passphrase|passcode|secret|token|api[ _-]?key|access[ _-]?key|auth[ _-]?key|"
     r"private[ _-]?key|client[ _-]?secret|credentials?"
 )
 _PROSE = re.compile(
-    rf"(?i)(?=\b(?:{_PROSE_KEYWORD})[ \t]+(?:(is|was|are|were)[ \t]+)?([^\s\"'`,;()\[\]{{}}<>]{{8,256}}))"
+    rf"(?i)(?=\b(?:{_PROSE_KEYWORD})"
+    r"(?:[ \t]+(?:for|of|on|to|at)(?:[ \t]+[^\s\"'`,;()\[\]{}<>]+){1,4}?(?=[ \t]+(?:is|was|are|were)[ \t]))?"
+    rf"[ \t]+(?:(is|was|are|were)[ \t]+)?[\"'`]?([^\s\"'`,;()\[\]{{}}<>]{{6,256}}))"
 )
 _PROSE_MIN_BARE = 16  # without "is"/"was": an AWS secret key (40), not "token OAuth2Client"
 _BEARER = re.compile(r"(?i)\bbearer[ \t]+([A-Za-z0-9\-._~+/]{20,}=*)")
-_EXTRA_TOKENS = (
-    ("github-token", re.compile(r"\bgithub_pat_[A-Za-z0-9_]{22,}")),
-    ("google-api-key", re.compile(r"\bAIza[0-9A-Za-z\-_]{35}")),
-    ("anthropic-api-key", re.compile(r"\bsk-ant-[A-Za-z0-9_\-]{20,}")),
+
+
+@dataclass(frozen=True)
+class TokenFormat:
+    """A credential format of memsafe's own, for what detect-secrets' plugins do not know.
+
+    Attributes:
+        kind: the finding type it reports (`Finding.type`).
+        regex: the pattern; `group` of its match is the secret (0: the whole match).
+        examples: texts it must find (fake values; the tests check every one).
+        password: the secret is a chosen password, not a generated token: it must pass
+            `_credible_value` (not a word, a placeholder or a reference). A token only has to be
+            no documented example or masked value (`_example_or_masked`).
+    """
+
+    kind: str
+    regex: re.Pattern
+    examples: tuple[str, ...]
+    group: int = 0
+    password: bool = False
+
+
+# Formats from the vendors' own documentation of their token prefixes and lengths.
+TOKEN_FORMATS = (
+    TokenFormat("github-token", re.compile(r"\bgithub_pat_[A-Za-z0-9_]{22,}"),
+                ("github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyzABCDEFGH",)),
+    TokenFormat("google-api-key", re.compile(r"\bAIza[0-9A-Za-z\-_]{35}"),
+                ("AIzaSyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q",)),
+    TokenFormat("anthropic-api-key", re.compile(r"\bsk-ant-[A-Za-z0-9_\-]{20,}"),
+                ("sk-ant-api03-Zk3vQ9wLm2Rt8YpB4nHc7JdXe1Ff6Gg0",)),
+    TokenFormat("openai-token", re.compile(r"\bsk-(?:proj|svcacct|admin)-[A-Za-z0-9_\-]{20,}"),
+                ("sk-proj-fNUfTAFnT0tEuw0dwQ0FIunWe8Cz6SNDCdyZQJiJ",)),
+    TokenFormat("npm-token", re.compile(r"\bnpm_[A-Za-z0-9]{36}(?![A-Za-z0-9])"),
+                ("npm_OhbVrpoiVgRV5IfLBcbfnoGMbJmTPSIAoCLr",)),
+    TokenFormat("huggingface-token", re.compile(r"\b(?:hf|api_org)_[A-Za-z]{34}(?![A-Za-z0-9])"),
+                ("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",)),
+    TokenFormat("slack-token", re.compile(r"\bxapp-\d-[A-Z0-9]{8,}-\d{6,}-[A-Za-z0-9]{20,}"),
+                ("xapp-1-AHEZ5EDJJTF-3186999386774-d9136682575250def91799e2786d3748",)),
+    TokenFormat("slack-token", re.compile(r"\bxox[abeoprs](?:\.xox[bp])?-\d[0-9A-Za-z\-]{20,}"),
+                ("xoxe.xoxp-1-Mi0yLTEyMzQ1Njc4OTAxMi0xMjM0NTY3ODkw",)),
+    TokenFormat("stripe-webhook-secret", re.compile(r"\bwhsec_[A-Za-z0-9+/=]{32,}"),
+                ("whsec_rcavXiOqkVCJTBJahe84S5jIc1xLJjBi",)),
+    TokenFormat("private-key", re.compile(r"-----BEGIN[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----"),
+                ("-----BEGIN ENCRYPTED PRIVATE KEY-----\nMIIFHDBOBgkqhkiG9w0BBQ0wQTApBgkqhkiG9w0B",)),
+    # A password in any URL (postgres, mongodb+srv, redis, amqp, mysql, https, ...), the user
+    # possibly empty (`redis://:pw@host`); the library's own rule needs a user and a password of
+    # URL-safe characters only.
+    TokenFormat("basic-auth-credentials",
+                re.compile(r"(?i)\b[a-z][a-z0-9+.\-]{1,30}://[^\s:/?#@\"'<>]*:([^\s/?#\"'<>]{1,256})@(?=[a-z0-9\[])"),
+                ("redis://:hunter2@cache.internal:6379/0", "amqp://orders:R4bbit!mq@mq.internal:5672/"),
+                group=1, password=True),
 )
 _VERSION = re.compile(r"^v?\d+(?:\.\d+)+(?:[-+.][0-9A-Za-z.\-]+)?$")
 _GENERIC = frozenset({"secret-keyword", "bearer-token", "basic-auth-credentials"})
@@ -260,6 +327,10 @@ def _entropy(value: str) -> float:
     return -sum(c / n * math.log2(c / n) for c in counts.values())
 
 
+# detect-secrets' type names that memsafe spells as its own rule for the same thing does
+_KINDS = {"NPM tokens": "npm-token", "Private Key": "private-key"}
+
+
 def _slug(secret_type: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", secret_type.lower()).strip("-")
 
@@ -293,7 +364,8 @@ class _Widener:
 
 
 def _looks_random(value: str) -> bool:
-    """A plausible secret value: letters and digits, not a version, not a template/reference."""
+    """A plausible generated secret: letters and digits, not a version, not a template/reference,
+    at least _MIN_ENTROPY bits per character."""
     from detect_secrets.filters import heuristic
 
     if not (any(c.isdigit() for c in value) and any(c.isalpha() for c in value)):
@@ -304,7 +376,128 @@ def _looks_random(value: str) -> bool:
         return False
     if heuristic.is_potential_uuid(value):
         return False
-    return _entropy(value) >= _MIN_ENTROPY
+    return _entropy(value) >= _MIN_ENTROPY and not _example_or_masked(value)
+
+
+# What a value written after a password keyword is when it is not a password. Data, not code:
+# - placeholder words: a value made of these (and trivial digits, see `_trivial_digits`) is what
+#   code, tests and docs put where a password goes ("password123", "admin1", "secret_v2");
+# - technical terms with a number, which prose puts after "password is" ("SHA-256 hashed",
+#   "base64-encoded", "stored as argon2id").
+_PLACEHOLDER_WORDS = frozenset("""
+    a abc admin api apikey auth bar baz change changeme config db default demo dev dummy example fake foo
+    guest here insert key letmein local me my mysecret our pass passwd password placeholder pwd qwerty
+    replace root sample secret some super test testing the token user value welcome xyz your
+""".split())
+_TECH_TERM = re.compile(
+    r"(?i:sha|md|base|utf|ucs|aes|rsa|dsa|ecdsa|ed|x|ipv|http|oauth|pbkdf|argon|tls|ssl|crc|blake|hs|rs|es|ps|p|v)"
+    r"\d{1,5}(?i:id|[a-z])?|[A-Z]{2,6}\d{1,5}"
+)
+# A digit or sign written for a letter inside a word ("P@ssw0rd", "s3cr3t", "adm1n"): read as the
+# letter for the placeholder test; digits at a word's edge stay digits ("password123").
+_UNLEET = str.maketrans("013457@$", "oieastas")
+_LEET = re.compile(r"(?<=[A-Za-z])[013457@$]+(?=[A-Za-z])")
+_TOKENS = re.compile(r"[A-Za-z0-9]+")
+_RUNS = re.compile(r"[A-Za-z]+|[0-9]+")
+_HUMPS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
+_VOWEL = re.compile(r"[aeiouyAEIOUY]")
+_MASKS = ("xxxxx", "***", "...", "####", "•••")
+_PATHLIKE = ("/", "~/", "./", "../")
+
+
+def _wordlike(token: str) -> bool:
+    """A run of letters that reads as a word or an identifier made of words: one case or Title
+    case (at most 24 letters: a longer run is more likely generated), or camelCase of at most four
+    humps of two letters or more, each with a vowel ("myPassword", not "QyvbFulFnwZq")."""
+    if len(token) <= 24 and (token.islower() or token.isupper() or token.istitle()):
+        return True
+    humps = _HUMPS.findall(token)
+    return len(humps) <= 4 and all(len(h) >= 2 and _VOWEL.search(h) for h in humps)
+
+
+def _trivial_digits(run: str) -> bool:
+    """Digits a person adds to a placeholder: one digit, one digit repeated, a counting run
+    ("123", "0123", "4321"), a year 1900-2099."""
+    return (len(run) == 1 or len(set(run)) == 1 or run in "01234567890" or run in "9876543210"
+            or (len(run) == 4 and run[:2] in ("19", "20")))
+
+
+def _placeholder_letters(run: str) -> bool:
+    """`run` (letters) splits into placeholder words ("mysecretkey" -> my|secret|key), or is one letter."""
+    run = run.lower()
+    if len(run) == 1:
+        return True
+    ok = [True] + [False] * len(run)
+    for i in range(1, len(run) + 1):
+        ok[i] = any(ok[j] and run[j:i] in _PLACEHOLDER_WORDS for j in range(max(0, i - 12), i))
+    return ok[-1]
+
+
+def _example_or_masked(value: str) -> bool:
+    """A documented example ("...EXAMPLE", as AWS's AKIAIOSFODNN7EXAMPLE), a masked or elided value
+    (`ghp_xxxxxxxx`, `***`, `...`), or a template (`<token>`, `{{ key }}`). A generated token holds
+    "example" or five x's in a row by chance with a probability below 1e-6."""
+    lowered = value.lower()  # substring tests: C speed on a token widened over a megabyte
+    return "example" in lowered or any(mark in lowered for mark in _MASKS) or any(c in value for c in "<>{}")
+
+
+def _jwt_claims(token: str) -> bool:
+    """Whether a JWT's payload (its second part, base64url JSON) is an object holding a claim: an
+    empty `{}` (a docs example of an unsigned token) carries nothing."""
+    import base64
+    import json
+
+    parts = token.split(".")
+    try:
+        payload = json.loads(base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4)))
+    except (IndexError, ValueError, UnicodeDecodeError):
+        return False
+    return isinstance(payload, dict) and bool(payload)
+
+
+def _plausible(kind: str, value: str) -> bool:
+    """Whether a library finding of `kind` over `value` (widened to its token) can be real: a
+    generic one (a keyword's or a URL's value) must pass `_credible_value`, a JWT must carry claims,
+    and none may be a documented example or masked (`_example_or_masked`)."""
+    if kind in _GENERIC:
+        return _credible_value(value)
+    if kind == "json-web-token" and not _jwt_claims(value):
+        return False
+    return not _example_or_masked(value)
+
+
+def _credible_value(value: str, placeholders: bool = True) -> bool:
+    """Whether `value`, written after a password keyword (`password = value`, a URL's password,
+    "the password is value"), can be a real password or key: 6 to 256 characters with a letter,
+    and none of
+    - a reference or template (`${DB_PASSWORD}`, `%PW%`, `@secret`, `<your-token>`), a path or URL;
+    - a version, a UUID, a sequence, a documented example or a masked value (`_example_or_masked`);
+    - words: every alphanumeric token a word, an identifier made of words, or a technical term
+      (`my_secret_key`, `your-api-key-here`, `changeme`, `X-Api-Key`, `SHA-256`, `base64-encoded`);
+    - with `placeholders`, a placeholder: placeholder words, also spelt with digits for letters,
+      and trivial digits only (`password123`, `admin1`, `P@ssw0rd!`). Off for a sentence that
+      states a password ("my password is admin123"): code and docs hold placeholders, a person
+      telling what a password is does not.
+    So "hunter2", "Tr0ub4dor" and any generated key are credible."""
+    from detect_secrets.filters import heuristic
+
+    if not 6 <= len(value) <= 256 or not any("a" <= c.lower() <= "z" for c in value):
+        return False
+    if value.startswith(("$", "%", "@", *_PATHLIKE)) or "://" in value:
+        return False
+    if _VERSION.match(value) or heuristic.is_templated_secret(value) or heuristic.is_sequential_string(value):
+        return False
+    if heuristic.is_potential_uuid(value) or _example_or_masked(value):
+        return False
+    joined = re.sub(r"(?<=[A-Za-z])[-_ ](?=\d)", "", value)  # "SHA-256" reads as one term
+    tokens = _TOKENS.findall(joined)
+    if all((t.isalpha() and _wordlike(t)) or _TECH_TERM.fullmatch(t) for t in tokens):
+        return False
+    if placeholders:
+        for spelling in (value, _LEET.sub(lambda m: m.group().translate(_UNLEET), value)):
+            if all(_trivial_digits(r) if r.isdigit() else _placeholder_letters(r) for r in _RUNS.findall(spelling)):
+                return False
+    return True
 
 
 def _gate_hits(gates: tuple[re.Pattern, ...], text: str, whole: bool = False) -> tuple[re.Pattern, ...]:
@@ -472,10 +665,11 @@ def _cached_gates() -> tuple[_Plan, list[tuple[str, int]], int, _Plan] | None:
 
 
 def _library_free(text: str) -> bool:
-    """True when no finding is possible in `text` without asking detect-secrets: none of memsafe's
-    own rules matches, and no gate of the prefilter matches (`_gate_hits` on the whole text, read
-    from what an earlier process kept: a gate is compiled only if its literals are present). False
-    whenever unsure (nothing kept yet, or the library is loaded already)."""
+    """True when no finding is possible in `text` (a text as the scan reads it, see `_visible`)
+    without asking detect-secrets: none of memsafe's own rules matches, and no gate of the
+    prefilter matches (`_gate_hits` on the whole text, read from what an earlier process kept: a
+    gate is compiled only if its literals are present). False whenever unsure (nothing kept yet,
+    or the library is loaded already)."""
     if _configured or _rules_for(text):
         return False
     cached = _cached_gates()
@@ -501,7 +695,7 @@ def _windows(line: str) -> list[tuple[int, str]]:
     return [(i, line[i : i + WINDOW]) for i in range(0, len(line) - OVERLAP, step)]
 
 
-_OWN_RULES = (_ASSIGNMENT, _PROSE, _BEARER, *(rx for _, rx in _EXTRA_TOKENS))
+_OWN_RULES = (_ASSIGNMENT, _PROSE, _BEARER, *dict.fromkeys(f.regex for f in TOKEN_FORMATS))
 
 
 class _Seen:
@@ -527,6 +721,7 @@ def _scan_line(line: str, gates: tuple[re.Pattern, ...] | None = ..., rules: tup
         return found
     out: list[tuple[str, int, int, str]] = []
     widener = _Widener(line)
+    judged: dict[tuple[str, int, int], bool] = {}  # the findings of one run widen to one token: judged once
     for offset, piece in _windows(line):
         found = None if seen is None else seen.pieces.get(piece)
         if found is None:
@@ -536,10 +731,27 @@ def _scan_line(line: str, gates: tuple[re.Pattern, ...] | None = ..., rules: tup
         for secret_type, start, end, detector in found:
             if detector.startswith("detect-secrets:"):
                 start, end = widener.widen(offset + start, offset + end)
+                # judged whole: a plugin may report only a token's prefix (`ghp` of `ghp_xxxx…`)
+                key = (secret_type, start, end)
+                ok = judged.get(key)
+                if ok is None:
+                    ok = judged[key] = _plausible(secret_type, line[start:end])
+                if not ok:
+                    continue
             else:
                 start, end = offset + start, offset + end
             out.append((secret_type, start, end, detector))
     return out
+
+
+def _quoted(line: str, start: int, end: int) -> tuple[int, int]:
+    """[start, end) of a value, grown to its closing quote when a quote opens it: a quoted
+    password may hold `&`, `;` or a space (`pwd: "Tr0ub4dor&3"`), which end an unquoted one."""
+    if start and line[start - 1] in "'\"`":
+        close = line.find(line[start - 1], end, start + 257)
+        if close >= 0:
+            return start, close
+    return start, end
 
 
 def _scan_piece(line: str, gates: tuple[re.Pattern, ...] | None = ..., rules: tuple = _OWN_RULES
@@ -553,30 +765,36 @@ def _scan_piece(line: str, gates: tuple[re.Pattern, ...] | None = ..., rules: tu
     if not rules and gates is not None and not gates:
         return out
     for secret_type, value, plugin in _library_findings(line, gates):
+        kind = _KINDS.get(secret_type) or _slug(secret_type)
         if not value:
             continue
         pos = line.find(value)
         while pos >= 0:
-            out.append((_slug(secret_type), pos, pos + len(value), f"detect-secrets:{plugin}"))
+            out.append((kind, pos, pos + len(value), f"detect-secrets:{plugin}"))
             pos = line.find(value, pos + len(value))
     if _ASSIGNMENT in rules:
-        assignments = [m for m in _ASSIGNMENT.finditer(line) if _looks_random(m.group(1))]
+        assignments = [(start, end) for m in _ASSIGNMENT.finditer(line)
+                       for start, end in [_quoted(line, m.start(1), m.end(1))] if _credible_value(line[start:end])]
         if assignments and not heuristic.is_indirect_reference(line):  # the filter is the costly part
-            out += [("secret-keyword", m.start(1), m.end(1), "memsafe:assignment") for m in assignments]
+            out += [("secret-keyword", start, end, "memsafe:assignment") for start, end in assignments]
     if _PROSE in rules:
         for m in _PROSE.finditer(line):
-            value = m.group(2).rstrip(".:!?")
-            if (m.group(1) or len(value) >= _PROSE_MIN_BARE) and _looks_random(value):
+            start, end = _quoted(line, m.start(2), m.start(2) + len(m.group(2).rstrip(".:!?")))
+            value = line[start:end]
+            if (_credible_value(value, placeholders=False) if m.group(1)
+                    else len(value) >= _PROSE_MIN_BARE and _looks_random(value)):
                 if not heuristic.is_indirect_reference(line):
-                    out.append(("secret-keyword", m.start(2), m.start(2) + len(value), "memsafe:prose"))
+                    out.append(("secret-keyword", start, end, "memsafe:prose"))
     if _BEARER in rules:
         for m in _BEARER.finditer(line):
             if _looks_random(m.group(1)):
                 out.append(("bearer-token", m.start(1), m.end(1), "memsafe:bearer"))
-    for name, rx in _EXTRA_TOKENS:
-        if rx in rules:
-            for m in rx.finditer(line):
-                out.append((name, m.start(), m.end(), f"memsafe:{name}"))
+    for token in TOKEN_FORMATS:
+        if token.regex in rules:
+            for m in token.regex.finditer(line):
+                value = m.group(token.group)
+                if _credible_value(value) if token.password else not _example_or_masked(value):
+                    out.append((token.kind, m.start(token.group), m.end(token.group), f"memsafe:{token.kind}"))
     return out
 
 
@@ -596,32 +814,78 @@ def _rules_for(text: str) -> tuple:
                      else rx.search(text)))
 
 
-def scan(text: str) -> list[Finding]:
-    """Credentials found in `text`, in order of position, overlapping findings merged.
+# Characters that show nothing (zero-width spaces and joiners, direction marks, the soft hyphen,
+# variation selectors, the BOM): removed before scanning, so they cannot split a secret.
+_INVISIBLE = re.compile("[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f"
+                        "\u202a-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0]")
 
+
+@functools.lru_cache(maxsize=8192)
+def _folded(char: str) -> str:
+    """One character as the scan reads it: NFKC (full-width `ｇｈｐ＿` is `ghp_`, `①` is `1`), or
+    nothing for an invisible one."""
+    return "" if _INVISIBLE.match(char) else unicodedata.normalize("NFKC", char)
+
+
+def _visible(text: str) -> tuple[str, list[int] | None]:
+    """(the text the scan reads, `origin`): each character NFKC-normalised on its own and the
+    invisible ones removed (`_folded`), so a secret in full-width letters or split by zero-width
+    characters reads as itself. `origin[i]` is the index in `text` of the character that view
+    character i came from; None when the view has `text`'s offsets (an ASCII text, or one whose
+    changed characters each became one character). Per character, not NFKC of the whole text:
+    composing accents changes no ASCII secret, and offsets stay exact. Cost: C-speed passes
+    (`set`, `str.translate`) plus one Python step per character whose length changes."""
+    if text.isascii():
+        return text, None
+    table = {ord(c): f for c in set(text) if not c.isascii() and (f := _folded(c)) != c}
+    if not table:
+        return text, None
+    view = text.translate(table)
+    resized = "".join(chr(k) for k, f in table.items() if len(f) != 1)
+    if not resized:
+        return view, None
+    origin: list[int] = []
+    done = 0
+    for m in re.finditer("[" + re.escape(resized) + "]", text):
+        origin.extend(range(done, m.start()))
+        origin.extend([m.start()] * len(table[ord(m.group())]))
+        done = m.end()
+    origin.extend(range(done, len(text)))
+    return view, origin
+
+
+def scan(text: str) -> list[Finding]:
+    """Credentials found in `text`, in order of position, overlapping findings merged; offsets
+    and lines are `text`'s own.
+
+    The text is read through `_visible` (NFKC per character, invisible characters removed).
     Private key findings cover the whole BEGIN ... END block (or to the end of the text when the
-    END line is missing). Cost: linear; a pattern is searched only where the literals every match
+    END line is missing), and need a key body (`_KEY_BODY`) within `_KEY_BODY_WITHIN` characters
+    of the header. Cost: linear; a pattern is searched only where the literals every match
     of it must contain are present (`_Literals`), so 1 MB of letters, hex, base64 or prose takes
     0.1-0.3 s on a 2-core machine (`memsafe bench --inputs`), where searching every pattern took
     1.2-1.7 s; typical memories take well under a millisecond.
     """
-    if _library_free(text):
+    view, origin = _visible(text)
+    if _library_free(view):
         return []
     raw: list[tuple[str, int, int, str]] = []
     offset = 0
     with _library_settings():
         # Which checks can match at all, decided once for the whole text (none, for most texts):
         # every line then tries only those. None of these patterns crosses a newline.
-        gates = None if _prefilter is None else _gate_hits(_prefilter, text, whole=True)
-        rules = _rules_for(text)
+        gates = None if _prefilter is None else _gate_hits(_prefilter, view, whole=True)
+        rules = _rules_for(view)
         seen = _Seen()
-        for line in text.split("\n"):
+        for line in view.split("\n"):
             for secret_type, start, end, detector in _scan_line(line, gates, rules, seen):
                 raw.append((secret_type, offset + start, offset + end, detector))
             offset += len(line) + 1
     if any(t == "private-key" for t, *_ in raw):
-        for m in _PRIVATE_KEY_BLOCK.finditer(text):
-            raw.append(("private-key", m.start(), m.end(), "detect-secrets:Private Key"))
+        raw = [f for f in raw if f[0] != "private-key" or "PuTTY" in view[f[1] : f[2]]]
+        for m in _PRIVATE_KEY_BLOCK.finditer(view):
+            if _KEY_BODY.search(view, m.start(1), min(m.end(1), m.start(1) + _KEY_BODY_WITHIN)):
+                raw.append(("private-key", m.start(), m.end(), "memsafe:private-key"))
     raw.sort(key=lambda f: (f[1], -(f[2] - f[1])))
     merged: list[list] = []
     for secret_type, start, end, detector in raw:
@@ -634,10 +898,21 @@ def scan(text: str) -> list[Finding]:
         merged.append([secret_type, start, end, detector])
     found, line, counted = [], 1, 0
     for secret_type, start, end, detector in merged:  # in order of start: lines counted once, not per finding
+        if origin is not None:
+            start, end = origin[start], origin[end - 1] + 1
         line += text.count("\n", counted, start)
         counted = start
         found.append(Finding(secret_type, start, end, line, detector))
     return found
+
+
+def redact_for_capture(text: str) -> tuple[str, tuple[str, ...]]:
+    """(`text` with each credential replaced by `[REDACTED:<type>]`, the types replaced, in order
+    of position): what memsafe stores of text it captures on its own (git hooks, `hook backfill`,
+    `import`, agent-loop hooks), which nobody is there to ask about. Never refuses: the rest of
+    the text is kept. (An explicit `remember` refuses instead, with the hint to use --redact.)"""
+    found = scan(text)
+    return (redact(text, found), tuple(f.type for f in found)) if found else (text, ())
 
 
 def redact(text: str, findings: list[Finding] | None = None) -> str:

@@ -240,7 +240,7 @@ def test_concurrent_recalls_and_writes_in_threads_share_nothing_stale(db_path, e
 
 # -- second round: MCP, import/export, hook, time travel ---------------------------------------------
 
-AWS = "AKIAIOSFODNN7EXAMPLE with secret wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+AWS = "AKIA2DN2YBY6AWTY2O7O with secret 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"
 
 
 def test_export_never_overwrites_the_database_or_a_non_file(store, db_path, tmp_path):
@@ -263,7 +263,7 @@ def test_update_screens_credentials_like_remember(store):
         api.update(store, m.id, content=f"deploy key {AWS}")
     assert api.get(store, m.id).content == "The deploy key lives in the vault"
     redacted = api.update(store, m.id, content=f"deploy key {AWS}", redact=True)
-    assert "AKIAIOSFODNN7EXAMPLE" not in redacted.content
+    assert "AKIA2DN2YBY6AWTY2O7O" not in redacted.content
 
 
 def test_hook_commit_argument_cannot_become_a_git_option(tmp_path):

@@ -1,35 +1,114 @@
-"""Secrets: credentials are refused by default, stored redacted on request, and ordinary developer
-text is never mistaken for one (memsafe.safety, api.remember, CLI `remember --redact`)."""
+"""Secrets: credentials are refused by default, stored redacted on request or when memsafe captures
+text on its own, and ordinary developer text (placeholders in code included) is never mistaken for
+one (memsafe.safety, api.remember, CLI `remember --redact`, hooks, import, MCP)."""
 
 from __future__ import annotations
 
 import json
+import re
 import string
 import subprocess
 
 import pytest
 
 from memsafe import api, safety
-from memsafe.errors import InvalidInput, SecretDetected
+from memsafe.errors import SecretDetected
 
-# (text, expected finding type) — each must be found. Fake credentials only.
-POSITIVES = [
-    ("my key is AKIAIOSFODNN7EXAMPLE for the ci user", "aws-access-key"),
-    ("aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "secret-keyword"),
-    ('password = "hunter2xyzQ9!ab"', "secret-keyword"),
-    ("password = hunter2xyzQ9ab", "secret-keyword"),
-    ("DB_PASSWORD=S3cr3tP4ssw0rd in the staging .env", "secret-keyword"),
+# Fake credentials only: random values in each vendor's format. A documented example key (AWS's
+# AKIAIOSFODNN7EXAMPLE, Stripe's docs test key) is a look-alike: the vendor publishes it, so it
+# unlocks nothing.
+AWS = "AKIA2DN2YBY6AWTY2O7O"
+AWS_SECRET = "I3/dXRZv7qdYdk2r7xgHWPB6PRWJ1Gk8cgSCifdF"
+GITHUB = "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"
+
+# (text, the finding type it must give): every one is found, and redaction leaves none of it.
+SECRETS = [
+    # passwords written as prose or as short assignments
+    ("the password is hunter2", "secret-keyword"),
+    ("my production database password is hunter2", "secret-keyword"),
+    ("NAS password: pass=Tr0ub4dor", "secret-keyword"),
+    ("pass=hunter2 for the NAS", "secret-keyword"),
+    ("pwd: hunter2", "secret-keyword"),
+    ("login admin, password: Zx81!qq", "secret-keyword"),
+    ("the root password for the staging db is s3cr3t!", "secret-keyword"),
+    ("wifi passphrase was plum-tiger-88", "secret-keyword"),
+    ("MYSQL_ROOT_PASSWORD: hunter2", "secret-keyword"),
+    ('password = "hunter2"', "secret-keyword"),
+    ("DB_PASSWORD=Vq3rT8wLz2 in the staging .env", "secret-keyword"),
     ("export API_KEY=a8f5f167f44f4964e6c998dee827110c", "secret-keyword"),
     ("client_secret: 9xQ2vT7mLp4RzK8w", "secret-keyword"),
-    ("export GITHUB_TOKEN=ghp_1234567890abcdefghijklmnopqrstuvwxyzAB", "github-token"),
-    ("token: github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyzABCDEFGH", "github-token"),
-    ("-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA7bq\n-----END RSA PRIVATE KEY-----", "private-key"),
-    ("-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n", "private-key"),
-    ("curl -H 'Authorization: Bearer abc123def456ghi789jkl012mno345pqr678' https://api", "bearer-token"),
-    ("stripe sk_live_4eC39HqLyjWDarjtT1zdp7dc for billing", "stripe-access-key"),
-    ("slack bot xoxb-123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx", "slack-token"),
-    ("db url https://admin:s3cretPassw0rd@db.example.com/prod", "basic-auth-credentials"),
+    ("the db password is Xk9#mP2qL7vR", "secret-keyword"),
+    ("our staging password is 'Summer2024!' until Friday", "secret-keyword"),
+    ("pwd: `Tr0ub4dor&3`", "secret-keyword"),
+    ("machine api.example.com login deploy password 9f3c1a7be2d84c60", "secret-keyword"),
+    # connection strings with credentials
+    ("DATABASE_URL=postgres://app:hunter2@db.internal:5432/prod", "basic-auth-credentials"),
+    ("postgresql://report:Gr4nite-Owl-61@10.0.0.12/analytics", "basic-auth-credentials"),
+    ("mongodb+srv://admin:k9Lm2xQ7@cluster0.ab1cd.mongodb.net/test", "basic-auth-credentials"),
+    ("REDIS_URL=redis://:hunter2@cache.internal:6379/0", "basic-auth-credentials"),
+    ("amqp://orders:R4bbit!mq@mq.internal:5672/", "basic-auth-credentials"),
+    ("mysql://root:toor123@127.0.0.1:3306/app", "basic-auth-credentials"),
+    ("jdbc:postgresql://db.internal:5432/prod?user=app&password=hunter2&ssl=true", "secret-keyword"),
+    ("Server=tcp:db.example.net;Database=app;User Id=sa;Password=Hunter2!;", "secret-keyword"),
+    ("db url https://admin:Bl4ckC0ffee77@db.example.com/prod", "basic-auth-credentials"),
+    # token formats
+    ("npm token npm_OhbVrpoiVgRV5IfLBcbfnoGMbJmTPSIAoCLr", "npm-token"),
+    ("//registry.npmjs.org/:_authToken=npm_OhbVrpoiVgRV5IfLBcbfnoGMbJmTPSIAoCLr", "npm-token"),
+    ("PyPI: pypi-AgEIcHlwaS5vcmcyifDLkDmWJ6UuVTAIjvFu7WICPhDeOZIiBOB_Y6sHrFH2ZUCr_lgotu2iXW7GboIRoL3u6aHwnMztVua",
+     "pypi-token"),
+    ("HF_TOKEN=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", "huggingface-token"),
+    ("slack bot xoxb-165726284987-7694531473799-QyvbF2ulFnwZqvr4MS4rJaH8", "slack-token"),
+    ("user token xoxp-313678377701-436349578856-8557444313518-566f893697b590481194f309ffea518f", "slack-token"),
+    ("socket mode xapp-1-AHEZ5EDJJTF-3186999386774-d9136682575250def91799e2786d3748421599e3e9c8fe21da80270815fe85df",
+     "slack-token"),
+    ("alerts go to https://hooks.slack.com/services/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", "slack-token"),
+    ("stripe sk_live_1ITtNZPHaQ0Jt7Qg84iqh4gV for billing", "stripe-access-key"),
+    ("restricted key rk_live_JjrsMnTvnRO2qGFq562dfOB1", "stripe-access-key"),
+    ("STRIPE_WEBHOOK_SECRET=whsec_rcavXiOqkVCJTBJahe84S5jIc1xLJjBi", "stripe-webhook-secret"),
+    ("token: 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",
+     "github-token"),
+    ("export GITHUB_TOKEN=ghp_pYEZAmggQBwBAD3UdRPPgdzUvZ3gpmmICiBl", "github-token"),
+    ("oauth gho_rDp37eCZ32JgdPI1af7W2pkAFEn3z5dkyayq", "github-token"),
+    ("app installation token ghs_7YYDsBS9UYJQTFjmsn9dLVIdVuddLEG62Hkd", "github-token"),
+    ("gitlab glpat-YqM6Ojb6mjBHqSiFVKu4 for the runner", "gitlab-token"),
+    ("OPENAI_API_KEY=sk-proj-fNUfTAFnT0tEuw0dwQ0FIunWe8Cz6SNDCdyZQJiJSZQdoHwHen3SO3oXyGf3azU3", "openai-token"),
     ("OPENAI sk-proj-abcdefghijklmnopqrstT3BlbkFJabcdefghijklmnopqrst", "openai-token"),
+    ("ANTHROPIC_API_KEY=sk-ant-api03-iQOpMN0PZLqy1WwMZaMKA3P744B8vkKQlENCzsdfF8j61yX_ZFsan2Cw7gFp6r7O425u85HFJ-"
+     "EJ4jKEIQOkrtDXtBi10Q7AA", "anthropic-api-key"),
+    ("ci user key AKIA2DN2YBY6AWTY2O7O", "aws-access-key"),
+    ("aws_secret_access_key = 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", "secret-keyword"),
+    ("maps key AIzazctEq8oB7GVvouNndNWYzjFnMpfS2ViRb1-", "google-api-key"),
+    ("SENDGRID_API_KEY=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", "sendgrid-api-key"),
+    ('{"type": "service_account", "project_id": "demo-441", '
+     '"private_key_id": "4319e1b429ad564b858f9a3e247cb2c083eb8cb3", '
+     '"private_key": "-----BEGIN PRIVATE KEY-----\\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\\n-----END PRIVATE KEY-----\\n", '
+     '"client_email": "ci@demo-441.iam.gserviceaccount.com"}', "private-key"),
+    ("-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA7bqQ2x5vWWxtoYgsz\n-----END RSA PRIVATE KEY-----",
+     "private-key"),
+    ("-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEIBkg4LVWM9nuwNSk3yByxZpYRTBnVJk5oGRs\n-----END EC PRIVATE KEY-----",
+     "private-key"),
+    ("-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ\n", "private-key"),
+    ("-----BEGIN PGP PRIVATE KEY BLOCK-----\n\nlQOYBF8xq0UBCAC7yZ5vWWxtoYgsz\n-----END PGP PRIVATE KEY BLOCK-----",
+     "private-key"),
+    ("-----BEGIN ENCRYPTED PRIVATE KEY-----\nMIIFHDBOBgkqhkiG9w0BBQ0wQTAp\n-----END ENCRYPTED PRIVATE KEY-----",
+     "private-key"),
+    ("session eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9."
+     "eyJzdWIiOiJ1c2VyXzg4NDEiLCJyb2xlIjoiYWRtaW4iLCJpYXQiOjE3NjcyMjU2MDAsImV4cCI6"
+     "MTc2NzMxMjAwMH0.gAIqK4-pdEuNb0lCo7pt_LI198F6sXyriJ1RIaKM-t5", "json-web-token"),
+    ("curl -H 'Authorization: Bearer abc123def456ghi789jkl012mno345pqr678' https://api", "bearer-token"),
+    # a secret inside pasted code
+    ("const stripe = require('stripe')('sk_live_1ITtNZPHaQ0Jt7Qg84iqh4gV');", "stripe-access-key"),
+    ('client = OpenAI(api_key="sk-proj-fNUfTAFnT0tEuw0dwQ0FIunWe8Cz6SNDCdyZQJiJSZQdoHwHen3SO3oXyGf3azU3")',
+     "openai-token"),
+    ("app.config['SECRET_KEY'] = 'f3c9a1b7e2d84c60a5b1'", "secret-keyword"),
+    # Unicode disguises: full-width letters, zero-width characters
+    ("ＧＩＴＨＵＢ token ｇｈｐ＿ｐＹＥＺＡｍｇｇＱＢｗＢＡＤ３Ｕｄ"
+     "ＲＰＰｇｄｚＵｖＺ３ｇｐｍｍＩＣｉＢｌ", "github-token"),
+    ("token ghp_pYEZAmggQBw\u200bBAD3UdRPPgdzUv\u200cZ3gpmmICiBl", "github-token"),
+    ("the pass\u200bword is hunter2", "secret-keyword"),
+    ("ＡＫＩＡ２ＤＮ２ＹＢＹ６ＡＷＴＹ２Ｏ７Ｏ", "aws-access-key"),
+    ("password = hunter2xyzQ9ab", "secret-keyword"),
+    ('password = "hunter2xyzQ9!ab"', "secret-keyword"),
     ("gcp AIzaSyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q", "google-api-key"),
     (
         "jwt eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
@@ -37,54 +116,134 @@ POSITIVES = [
     ),
 ]
 
-# Ordinary developer text: must yield no finding.
-NEGATIVES = [
+# Ordinary developer text that resembles a credential: none may give a finding.
+LOOK_ALIKES = [
+    # hashes, ids, digests
     "commit 3f2a9c1e8b7d6a5f4e3d2c1b0a9f8e7d6c5b4a39 fixed the retry bug",
     "fixed in 3f2a9c1 and cherry-picked to release/2.4",
-    "uuid 123e4567-e89b-12d3-a456-426614174000 is the tenant id",
-    "see /usr/local/lib/python3.11/site-packages/foo/bar.py line 42",
-    "C:\\Users\\First Last\\AppData\\Local\\memsafe\\memory.db",
-    "upgraded to v2.0.1-rc.3+build.5 and node 18.19.0",
-    "ERR_SSL_PROTOCOL_ERROR when hitting the proxy; also ECONNRESET and E11000",
-    "the password field is required on the login form",
-    'password = os.environ["DB_PASSWORD"]',
-    "api_key = None",
-    "token = get_token()",
-    "password: ${DB_PASSWORD}",
-    'secret = "<your-secret-here>"',
-    "the session token expires after 15 minutes",
+    "sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
     "image digest sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08 pinned",
-    "request id dGhpcyBpcyBhIHRlc3Q is a base64 identifier in prose",
-    'key = "user_id"',
+    "uuid 123e4567-e89b-12d3-a456-426614174000 is the tenant id",
+    "request_id: 550E8400-E29B-41D4-A716-446655440000",
+    "the integrity hash is sha512-9Jq0+2OG1P0mJRtp7y3sRbBz0d0LCmw+4QmWk6Y4Ts8=",
+    # public keys and certificates
+    "ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAABAQC7yZ5vWWxtoYgsz+Cek6iJxom6lpS83MtDFaZq4QOKNj ana@laptop",
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGq3eGbU7kZlzJmN0H5sP6m2j8x9Lr4TqWvYhQ0c1bN2 deploy@ci",
+    "-----BEGIN PUBLIC KEY-----\nMFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEpFZ8xq0UBCAC7yZ5v\n-----END PUBLIC KEY-----",
+    "-----BEGIN CERTIFICATE-----\nMIIDdzCCAl+gAwIBAgIEAgAAuTANBgkqhkiG9w0BAQUFADBa\n-----END CERTIFICATE-----",
+    "-----BEGIN PGP PUBLIC KEY BLOCK-----\n\nmQENBF8xq0UBCAC7yZ5vWWxtoYgsz+Cek6iJ\n-----END PGP PUBLIC KEY BLOCK-----",
+    "the key file must start with -----BEGIN OPENSSH PRIVATE KEY----- and be mode 600",
+    # documented example keys and masked or placeholder tokens
+    "AWS docs use AKIAIOSFODNN7EXAMPLE as the sample access key id",
+    "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+    "Stripe's docs show sk_test_4eC39HqLyjWDarjtT1zdp7dc in every curl example",
+    "export GITHUB_TOKEN=ghp_xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
+    "set HF_TOKEN=hf_xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx before running",
+    "OPENAI_API_KEY=sk-proj-XXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXX",
+    "token prefixes: ghp_ for GitHub, npm_ for npm, hf_ for Hugging Face, sk-ant- for Anthropic",
+    "call hf_hub_download(repo_id, filename) and cache it",
+    "set npm_config_cache=/tmp/npm-cache in CI",
+    # versions and numbers
+    "upgraded to v2.0.1-rc.3+build.5 and node 18.19.0",
+    "token: v2.10.3",
+    "the build id is 20240517.3 and the pipeline is #4521",
     "password_reset_token_ttl = 3600",
+    # base64 of ordinary text, and ordinary words that sit next to keywords
+    "the header is dGhpcyBpcyBhIHRlc3Qgb2YgYmFzZTY0 (base64 of plain text)",
+    "aGVsbG8gd29ybGQsIHRoaXMgaXMganVzdCBhIG5vdGU=",
+    "the password field is required",
+    "reset your password at https://accounts.example.com/reset",
+    "password: ******",
+    "pass the test suite before merging: make test",
+    "the password is required and must be at least 12 characters",
+    "the password is stored in 1Password under 'prod db'",
+    "the password is SHA-256 hashed with a per-user salt",
+    "the API key is 32 characters long",
+    "the secret is kept in Vault under kv/prod",
+    "the session token is valid for 15 minutes",
     "We rotate secrets every Friday; the staging DB password rotates too",
     "Use Bearer token authentication for the internal API",
-    "token: v2.10.3",
+    # URLs without credentials
+    "see https://github.com/org/repo/pull/1234#issuecomment-987654321",
+    "DATABASE_URL=postgres://localhost/db",
+    "postgres://db.internal:5432/app?sslmode=require",
+    "connect with psql postgres://report@analytics.internal/analytics",
+    "redis://localhost:6379/0",
+    "DATABASE_URL=postgres://${DB_USER}:${DB_PASSWORD}@db:5432/app",
+    "mongodb://user:password@localhost:27017/test",
+    # placeholders in pasted code and config
+    "app.config['SECRET_KEY'] = 'my_secret_key'",
+    'password = "mysecretpassword"',
+    'DB_PASSWORD: "changeme"',
+    'self.client.login(username="admin", password="password123")',
+    'token = "<your-token>"',
+    "API_KEY=${API_KEY}",
+    'password = os.environ["DB_PASSWORD"]',
+    "api_key = os.getenv('OPENAI_API_KEY')",
+    "const key = process.env.STRIPE_SECRET_KEY;",
+    'secret = "xxx"',
+    'test_password = "P@ssw0rd!"',
+    "DB_PASSWORD=S3cr3tP4ssw0rd in .env.example",
+    "mongodb://admin:pa55word@localhost:27017/dev",
+    "password: '***'",
+    'OPENAI_API_KEY = "your-api-key-here"',
+    "api_key = None",
+    "token = get_token()",
+    "docker run -e POSTGRES_PASSWORD=postgres -p 5432:5432 postgres:16",
+    # other prose
+    "C:\\Users\\First Last\\AppData\\Local\\memsafe\\memory.db",
+    "Müller → 日本語 🚀 naïve, ＡＢＣ１２３ full-width",
+    "see /usr/local/lib/python3.11/site-packages/foo/bar.py line 42",
+    "ERR_SSL_PROTOCOL_ERROR when hitting the proxy; also ECONNRESET and E11000",
+    "password: ${DB_PASSWORD}",
+    'secret = "<your-secret-here>"',
+    "request id dGhpcyBpcyBhIHRlc3Q is a base64 identifier in prose",
+    'key = "user_id"',
     "ssh-rsa public keys live in ~/.ssh/authorized_keys",
-    "the build id is 20240517.3 and the pipeline is #4521",
     "max_tokens = 4096 and api_key_header = X-Api-Key",
-    "https://github.com/org/repo/pull/1234#issuecomment-987654321",
     "TODO: bump to v2.0.1 (don't forget) — C++ port, O'Reilly book, 50% faster",
-    "Müller → 日本語 🚀 naïve",
+    "an unsigned token with no claims: eyJhbGciOiJub25lIn0.e30.",
 ]
 
 
-@pytest.mark.parametrize(("text", "kind"), POSITIVES)
-def test_credentials_are_found_and_redacted(text, kind):
+def test_the_tables_hold_at_least_forty_secrets_and_forty_look_alikes():
+    assert len(SECRETS) >= 40 and len(LOOK_ALIKES) >= 40
+    assert len({t for t, _ in SECRETS}) == len(SECRETS) and len(set(LOOK_ALIKES)) == len(LOOK_ALIKES)
+
+
+@pytest.mark.parametrize(("text", "kind"), SECRETS)
+def test_every_secret_in_the_table_is_found_and_redacted(text, kind):
     findings = safety.scan(text)
     assert kind in {f.type for f in findings}, findings
-    redacted = safety.redact(text)
+    redacted = safety.redact(text, findings)
     assert f"[REDACTED:{kind}]" in redacted
     for f in findings:
-        secret = text[f.start : f.end]
-        assert secret not in redacted
+        assert text[f.start : f.end] not in redacted
     assert safety.scan(redacted) == []
 
 
-@pytest.mark.parametrize("text", NEGATIVES)
-def test_ordinary_developer_text_is_not_a_secret(text):
+@pytest.mark.parametrize("text", LOOK_ALIKES)
+def test_no_look_alike_in_the_table_is_a_secret(text):
     assert safety.scan(text) == []
     assert safety.redact(text) == text
+
+
+@pytest.mark.parametrize("token", safety.TOKEN_FORMATS, ids=lambda t: t.kind)
+def test_each_token_format_finds_its_examples(token):
+    for example in token.examples:
+        assert token.kind in {f.type for f in safety.scan(f"value: {example} ok")}, example
+
+
+def test_a_disguised_secret_is_redacted_in_the_text_as_written():
+    """The scan reads full-width letters as ASCII and skips invisible characters; the finding's
+    offsets are the original text's, also after characters that NFKC lengthens (ﬁ -> fi, ① -> 1)."""
+    wide = "".join(chr(ord(c) + 0xFEE0) for c in GITHUB)
+    split = GITHUB[:10] + "\u200b\u2060" + GITHUB[10:20] + "\ufeff" + GITHUB[20:]
+    for secret in (wide, split):
+        text = "ﬁle ① ﬃ\nsee\u00ad: " + secret + " — done ﬁ"
+        (f,) = safety.scan(text)
+        assert (f.type, text[f.start : f.end], f.line) == ("github-token", secret, 2)
+        assert safety.redact(text, [f]) == "ﬁle ① ﬃ\nsee\u00ad: [REDACTED:github-token] — done ﬁ"
 
 
 def test_private_key_block_is_redacted_whole():
@@ -111,10 +270,10 @@ def test_remember_refuses_secret_without_leaking_it(store):
 
 
 def test_remember_redact_stores_redacted(store):
-    m = api.remember(store, "staging: DB_PASSWORD=S3cr3tP4ssw0rd, host db1", redact=True)
+    m = api.remember(store, "staging: DB_PASSWORD=Vq3rT8wLz2, host db1", redact=True)
     assert m.content == "staging: DB_PASSWORD=[REDACTED:secret-keyword], host db1"
     raw = store.conn.execute("SELECT group_concat(content) FROM memories").fetchone()[0]
-    assert "S3cr3tP4ssw0rd" not in raw
+    assert "Vq3rT8wLz2" not in raw
     hits = api.recall(store, "staging DB host").hits
     assert hits and hits[0].memory.id == m.id
 
@@ -135,36 +294,184 @@ def test_cli_refuses_then_redacts(cli):
     assert "[REDACTED:stripe-access-key]" in r.stdout and "sk_live_4eC39" not in r.stdout
 
 
-# -- every way in: import, git hook, MCP (the CLI and api are covered above) --------------------------
+# -- placeholders in pasted code, and text memsafe captures on its own --------------------------------
 
-AWS_NOTE = "deploy key AKIAIOSFODNN7EXAMPLE secret wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY for staging"
+AWS_NOTE = f"deploy key {AWS} secret {AWS_SECRET} for staging"
+PASTED_CODE = '''Why does login fail in the test client? Here is the setup:
 
-
-def test_import_refuses_credentials_unless_redact(store, tmp_path):
-    path = tmp_path / "memory.jsonl"
-    path.write_text(
-        '{"type":"entity","name":"Ops","entityType":"team","observations":["owns deploys"]}\n'
-        + json.dumps({"type": "entity", "name": "Staging", "entityType": "env", "observations": [AWS_NOTE]})
-        + "\n"
-    )
-    with pytest.raises(InvalidInput, match="credential"):
-        api.import_file(store, path, fmt="server-memory")
-    assert store.counts()["total"] == 0  # all or nothing
-    report = api.import_file(store, path, fmt="server-memory", redact=True)
-    assert report.memories_added == 2
-    stored = [r[0] for r in store.conn.execute("SELECT content FROM memories")]
-    assert not any("AKIAIOSFODNN7EXAMPLE" in c for c in stored) and any("[REDACTED:" in c for c in stored)
+```python
+app.config['SECRET_KEY'] = 'my_secret_key'
+app.config['DATABASE_URL'] = os.environ["DATABASE_URL"]
+password = "mysecretpassword"
+API_KEY = os.getenv("API_KEY", "your-api-key-here")
+client.login(username="admin", password="password123")
+STRIPE_KEY = "<your-token>"  # or ${STRIPE_KEY} in the compose file, "changeme" in .env.example
+token = "xxx"; secret = "***"
+```
+const key = process.env.OPENAI_API_KEY;'''
 
 
-def test_commit_notes_store_credentials_redacted(store, tmp_path):
+def _db_bytes(db_path) -> bytes:
+    """Every byte memsafe wrote for the store: the database file, its WAL and shared memory."""
+    return b"".join(p.read_bytes() for p in db_path.parent.glob(db_path.name + "*"))
 
-    repo = tmp_path / "repo"
-    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+
+def _indexed(store, secret: str) -> bool:
+    """Whether `secret` reached the word index (its longest alphanumeric run is a term) or the
+    substring index (every trigram of that run is a term: a random run shares not all of them
+    with other text)."""
+    run = max(re.findall(r"[A-Za-z0-9]+", secret), key=len).lower()
+    store.conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.words USING fts5vocab(main, memories_fts, row)")
+    if store.conn.execute("SELECT count(*) FROM temp.words WHERE term = ?", (run,)).fetchone()[0]:
+        return True
+    trigrams = {run[i : i + 3] for i in range(len(run) - 2)}
+    found = {r[0] for r in store.conn.execute(
+        f"SELECT term FROM memories_tri_vocab WHERE term IN ({','.join('?' * len(trigrams))})", tuple(trigrams))}
+    return found == trigrams
+
+
+def _commit(repo, message: str) -> None:
+    if not (repo / ".git").exists():
+        subprocess.run(["git", "init", "-q", str(repo)], check=True)
     env = ["-c", "user.name=t", "-c", "user.email=t@example.com"]
-    subprocess.run(["git", *env, "-C", str(repo), "commit", "-q", "--allow-empty", "-m", f"Rotate {AWS_NOTE}"],
-                   check=True)
+    subprocess.run(["git", *env, "-C", str(repo), "commit", "-q", "--allow-empty", "-m", message], check=True)
+
+
+def test_placeholders_in_pasted_code_are_remembered_verbatim(store, cli):
+    memory = api.remember(store, PASTED_CODE, embed_now=False)
+    assert memory.content == PASTED_CODE
+    store.close()
+    r = cli("remember", PASTED_CODE.replace("login fail", "signup fail"), "--no-embed", "--json")
+    assert r.exit_code == 0, r.stderr
+    assert "[REDACTED" not in r.stdout
+
+
+@pytest.mark.parametrize("key, kind", [
+    ('app.config["SECRET_KEY"] = "f3c9a1b7e2d84c60a5b1"', "secret-keyword"),
+    (f'os.environ.setdefault("GITHUB_TOKEN", "{GITHUB}")', "github-token"),
+    ('password = "hunter2"', "secret-keyword"),
+])
+def test_a_real_key_inside_pasted_code_is_refused_with_the_redact_hint(store, key, kind):
+    text = PASTED_CODE.replace("token = \"xxx\"", key)
+    with pytest.raises(SecretDetected) as info:
+        api.remember(store, text, embed_now=False)
+    assert kind in str(info.value) and "--redact" in str(info.value)
+    assert store.counts()["total"] == 0
+    memory = api.remember(store, text, redact=True, embed_now=False)
+    assert f"[REDACTED:{kind}]" in memory.content and "my_secret_key" in memory.content
+
+
+def test_mcp_remember_refuses_a_key_with_the_hint_and_keeps_placeholders(db_path):
+    from test_server import call, inproc, is_error, text_of
+
+    srv = inproc(db_path)
+    result = call(srv, "remember", {"content": f"CI uses {GITHUB}"})
+    assert is_error(result) and "github-token" in text_of(result) and "redact" in text_of(result)
+    assert GITHUB not in text_of(result)
+    assert not is_error(call(srv, "remember", {"content": PASTED_CODE}))
+    assert not is_error(call(srv, "remember", {"content": f"CI uses {GITHUB}", "redact": True}))
+    assert GITHUB.encode() not in _db_bytes(db_path)
+
+
+def test_redact_for_capture_replaces_each_secret_and_keeps_the_rest():
+    text = f"deploy with {GITHUB}\nthe NAS password is hunter2\n" + PASTED_CODE
+    redacted, kinds = safety.redact_for_capture(text)
+    assert kinds == ("github-token", "secret-keyword")
+    assert redacted == text.replace(GITHUB, "[REDACTED:github-token]").replace("hunter2", "[REDACTED:secret-keyword]")
+    assert safety.redact_for_capture(PASTED_CODE) == (PASTED_CODE, ())
+
+
+def test_a_commit_with_a_real_key_is_stored_redacted_and_never_reaches_the_file(store, db_path, tmp_path):
+    repo = tmp_path / "repo"
+    _commit(repo, f"Rotate CI token\n\nnew token {GITHUB}; the NAS password is hunter2")
     memory = api.remember_commit(store, repo)
-    assert "AKIAIOSFODNN7EXAMPLE" not in memory.content and "[REDACTED:" in memory.content
+    assert "[REDACTED:github-token]" in memory.content and "[REDACTED:secret-keyword]" in memory.content
+    assert "Rotate CI token" in memory.content
+    _commit(repo, f"Move the deploy key\n\n{AWS_NOTE}")  # and through `hook backfill`
+    report = api.backfill_commits(store, repo)
+    assert report.remembered == 1
+    for secret in (GITHUB, "hunter2", AWS, AWS_SECRET):
+        assert not _indexed(store, secret), secret
+    store.close()
+    raw = _db_bytes(db_path)
+    for secret in (GITHUB, "hunter2", AWS, AWS_SECRET):
+        assert secret.encode() not in raw, secret
+
+
+def test_a_commit_with_placeholders_is_stored_verbatim(store, tmp_path):
+    repo = tmp_path / "repo"
+    message = "Test settings for the login client\n\n" + PASTED_CODE
+    _commit(repo, message)
+    memory = api.remember_commit(store, repo)
+    assert PASTED_CODE in memory.content and "[REDACTED" not in memory.content
+
+
+def _server_memory_file(path, observations):
+    path.write_text("".join(json.dumps({"type": "entity", "name": f"Note {i}", "entityType": "note",
+                                        "observations": [o]}) + "\n" for i, o in enumerate(observations)))
+    return path
+
+
+def test_an_imported_record_with_a_real_key_is_stored_redacted_and_never_reaches_the_file(store, db_path, tmp_path):
+    path = _server_memory_file(tmp_path / "memory.jsonl", [AWS_NOTE, PASTED_CODE, "owns deploys"])
+    report = api.import_file(store, path, fmt="server-memory")
+    assert report.memories_added == 3 and not report.skipped
+    assert any("redacted" in n for n in report.notes)
+    stored = [r[0] for r in store.conn.execute("SELECT content FROM memories ORDER BY id")]
+    assert stored[0] == "Note 0: deploy key [REDACTED:aws-access-key] secret [REDACTED:secret-keyword] for staging"
+    assert stored[1] == f"Note 1: {PASTED_CODE}"
+    # a memsafe export holding the key (in the text and in its history) is redacted too
+    export = tmp_path / "export.jsonl"
+    api.export_to_path(store, export, all_projects=True)
+    records = [json.loads(line) for line in export.read_text().splitlines()]
+    memory = next(r for r in records if r.get("type") == "memory" and r["content"].endswith("owns deploys"))
+    memory["content"] = f"owns deploys with {GITHUB}"
+    memory["versions"] = [{**{k: memory[k] for k in ("kind", "project", "tags", "importance", "confidence",
+                                                      "status")}, "content": f"old token {GITHUB}",
+                           "valid_from": memory["created_at"], "valid_to": memory["created_at"], "cause": "update"}]
+    export.write_text("".join(json.dumps(r) + "\n" for r in records))
+    other_path = tmp_path / "other" / "memory.db"
+    other = api.open_store(str(other_path)).store
+    report = api.import_file(other, export)
+    assert report.memories_added == 3 and sum("redacted" in n for n in report.notes) == 2, report
+    assert other.conn.execute("SELECT count(*) FROM memory_versions").fetchone()[0] == 1
+    for opened in (store, other):
+        for secret in (GITHUB, AWS, AWS_SECRET):
+            assert not _indexed(opened, secret), secret
+        opened.close()
+    raw = _db_bytes(db_path) + _db_bytes(other_path)
+    for secret in (GITHUB, AWS, AWS_SECRET):
+        assert secret.encode() not in raw, secret
+
+
+@pytest.mark.backends("sqlite", "postgres")
+def test_an_import_is_redacted_on_either_backend(store, tmp_path):
+    path = _server_memory_file(tmp_path / "memory.jsonl", [AWS_NOTE, PASTED_CODE])
+    api.import_file(store, path, fmt="server-memory")
+    stored = sorted(m.content for m in api.list_memories(store, all_projects=True))
+    assert stored == ["Note 0: deploy key [REDACTED:aws-access-key] secret [REDACTED:secret-keyword] for staging",
+                      f"Note 1: {PASTED_CODE}"]
+    assert not api.recall(store, AWS, all_projects=True, mode="lexical").hits
+
+
+def test_import_refuses_a_credential_with_no_redact_and_keeps_nothing(cli, db_path, tmp_path):
+    path = _server_memory_file(tmp_path / "memory.jsonl", [AWS_NOTE, "owns deploys"])
+    r = cli("import", str(path), "--format", "server-memory", "--no-redact", "--no-embed")
+    assert r.exit_code == 1 and "credential" in r.stderr and AWS not in r.stderr
+    r = cli("import", str(path), "--format", "server-memory", "--no-embed", "--json")
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout)["memories_added"] == 2 and AWS.encode() not in _db_bytes(db_path)
+
+
+def test_mcp_transfer_import_stores_a_key_redacted(db_path, tmp_path):
+    from test_server import call, inproc, is_error, text_of
+
+    path = _server_memory_file(tmp_path / "memory.jsonl", [AWS_NOTE, PASTED_CODE])
+    srv = inproc(db_path)
+    srv.memsafe.start_warmup = lambda **_: None  # an import asks for vectors again: none in this test
+    result = call(srv, "transfer", {"path": str(path), "direction": "import"})
+    assert not is_error(result), text_of(result)
+    assert AWS.encode() not in _db_bytes(db_path) and b"my_secret_key" in _db_bytes(db_path)
 
 
 def test_prefilter_never_hides_a_library_finding(monkeypatch):
@@ -175,7 +482,7 @@ def test_prefilter_never_hides_a_library_finding(monkeypatch):
 
     safety.scan("warm up")  # configures the library and builds the prefilter
     assert safety._prefilter, "the prefilter should be in use with memsafe's plugins"
-    lines = [line for text, _ in POSITIVES for line in text.split("\n")] + NEGATIVES
+    lines = [line for text, _ in SECRETS for line in text.split("\n")] + LOOK_ALIKES
     lines += [m["content"] for m in load_corpus()["memories"]]
     lines += [f"{k}{sep}{v}{end}" for k in ("PASSWORD", "Api_Key", "auth-key", "db_pass", "SECRET", "private_key")
               for sep, end in (("=", ""), (": ", ""), (' = "', '"'), (": '", "'"), (' := "', '"'), ('("', '")'))
@@ -188,10 +495,6 @@ def test_prefilter_never_hides_a_library_finding(monkeypatch):
     assert sum(bool(f) for f in full) >= 10  # the comparison covered real library findings
 
 
-AWS = "AKIAIOSFODNN7EXAMPLE"
-
-
-GITHUB = "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"
 
 
 @pytest.mark.parametrize("args", [
@@ -218,8 +521,8 @@ def test_graph_names_with_a_credential_are_refused(store):
     "text",
     [
         "the db password is Xk9#mP2qL7vR",
-        "aws secret access key wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
-        "aws key AKIAIOSFODNN7EXAMPLE secret wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+        f"aws secret access key {AWS_SECRET}",
+        f"aws key {AWS} secret {AWS_SECRET}",
         "staging api key was 9f8e7d6c5b4a39281706f5e4d3c2b1a0",
     ],
 )
@@ -230,7 +533,7 @@ def test_credentials_written_as_prose_are_refused_and_redacted(cli, text):
     r = cli("remember", text, "--redact", "--json")
     assert r.exit_code == 0, r.stderr
     stored = json.loads(r.stdout)["content"]
-    for secret in ("Xk9#mP2qL7vR", "wJalrXUtnFEMI", "9f8e7d6c5b4a"):
+    for secret in ("Xk9#mP2qL7vR", AWS_SECRET, "9f8e7d6c5b4a"):
         assert secret not in stored
 
 
@@ -253,7 +556,7 @@ def test_prose_about_credentials_is_not_a_credential(cli, text):
 def test_a_secret_across_a_window_boundary_of_a_long_line_is_found(filler):
     """Long lines are scanned in overlapping windows (safety.WINDOW, safety.OVERLAP): a secret that
     straddles a window boundary, at every offset across it, is still found and redacted whole."""
-    secrets = [("AKIAIOSFODNN7EXAMPLE", "aws-access-key"),
+    secrets = [(AWS, "aws-access-key"),
                ("ghp_1234567890abcdefghijklmnopqrstuvwxyzAB", "github-token"),
                ("password = hunter2xyzQ9ab", "secret-keyword")]
     step = safety.WINDOW - safety.OVERLAP
@@ -269,7 +572,7 @@ def test_a_secret_across_a_window_boundary_of_a_long_line_is_found(filler):
 
 
 def test_a_finding_inside_a_long_token_is_widened_to_the_whole_token():
-    token = "AKIAIOSFODNN7EXAMPLE" + "x" * 50_000
+    token = AWS + "q" * 50_000
     text = "key " + "y" * 30_000 + "/" + token + " after"
     findings = safety.scan(text)
     assert [text[f.start : f.end] for f in findings] == ["y" * 30_000 + "/" + token]
@@ -281,7 +584,7 @@ def _prefilter_corpus() -> list[str]:
     keyword/format variants in mixed case, with Unicode case folding (Kelvin sign, long s)."""
     from memsafe.bench.quality import load_corpus
 
-    texts = [text for text, _ in POSITIVES] + NEGATIVES + [m["content"] for m in load_corpus()["memories"]]
+    texts = [text for text, _ in SECRETS] + LOOK_ALIKES + [m["content"] for m in load_corpus()["memories"]]
     texts += [f"{k}{sep}{v}{end}" for k in ("PASSWORD", "Api_Key", "auth-key", "db_pass", "SECRET", "Token", "\u212aey")
               for sep, end in (("=", ""), (": ", ""), (' = "', '"'), (": '", "'"), (' := "', '"'), ('("', '")'),
                                (" is ", ""), (" ", ""))
@@ -356,7 +659,7 @@ def test_literal_prefilter_plans_stay_bounded_over_many_gate_subsets():
     plans kept stay bounded and each pattern is parsed once, not once per subset."""
     safety.scan("warm up")
     gates = tuple(safety._prefilter)
-    literals = safety._Literals("password = Xk9#mP2qLw AKIAIOSFODNN7EXAMPLE")
+    literals = safety._Literals(f"password = Xk9#mP2qLw {AWS}")
     before = safety._literals_of.cache_info().misses
     for n in range(600):
         subset = tuple(g for i, g in enumerate(gates) if (n >> (i % 10)) & 1 or i == n % len(gates))
@@ -427,7 +730,7 @@ def test_a_piece_that_repeats_is_scanned_once(monkeypatch):
     assert [(f.type, f.start, f.end) for f in safety.scan(run)] == [("aws-access-key", 0, len(run))]
     assert len(calls) == 2  # the windows of a run of period 4 are one text, and the shorter last one
     calls.clear()
-    key = "AKIAIOSFODNN7EXAMPLE"
+    key = AWS
     text = "\n".join([f"aws key {key} here"] * 2_000 + [f"and {key}"])
     found = safety.scan(text)
     assert len(calls) == 2
@@ -450,7 +753,7 @@ def test_redaction_that_lengthens_a_text_within_the_limit_is_stored(store):
     """1 MB of `aws_access_key_id = AKIA…` lines, remembered with --redact, was refused: each
     20-character key becomes the 25-character `[REDACTED:aws-access-key]`, and the redacted text
     went over the 1,000,000-character limit the input was within."""
-    line = "aws_access_key_id = AKIAIOSFODNN7EXAMPLE\n"
+    line = f"aws_access_key_id = {AWS}\n"
     text = (line * (api.MAX_CONTENT_CHARS // len(line) + 1))[: api.MAX_CONTENT_CHARS]
     memory = api.remember(store, text, redact=True, embed_now=False)
     assert len(memory.content) > api.MAX_CONTENT_CHARS and "AKIA" not in memory.content

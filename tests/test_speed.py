@@ -210,14 +210,15 @@ def test_the_fast_path_takes_only_command_lines_it_reads_exactly_as_the_typer_ap
 def test_a_text_no_secret_gate_can_match_is_scanned_without_detect_secrets(tmp_path):
     """`safety._library_free` (no detect-secrets import) answers only for texts where the library
     finds nothing: checked on the safety tests' whole corpus, in a process that kept the gates."""
-    from test_safety import POSITIVES, _prefilter_corpus
+    from test_safety import SECRETS, _prefilter_corpus
 
     from memsafe import safety
 
     texts = _prefilter_corpus()
     env = {**os.environ, "MEMSAFE_CACHE_DIR": str(tmp_path / "cache")}
     code = ("import json, sys; from memsafe import safety; texts = json.load(sys.stdin); {}"
-            "print(json.dumps([[safety._library_free(t) for t in texts], 'detect_secrets' in sys.modules]))")
+            "print(json.dumps([[safety._library_free(safety._visible(t)[0]) for t in texts], "
+            "'detect_secrets' in sys.modules]))")
     keep = subprocess.run([sys.executable, "-c", code.format("safety.scan('x');")], input=json.dumps(texts),
                           capture_output=True, text=True, env=env, timeout=300)
     assert keep.returncode == 0, keep.stderr
@@ -226,7 +227,7 @@ def test_a_text_no_secret_gate_can_match_is_scanned_without_detect_secrets(tmp_p
                            capture_output=True, text=True, env=env, timeout=300)
     free, loaded = json.loads(fresh.stdout)
     assert not loaded
-    assert not any(free[: len(POSITIVES)])
+    assert not any(free[: len(SECRETS)])
     assert sum(free) >= len(texts) // 3  # ordinary text is the common case
     for text, answered in zip(texts, free):
         if answered:

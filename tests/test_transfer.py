@@ -450,7 +450,7 @@ def test_a_redacted_memory_gets_a_fresh_vector_not_the_files(store, tmp_path):
     api.export_to_path(store, path, vectors=True, all_projects=True)
     records = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines()]
     memory = next(r for r in records if r.get("type") == "memory")
-    memory["content"] = "deploy key AKIAIOSFODNN7EXAMPLE for the billing bucket"
+    memory["content"] = f"deploy key {AWS} for the billing bucket"
     _write(path, records)
     other = _fresh(tmp_path)
     report = api.import_file(other, path, redact=True)

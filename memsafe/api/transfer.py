@@ -360,7 +360,7 @@ def import_file(
     skip_invalid: bool = False,
     project: str | None = None,
     progress: Progress | None = None,
-    redact: bool = False,
+    redact: bool = True,
     allow_purged: bool = False,
     author: str | None = None,
 ) -> ImportReport:
@@ -376,8 +376,12 @@ def import_file(
         skip_invalid: import what is valid and list what was skipped, instead of refusing.
         project: server-memory only: the project for the imported observations (default global).
         progress: called with (bytes read, file size).
-        redact: store text that looks like a credential with the secret replaced by `[REDACTED:<type>]`;
-            without it such a record is invalid (like any malformed record), as `remember` refuses it.
+        redact: store text that looks like a credential with each secret replaced by
+            `[REDACTED:<type>]` (the default: an import is text memsafe takes in on its own, and
+            nobody is there to ask; a note names each such record). False: such a record is
+            invalid, like any malformed record, as `remember` refuses it. Names (tags, entities,
+            relations, projects) are shown as they are: one that looks like a credential is
+            always invalid.
         allow_purged: bring back memories that were purged here (the explicit way back).
         author: who imports (`clean_author`; a team server passes its token's user): the author of
             each imported memory whose record names none. Authors a memsafe export carries (of
@@ -616,6 +620,15 @@ def _apply_entity(store: Store, entity: dict, report: ImportReport) -> int:
     return entity_id
 
 
+def _screened(text: str, redact: bool, problems: list[Notice], line: int | None, what: str = "content") -> str:
+    """`text` cleaned and screened for credentials (`_screen_secrets`); a note when redacted."""
+    cleaned = clean_text(text)
+    screened = _screen_secrets(cleaned, redact)
+    if screened != cleaned:
+        problems.append(Notice(line, f"{what}: stored with a credential redacted"))
+    return screened
+
+
 def _apply_memory(store: Store, rec: dict, report: ImportReport, problems: list[Notice], line: int,
                   record: int, redact: bool = False, dim: int | None = None, author: str | None = None,
                   added: _NewMemories | None = None, known: dict[str, int] | None = None) -> None:
@@ -627,9 +640,9 @@ def _apply_memory(store: Store, rec: dict, report: ImportReport, problems: list[
         raise RecordError(f"holds {len(vector) // 4} values; the header's model has {dim}", line=line,
                           record=record, field="vector")
     try:
-        content = _screen_secrets(clean_text(rec["content"]), redact)
+        content = _screened(rec["content"], redact, problems, line)
         for version in rec["versions"]:  # history is stored text too: no credential gets in that way
-            version["content"] = _screen_secrets(clean_text(version["content"]), redact)
+            version["content"] = _screened(version["content"], redact, problems, line, "an earlier version")
             for tag in version["tags"]:
                 refuse_secret(tag, "tag")
             if version["project"] is not None:
@@ -777,7 +790,8 @@ def _import_server_memory(store: Store, path: Path, report: ImportReport, proble
         ids[key] = entity_id
         for observation in entity.observations:
             try:
-                content = _screen_secrets(clean_text(f"{name}: {clean_text(observation, 'observation')}"), redact)
+                content = _screened(f"{name}: {clean_text(observation, 'observation')}", redact, problems,
+                                    entity.line, "observation")
             except MemsafeError as exc:
                 problems.append(Notice(entity.line, f"observation: {exc}", fatal=True))
                 continue

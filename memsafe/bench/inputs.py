@@ -38,7 +38,7 @@ from pathlib import Path
 __all__ = ["SHAPES", "make_input", "run_inputs", "inputs_table"]
 
 SHAPES = ("letters", "hex", "base64", "prose", "repeated", "long-line", "key-run", "key-lines", "spaced")
-_FAKE_KEY = "AKIAIOSFODNN7EXAMPLE"  # AWS's documented example key
+_FAKE_KEY = "AKIA2DN2YBY6AWTY2O7O"  # a made-up key in AWS's format (its documented example is no finding)
 SIZE = 1_000_000  # characters: the content limit (api.MAX_CONTENT_CHARS)
 LIMIT_S = 2.0
 

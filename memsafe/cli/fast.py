@@ -91,7 +91,7 @@ _DEFAULTS = {
                    mode="hybrid", include_forgotten=False, as_of=None, since=None, json_=False),
     "remember": dict(kind="general", tags=[], project=None, project_path=None, global_=False, source="user",
                      importance=None, no_embed=False, pin=False, entities=[], redact=False, json_=False),
-    "import": dict(fmt="auto", dry_run=False, skip_invalid=False, project=None, no_embed=False, redact=False,
+    "import": dict(fmt="auto", dry_run=False, skip_invalid=False, project=None, no_embed=False, redact=True,
                    allow_purged=False, json_=False),
 }
 IMPORT_FORMATS = ("auto", "memsafe", "server-memory")  # the choices of `import --format` (cli/transfer.py)

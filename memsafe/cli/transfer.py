@@ -109,8 +109,11 @@ def import_(
     ] = None,
     no_embed: Annotated[bool, typer.Option("--no-embed", help="Leave vectors pending (see `memsafe embed`).")] = False,
     redact: Annotated[
-        bool, typer.Option("--redact", help="Store text that looks like a credential redacted instead of refusing it.")
-    ] = False,
+        bool, typer.Option(
+            "--redact/--no-redact",
+            help="Store text that looks like a credential with the secret replaced (default), or refuse the record.",
+        )
+    ] = True,
     allow_purged: Annotated[
         bool, typer.Option("--allow-purged", help="Bring back memories that were purged here (skipped otherwise).")
     ] = False,
@@ -119,7 +122,9 @@ def import_(
     """Import FILE in one transaction: all of it, or nothing (unless --skip-invalid).
 
     Memories merge by uid, so importing the same file twice changes nothing the second time.
-    A memory purged here is skipped and reported, unless --allow-purged.
+    A memory purged here is skipped and reported, unless --allow-purged. Text that looks like a
+    credential is stored with each secret replaced by [REDACTED:<type>] (a note names the record);
+    --no-redact refuses such a record instead.
     Exit codes: 0 imported, 1 refused (nothing written), 2 a usage error, 3 imported with records skipped,
     130 interrupted by Ctrl-C, 143 by SIGTERM (it says what was kept).
 
