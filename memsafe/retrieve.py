@@ -683,13 +683,16 @@ class Packed:
 
 
 def pack(texts: Sequence[str], budget: int, count: Callable[[str], int],
-         truncate: Callable[[str, int], str], limit: int | None = None) -> list[Packed]:
+         truncate: Callable[[str, int], str], limit: int | None = None,
+         overhead: Callable[[int, bool], int] | None = None) -> list[Packed]:
     """Step "packing": texts (sorted best first) into `budget` tokens, in rank order, never
-    dropping a better memory silently.
+    dropping a better memory silently. A text costs `count(text)` plus `overhead(index, cut)`,
+    the tokens its framing adds (its header line, `memsafe.framing`; `cut`: for an excerpt), so
+    that `tokens` is what the text adds to the reply.
 
     1. Whole texts that fit, greedily in rank order.
     2. The best text left out gets an excerpt (cut to what is left) when at least
-       EXCERPT_MIN_TOKENS are left, so a large relevant memory shows instead of vanishing
+       EXCERPT_MIN_TOKENS are left for its text, so a large relevant memory shows instead of vanishing
        (issue 17, item 6).
     3. The best text of all is always returned: when it did not fit and too little is left for
        its excerpt, the lowest-ranked whole texts make room for it (issue 11, item 6).
@@ -698,13 +701,14 @@ def pack(texts: Sequence[str], budget: int, count: Callable[[str], int],
     `tokens` never exceeds `budget`; a budget too small for one visible character returns nothing.
     """
     cap = len(texts) if limit is None else max(0, limit)
+    extra = overhead or (lambda index, cut: 0)
     whole: list[Packed] = []
     left = budget
     skipped: list[int] = []
     for i, text in enumerate(texts):
         if len(whole) >= cap:
             break
-        n = count(text)
+        n = count(text) + extra(i, False)
         if n <= left:
             whole.append(Packed(i, text, n, False))
             left -= n
@@ -712,17 +716,18 @@ def pack(texts: Sequence[str], budget: int, count: Callable[[str], int],
             skipped.append(i)
     if skipped and cap:
         first = skipped[0]
-        need = EXCERPT_MIN_TOKENS if first else min(EXCERPT_MIN_TOKENS, budget)
+        framing = extra(first, True)
+        need = EXCERPT_MIN_TOKENS + framing if first else min(EXCERPT_MIN_TOKENS + framing, budget)
         if first == 0:
             while left < need and whole:  # the best memory always shows: make room for it
                 dropped = whole.pop()
                 left += dropped.tokens
-        if left >= need and (first == 0 or len(whole) < cap) and left >= 1:
-            cut = truncate(texts[first], left)
+        if left >= need and (first == 0 or len(whole) < cap) and left - framing >= 1:
+            cut = truncate(texts[first], left - framing)
             if cut.strip():
                 if len(whole) >= cap:
                     whole.pop()
-                whole.append(Packed(first, cut, count(cut), True))
+                whole.append(Packed(first, cut, count(cut) + framing, True))
     return sorted(whole, key=lambda p: p.index)
 
 

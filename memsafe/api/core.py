@@ -11,13 +11,14 @@ import re
 import threading
 import time
 import uuid
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from memsafe import clock, embed, retrieve, settings, tokens
+from memsafe import clock, embed, framing, retrieve, settings, tokens
 from memsafe.api import graph as graph_api
 from memsafe.api.hygiene import (  # noqa: F401  re-exported: the handler modules and tests import them from here
     MAX_CONTENT_CHARS,
@@ -661,6 +662,7 @@ def recall(
     limit: int | None = None,
     mode: str = "hybrid",
     include_forgotten: bool = False,
+    framed: bool = False,
 ) -> RecallResult:
     """Find the memories most relevant to `query`, packed into a token budget.
 
@@ -678,6 +680,9 @@ def recall(
         mode: 'hybrid' (default), 'lexical' or 'vector'.
         budget: tokens; default from config `token_budget`.
         limit: maximum memories; default from config `recall_limit`.
+        framed: each memory costs its block in a reply framed for a model (`memsafe.framing`:
+            header line and indented text, as MCP replies and agent hooks show it), and the graph
+            context its `[graph]` block; otherwise the text alone (the CLI's table and JSON).
 
     Raises:
         InvalidInput: empty query, budget or limit < 1, unknown kind or mode.
@@ -693,13 +698,17 @@ def recall(
         scope.statuses = [Status.ACTIVE.value, Status.FORGOTTEN.value]
     effective = max(1, int(budget_v * cfg["safety_multiplier"]))
     notes: list[str] = []
-    q = retrieve.parse_query(text, clock.now())
+    now = clock.now()
+    q = retrieve.parse_query(text, now)
     cands, memories, used_mode = _candidates(store, q, scope, max(cfg["candidate_depth"], limit_v), mode, cfg, notes)
     ranked = score_candidates(cands, q, one_half_weight(cfg, used_mode, notes))
+    heads = Heads(store, [memories[c.id] for _, c in ranked], now, framed=framed, tagged=bool(scope.tags))
     hits, graph_text, graph_tokens = _pack(store, ranked, memories, effective, cfg["graph_share"], limit_v, scope,
-                                           notes)
+                                           notes, heads)
     if ranked and not hits:
         notes.append(f"a budget of {count_of(budget_v, 'token')} is too small for any memory")
+    elif not ranked and scope.projects is not None:
+        notes += _found_elsewhere(store, q.lexical_text, scope)
     return RecallResult(
         query=text,
         budget=budget_v,
@@ -711,7 +720,34 @@ def recall(
         notes=notes,
         graph_context=graph_text,
         graph_tokens=graph_tokens,
+        at=clock.to_iso(now),
     )
+
+
+ELSEWHERE_CAP = 100  # keyword matches counted in other projects when a recall finds nothing in its own
+
+
+def _found_elsewhere(store: Store, text: str, scope: Scope) -> list[str]:
+    """For a recall that found nothing in `scope` (a project and global memories): a note saying
+    how many memories of other projects match `text` by keyword (the same filters; one word-index
+    query of at most ELSEWHERE_CAP hits, and their rows; no vector search) and how to reach them,
+    as `reachable` says for ids; no note when none does."""
+    match, exact = retrieve.fts_query(text), retrieve.exact_terms(text)
+    if match is None and not exact:
+        return []
+    hits = store.fts_search(match, dataclasses.replace(scope, projects=None, include_global=True), ELSEWHERE_CAP,
+                            exact)
+    found = store.get_memories([i for i, _ in hits], tags=False)
+    projects = Counter(m.project for m in found.values() if not in_scope(m.project, scope))
+    if not projects:
+        return []
+    n = sum(projects.values())
+    here = (f"project {scope.projects[0]} or global memories" if scope.projects
+            else "global memories (no project here)")
+    named = ", ".join(f"{name} {k}" for name, k in projects.most_common(3)) + (", …" if len(projects) > 3 else "")
+    return [f"nothing in {here}; {'at least ' if len(hits) >= ELSEWHERE_CAP else ''}"
+            f"{count_of(n, 'match')} in other projects ({named}): --all-projects (MCP: all_projects=true) "
+            "searches them"]
 
 
 def default_config() -> dict:
@@ -916,18 +952,19 @@ def _word_features(cands: Iterable[retrieve.Candidate], memories: dict, cfg: dic
 
 
 def _pack(store: Store, ranked: list[tuple[float, retrieve.Candidate]], memories: dict[int, Memory], effective: int,
-          graph_share: float, limit: int, scope: Scope, notes: list[str]) -> tuple[list[Hit], str, int]:
+          graph_share: float, limit: int, scope: Scope, notes: list[str], heads: Heads) -> tuple[list[Hit], str, int]:
     """Step "packing": memories first into (effective − graph share); the relations among their
-    entities into the graph share; what the graph leaves unused flows back to memories. Notes
-    name a memory cut to fit and better matches that did not fit. Returns (hits, graph text, its tokens)."""
+    entities into the graph share; what the graph leaves unused flows back to memories. Each
+    memory costs what `heads` says (its text, or its block in a framed reply). Notes name a
+    memory cut to fit and better matches that did not fit. Returns (hits, graph text, its tokens)."""
     texts = [memories[c.id].content for _, c in ranked]
     reserve = int(effective * graph_share)
 
     def fill(room: int) -> tuple[list[retrieve.Packed], str, int]:
-        packed = retrieve.pack(texts, max(1, room), tokens.count, tokens.truncate, limit=limit)
+        packed = retrieve.pack(texts, max(1, room), heads.count, heads.truncate, limit=limit, overhead=heads.overhead)
         used = sum(p.tokens for p in packed)
         text, n = graph_api.context_text(store, [ranked[p.index][1].id for p in packed],
-                                         min(reserve, effective - used), scope)
+                                         min(reserve, effective - used), scope, framed=heads.framed)
         return packed, text, n
 
     packed, graph_text, graph_tokens = fill(effective - reserve)
@@ -935,45 +972,83 @@ def _pack(store: Store, ranked: list[tuple[float, retrieve.Candidate]], memories
         any(p.truncated for p in packed) or len(packed) < min(limit, len(texts))
     ):  # a memory was cut or left out: give memories the graph share the relations do not need
         packed, graph_text, graph_tokens = fill(effective - graph_tokens)
-    notes += _pack_notes(packed, [c.id for _, c in ranked], texts, limit)
+    notes += _pack_notes(packed, [c.id for _, c in ranked], heads.whole, limit)
     order = {c.id: n for n, (_, c) in enumerate(ranked)}
 
     def context_of(c: retrieve.Candidate) -> int | None:  # the neighbour that lent it relevance, ranked highest
         near = [n for n in (c.before, c.after) if n in order]
         return min(near, key=order.__getitem__) if near else None
 
-    # the returned memories are the caller's own: copies of the rows `_candidates` read, which a
-    # store may share with later recalls (`Store.recall_rows`), with their tags
-    returned = {c.id: dataclasses.replace(memories[c.id]) for p in packed for _, c in [ranked[p.index]]}
-    if not scope.tags:  # read without tags (`_candidates`): the returned ones get theirs now
-        store.fill_tags(list(returned.values()))
-    hits = [
-        Hit(memory=returned[c.id], text=p.text, tokens=p.tokens, score=round(score, 6), truncated=p.truncated,
+    return [
+        Hit(memory=heads.memory(p.index), text=p.text, tokens=p.tokens, score=round(score, 6), truncated=p.truncated,
             lexical_rank=c.lexical_rank, vector_rank=c.vector_rank, context_of=context_of(c))
         for p in packed
         for score, c in [ranked[p.index]]
-    ]
-    return hits, graph_text, graph_tokens
+    ], graph_text, graph_tokens
 
 
-def _pack_notes(packed: Sequence[retrieve.Packed], ids: Sequence[int], texts: Sequence[str], limit: int) -> list[str]:
-    """What a recall's packing (`retrieve.pack` of `texts`, best first, memory `ids`) cut or left
-    out for lack of budget, as notes naming the memories and their size, so nothing relevant
-    vanishes silently (issue 17.6): a memory cut to fit, better matches that did not fit, and
-    lower-ranked matches that did not fit while the limit left room for them."""
+class Heads:
+    """Step "packing": what each ranked memory (`memories`, best first) costs in the reply, for
+    `retrieve.pack`: with `framed`, its block as a model reads it (`memsafe.framing`: the header
+    line, ages as of `now`, and the text indented); otherwise its text alone (the CLI shows it
+    in a table or as JSON). Tokens: cl100k_base.
+
+    Returned memories are copies, with their tags (`memory`): the rows `_candidates` read are
+    shared with later recalls (`Store.recall_rows`) and hold none unless `tagged`; tags are read
+    in batches of BATCH as packing reaches a memory, one query for a usual recall."""
+
+    BATCH = 16
+
+    def __init__(self, store: Store, memories: Sequence[Memory], now: datetime, *, framed: bool, tagged: bool):
+        self.store, self.memories, self.now, self.framed = store, memories, now, framed
+        self._tags: dict[int, list[str]] = {m.id: list(m.tags) for m in memories} if tagged else {}
+        self._cost: dict[tuple[int, bool], int] = {}
+        self.count = framing.body_tokens if framed else tokens.count
+        self.truncate = framing.cut_body if framed else tokens.truncate
+
+    def memory(self, index: int) -> Memory:
+        """A copy of the memory at `index`, with its tags."""
+        m = self.memories[index]
+        if m.id not in self._tags:
+            batch = [x.id for x in self.memories[index:index + self.BATCH] if x.id not in self._tags]
+            self._tags.update(self.store.tags_of(batch))
+        return dataclasses.replace(m, tags=list(self._tags[m.id]))
+
+    def overhead(self, index: int, cut: bool) -> int:
+        """Tokens the framing adds to the memory at `index` (its header line, `framing.head_tokens`;
+        `cut`: as an excerpt); 0 unframed."""
+        if not self.framed:
+            return 0
+        key = (index, cut)
+        if key not in self._cost:
+            self._cost[key] = framing.head_tokens(framing.header(self.memory(index), now=self.now, cut=cut))
+        return self._cost[key]
+
+    def whole(self, index: int) -> int:
+        """Tokens of the memory at `index` whole, framing included."""
+        return self.overhead(index, False) + self.count(self.memories[index].content)
+
+
+def _pack_notes(packed: Sequence[retrieve.Packed], ids: Sequence[int], whole: Callable[[int], int],
+                limit: int) -> list[str]:
+    """What a recall's packing (`retrieve.pack` of the ranked memories `ids`, best first) cut or
+    left out for lack of budget, as notes naming the memories and their size (`whole(index)`:
+    tokens of one whole, as packing counts it), so nothing relevant vanishes silently (issue 17.6): a memory cut
+    to fit, better matches that did not fit, and lower-ranked matches that did not fit while the
+    limit left room for them."""
     notes = []
     for p in packed:
         if p.truncated:
-            notes.append(f"memory {ids[p.index]} cut to {p.tokens} of {tokens.count(texts[p.index])} tokens to fit "
+            notes.append(f"memory {ids[p.index]} cut to {p.tokens} of {whole(p.index)} tokens to fit "
                          f"the budget; `get {ids[p.index]}` shows it whole")
     if not packed:
         return notes  # the caller says the budget is too small for any memory
 
     def named(indexes: list[int]) -> str:
-        shown = ", ".join(f"{ids[i]} ({count_of(tokens.count(texts[i]), 'token')})" for i in indexes[:5])
+        shown = ", ".join(f"{ids[i]} ({count_of(whole(i), 'token')})" for i in indexes[:5])
         return shown + (f" and {len(indexes) - 5} more" if len(indexes) > 5 else "")
 
-    above, below = retrieve.unfitted(packed, len(texts), limit)
+    above, below = retrieve.unfitted(packed, len(ids), limit)
     if above:
         notes.append(f"better-ranked memories did not fit the budget: {named(above)}; raise the budget or `get` them")
     if below:

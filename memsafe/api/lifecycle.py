@@ -13,12 +13,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from memsafe import clock, retrieve, tokens
+from memsafe import clock, retrieve
 from memsafe import decay as decay_rules
 from memsafe import history as past
 from memsafe.api.core import (
     MAX_QUERY_CHARS,
     RECALL_EMBED_SECONDS,
+    Heads,
     _check_id,
     _config_snapshot,
     _embedder,
@@ -341,6 +342,7 @@ def recall_as_of(
     budget: int | None = None,
     limit: int | None = None,
     mode: str = "hybrid",
+    framed: bool = False,
 ) -> RecallResult:
     """Recall from what was known at instant `as_of`: memories created by then and active then
     (not forgotten, archived or purged), each with the text and metadata it had then.
@@ -354,6 +356,7 @@ def recall_as_of(
 
     Args:
         as_of: a datetime, or text for `parse_when`.
+        framed: as `recall`'s (ages in the headers are counted to now, not to `as_of`).
 
     Raises:
         InvalidInput: empty query, unparseable/future `as_of`, bad budget/limit/mode/kind.
@@ -428,12 +431,15 @@ def recall_as_of(
     cfg = one_half_weight({**_config_snapshot(store), "weight_hop": 0.0}, used_mode, notes)
     fill_features(store, by_id, visible, cfg, q.words)
     ranked = score_candidates(list(by_id.values()), q, cfg)
+    now = clock.now()
     if not ranked:
-        return RecallResult(text, budget_v, effective, 0, [], used_mode, _scope_list(scope), notes)
+        return RecallResult(text, budget_v, effective, 0, [], used_mode, _scope_list(scope), notes,
+                            at=clock.to_iso(now))
     scored = [(score, _memory_from_state(visible[c.id], at), c) for score, c in ranked]
-    texts = [m.content for _, m, _ in scored]
-    packed = retrieve.pack(texts, effective, tokens.count, tokens.truncate, limit=limit_v)
-    notes += _pack_notes(packed, [m.id for _, m, _ in scored], texts, limit_v)
+    heads = Heads(store, [m for _, m, _ in scored], now, framed=framed, tagged=True)
+    packed = retrieve.pack([m.content for _, m, _ in scored], effective, heads.count, heads.truncate, limit=limit_v,
+                           overhead=heads.overhead)
+    notes += _pack_notes(packed, [m.id for _, m, _ in scored], heads.whole, limit_v)
     hits = [
         Hit(memory=m, text=p.text, tokens=p.tokens, score=round(score, 6), truncated=p.truncated,
             lexical_rank=c.lexical_rank, vector_rank=c.vector_rank)
@@ -441,7 +447,7 @@ def recall_as_of(
         for score, m, c in [scored[p.index]]
     ]
     return RecallResult(text, budget_v, effective, sum(h.tokens for h in hits), hits, used_mode,
-                        _scope_list(scope), notes)
+                        _scope_list(scope), notes, at=clock.to_iso(now))
 
 
 def _exact_held(texts: dict[int, str], terms: Sequence[str]) -> tuple[dict[int, int], dict[str, tuple[int, set[int]]]]:
