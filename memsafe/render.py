@@ -13,7 +13,7 @@ from dataclasses import asdict, is_dataclass
 from memsafe import clock, framing
 from memsafe.models import Hit, Memory, RecallResult, StatusReport
 
-_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
 
 _PLURALS = {"memory": "memories", "entity": "entities", "config": "config keys", "entry": "entries", "match": "matches",
@@ -27,8 +27,9 @@ def count_of(n: int, noun: str) -> str:
 
 
 def printable(text: str) -> str:
-    """Text safe to show on a terminal: control characters (ESC sequences, C1 codes) and bidi
-    overrides become visible escapes such as `\\x1b`; newlines and tabs stay."""
+    """Text safe to show on a terminal: control characters (ESC sequences, C1 codes), the line
+    and paragraph separators U+2028/U+2029 (a line break to many readers, not to a terminal) and
+    bidi overrides become visible escapes such as `\\x1b`; newlines and tabs stay."""
     return _UNSAFE.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}",
                        text)
 
@@ -395,14 +396,15 @@ def graph_view_lines(view) -> list[str]:
 
 
 def compact_graph(view) -> str:
-    """A GraphView for a model (`framing`): a title line, then per entity a header line `[NAME TYPE
-    N memories D hops]` (the name as a header word, `framing.field`) with the memories that name it
-    indented (`#ID preview`), then a `[relations]` record of `source -relation-> target` lines."""
+    """A GraphView for a model (`framing`): a title line, then per entity a header line `[entity
+    NAME TYPE N memories hops=D]` (the name as a header word, `framing.field`) with the memories
+    that name it indented (`#ID preview`), then a `[relations]` record of `source -relation->
+    target` lines."""
     lines = [f"around {framing.field(view.root)}: depth {view.depth}, {count_of(len(view.nodes), 'entity')}"
              + (", cut at the limit" if view.truncated else "")]
     for node in view.nodes:
         e = node.entity
-        head = (f"[{framing.field(e.name)} {framing.field(e.type)} {count_of(e.memories, 'memory')} "
+        head = (f"[entity {framing.field(e.name)} {framing.field(e.type)} {count_of(e.memories, 'memory')} "
                 f"hops={node.distance}]")
         refs = "\n".join(f"#{ref.id} {ref.preview}" for ref in node.memories)
         lines.append(framing.block(head, refs) if refs else head)
