@@ -287,3 +287,17 @@ def test_forged_records_stay_inside_their_memory_in_cli_output(cli, monkeypatch)
     for memory_id in stored:
         shown = _uncoloured(cli("get", str(memory_id)).stdout).splitlines()  # key and value columns, no box
         assert [line.split()[0] for line in shown if line[1:2] != " "] == fields  # a value's lines are indented
+
+
+def test_a_cli_recall_that_finds_nothing_in_its_project_says_where_matches_are(cli, store):
+    api.remember(store, "Kafka retention is seven days", project="web", embed_now=False)
+    api.remember(store, "Kafka brokers run on three nodes", project="api", embed_now=False)
+    r = cli("recall", "kafka", "--project", "shop")
+    assert r.exit_code == 0 and r.stdout == ""
+    assert r.stderr.splitlines() == [
+        "Note: nothing in project shop or global memories; 2 matches in other projects (api 1, web 1): "
+        "--all-projects (MCP: all_projects=true) searches them", "No memories found."]
+    assert "matches in other projects" not in cli("recall", "zebra crossing", "--project", "shop").stderr
+    assert "matches in other projects" not in cli("recall", "kafka", "--project", "shop", "--kind", "task").stderr
+    found = json.loads(cli("recall", "kafka", "--all-projects", "--json").stdout)
+    assert len(found["results"]) == 2 and found["notes"] == []

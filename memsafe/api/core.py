@@ -744,7 +744,8 @@ def _found_elsewhere(store: Store, text: str, scope: Scope) -> list[str]:
     n = sum(projects.values())
     here = (f"project {scope.projects[0]} or global memories" if scope.projects
             else "global memories (no project here)")
-    named = ", ".join(f"{name} {k}" for name, k in projects.most_common(3)) + (", …" if len(projects) > 3 else "")
+    most = sorted(projects.items(), key=lambda item: (-item[1], item[0]))[:3]  # most matches first, then by name
+    named = ", ".join(f"{name} {k}" for name, k in most) + (", …" if len(projects) > 3 else "")
     return [f"nothing in {here}; {'at least ' if len(hits) >= ELSEWHERE_CAP else ''}"
             f"{count_of(n, 'match')} in other projects ({named}): --all-projects (MCP: all_projects=true) "
             "searches them"]
