@@ -2,7 +2,7 @@
 
 One SQLite file holds memories, their full-text index, their vectors, a knowledge graph
 and the history of every change. The CLI (`memsafe.cli`) and the MCP server
-(`memsafe.server`) are thin adapters over the handlers in `memsafe.api`.
+(`memsafe.mcp.tools`) are thin adapters over the handlers in `memsafe.api`.
 """
 
 import os

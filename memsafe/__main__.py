@@ -6,7 +6,7 @@ Typer app (about 0.1 s of imports, which counts against the client's handshake: 
 page without the CLI (`memsafe.ui.start`); a plain `recall` or `remember` runs without the Typer app
 (`memsafe.cli.fast`, which also takes a plain `import`, and exits without the interpreter's
 teardown); `--help` and completion (TAB) requests answered before come from
-`memsafe.cli_cache`; every other command line goes through the CLI as usual.
+`memsafe.cli.cache`; every other command line goes through the CLI as usual.
 """
 
 import os
@@ -68,7 +68,7 @@ def main() -> None:
     if fast is not None:
         try:
             from memsafe.errors import MemsafeError
-            from memsafe.mcp_handshake import STOP, serve
+            from memsafe.mcp.stdio import STOP, serve
         except KeyboardInterrupt:
             sys.exit(130)
         try:
@@ -95,7 +95,7 @@ def main() -> None:
     code = fast.run(sys.argv[1:])  # a plain `recall`, `remember` or `import`: no Typer app (None: not one)
     if code is not None:
         _exit_now(_terminated_code(code))
-    from memsafe import cli_cache
+    from memsafe.cli import cache as cli_cache
 
     key = cli_cache.request_key(sys.argv[1:], os.environ, sys.stdout)
     if key is not None and cli_cache.replay(key):  # --help or a TAB answered before: no CLI import

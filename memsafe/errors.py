@@ -1,8 +1,18 @@
 """Responsibility: the one exception hierarchy handlers raise.
 
 Every message is written for the person (or model) who will read it: what went wrong and,
-where there is one, what to do. The CLI maps these to one line on stderr and exit code 1;
-the MCP server turns them into tool errors.
+where there is one, what to do. The CLI maps these to one line on stderr and the class's
+`exit_code`; the MCP server turns them into tool errors.
+
+Exit codes follow the convention of Click's own usage errors and of most command-line tools:
+
+- 2, a usage error (`InvalidInput`): the command line is wrong on its face, whatever the store,
+  the files or the machine hold: a malformed or out-of-range value, an empty argument, an unknown
+  choice, options that cannot go together. Fix the command line.
+- 1, a refusal or not-found (`Refused`, `NotFound`, `Duplicate`, `SecretDetected`,
+  `SchemaTooNew`, `StoreUnavailable`): the command line is fine, but what it names or the state
+  it meets says no: a memory that is already forgotten, a file that exists or cannot be read, a
+  secret in the content, a store that is locked or too new.
 """
 
 from __future__ import annotations
@@ -15,7 +25,22 @@ class MemsafeError(Exception):
 
 
 class InvalidInput(MemsafeError):
-    """An argument is malformed or out of range."""
+    """A usage error: an argument is malformed, empty, out of range or an unknown choice, or two
+    arguments cannot go together; knowable from the request alone. Exit code 2."""
+
+    exit_code = 2
+
+
+class Refused(InvalidInput):
+    """A well-formed request that the current state refuses: the memory is already in that state,
+    the named file or folder is missing, exists already or cannot be read or written, git failed,
+    a port is taken, a file's contents are invalid. Exit code 1.
+
+    A subclass of InvalidInput, so code that treats both alike (the web page's 400, the MCP tool
+    error) keeps doing so; only the exit code tells them apart.
+    """
+
+    exit_code = 1
 
 
 class NotFound(MemsafeError):

@@ -15,7 +15,7 @@ import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from memsafe.retrieve import STOP_WORDS
+from memsafe.recall.terms import STOP_WORDS
 
 MAX_ENTITY_CHARS = 120
 MAX_ENTITIES_PER_TEXT = 32

@@ -21,7 +21,10 @@ the branch they were made on, by one process at a time; a run that finds the loc
 once (the holder reads the queue again before it lets go). Each script runs any hook it replaced
 (kept beside it as `<name>.pre-memsafe`) first, sends all memsafe output to a log file, and exits
 with the chained hook's status, so it never blocks or fails a commit. The hooks folder comes from
-`git rev-parse --git-path hooks`, which honours `core.hooksPath` and linked worktrees.
+`git rev-parse --git-path hooks`, which honours `core.hooksPath`, linked worktrees and submodules.
+A `core.hooksPath` that every repository shares (absolute, in the global or system config or the
+environment) is written only when asked: `install(shared=True)` there, or `install(local=True)`,
+which gives the repository a hooks folder of its own in front of it (see `_install_local`).
 """
 
 from __future__ import annotations
@@ -39,18 +42,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from memsafe import settings
-from memsafe.errors import InvalidInput
+from memsafe.errors import InvalidInput, MemsafeError, Refused
 
 HOOK_NAME = "post-commit"
 REWRITE_HOOK = "post-rewrite"
 HOOK_NAMES = (HOOK_NAME, REWRITE_HOOK)
 MARKER = "# memsafe-hook"
 # Written after MARKER (`v3`). 1: post-commit only, a process per rebased commit and duplicates;
-# 2: post-rewrite too; 3: a rebase's entry names where it started (the commits it made are kept).
-HOOK_VERSION = 3
+# 2: post-rewrite too; 3: a rebase's entry names where it started (the commits it made are kept);
+# 4: a replaced sh hook runs under this hook's path (husky's hooks find their helper and name by it).
+HOOK_VERSION = 4
 STORM_VERSION = 1  # hooks up to this version start a process per rebased commit
 QUEUE_DIR = "memsafe-queue"  # inside the repository's common git folder
 CHAINED_SUFFIX = ".pre-memsafe"
+LOCAL_DIR = "memsafe-hooks"  # `hook install --local`: this repository's own hooks folder, in its git folder
+FORWARD_MARKER = "# memsafe-forward"  # a hook of that folder that runs the shared folder's hook of its name
+SHARED_SCOPES = ("global", "system", "command")  # config read by every repository (in this environment)
 MAX_FILES = 20  # changed file names listed in a commit note
 MAX_BODY_CHARS = 4000  # commit body kept in a note
 GIT_TIMEOUT_S = 10
@@ -69,7 +76,16 @@ class HookStatus:
             rewrote, and each rebase or amend added a duplicate memory). `hook install` upgrades.
         chained: path of the hook memsafe's hook runs first (the one it replaced), if any.
         foreign: a post-commit hook that is not memsafe's is in place.
-        hooks_path: the `core.hooksPath` setting, if any.
+        hooks_path: the `core.hooksPath` setting in force for this repository, if any.
+        hooks_path_scope: the git config that sets it: "local", "worktree", "global", "system" or
+            "command" (`git -c`, GIT_CONFIG_COUNT); None without one.
+        hooks_path_origin: the file that sets it (`~/.gitconfig`, `$GIT_CONFIG_GLOBAL`, ...), or
+            "command line".
+        shared: the hooks folder is git's for every repository on this machine that sets no
+            core.hooksPath of its own (an absolute core.hooksPath in the global or system config,
+            or the environment's): a hook there records every such repository's commits.
+        local_override: this repository's core.hooksPath was set by `hook install --local`, to
+            memsafe's own folder in its git folder (`LOCAL_DIR`), away from a shared one.
         python: the interpreter the installed hook calls; `python_ok` says whether it still exists.
         db: the database path written into the installed hook (`--db` or MEMSAFE_DB at install
             time); None: the default store, resolved each time the hook runs.
@@ -83,6 +99,10 @@ class HookStatus:
     chained: str | None
     hooks_path: str | None
     log_file: str
+    hooks_path_scope: str | None = None
+    hooks_path_origin: str | None = None
+    shared: bool = False
+    local_override: bool = False
     python: str | None = None
     python_ok: bool = True
     db: str | None = None
@@ -108,12 +128,12 @@ def _git(repo: Path, *args: str, check: bool = True, timeout: float | None = GIT
     try:
         done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, timeout=timeout)
     except FileNotFoundError:
-        raise InvalidInput("git is not installed or not on PATH") from None
+        raise Refused("git is not installed or not on PATH") from None
     except subprocess.TimeoutExpired:
-        raise InvalidInput(f"git {args[0]} took more than {GIT_TIMEOUT_S}s in {repo}") from None
+        raise Refused(f"git {args[0]} took more than {GIT_TIMEOUT_S}s in {repo}") from None
     if check and done.returncode != 0:
         message = done.stderr.decode("utf-8", "replace").strip().splitlines()
-        raise InvalidInput(f"git {args[0]} failed in {repo}: {message[-1] if message else done.returncode}")
+        raise Refused(f"git {args[0]} failed in {repo}: {message[-1] if message else done.returncode}")
     return done.stdout
 
 
@@ -127,19 +147,44 @@ def _text(raw: bytes) -> str:
 
 def repo_root(path: str | Path | None = None) -> Path:
     """The working-tree root of the repository containing `path` (default: cwd).
-    Raises InvalidInput outside a repository."""
+    Raises Refused outside a repository."""
     start = Path(path or os.getcwd()).expanduser()
     if not start.exists():
-        raise InvalidInput(f"no such folder: {start}")
+        raise Refused(f"no such folder: {start}")
     out = _git(start, "rev-parse", "--show-toplevel", check=False).strip()
     if not out:
-        raise InvalidInput(f"{start} is not inside a git repository (with a working tree)")
+        raise Refused(f"{start} is not inside a git repository (with a working tree)")
     return Path(_text(out))
 
 
 def hooks_dir(root: Path) -> Path:
     """The folder git reads hooks from (honours core.hooksPath and worktrees)."""
     return Path(_text(_git(root, "rev-parse", "--path-format=absolute", "--git-path", "hooks").strip()))
+
+
+def hooks_path_setting(root: Path) -> tuple[str | None, str | None, str | None]:
+    """(value, scope, origin) of the core.hooksPath git uses in `root`: the last one it reads, as
+    `git config --show-scope --show-origin --get` reports it; (None, None, None) without one."""
+    raw = _text(_git(root, "config", "--show-scope", "--show-origin", "--get", "core.hooksPath", check=False))
+    parts = raw.rstrip("\n").split("\t", 2)
+    if len(parts) < 3 or not parts[2].strip():
+        return None, None, None
+    scope, origin, value = parts
+    return value, scope, origin.removeprefix("file:").rstrip(":") or None
+
+
+def _shared(value: str | None, scope: str | None) -> bool:
+    """A core.hooksPath every repository resolves to one folder: set outside the repository's own
+    config, as an absolute path (a relative one names a folder inside each repository)."""
+    return bool(value) and scope in SHARED_SCOPES and os.path.isabs(os.path.expanduser(value))
+
+
+def scope_words(current: HookStatus) -> str:
+    """Where core.hooksPath comes from, for a message: `the global git config (/home/u/.gitconfig)`."""
+    origin = f" ({current.hooks_path_origin})" if current.hooks_path_origin not in (None, "command line") else ""
+    what = {"command": "the environment's git config (git -c or GIT_CONFIG_COUNT)"}.get(
+        current.hooks_path_scope, f"the {current.hooks_path_scope} git config")
+    return what + origin
 
 
 def log_file() -> Path:
@@ -178,12 +223,21 @@ def hook_script(python: str, db: str | None, log: Path, workdir: Path, name: str
 status=0
 chained="${{0%/*}}/{name}{CHAINED_SUFFIX}"
 repo=$PWD
+# The replaced hook, run first. A sh script runs under this hook's own path: a hook manager's
+# script finds its helpers and its name from $0 (husky's `. "${{0%/*}}/h"` runs .husky/<name>).
+run_chained() {{
+  case "$(sed -n 1p "$chained" 2>/dev/null)" in
+    "#!/bin/sh"|"#!/bin/sh "*|"#!/usr/bin/env sh"|"#!/usr/bin/env sh "*)
+      MEMSAFE_CHAINED=$chained sh -c '. "$MEMSAFE_CHAINED"' "$0" "$@";;
+    *) "$chained" "$@";;
+  esac
+}}
 """
     if name == HOOK_NAME:
         # A rebase reports its commits once, in post-rewrite; so does an amend (its reflog line).
         # The first tests start no process (a linked worktree's .git is a file naming its git
         # folder), so a rebase of many commits pays almost nothing here.
-        return head + """if [ -x "$chained" ]; then "$chained" "$@"; status=$?; fi
+        return head + """if [ -x "$chained" ]; then run_chained "$@"; status=$?; fi
 case "${GIT_REFLOG_ACTION-}" in rebase*) exit $status;; esac
 d=${GIT_DIR:-.git}; [ -f "$d" ] && read -r _ d <"$d"
 { [ -d "$d/rebase-merge" ] || [ -d "$d/rebase-apply" ]; } && exit $status
@@ -210,12 +264,12 @@ for d in rebase-merge rebase-apply; do
 done
 if mkdir -p "$q" 2>/dev/null \\
  && {{ printf 'rewrite %s %s\\n' "$1" "$branch"; [ -z "$since" ] || echo "$since"; cat; }} >"$q/.$name"; then
-  if [ -x "$chained" ]; then tail -n +$skip "$q/.$name" | "$chained" "$@"; status=$?; fi
+  if [ -x "$chained" ]; then tail -n +$skip "$q/.$name" | run_chained "$@"; status=$?; fi
   # an amend inside a rebase is reported again, whole, by the rebase's own post-rewrite
   if [ "$1" = amend ] && [ -n "$rebasing" ]; then rm -f "$q/.$name"; exit $status; fi
   mv -f "$q/.$name" "$q/$name" || exit $status
 {run}
-elif [ -x "$chained" ]; then "$chained" "$@"; status=$?
+elif [ -x "$chained" ]; then run_chained "$@"; status=$?
 fi
 exit $status
 """
@@ -237,14 +291,14 @@ def _baked_call(text: str) -> tuple[str | None, str | None]:
 
 
 def status(path: str | Path | None = None) -> HookStatus:
-    """The hook state of the repository containing `path`. Raises InvalidInput outside a repository."""
+    """The hook state of the repository containing `path`. Raises Refused outside a repository."""
     root = repo_root(path)
     folder = hooks_dir(root)
     hook = folder / HOOK_NAME
     chained = folder / (HOOK_NAME + CHAINED_SUFFIX)
     text = _read(hook)
     ours = text is not None and MARKER in text
-    configured = _text(_git(root, "config", "--get", "core.hooksPath", check=False)).strip() or None
+    configured, scope, origin = hooks_path_setting(root)
     python, db = _baked_call(text) if ours else (None, None)
     rewrite = _read(folder / REWRITE_HOOK) or ""
     rewrite_ours = MARKER in rewrite
@@ -252,7 +306,9 @@ def status(path: str | Path | None = None) -> HookStatus:
         repo=str(root), hooks_dir=str(folder), hook_file=str(hook), installed=ours,
         foreign=(text is not None or hook.is_symlink()) and not ours,
         chained=str(chained) if ours and (chained.exists() or chained.is_symlink()) else None,
-        hooks_path=configured, log_file=str(log_file()), python=python,
+        hooks_path=configured, hooks_path_scope=scope, hooks_path_origin=origin,
+        shared=_shared(configured, scope), local_override=scope == "local" and folder == _local_dir(root),
+        log_file=str(log_file()), python=python,
         python_ok=python is None or Path(python).exists(), db=db,
         rewrite_installed=rewrite_ours, version=_version(text) if ours else 0,
         outdated=(ours or rewrite_ours) and (_version(text) < HOOK_VERSION or _version(rewrite) < HOOK_VERSION),
@@ -274,7 +330,7 @@ def _read(path: Path) -> str | None:
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
         return None
     except OSError as exc:
-        raise InvalidInput(f"cannot read {path}: {exc.strerror or exc}") from None
+        raise Refused(f"cannot read {path}: {exc.strerror or exc}") from None
 
 
 def _foreign(hook: Path) -> bool:
@@ -282,24 +338,63 @@ def _foreign(hook: Path) -> bool:
     return (text is not None or hook.is_symlink()) and MARKER not in (text or "")
 
 
-def install(path: str | Path | None = None, *, db: str | None = None) -> HookStatus:
-    """Install (or refresh) the post-commit and post-rewrite hooks. An existing foreign hook is
-    renamed to `<name>.pre-memsafe` and run first by memsafe's hook; `uninstall` puts it back.
+def _local_dir(root: Path) -> Path:
+    """The hooks folder `hook install --local` gives this repository: `LOCAL_DIR` in its common
+    git folder (one for all its worktrees, as its config is)."""
+    common = _text(_git(root, "rev-parse", "--path-format=absolute", "--git-common-dir").strip())
+    return Path(common) / LOCAL_DIR
+
+
+def shared_refusal(current: HookStatus, verb: str) -> str:
+    """The one line that refuses to change a hooks folder every repository uses."""
+    where = (f"core.hooksPath is {current.hooks_path}, set in {scope_words(current)}: git runs the hooks "
+             "there for every repository on this machine that sets none of its own")
+    if verb == "uninstall":
+        return (f"{where}, and memsafe's hook there records all of them; `memsafe hook uninstall --shared` "
+                "removes it for every repository")
+    return (f"{where}, so memsafe's hook there would record the commits of every one of them. For this "
+            "repository only: `memsafe hook install --local` (its own hooks folder; the shared hooks still run); "
+            "for every repository: `memsafe hook install --shared`")
+
+
+def install(path: str | Path | None = None, *, db: str | None = None, local: bool = False,
+            shared: bool = False) -> HookStatus:
+    """Install (or refresh) the post-commit and post-rewrite hooks in the folder git runs this
+    repository's hooks from. An existing foreign hook is renamed to `<name>.pre-memsafe` and run
+    first by memsafe's hook; `uninstall` puts it back.
+
+    A shared hooks folder (`HookStatus.shared`: a global or system core.hooksPath) is git's for
+    every repository on the machine: installing there is refused unless `shared` (record every
+    repository, knowingly); `local` instead gives this repository a hooks folder of its own
+    (`_install_local`).
 
     Args:
         db: a database path to bake into the hook (default: resolved when the hook runs).
+        local: with a shared hooks folder, install for this repository only (otherwise a no-op
+            flag: the hooks folder is this repository's already).
+        shared: install into a shared hooks folder, for every repository that uses it.
 
     Raises:
-        InvalidInput: not a repository, or the hooks folder cannot be written (nothing is changed
-            then, except a hooks folder that had to be created).
+        InvalidInput: both `local` and `shared`.
+        Refused: not a repository; a shared hooks folder without `local` or `shared`; the hooks
+            folder cannot be written (nothing is changed then, except a hooks folder that had to
+            be created).
     """
+    if local and shared:
+        raise InvalidInput("use --local or --shared, not both")
     current = status(path)
+    if current.shared and local:
+        return _install_local(current, path, db)
+    if current.shared and not shared:
+        raise Refused(shared_refusal(current, "install"))
+    if local and not current.local_override:
+        current.actions.append(f"the hooks folder {current.hooks_dir} is this repository's own: nothing to override")
     folder = Path(current.hooks_dir)
     log = log_file()
     for name in HOOK_NAMES:
         chained = folder / (name + CHAINED_SUFFIX)
         if _foreign(folder / name) and (chained.exists() or chained.is_symlink()):
-            raise InvalidInput(f"{folder / name} is not memsafe's and {chained} already exists; move one of them away")
+            raise Refused(f"{folder / name} is not memsafe's and {chained} already exists; move one of them away")
     try:
         if not folder.is_dir():
             folder.mkdir(parents=True)
@@ -307,7 +402,7 @@ def install(path: str | Path | None = None, *, db: str | None = None) -> HookSta
             current.actions.append(f"created the hooks folder {folder}{why}")
         log.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     except OSError as exc:
-        raise InvalidInput(f"cannot write the hook in {folder}: {exc.strerror or exc}") from None
+        raise Refused(f"cannot write the hook in {folder}: {exc.strerror or exc}") from None
     baked = str(settings.db_target(db)) if db else None
     for name in HOOK_NAMES:
         _install_one(folder, name, hook_script(sys.executable, baked, log, log.parent, name), current.actions)
@@ -317,7 +412,7 @@ def install(path: str | Path | None = None, *, db: str | None = None) -> HookSta
 
 
 def _install_one(folder: Path, name: str, script: str, actions: list[str]) -> None:
-    """Write one hook; a foreign hook of that name is kept as `<name>.pre-memsafe`. Raises InvalidInput."""
+    """Write one hook; a foreign hook of that name is kept as `<name>.pre-memsafe`. Raises Refused."""
     hook = folder / name
     chained = folder / (name + CHAINED_SUFFIX)
     foreign = _foreign(hook)
@@ -339,20 +434,103 @@ def _install_one(folder: Path, name: str, script: str, actions: list[str]) -> No
             os.rename(chained, hook)  # put the user's hook back
         if tmp.is_file():
             tmp.unlink()
-        raise InvalidInput(f"cannot write the hook in {folder}: {exc.strerror or exc}") from None
+        raise Refused(f"cannot write the hook in {folder}: {exc.strerror or exc}") from None
     actions.append(("refreshed " if refresh else "installed ") + str(hook))
 
 
-def uninstall(path: str | Path | None = None) -> HookStatus:
-    """Remove memsafe's hooks and put back the hooks they replaced, if any.
+def _forward_script(target: Path) -> str:
+    """A hook that runs `target` (the shared folder's hook of the same name) under its own path,
+    so a hook that finds its helpers next to itself (husky's `h`) still does; nothing if it is gone."""
+    q = shlex.quote(str(target))
+    return (f"#!/bin/sh\n{FORWARD_MARKER}: runs {q}, the shared core.hooksPath's hook of this name, here too.\n"
+            "# Written by `memsafe hook install --local`; `memsafe hook uninstall` removes it.\n"
+            f"h={q}\n[ -x \"$h\" ] || exit 0\nexec \"$h\" \"$@\"\n")
+
+
+def _write_hook(path: Path, script: str) -> None:
+    """Write an executable script whole (a temporary file renamed into place). Raises OSError."""
+    tmp = path.with_name(f".{path.name}.memsafe-tmp")
+    try:
+        tmp.write_text(script, encoding="utf-8")
+        tmp.chmod(tmp.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH | stat.S_IRUSR)
+        os.replace(tmp, path)
+    finally:
+        if tmp.is_file():
+            tmp.unlink()
+
+
+def _install_local(current: HookStatus, path, db: str | None) -> HookStatus:
+    """`install(local=True)` with a shared hooks folder: this repository gets its own hooks folder
+    (`_local_dir`), set as core.hooksPath in its own config. Every hook of the shared folder (but
+    memsafe's) gets a forwarder there, so it keeps running for this repository (a hook added to
+    the shared folder later needs `hook install --local` again); then memsafe's hooks are
+    installed in it as usual, the shared post-commit and post-rewrite running first."""
+    root, shared_dir = Path(current.repo), Path(current.hooks_dir)
+    folder = _local_dir(root)
+    actions = []
+    try:
+        folder.mkdir(exist_ok=True)
+        entries = sorted(shared_dir.iterdir()) if shared_dir.is_dir() else []
+        for hook in entries:
+            name = hook.name
+            if (name.startswith(".") or name.endswith((".sample", CHAINED_SUFFIX)) or not hook.is_file()
+                    or not os.access(hook, os.X_OK) or MARKER in (_read(hook) or "")):
+                continue
+            _write_hook(folder / (name + CHAINED_SUFFIX if name in HOOK_NAMES else name), _forward_script(hook))
+            actions.append(f"{name} of {shared_dir} still runs here, through {folder}")
+    except OSError as exc:
+        _remove_local(root, folder)
+        raise Refused(f"cannot write the hooks folder {folder}: {exc.strerror or exc}") from None
+    _git(root, "config", "--local", "core.hooksPath", str(folder))
+    actions.append(f"set core.hooksPath = {folder} in this repository's config (it was {shared_dir}, "
+                   f"from {scope_words(current)})")
+    try:
+        after = install(path, db=db)
+    except MemsafeError:
+        _remove_local(root, folder)
+        raise
+    after.actions = actions + after.actions
+    return after
+
+
+def _remove_local(root: Path, folder: Path) -> list[str]:
+    """Undo `_install_local`: its forwarders, its folder when nothing else is left in it, and the
+    repository's core.hooksPath when it still names that folder. Returns what was done."""
+    actions = []
+    for hook in sorted(folder.iterdir()) if folder.is_dir() else []:
+        if FORWARD_MARKER in (_read(hook) or ""):
+            hook.unlink()
+    try:
+        folder.rmdir()
+        actions.append(f"removed {folder}")
+    except OSError:
+        if folder.is_dir():
+            actions.append(f"kept {folder}: it holds files memsafe did not write")
+    value, scope, _ = hooks_path_setting(root)
+    if scope == "local" and value == str(folder):
+        _git(root, "config", "--local", "--unset", "core.hooksPath")
+        actions.append("removed core.hooksPath from this repository's config: the shared hooks folder is used again")
+    return actions
+
+
+def uninstall(path: str | Path | None = None, *, shared: bool = False) -> HookStatus:
+    """Remove what `install` added: memsafe's hooks (putting back the hooks they replaced) and,
+    after `install(local=True)`, the repository's own hooks folder and core.hooksPath.
+
+    Args:
+        shared: allow removing memsafe's hooks from a shared hooks folder (every repository
+            that uses it stops being recorded).
 
     Raises:
-        InvalidInput: memsafe's hook is not installed (a foreign hook is never touched).
+        Refused: memsafe's hook is not installed (a foreign hook is never touched); it is in a
+            shared hooks folder and `shared` is not given.
     """
     current = status(path)
-    if not current.installed and not current.rewrite_installed:
+    if not current.installed and not current.rewrite_installed and not current.local_override:
         what = "another program's post-commit hook is in place; left alone" if current.foreign else "nothing to do"
-        raise InvalidInput(f"memsafe's hook is not installed in {current.hooks_dir} ({what})")
+        raise Refused(f"memsafe's hook is not installed in {current.hooks_dir} ({what})")
+    if current.shared and not shared:
+        raise Refused(shared_refusal(current, "uninstall"))
     folder = Path(current.hooks_dir)
     actions = []
     for name in HOOK_NAMES:
@@ -367,7 +545,9 @@ def uninstall(path: str | Path | None = None) -> HookStatus:
                 os.rename(chained, hook)
                 actions.append(f"restored the previous hook {hook}")
         except OSError as exc:
-            raise InvalidInput(f"cannot change {hook}: {exc.strerror or exc}") from None
+            raise Refused(f"cannot change {hook}: {exc.strerror or exc}") from None
+    if current.local_override:
+        actions += _remove_local(Path(current.repo), folder)
     after = status(path)
     after.actions = actions
     return after
@@ -380,15 +560,15 @@ def read_commit(repo: str | Path, commit: str = "HEAD", branch: str | None | obj
     """Read one commit through git (messages re-encoded to UTF-8 by git when they declare an
     encoding, else decoded as UTF-8 or Latin-1). `branch`: the branch the commit was made on, as
     the hook read it when the commit was made (None: detached HEAD); by default the branch checked
-    out now. Raises InvalidInput."""
+    out now. Raises Refused."""
     root = Path(repo)
     if not commit or commit.startswith("-") or any(c.isspace() or c == "\x00" for c in commit):
-        raise InvalidInput(f"{commit[:40]!r} is not a commit (a hash or a ref such as HEAD)")
+        raise Refused(f"{commit[:40]!r} is not a commit (a hash or a ref such as HEAD)")
     raw = _git(root, "log", "-1", "--encoding=UTF-8", "--format=%H%x00%h%x00%s%x00%b", "--end-of-options",
                commit, "--")
     parts = raw.rstrip(b"\n").split(b"\x00")
     if len(parts) < 4:
-        raise InvalidInput(f"cannot read commit {commit} in {root}")
+        raise Refused(f"cannot read commit {commit} in {root}")
     full, short, subject = (_text(p).strip() for p in parts[:3])
     body = _text(b"\x00".join(parts[3:])).strip()
     if branch is _CURRENT:
@@ -407,7 +587,7 @@ def history(root: Path, *, since: str | None = None, max_count: int | None = Non
             branch: str | None = None) -> Iterator[CommitInfo]:
     """The commits reachable from HEAD, oldest first, read in one `git log` (what `hook backfill`
     remembers); each carries `branch`. `since`: a date git understands (`2024-01-31`, `3 months
-    ago`); `max_count`: the most recent N only. Raises InvalidInput (git failed: no commit yet,
+    ago`); `max_count`: the most recent N only. Raises Refused (git failed: no commit yet,
     a bad date)."""
     args = ["log", "--reverse", "--encoding=UTF-8", "-z", "--name-only", "--no-renames",
             "--format=%x1e%H%x1f%h%x1f%s%x1f%b%x1f"]
@@ -421,7 +601,7 @@ def history(root: Path, *, since: str | None = None, max_count: int | None = Non
     for record in raw.split(b"\x1e")[1:]:
         parts = record.split(b"\x1f")
         if len(parts) < 5:
-            raise InvalidInput(f"cannot read the history of {root}")
+            raise Refused(f"cannot read the history of {root}")
         full, short, subject = (_text(p).strip() for p in parts[:3])
         body = _text(b"\x1f".join(parts[3:-1])).strip()
         files = [_text(n) for n in parts[-1].split(b"\x00") if n.strip(b"\n")]
@@ -494,7 +674,7 @@ def read_queue(folder: Path) -> list[QueueEntry]:
 
 def made_during(root: Path, since: tuple[str, str, str]) -> list[str]:
     """The commits a rebase made, oldest first: reachable from the HEAD it ended on, but neither
-    from where it started (`onto`) nor from the branch's former tip. Raises InvalidInput."""
+    from where it started (`onto`) nor from the branch's former tip. Raises Refused."""
     onto, orig, head = since
     return _text(_git(root, "rev-list", "--reverse", head, "--not", onto, orig, "--")).split()
 

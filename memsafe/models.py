@@ -1,4 +1,5 @@
-"""Responsibility: the plain dataclasses and enums that handlers take and return."""
+"""Responsibility: the plain dataclasses and enums that handlers take and return, and which
+memories a `Scope` admits."""
 
 from __future__ import annotations
 
@@ -76,7 +77,7 @@ class Hit:
         score: final ranking score (higher is better; comparable within one recall only).
         lexical_rank / vector_rank: 1-based rank in each retriever's list, None if absent.
         context_of: id of the adjacent turn of the same conversation, ranked highest, that lent
-            this turn relevance (`retrieve.in_context`), None if none did.
+            this turn relevance (`scoring.in_context`), None if none did.
     """
 
     memory: Memory
@@ -174,6 +175,21 @@ class Scope:
     tags: list[str] = field(default_factory=list)
     since: str | None = None
     statuses: list[str] = field(default_factory=lambda: ["active"])
+
+
+def in_scope(project: str | None, scope: Scope) -> bool:
+    """True if a memory of `project` (None: global) is inside the projects of `scope`."""
+    if scope.projects is None:
+        return True
+    return project in scope.projects or (project is None and scope.include_global)
+
+
+def admits(scope: Scope, m) -> bool:
+    """True if `m` (a `Memory` or a `history.PastState`: project, kind, tags, created_at as UTC
+    ISO-8601) passes the project, kind, tag and since filters of `scope`; its status is the
+    caller's to check (a past state has its own)."""
+    return (in_scope(m.project, scope) and (not scope.kinds or m.kind in scope.kinds)
+            and set(scope.tags) <= set(m.tags) and not (scope.since and m.created_at < scope.since))
 
 
 # -- knowledge graph (issue 3) -----------------------------------------------------------------

@@ -12,18 +12,9 @@ from dataclasses import asdict, is_dataclass
 
 from memsafe import clock, framing
 from memsafe.models import Hit, Memory, RecallResult, StatusReport
+from memsafe.plural import count_of
 
 _UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
-
-
-_PLURALS = {"memory": "memories", "entity": "entities", "config": "config keys", "entry": "entries", "match": "matches",
-            "full-text entry": "full-text entries"}
-
-
-def count_of(n: int, noun: str) -> str:
-    """`1 memory`, `2 memories`, `1,500 tokens`: a count with its noun in the right number (English).
-    Every message that counts something uses it (CLI, MCP, handlers, store checks)."""
-    return f"{n:,} {noun if n == 1 else _PLURALS.get(noun, noun + 's')}"
 
 
 def printable(text: str) -> str:
@@ -192,9 +183,6 @@ def memory_table(memory: Memory):
     return table
 
 
-POSTGRES_ENCRYPTION = "not memsafe's on PostgreSQL (the server's disk encryption and TLS)"
-
-
 def status_lines(report: StatusReport) -> list[str]:
     c = report.counts
     vec = report.vector_search
@@ -214,6 +202,8 @@ def status_lines(report: StatusReport) -> list[str]:
     ]
     enc = report.encryption
     if postgres:
+        from memsafe.api.core import POSTGRES_ENCRYPTION  # loaded: a status report comes from it
+
         lines.append(f"encryption    {POSTGRES_ENCRYPTION}")
     elif enc.get("encrypted"):
         lines.append(f"encryption    encrypted, cipher {enc['cipher']}; key from {enc['key_source']}")

@@ -1,5 +1,5 @@
-"""Responsibility: where things live (DB path, user config file), the config keys with their
-defaults and validation, and project detection.
+"""Responsibility: where things live (DB path, user config file), how a config key is parsed and
+checked (`ConfigKey`), and project detection.
 
 DB path precedence: `--db` > `MEMSAFE_DB` > `db` in the user config file (`memsafe config set db`)
 > `<platformdirs user data dir>/memory.db`. `~` and relative paths are expanded once, against the
@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath, PureWindowsPath
 
-from memsafe.errors import InvalidInput
+from memsafe.errors import InvalidInput, Refused
 
 APP = "memsafe"
 
@@ -78,11 +78,11 @@ def default_db_path() -> Path:
 
 
 def current_dir() -> Path:
-    """The working directory. Raises InvalidInput if it was deleted under us."""
+    """The working directory. Raises Refused if it was deleted under us."""
     try:
         return Path(os.getcwd())
     except OSError:
-        raise InvalidInput(
+        raise Refused(
             "the current directory no longer exists; cd somewhere else, or pass --project/--global/--db"
         ) from None
 
@@ -133,9 +133,9 @@ def read_user_config() -> dict:
     except FileNotFoundError:
         return {}
     except (OSError, ValueError) as exc:
-        raise InvalidInput(f"cannot read {path}: {exc}; fix or delete it") from None
+        raise Refused(f"cannot read {path}: {exc}; fix or delete it") from None
     if not isinstance(values, dict) or not isinstance(values.get("db", ""), str):
-        raise InvalidInput(f"{path} must be a JSON object whose \"db\" is a path string; fix or delete it")
+        raise Refused(f"{path} must be a JSON object whose \"db\" is a path string; fix or delete it")
     return values
 
 
@@ -147,7 +147,7 @@ def write_user_config(values: dict) -> Path:
         tmp.write_text(json.dumps(values, indent=2, sort_keys=True) + "\n", encoding="utf-8")
         os.replace(tmp, path)
     except OSError as exc:
-        raise InvalidInput(f"cannot write {path}: {exc.strerror or exc}") from None
+        raise Refused(f"cannot write {path}: {exc.strerror or exc}") from None
     return path
 
 
@@ -166,7 +166,8 @@ def resolve_db_path(cli_db: str | None = None) -> tuple[Path | str, str]:
 
 
 # ---------------------------------------------------------------------------------------------
-# Config keys stored in the database (`memsafe config`).
+# Config keys stored in the database (`memsafe config`): how one is parsed and checked. The keys
+# themselves are `memsafe.api.config.CONFIG_KEYS` (recall's in `memsafe.recall.weights`).
 
 
 @dataclass(frozen=True)
@@ -205,163 +206,6 @@ class ConfigKey:
         if self.check is not None:
             value = self.check(value)
         return value
-
-
-CONFIG_KEYS: dict[str, ConfigKey] = {
-    k.name: k
-    for k in [
-        ConfigKey("token_budget", int, 2000, "default recall budget (tokens, cl100k_base)", 1, 1_000_000),
-        ConfigKey(
-            "safety_multiplier", float, 0.85, "share of the budget the returned text may use", 0.1, 1.0
-        ),
-        ConfigKey("recall_limit", int, 10, "default maximum number of memories per recall", 1, 1000),
-        ConfigKey("graph_share", float, 0.15, "share of the effective budget reserved for graph context", 0.0, 0.5),
-        # -- ranking (issue 11): relevance = weight_lexical · coverage^coverage_power · min(1, bm25/Σidf)
-        # + weight_vector · (sim − min_similarity)/(1 − min_similarity) · min(1, words/substance_words)
-        # + weight_hop · hop strength + weight_time · closeness to the time the query names
-        # (retrieve.fuse: absolute scales, nothing relative to the best hit), then a conversation
-        # turn gains weight_context × the larger relevance of the turns just before and after it
-        # (retrieve.in_context), memories holding the query's exact identifiers go first
-        # (retrieve.exact_first); sim is the cosine to the query without the words half the store
-        # holds (retrieve.common_words); then the small signals below (recency, access, graph,
-        # confidence, decay) reorder near-ties.
-        # Chosen by scripts/tune_recall.py (`collect`, then `cv`) over three corpora together: the
-        # shipped template corpus (90 queries), the developer-prose corpus (46) and the LoCoMo
-        # development split (3 conversations, 360 questions of categories 1–4, 99 adversarial).
-        # Session 4 grid (288 points: coverage_power {2.5, 3, 3.5} × weight_lexical {12..24} ×
-        # weight_vector {3..6} × weight_hop {0.7, 1, 1.5} × weight_time {1, 3}) fixed coverage_power
-        # 3, weight_lexical 16, weight_vector 4, weight_hop 1, weight_time 3; its best LoCoMo R@5
-        # was 56.5: the answers were not in reach of any weight. Reading LoCoMo's misses showed why:
-        # the top hits were the turns that asked the question ("What dance were you doing?") and the
-        # answer was the next turn, sharing no word with the query. Session 5 grid (48 points):
-        # coverage_power {2, 3} × weight_vector {3, 4, 6} × min_similarity {0.1, 0.15} ×
-        # weight_context {0, 0.3, 0.4, 0.5}. Leave one LoCoMo conversation out (chosen on the two
-        # others with both own corpora, scored on the held-out one): R@5 0.674 / 0.638 / 0.632
-        # against the grid's best 0.703 / 0.665 / 0.641, chosen weight_context 0.5, 0.5, 0.4 and
-        # min_similarity 0.15, 0.1, 0.1. Leaving a whole corpus out cannot choose weight_context for
-        # LoCoMo (the other corpora hold no conversation: held out, LoCoMo R@5 0.549 vs 0.614).
-        # On all corpora under the constraints (own floors; on LoCoMo hybrid ≥ its lexical half on
-        # R@5, R@10, adversarial and month/year R@5) the best point is weight_context 0.5 (R@5 60.9,
-        # R@10 67.7, with min_similarity 0.1); 0.4 is within noise of it and keeps R@1 and
-        # month/year R@5 higher, the smaller lift. min_similarity stays 0.15: 0.1 gained 0.3–0.7
-        # points of LoCoMo R@10 but let unrelated notes through in small stores (a test store of
-        # three notes returned "note via --project-path …" for "Node version"), the floor issue 11
-        # item 6 asks for. Default: weight_context 0.4. `memsafe bench --dataset locomo` (categories 1–4
-        # R@1/5/10): 34.3 / 54.7 / 64.6 → 34.1 / 60.1 / 67.3 (lexical half with context 35.5 / 56.9
-        # / 63.0); adversarial R@5 72.7 → 79.8 (lexical 74.7); month/year R@5 57.1 → 63.5 (55.6).
-        # Own corpus unchanged (0.971 / 1.0 / graph R@3 0.941); developer prose semantic R@1 0.842,
-        # the vector half 0.868 (one query of 38: no point keeping the own floors reaches both).
-        # Session 6: candidate_depth 50 → 75. The weights above are saturated: grids over
-        # weight_vector {2..12} × coverage_power {2, 3} × substance_words {6, 10}, a convex vector
-        # term ((sim − floor)/(1 − floor))^{1, 1.5, 2}, a floor raised to the query's 10th/50th/median
-        # neighbour, vector damped by lexical relevance, asymmetric context weights, penalising runs
-        # of adjacent turns, and the exact similarity of lexical-only candidates all moved LoCoMo
-        # R@10 by under 0.6 points (or broke the own floors, or cost up to 16 points of R@5: adjacent turns are often
-        # all evidence). What remained was depth: on cached candidates, depth 75 put 6 pieces of
-        # evidence into the top 10 (3 ranked 51st–75th by the vector search, 3 next to such a turn)
-        # and pushed 3 out. At
-        # depth 75 (both retrievers), `memsafe bench --dataset locomo`, categories 1–4 R@1/5/10/MRR:
-        # 34.1 / 60.1 / 67.3 / 51.1 → 34.4 / 60.1 / 68.1 / 51.4; adversarial R@5 79.8 → 80.8;
-        # month/year R@5 63.5 → 61.1 (one question of 42; lexical 55.6). Depth 100 gave no more
-        # (67.9, simulated on cached candidates). Own corpora unchanged (stores smaller than 75).
-        # Session 10: substance_words 6 → 4, counting only the words of a memory that the query does
-        # not hold (`retrieve.content_words` with `Query.words`). Found in a new-user trial: the
-        # README's `recall "how do we combine branches?"` put "We squash commits before merging to
-        # main", the vector search's first, 5th among the demo's commit notes (4 content words: its
-        # vector weight cut to 4/6). The guard is for a turn that only names the people a question
-        # names; those names are now not counted, so the guard holds at a lower threshold. On the
-        # cached candidates substance_words {2, 3, 4, 4.5, 5, 6}, with and without the query's words,
-        # moved LoCoMo categories 1–4 R@5 by at most 0.3 points and left both own corpora unchanged
-        # (the guard hardly matters any more beside coverage and context). `memsafe bench --dataset
-        # locomo`, R@1/3/5/10/MRR@10: 34.4 / 53.2 / 60.1 / 68.1 / 51.4 → 34.3 / 52.7 / 60.1 / 68.1 /
-        # 51.2; adversarial R@5 80.8 → 80.8; month/year R@5 61.1 → 62.3 (5 with the query's words: 34.2
-        # / 53.0 / 60.2 / 68.0 / 51.3); `memsafe bench`: the same figures. 4 is the length of a
-        # one-line decision, which is what an agent remembers most.
-        # Session 13: the developer-prose corpus grew to 113 memories and 93 queries, 47 of them
-        # written blind (nobody ran recall on them first). `cv` on the three corpora chooses the
-        # same point but weight_context 0.5 (the within-noise alternative above; the developer-prose
-        # corpus holds no conversation, so only LoCoMo decides it): the defaults stay. Semantic R@1
-        # hybrid / vector / lexical 0.737 / 0.750 / 0.474 (one query of 76); on the same cached
-        # candidates coverage_power 4 gives hybrid 0.763 (above the vector half) but LoCoMo
-        # categories 1–4 R@5 0.585 (below issue 11's 60), weight_vector 5 breaks the own floors.
-        # Session 14: weight_lexical joined the grid ({12, 14, 16, 18}; fixed at 16 since session 4)
-        # and the issue's rule on the developer prose (hybrid ≥ each half on R@1, R@3 and MRR of every
-        # query type) joined the constraints (`tune_recall.fits`); 8 of 192 points keep them all. `cv`
-        # chooses weight_lexical 14, weight_context 0.5, and so does each leave-one-conversation-out
-        # fold (held out R@5 0.662 / 0.651 / 0.616, the folds choosing weight_context 0.5, 0.5, 0.3).
-        # `memsafe bench --dataset locomo` categories 1–4 R@1/3/5/10/MRR@10: 34.3 / 52.7 / 60.1 / 68.1
-        # / 51.2 → 33.9 / 52.5 / 60.4 / 68.0 / 50.8 (lexical half 35.1 / 51.1 / 56.9 / 62.1 / 49.3);
-        # adversarial R@5 80.8 → 78.8 (74.7), month/year R@5 62.3 → 59.5 (56.7).
-        # `memsafe bench`: own corpus unchanged; developer prose semantic R@1 / R@3 / MRR 0.737 / 0.842
-        # / 0.805 → 0.750 / 0.842 / 0.812 (vector half 0.750 / 0.842 / 0.810): hybrid now at least
-        # each half on every type and metric of both shipped corpora, which `memsafe bench` gates.
-        # Session 14, weight_question: on LoCoMo a fifth of the turns ask something, and the turn
-        # that asked the question was 45% of the wrong first hits (99 of 220): it shares the query's
-        # words, not its answer. A memory keeps (1 − weight_question × the share of its text in
-        # questions) of its relevance, after the context step has lent its neighbours its full
-        # relevance (`retrieve.answers_first`). `cv --grid '{"coverage_power": [3.0], "weight_lexical":
-        # [14, 16], "weight_vector": [4], "min_similarity": [0.15], "weight_context": [0.4, 0.5],
-        # "weight_question": [0, 0.3, 0.5, 0.7, 0.85, 1.0]}'` chooses 0.85 (with weight_lexical 14,
-        # weight_context 0.5); held-out conversations R@5 0.662 / 0.651 / 0.616 → 0.692 / 0.665 /
-        # 0.642 (each fold chose 0.85, 1.0, 0.7). Lending backwards less (a question lends the turn
-        # before it nothing) cost LoCoMo R@5 1 point. `memsafe bench --dataset locomo`, categories
-        # 1–4 R@1/3/5/10/MRR@10: 33.9 / 52.5 / 60.4 / 68.0 / 50.8 → 37.1 / 54.1 / 62.2 / 68.5 / 54.1
-        # (lexical half 37.0 / 53.2 / 56.5 / 62.3 / 50.7: hybrid at least it on every metric);
-        # adversarial R@5 78.8 → 81.8 (74.7), month/year R@5 59.5 → 65.5 (54.8). Both shipped corpora
-        # unchanged (their memories ask nothing).
-        ConfigKey("coverage_power", float, 3.0, "exponent on the share of query-term IDF a lexical hit holds",
-                  0.0, 10.0),
-        ConfigKey("min_similarity", float, 0.15,
-                  "cosine below which a memory found only by the vector search is dropped (absolute floor)", 0.0, 1.0),
-        ConfigKey("substance_words", float, 4.0,
-                  "content words a memory needs for its vector match to count fully (short chit-chat weighs less)",
-                  0.0, 64.0),
-        ConfigKey("weight_time", float, 3.0,
-                  "relevance added to a memory dated inside the time a query names (\"in May 2023\")", 0.0, 10.0),
-        ConfigKey("weight_hop", float, 1.0, "relevance added to memories one relation away from a named entity",
-                  0.0, 10.0),
-        ConfigKey("weight_context", float, 0.5,
-                  "share of the relevance of the turns around it a conversation turn gains (its context)", 0.0, 1.0),
-        ConfigKey("weight_question", float, 0.85,
-                  "share of its relevance a memory that only asks a question loses (it holds no answer)", 0.0, 1.0),
-        ConfigKey("candidate_depth", int, 75, "candidates taken from each retriever (BM25 and KNN)", 5, 1000),
-        ConfigKey("weight_lexical", float, 14.0, "weight of BM25 in fusion", 0.0, 100.0),
-        ConfigKey("weight_vector", float, 4.0, "weight of the vector similarity in fusion", 0.0, 100.0),
-        # Recency and access: kept small so they only reorder hits of near-equal relevance (on the
-        # candidates above, weight_recency 0.5 cost LoCoMo R@5 2.8 points). Access counts only explicit
-        # use (get, confirm, update), never being recalled, so recall cannot feed itself.
-        ConfigKey("weight_recency", float, 0.05, "weight of recency in the final score", 0.0, 10.0),
-        ConfigKey("weight_access", float, 0.03, "weight of access frequency in the final score", 0.0, 10.0),
-        # 0.2–1.0 cut own semantic R@1 to 0.80–0.89 with no gain on graph queries.
-        ConfigKey("weight_graph", float, 0.03, "weight of graph connectivity in the final score", 0.0, 10.0),
-        ConfigKey("weight_confidence", float, 0.05, "weight of confidence in the final score", 0.0, 10.0),
-        ConfigKey("weight_decay", float, 0.05, "penalty per decay level in the final score", 0.0, 10.0),
-        ConfigKey("recency_half_life_days", float, 30.0, "half-life of the recency signal (days)", 0.1, 36500.0),
-        ConfigKey(
-            "near_duplicate_threshold", float, 0.92,
-            "cosine similarity at which remember reports a near-duplicate and consolidate merges", 0.5, 1.0,
-        ),
-        ConfigKey(
-            "decay_policy", str, "",
-            "overrides of the decay policy table, e.g. 'fact.half_life=150, task.floor=0.1' "
-            "(see `memsafe decay --policy`)",
-            check=lambda v: _check_decay_policy(v),
-        ),
-        ConfigKey(
-            "project_mode",
-            str,
-            "git-root",
-            "how the current project is found: git-root (repository root of the cwd) or cwd",
-            choices=("git-root", "cwd"),
-        ),
-    ]
-}
-
-
-def _check_decay_policy(value):
-    from memsafe import decay
-
-    return decay.check_policy(value)
 
 
 # ---------------------------------------------------------------------------------------------

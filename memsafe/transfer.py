@@ -33,7 +33,7 @@ from typing import IO
 from memsafe import clock
 from memsafe.graph import entity_key
 from memsafe.models import Kind, Source, Status
-from memsafe.render import count_of
+from memsafe.plural import count_of
 
 FORMAT_NAME = "memsafe"
 FORMAT_VERSION = 1

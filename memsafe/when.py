@@ -299,7 +299,7 @@ def _relative(raw: str, base: datetime) -> tuple[datetime, str] | None:
     "May 2023") and a year. A CLI recall that
     reads its first date with dateparser spends ~0.3-0.45 s on it (its import, then the
     timezone and locale expressions it compiles on first use; session 13), and these spans are
-    most of what people write. tests/test_recall_odd_input.py checks that both give the same
+    most of what people write. tests/recall/test_recall_odd_input.py checks that both give the same
     windows. None for any other span, or one reaching past the calendar (years 1-9999): dateparser
     reads it."""
     m = _RELATIVE.fullmatch(raw)

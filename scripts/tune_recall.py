@@ -8,7 +8,7 @@ and, when given, every conversation of a LoCoMo-format file) and records, per qu
 candidates of recall's `candidates` step (BM25 and vector lists with their raw features) and the
 relevant ids. Nothing of a corpus's text is written, only ids and numbers.
 
-`cv` replays the pure ranking steps (`api.score_candidates`: `retrieve.fuse`, `retrieve.rank`)
+`cv` replays the pure ranking steps (`scoring.score_candidates`: `scoring.fuse`, `scoring.rank`)
 on those candidates for every point of GRID. Each corpus gets one score (`corpus_scores`). It
 prints leave-one-corpus-out figures (the point best on the other corpora, scored on the held-out
 one), then the chosen point: among the points that keep the shipped corpus's floors (semantic
@@ -30,19 +30,20 @@ import sys
 import tempfile
 from pathlib import Path
 
-from memsafe import api, clock, retrieve
-from memsafe.api import core
+from memsafe import api, clock
+from memsafe.api import config, core
 from memsafe.bench import locomo, quality
+from memsafe.recall import candidates, scoring, terms
 
-DEPTH = core.default_config()["candidate_depth"]  # as recall takes them
+DEPTH = config.default_config()["candidate_depth"]  # as recall takes them
 
 
 def _query_candidates(store, text: str, project: str | None, now) -> dict:
     """The `candidates` step's output for one query, as plain numbers."""
     scope = core.make_scope(project=project)
-    query = retrieve.parse_query(text, now)
-    cfg = {**core.default_config(), "weight_hop": 1.0}
-    cands, _memories, _mode = core._candidates(store, query, scope, DEPTH, "hybrid", cfg, [])
+    query = terms.parse_query(text, now)
+    cfg = {**config.default_config(), "weight_hop": 1.0}
+    cands, _memories, _mode = candidates.gather(store, query, scope, DEPTH, "hybrid", cfg, [])
     return {"query": query, "cands": cands}
 
 
@@ -110,8 +111,8 @@ def collect(locomo_file: str | None, out: str, keep: str | None = None) -> None:
 
 def rank(row: dict, params: dict) -> list[int]:
     """The pure part of recall on cached candidates, with `params` as config."""
-    cfg = {**core.default_config(), **params}
-    return [c.id for _, c in core.score_candidates(row["cands"], row["query"], cfg)]
+    cfg = {**config.default_config(), **params}
+    return [c.id for _, c in scoring.score_candidates(row["cands"], row["query"], cfg)]
 
 
 def metrics(rows: list[dict], params: dict) -> dict[str, float]:

@@ -12,7 +12,7 @@ import sys
 import apsw
 import pytest
 
-from memsafe import api, retrieve
+from memsafe import api
 from memsafe.models import Scope
 from memsafe.store.common import tokenizer
 
@@ -129,7 +129,7 @@ def test_a_single_cjk_character_ending_a_text_is_found(store):
 
 
 def test_a_single_cjk_character_is_found(store):
-    """Below a bigram: looked up exactly (`retrieve.exact_terms`, the trigram index)."""
+    """Below a bigram: looked up exactly (`terms.exact_terms`, the trigram index)."""
     cat = api.remember(store, "我家的猫喜欢在键盘上睡觉。").id
     api.remember(store, "狗每天早上要散步。")
     assert _ids(api.recall(store, "猫", mode="lexical")) == [cat]
@@ -230,7 +230,7 @@ def test_cjk_runs_become_bigrams_with_their_byte_offsets():
                                      "ドキ", "キュ", "ュメ", "メン", "ント"]
     utf8 = text.encode()
     for start, end, token in found:
-        if retrieve.CJK_RUN.fullmatch(token):
+        if tokenizer.CJK_RUN.fullmatch(token):
             assert utf8[start:end].decode() == token
         else:
             assert utf8[start:end].decode().lower().startswith(token[:2])

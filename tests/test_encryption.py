@@ -21,8 +21,9 @@ from conftest import run_memsafe
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from memsafe import api, encryption
+from memsafe import api
 from memsafe.store import SQLiteStore
+from memsafe.store.sqlite import encryption
 
 PHRASE = "ultramarine-platypus-7731 opens the staging vault"
 FIXTURES = Path(__file__).parent / "fixtures"

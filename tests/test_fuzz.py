@@ -169,9 +169,9 @@ def test_id_handlers_fuzz(fuzz_store):
 
 def test_config_set_fuzz(fuzz_store):
     store = fuzz_store
-    from memsafe import settings as msettings
+    from memsafe.api.config import CONFIG_KEYS
 
-    keys = st.one_of(st.sampled_from(sorted(msettings.CONFIG_KEYS)), texts)
+    keys = st.one_of(st.sampled_from(sorted(CONFIG_KEYS)), texts)
     values = st.one_of(
         texts, numbers, st.sampled_from(["1e999", "-1e999", "nan", "inf", "9" * 5000, "0x10", "1_000", " 5 ", "true"])
     )

@@ -324,7 +324,7 @@ def test_purging_a_merged_memory_removes_its_copies_from_the_survivor(store):
 
 
 def test_as_of_with_many_changed_texts_embeds_only_likely_candidates(store, monkeypatch):
-    from memsafe.api import lifecycle
+    from memsafe.recall import vectors
 
     _at(monkeypatch, T0)
     ids = [api.remember(store, f"Service {n} listens on port {8000 + n}").id for n in range(6)]
@@ -332,7 +332,7 @@ def test_as_of_with_many_changed_texts_embeds_only_likely_candidates(store, monk
     _at(monkeypatch, T0 + timedelta(days=5))
     for i in [*ids, target]:
         api.update(store, i, content=f"{api.get(store, i).content} (moved in February)")
-    monkeypatch.setattr(lifecycle, "AS_OF_EMBED_MAX", 2)
+    monkeypatch.setattr(vectors, "AS_OF_EMBED_MAX", 2)
     result = api.recall_as_of(store, "where are invoices kept?", as_of="2026-01-03", mode="vector")
     assert result.hits[0].memory.id == target
     assert result.hits[0].text == "The billing service stores invoices in PostgreSQL"

@@ -334,7 +334,7 @@ def test_backfill_is_idempotent_and_skips_what_the_hook_remembered(repo, db_path
     assert limited["seen"] == 2
     for nonsense in ("not a date at all ;;", "nonsense", "2999-01-01"):  # git would read each as some date
         bad = cli("hook", "backfill", "--repo", str(repo), "--since", nonsense)
-        assert bad.exit_code == 1 and "--since" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+        assert bad.exit_code == 2 and "--since" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
     recent = json.loads(cli("hook", "backfill", "--repo", str(repo), "--since", "3 months ago", "--json").stdout)
     assert recent["seen"] == 7
 

@@ -64,7 +64,7 @@ def test_stdin_with_invalid_utf8_and_closed_stdin(db_path):
     with SQLiteStore(db_path) as store:
         assert api.get(store, 1).content == "caf\ufffd latin1 text"
     r = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True)
-    assert r.returncode == 1  # empty stdin: "content is empty"
+    assert r.returncode == 2  # empty stdin: "content is empty", a usage error
     closed = subprocess.run(cmd, capture_output=True, text=True, preexec_fn=lambda: os.close(0))
     assert "no standard input" in one_error_line(closed)
 

@@ -14,7 +14,7 @@ import pytest
 from memsafe import api
 from memsafe.bench.http import HttpServer, connect
 from memsafe.errors import InvalidInput
-from memsafe.http_server import MIN_TOKEN_CHARS, TOKENS_ENV, is_loopback, load_tokens
+from memsafe.mcp.http import MIN_TOKEN_CHARS, TOKENS_ENV, is_loopback, load_tokens
 
 TOKENS = {"alice": "alice-token-0123456789abcdef", "bob": "bob-token-fedcba9876543210"}
 WRONG = "mallory-token-00000000000000"
@@ -397,7 +397,7 @@ def test_the_listening_socket_sets_tcp_nodelay():
     client's delayed ACK (uvicorn writes headers and body separately)."""
     import socket
 
-    from memsafe.http_server import _listen
+    from memsafe.mcp.http import _listen
 
     sock = _listen("127.0.0.1", 0)
     try:

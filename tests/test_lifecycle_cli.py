@@ -57,7 +57,7 @@ def test_update_history_and_list_commands(cli, monkeypatch):
     assert len(json.loads(cli("history", "1", "--json").stdout)["versions"]) == 2
     assert "Updated memory 1" in (lambda r: r.stderr + r.stdout)(cli("update", "1", "--importance", "0.9"))
     r = cli("update", "1")
-    assert r.exit_code == 1 and "nothing to update" in r.stderr and r.stdout == ""
+    assert r.exit_code == 2 and "nothing to update" in r.stderr and r.stdout == ""
     assert cli("update", "99", "--content", "x").exit_code == 1
     cli("forget", "1")
     assert json.loads(cli("list", "--json").stdout) == []
@@ -81,9 +81,9 @@ def test_recall_as_of_and_since_flags(cli, monkeypatch):
     for bad, why in (("tomorrow", "future"), ("when pigs fly", "cannot read"), ("2026-13-01", "not a date"),
                      ("2026-02-30T10:00", "not a date")):
         r = cli("recall", "runtime", "--as-of", bad)
-        assert r.exit_code == 1 and why in r.stderr and len(r.stderr.strip().splitlines()) == 1
+        assert r.exit_code == 2 and why in r.stderr and len(r.stderr.strip().splitlines()) == 1
     r = cli("recall", "runtime", "--since", "next week")
-    assert r.exit_code == 1 and "future" in r.stderr
+    assert r.exit_code == 2 and "future" in r.stderr
 
 
 def test_confidence_confirm_and_near_duplicate_warning(cli, monkeypatch):
@@ -95,7 +95,7 @@ def test_confidence_confirm_and_near_duplicate_warning(cli, monkeypatch):
     assert cli("confidence", "1", "--boost").exit_code == 0
     for args in (["1", "1.5"], ["1", "0"]):
         r = cli("confidence", *args)
-        assert r.exit_code == 1 and "between 0.01 and 0.99" in r.stderr
+        assert r.exit_code == 2 and "between 0.01 and 0.99" in r.stderr
     assert cli("confidence", "1").exit_code == 2
     assert cli("confidence", "1", "0.5", "--weaken").exit_code == 2
     r = cli("confirm", "1", "--reason", "still true", "--json")

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from conftest import run_memsafe
 
-from memsafe.render import count_of
+from memsafe.plural import count_of
 
 ROOT = Path(__file__).resolve().parent.parent
 

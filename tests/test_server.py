@@ -22,9 +22,10 @@ from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from typer.testing import CliRunner
 
-from memsafe import api, framing, server
+from memsafe import api, framing
 from memsafe.bench.mcp import RawClient, tools_list_tokens
 from memsafe.cli import app
+from memsafe.mcp import tools as server
 
 CORE_TOOLS = {"remember", "recall", "get_memory", "forget", "purge_memory", "status", "update_memory", "transfer"}
 GRAPH_TOOLS = {"relate_entities", "query_graph"}
@@ -251,7 +252,7 @@ def test_claimed_stdio_sends_native_writes_and_prints_to_stderr(tmp_path):
     """fd 1 itself is redirected, so a native library writing to it cannot reach the wire."""
     script = (
         "import os, sys\n"
-        "from memsafe.server import _claim_stdio\n"
+        "from memsafe.mcp.tools import _claim_stdio\n"
         "wire_in, wire_out = _claim_stdio()\n"
         "os.write(1, b'native noise on fd 1\\n')\n"
         "print('stray print', flush=True)\n"
@@ -589,9 +590,9 @@ def test_bench_measures_tokens_and_cold_start(db_path, embedder):
 
 def test_serve_rejects_an_empty_project_with_one_line(db_path, memsafe_proc):
     result = cli(db_path, "serve", "--project", "  ")  # through the Typer app
-    assert result.exit_code == 1 and "empty project" in result.stderr and "Traceback" not in result.stderr
+    assert result.exit_code == 2 and "empty" in result.stderr and "Traceback" not in result.stderr
     fast = memsafe_proc("--db", str(db_path), "serve", "--project", "  ")  # the direct path of __main__
-    assert fast.returncode == 1 and fast.stdout == "" and fast.stderr.strip() == "Error: empty project"
+    assert fast.returncode == 2 and fast.stdout == "" and fast.stderr.strip() == "Error: empty project"
     helped = memsafe_proc("serve", "--help")
     assert helped.returncode == 0 and "--project" in helped.stdout
 
@@ -1051,7 +1052,7 @@ server._stop_on_signal = patched
 @pytest.mark.parametrize("case", sorted(_SIGNAL_CASES))
 def test_a_signal_at_any_moment_of_the_start_up_stops_serve_on_a_terminal(paths, case):
     script = paths["cwd"] / "wrapped.py"
-    script.write_text("import os, signal, sys, time\nfrom memsafe import server\n" + _SIGNAL_CASES[case]
+    script.write_text("import os, signal, sys, time\nfrom memsafe.mcp import tools as server\n" + _SIGNAL_CASES[case]
                       + "\nserver.serve(sys.argv[1], None)\n")
     code, first, rest, _ = _on_a_terminal([sys.executable, str(script), str(paths["db"])], paths, send=False)
     assert "waiting for a client" in first
@@ -1061,10 +1062,10 @@ def test_a_signal_at_any_moment_of_the_start_up_stops_serve_on_a_terminal(paths,
 def test_serve_that_hangs_after_ctrl_c_still_ends_by_the_deadline_and_says_where_it_hung(paths):
     """Whatever hangs after a stop signal (here: stopping the warm thread never returns), the
     process ends STOP_DEADLINE_S later with exit 130, printing every thread's stack."""
-    from memsafe.mcp_handshake import STOP_DEADLINE_S
+    from memsafe.mcp.stdio import STOP_DEADLINE_S
 
     script = paths["cwd"] / "wrapped.py"
-    script.write_text("import sys, time\nfrom memsafe import server\n"
+    script.write_text("import sys, time\nfrom memsafe.mcp import tools as server\n"
                       "server.ServerState.stop = lambda self, timeout=0: time.sleep(1000)\n"
                       "server.serve(sys.argv[1], None)\n")
     code, first, rest, elapsed = _on_a_terminal([sys.executable, str(script), str(paths["db"])], paths)
@@ -1316,7 +1317,7 @@ def test_tools_taking_an_id_never_read_or_change_another_projects_memory(tmp_pat
 
 
 # ---------------------------------------------------------------------------------------------
-# `initialize` answered before the SDK is imported (issue 13 item 4, memsafe.mcp_handshake)
+# `initialize` answered before the SDK is imported (issue 13 item 4, memsafe.mcp.stdio)
 
 
 def _piped(paths, lines: list[str], cache: Path, **env: str) -> list[dict]:
@@ -1413,7 +1414,7 @@ def test_a_first_line_cut_at_its_bound_ends_on_a_whole_character():
     UTF-8 character: the rest is decoded apart (`Early.text`), and a character cut in two would
     reach the SDK as two U+FFFD. Before, only an ASCII byte could end it (a line of accented
     letters was read whole, byte by byte)."""
-    from memsafe import mcp_handshake
+    from memsafe.mcp import stdio as mcp_handshake
 
     for head in ("", "x", "xy", "xyz"):
         text = head + "é€😀" * (mcp_handshake.MAX_FIRST_LINE // 4)

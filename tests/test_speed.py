@@ -544,13 +544,13 @@ def test_cached_token_ranks_count_exactly_like_tiktoken_and_survive_corruption(t
 
 def test_a_default_recall_loads_the_model_from_its_start_and_still_fails_cleanly(seeded):
     """A default recall starts loading the model on its own thread before it opens the store (issue
-    13: the load overlaps the store work). A user error meanwhile is still one line and exit 1: the
+    13: the load overlaps the store work). A usage error meanwhile is still one line and exit 2: the
     process leaves without the interpreter's teardown (`memsafe.__main__._exit_now`), so it never
     aborts inside onnxruntime however far the load got; lexical recall loads nothing."""
-    for args in (["recall", "deploy", "--since", "the day after never"], ["recall", "   "]):
+    for args in (["recall", "deploy", "--since", "the day after never"], ["recall", "\u200b"]):
         for _ in range(3):  # the load is at another point each time
             names, proc = imported(args, seeded)
-            assert "numpy" in names and proc.returncode == 1, proc.stderr[-2000:]
+            assert "numpy" in names and proc.returncode == 2, proc.stderr[-2000:]
             errors = [line for line in proc.stderr.splitlines() if not line.startswith("import time:")]
             assert len(errors) == 1 and errors[0].startswith("Error: "), errors
     names, proc = imported(["recall", "blue-green deploy"], seeded)

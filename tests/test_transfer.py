@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 from memsafe import api, clock, transfer
 from memsafe.cli import app
 from memsafe.errors import InvalidInput
-from memsafe.render import count_of
+from memsafe.plural import count_of
 
 pytestmark = pytest.mark.backends("sqlite", "postgres")  # conftest: once per store backend
 
@@ -795,7 +795,7 @@ def test_import_cannot_set_both_fusion_weights_to_zero(exported, tmp_path):
         with pytest.raises(InvalidInput, match="cannot both be 0"):
             api.import_file(other, path)
         report = api.import_file(other, path, skip_invalid=True)
-        assert api.config_value(other, "weight_lexical") == api.core.default_config()["weight_lexical"]
+        assert api.config_value(other, "weight_lexical") == api.config.default_config()["weight_lexical"]
         assert report.memories_added == 2
         assert api.recall(other, "bazel").hits
     finally:

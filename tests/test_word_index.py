@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from memsafe import api, retrieve
+from memsafe import api
 from memsafe.models import Scope
+from memsafe.recall import terms
 from memsafe.store.sqlite.fulltext import SQLiteFullText
 
 pytestmark = pytest.mark.backends("sqlite", "postgres")  # conftest: once per store backend
@@ -49,7 +50,7 @@ def filled(store):
 
 def _words(store, query: str, limit: int = 20) -> list[tuple[int, float]]:
     """The word index's hits for a free-text query, best first, with their BM25 scores."""
-    match = retrieve.fts_query(query)
+    match = terms.fts_query(query)
     return list(store.fts_search(match, Scope(), limit))
 
 
@@ -65,7 +66,7 @@ def test_bm25_scores_and_order_are_fts5s(filled, query):
     """The scores are those of an FTS5 table holding the same texts (document lengths, term
     frequencies and document frequencies all counted on FTS5's tokens)."""
     store, ids = filled
-    expected, _, _ = SQLiteFullText.scratch_lexical(dict(zip(ids, TEXTS)), retrieve.fts_terms(query), 20)
+    expected, _, _ = SQLiteFullText.scratch_lexical(dict(zip(ids, TEXTS)), terms.fts_terms(query), 20)
     got = _words(store, query)
     assert [i for i, _ in got] == [i for i, _ in expected]
     assert [s for _, s in got] == pytest.approx([s for _, s in expected], rel=1e-9)
@@ -96,7 +97,7 @@ def test_a_huge_text_of_distinct_words_is_stored_and_found(store):
 
     text = make_input("base64")
     memory = api.remember(store, text, embed_now=False)
-    first = retrieve.query_terms(text)[0]
+    first = terms.query_terms(text)[0]
     assert [i for i, _ in _words(store, first)] == [memory.id]
     assert store.consistency_problems() == []
 
@@ -304,7 +305,7 @@ def test_the_server_compacts_the_word_index_once_remembers_stop(db_path, embedde
     import anyio
     from mcp import Client
 
-    from memsafe import server
+    from memsafe.mcp import tools as server
 
     monkeypatch.setattr(server, "COMPACT_IDLE_S", 3600.0)
     srv = server.build_server(str(db_path))
@@ -346,7 +347,7 @@ def test_the_server_tries_an_unfinished_compaction_again_only_after_as_much_quie
 
     import apsw
 
-    from memsafe import server
+    from memsafe.mcp import tools as server
     from memsafe.store import SQLiteStore
     from memsafe.store.sqlite import fulltext
 
@@ -391,7 +392,7 @@ def test_a_remember_stops_the_servers_compaction_between_steps(db_path, embedder
     minute."""
     import time
 
-    from memsafe import server
+    from memsafe.mcp import tools as server
     from memsafe.store import SQLiteStore
 
     opened = api.open_store(str(db_path))

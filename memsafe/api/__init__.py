@@ -17,7 +17,8 @@ from __future__ import annotations
 import importlib
 
 # searched in this order; the first module whose __all__ holds a name provides it
-_MODULES = ("core", "graph", "lifecycle", "transfer", "hooks", "checkup", "encryption", "init", "browsing")
+_MODULES = ("core", "retrieval", "config", "graph", "lifecycle", "transfer", "hooks", "checkup", "encryption", "init",
+            "browsing")
 
 
 def __getattr__(name: str):

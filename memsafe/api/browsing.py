@@ -13,12 +13,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 
-from memsafe import clock, retrieve
+from memsafe import clock
 from memsafe import history as past
-from memsafe.api.core import MAX_QUERY_CHARS, _check_id, _enum_value, clean_text, get, make_scope, recall
+from memsafe.api.core import MAX_QUERY_CHARS, _check_id, _enum_value, clean_text, get, make_scope
 from memsafe.api.lifecycle import DecayReport
-from memsafe.errors import InvalidInput
+from memsafe.api.retrieval import recall
+from memsafe.errors import InvalidInput, Refused
 from memsafe.models import Hit, Memory, Status
+from memsafe.recall import terms
 from memsafe.store import Store
 
 __all__ = [
@@ -213,7 +215,7 @@ def search(
     text = clean_text(query, "query", MAX_QUERY_CHARS)
     scope = make_scope(project=project, all_projects=project is None, kinds=kinds, tags=tags, since=since)
     scope.statuses = statuses
-    match = retrieve.fts_query(text)
+    match = terms.fts_query(text)
     ranked = store.fts_search(match, scope, limit * 4) if match is not None else []
     found = store.get_memories([i for i, _ in ranked])
     hits = []
@@ -344,12 +346,12 @@ def pin(store: Store, memory_id: int, *, pinned: bool = True) -> Memory:
     """Pin (tag `pinned`, which decay never compresses or archives) or unpin a memory, through
     `update` (the previous tags become a version).
 
-    Raises: NotFound; InvalidInput (memory not active, or already in that state)."""
+    Raises: NotFound; Refused (memory not active, or already in that state)."""
     from memsafe.api.lifecycle import update
 
     memory = get(store, _check_id(memory_id))
     has = PIN_TAG in memory.tags
     if has == pinned:
-        raise InvalidInput(f"memory {memory_id} is {'already' if pinned else 'not'} pinned")
+        raise Refused(f"memory {memory_id} is {'already' if pinned else 'not'} pinned")
     tags = [*memory.tags, PIN_TAG] if pinned else [t for t in memory.tags if t != PIN_TAG]
     return update(store, memory_id, tags=tags)

@@ -10,10 +10,11 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from memsafe import __version__, embed, encryption, hooks, settings, tokens
-from memsafe.api.core import Opened, encryption_state, vector_fix
+from memsafe import __version__, embed, hooks, settings, tokens
+from memsafe.api.core import POSTGRES_ENCRYPTION, Opened, encryption_state, vector_fix
 from memsafe.errors import MemsafeError
-from memsafe.render import POSTGRES_ENCRYPTION, count_of
+from memsafe.plural import count_of
+from memsafe.store.sqlite import encryption
 
 __all__ = ["Check", "DoctorReport", "doctor", "WAL_WARN_BYTES"]
 

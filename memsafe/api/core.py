@@ -1,25 +1,21 @@
-"""Responsibility: the core handlers: opening the store, input hygiene, remember, get, forget,
-restore, purge, recall, status and config."""
+"""Responsibility: the core handlers: opening the store, remember, get, forget, restore, purge,
+embedding what is pending, and status. Input hygiene is `api.hygiene`, recall `api.retrieval`,
+config `api.config`."""
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import math
 import os
-import re
-import threading
 import time
 import uuid
-from collections import Counter, OrderedDict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from memsafe import clock, embed, framing, retrieve, settings, tokens
+from memsafe import clock, embed, settings, tokens
 from memsafe.api import graph as graph_api
+from memsafe.api.config import config_value
 from memsafe.api.hygiene import (  # noqa: F401  re-exported: the handler modules and tests import them from here
     MAX_CONTENT_CHARS,
     MAX_PROJECT_CHARS,
@@ -45,37 +41,32 @@ from memsafe.api.hygiene import (  # noqa: F401  re-exported: the handler module
     make_scope,
     refuse_secret,
 )
-from memsafe.errors import Duplicate, InvalidInput, NotFound, StoreUnavailable
+from memsafe.errors import Duplicate, InvalidInput, NotFound, Refused, StoreUnavailable
 from memsafe.models import (
-    Hit,
     Kind,
     Memory,
     PurgeReport,
-    RecallResult,
     Scope,
     Source,
     Status,
     StatusReport,
+    in_scope,
 )
-from memsafe.render import count_of
+from memsafe.recall.vectors import backfill, embedder_for, vector_bytes
 from memsafe.store import Store, connect
 
 if TYPE_CHECKING:
-    from concurrent.futures import Future
+    pass
 
 __all__ = [
     "Opened", "open_store", "clean_text", "clean_tags", "clean_project", "current_project", "content_hash",
     "backfill",
     "remember", "embed_new", "embed_in_background", "get", "reachable", "in_scope", "encryption_state", "forget",
-    "purge", "make_scope", "recall", "score_candidates", "status",
-    "config_list", "config_get", "config_set", "config_reset", "set_db_path", "reset_db_path", "config_value",
+    "purge", "make_scope", "status",
     "MAX_CONTENT_CHARS", "MAX_QUERY_CHARS", "MAX_PROJECT_CHARS",
 ]
 
-BACKFILL_BATCH = 256  # pending memories a recall embeds at most (attempts, written or skipped)
-RECALL_EMBED_SECONDS = 2.0  # ... and for at most this long, then answers from what it has
 BACKGROUND_EMBED_SECONDS = 300.0  # a detached embedder stops after this; `memsafe embed` does the rest
-WRITE_GRACE_MS = 250  # least wait for the write lock of a time-bounded fill (about one SQLite commit under load)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -127,107 +118,6 @@ def open_store(db: str | None = None, *, create: bool = True, origin: str | None
 # Embedding helpers
 
 
-def _embedder(store: Store) -> embed.Embedder | None:
-    """The shared embedder when vectors can be used with this store, else None."""
-    if not store.vector_available:
-        return None
-    return embed.get_embedder()
-
-
-def _vector_bytes(vec) -> bytes:
-    return vec.astype("float32").tobytes()
-
-
-def backfill(store: Store, *, limit: int | None = BACKFILL_BATCH, batch_size: int = embed.BATCH_SIZE,
-             max_seconds: float | None = None, newest_first: bool = False,
-             progress: Callable[[int], None] | None = None, unsaved: dict | None = None) -> int:
-    """Fill pending vectors (deferred embeddings) in batches. Returns how many were written.
-
-    One walk over the pending memories, oldest first (or newest first: what was just remembered
-    is what a recall is likely asked about). Each batch is embedded outside any transaction, then
-    written in one short transaction; a memory changed meanwhile (an update, a decay step) is
-    skipped: it stays pending for a later call and is not retried in this one (the walk goes on
-    past it). So the work is bounded whatever other processes do (issue 17.2):
-
-    - `limit` counts the memories embedded (written or skipped), not only those written;
-    - `max_seconds` (wall clock) stops before a new batch once it has passed; after the first
-      batch (embed.TIMED_FIRST_BATCH texts) each batch is sized to the time left at the rate
-      measured so far (`embed.timed_batch`), so the overrun is about one text's embedding. Its
-      writes wait for another writer's lock (a decay's, an import's) only for the time left (at
-      least WRITE_GRACE_MS), and a lock that is not free by then ends it: the batch stays pending.
-
-    `progress(written so far)` is called after each batch. `unsaved`, when given, receives
-    {memory id: (dim,) vector} of the memories embedded but not written for want of the lock, so
-    a recall can still use them.
-
-    Raises:
-        StoreUnavailable: without `max_seconds`, another writer held the lock for 30 s.
-    """
-    embedder = _embedder(store)
-    if embedder is None:
-        return 0
-    started = time.monotonic()
-    deadline = None if max_seconds is None else started + max_seconds
-
-    def write(most_ms: int = 30_000):  # a time-bounded fill waits for the write lock only as long as it has time
-        left_ms = most_ms if deadline is None else min(most_ms, int((deadline - time.monotonic()) * 1000))
-        return store.write(wait_ms=max(WRITE_GRACE_MS, left_ms))
-
-    if not store.vectors_ready(embedder.model_id):
-        try:
-            with write(30_000 if deadline is None else WRITE_GRACE_MS):
-                store.ensure_vector_table(embedder.model_id, embedder.dim)
-        except StoreUnavailable:
-            if deadline is None:
-                raise
-            write = _no_write  # no vector table yet and no lock in time: embed, keep in `unsaved`
-    done = attempted = 0
-    cursor: int | None = None  # the last id walked
-    # rows per transaction; embedded in length-sorted batches of `batch_size`
-    take_max = max(batch_size, BACKFILL_BATCH) if deadline is None else batch_size
-    while limit is None or attempted < limit:
-        take = take_max
-        if deadline is not None:
-            now = time.monotonic()
-            take = embed.timed_batch(attempted, now - started, deadline - now, take_max)
-            if not take:
-                break
-        if limit is not None:
-            take = min(take, limit - attempted)
-        if newest_first:
-            rows = store.pending_embeddings(take, newest_first=True, before_id=cursor)
-        else:
-            rows = store.pending_embeddings(take, after_id=cursor or 0)
-        if not rows:
-            break
-        attempted += len(rows)
-        cursor = rows[-1][0]
-        vectors = embedder.embed([content for _, content in rows], batch_size=batch_size)
-        tokens.keep_counts([content for _, content in rows])  # a CLI recall of them needs no tokenizer
-        try:
-            with write():
-                current = {m.id: m.content for m in store.get_memories([i for i, _ in rows]).values()}
-                for (memory_id, content), vec in zip(rows, vectors):
-                    if current.get(memory_id) == content:
-                        store.put_vector(memory_id, _vector_bytes(vec))
-                        done += 1
-        except StoreUnavailable:
-            if deadline is None:
-                raise
-            if unsaved is not None:
-                unsaved.update((memory_id, vec) for (memory_id, _), vec in zip(rows, vectors))
-            break  # out of time while another writer held the lock: this batch stays pending
-        if progress is not None:
-            progress(done)
-        if len(rows) < take:
-            break
-    return done
-
-
-def _no_write():
-    raise StoreUnavailable("no time left to wait for the write lock")
-
-
 def embed_new(store: Store, *, limit: int = embed.BATCH_SIZE) -> tuple[int, list[tuple[int, dict]]]:
     """Embed the `limit` newest pending memories (taken in id order) and report the near-duplicates among
     them: what `remember` would have said had it embedded inline (a server's remember replies
@@ -246,7 +136,7 @@ def embed_new(store: Store, *, limit: int = embed.BATCH_SIZE) -> tuple[int, list
     Raises:
         embed.ModelUnavailable: the model fails on these texts (they stay pending).
     """
-    embedder = _embedder(store)
+    embedder = embedder_for(store)
     if embedder is None:
         return 0, []
     # newest first: what `remember` just stored, even while older rows keep changing (a decay)
@@ -279,7 +169,7 @@ def embed_new(store: Store, *, limit: int = embed.BATCH_SIZE) -> tuple[int, list
         for memory_id, vec, near in kept:
             if memory_id not in now or now[memory_id].content != current[memory_id].content:
                 continue
-            store.put_vector(memory_id, _vector_bytes(vec))
+            store.put_vector(memory_id, vector_bytes(vec))
             done += 1
             if near is not None:
                 near_found.append((memory_id, near))
@@ -349,7 +239,7 @@ def _background_embedder(db_path: str) -> None:
                     fcntl.flock(fd, fcntl.LOCK_UN)
             opened = open_store(db_path, create=False)
             try:  # a memory committed while we held the lock, whose own embedder gave up
-                left = opened.store.pending_count() if _embedder(opened.store) is not None else 0
+                left = opened.store.pending_count() if embedder_for(opened.store) is not None else 0
             finally:
                 opened.store.close()
             if not left or time.monotonic() >= deadline:
@@ -421,7 +311,7 @@ def remember(
 
     if embed_now == "if-loaded":
         embed_now = embed.loaded()
-    embedder = _embedder(store) if embed_now else None
+    embedder = embedder_for(store) if embed_now else None
     try:
         vector = embedder.embed_one(text) if embedder else None
     except embed.ModelUnavailable:
@@ -452,7 +342,7 @@ def remember(
         )
         if vector is not None:
             store.ensure_vector_table(embedder.model_id, embedder.dim)
-            store.put_vector(memory_id, _vector_bytes(vector))
+            store.put_vector(memory_id, vector_bytes(vector))
         graph_api.link_entities(store, memory_id, text, entity_names, now)
         store.add_event(now, "remember", memory_id, f"source={source_v}")
     memory = store.get_memory(memory_id)
@@ -470,7 +360,7 @@ def _near_duplicates(store: Store, embedder, vectors: list, projects: list[str |
     if not vectors or not store.vectors_ready(embedder.model_id):
         return [None] * len(vectors)
     threshold = config_value(store, "near_duplicate_threshold")
-    found = store.nearest_each([_vector_bytes(v) for v in vectors], projects, exclude)
+    found = store.nearest_each([vector_bytes(v) for v in vectors], projects, exclude)
     return [None if hit is None or 1.0 - hit[1] < threshold else {"id": hit[0], "similarity": round(1.0 - hit[1], 4)}
             for hit in found]
 
@@ -550,31 +440,16 @@ def _ids_shown(ids: Sequence[int]) -> str:
     return ", ".join(map(str, ids[:10])) + (f" and {len(ids) - 10} more" if len(ids) > 10 else "")
 
 
-def in_scope(project: str | None, scope: Scope) -> bool:
-    """True if a memory of `project` (None: global) is inside the projects of `scope`."""
-    if scope.projects is None:
-        return True
-    return project in scope.projects or (project is None and scope.include_global)
-
-
-def admits(scope: Scope, m) -> bool:
-    """True if `m` (a `Memory` or a `history.PastState`: project, kind, tags, created_at as UTC
-    ISO-8601) passes the project, kind, tag and since filters of `scope`; its status is the
-    caller's to check (a past state has its own)."""
-    return (in_scope(m.project, scope) and (not scope.kinds or m.kind in scope.kinds)
-            and set(scope.tags) <= set(m.tags) and not (scope.since and m.created_at < scope.since))
-
-
 def forget(store: Store, memory_id: int, *, reason: str | None = None, scope: Scope | None = None) -> Memory:
     """Soft-forget: hidden from every recall path (lexical, vector, graph, export by default),
     kept for audit and `restore`. `scope` as in `get` (a memory outside it is NotFound).
-    Raises NotFound, InvalidInput (already forgotten)."""
+    Raises NotFound, Refused (already forgotten)."""
     why = _controls_to_space(_fix_surrogates(reason)).strip()[:200] if reason else None
     now = clock.now_iso()
     with store.write():
         memory = get(store, memory_id, scope=scope)
         if memory.status == Status.FORGOTTEN.value:
-            raise InvalidInput(
+            raise Refused(
                 f"memory {memory_id} is already forgotten; `restore {memory_id}` brings it back "
                 "(MCP: forget with undo=true)"
             )
@@ -630,611 +505,6 @@ def purge(store: Store, memory_ids: Sequence[int], *, scope: Scope | None = None
 
 
 # ---------------------------------------------------------------------------------------------
-# Recall
-
-
-def config_value(store: Store, key: str):
-    """The effective value of a config key (stored, else default)."""
-    spec = settings.CONFIG_KEYS[key]
-    raw = store.config_get(key)
-    return spec.default if raw is None else spec.parse(raw)
-
-
-def _config_snapshot(store: Store) -> dict:
-    """Every config key's effective value, read in one query (recall reads ~18 of them)."""
-    stored = store.config_items()
-    return {
-        name: spec.parse(stored[name]) if name in stored else spec.default
-        for name, spec in settings.CONFIG_KEYS.items()
-    }
-
-
-def recall(
-    store: Store,
-    query: str,
-    *,
-    project: str | None = None,
-    all_projects: bool = False,
-    kinds: Sequence[str] = (),
-    tags: Sequence[str] = (),
-    since: str | None = None,
-    budget: int | None = None,
-    limit: int | None = None,
-    mode: str = "hybrid",
-    include_forgotten: bool = False,
-    framed: bool = False,
-) -> RecallResult:
-    """Find the memories most relevant to `query`, packed into a token budget.
-
-    Pipeline (DESIGN.md), one named step each: scope → time (the windows the query names,
-    `retrieve.parse_query`) → candidates (BM25 and vector KNN, plus memories one relation away
-    from entities the query names; `_candidates`) → fusion on absolute scales with the time and
-    graph terms (`retrieve.fuse`) → multi-signal score (`retrieve.rank`) → packing into
-    effective budget = budget × safety_multiplier (tokens, cl100k_base, counted on the exact
-    returned text), of which `graph_share` is reserved for graph context (`_pack`). No
-    bookkeeping: being returned by recall is not a use (it would feed itself: issue 11); only
-    explicit use counts (`get` from a person or an agent, `confirm`, `update`).
-    `tokens_used` = memory tokens + `graph_tokens` ≤ effective.
-
-    Args:
-        mode: 'hybrid' (default), 'lexical' or 'vector'.
-        budget: tokens; default from config `token_budget`.
-        limit: maximum memories; default from config `recall_limit`.
-        framed: each memory costs its block in a reply framed for a model (`memsafe.framing`:
-            header line and indented text, as MCP replies and agent hooks show it), and the graph
-            context its `[graph]` block; otherwise the text alone (the CLI's table and JSON).
-
-    Raises:
-        InvalidInput: empty query, budget or limit < 1, unknown kind or mode.
-    """
-    text = clean_text(query, "query", MAX_QUERY_CHARS)
-    cfg = _config_snapshot(store)
-    if mode not in ("hybrid", "lexical", "vector"):
-        raise InvalidInput(f"unknown mode {_shown(mode)}; use hybrid, lexical or vector")
-    budget_v = cfg["token_budget"] if budget is None else _whole(budget, "token_budget", "budget")
-    limit_v = cfg["recall_limit"] if limit is None else _whole(limit, "recall_limit", "limit")
-    scope = make_scope(project=project, all_projects=all_projects, kinds=kinds, tags=tags, since=since)
-    if include_forgotten:  # forgotten memories are otherwise invisible to every path (FIELD-CASES F10)
-        scope.statuses = [Status.ACTIVE.value, Status.FORGOTTEN.value]
-    effective = max(1, int(budget_v * cfg["safety_multiplier"]))
-    notes: list[str] = []
-    now = clock.now()
-    q = retrieve.parse_query(text, now)
-    cands, memories, used_mode = _candidates(store, q, scope, max(cfg["candidate_depth"], limit_v), mode, cfg, notes)
-    ranked = score_candidates(cands, q, one_half_weight(cfg, used_mode, notes))
-    heads = Heads(store, [memories[c.id] for _, c in ranked], now, framed=framed, tagged=bool(scope.tags))
-    hits, graph_text, graph_tokens = _pack(store, ranked, memories, effective, cfg["graph_share"], limit_v, scope,
-                                           notes, heads)
-    if ranked and not hits:
-        notes.append(f"a budget of {count_of(budget_v, 'token')} is too small for any memory")
-    elif not ranked and scope.projects is not None:
-        notes += _found_elsewhere(store, q.lexical_text, scope)
-    return RecallResult(
-        query=text,
-        budget=budget_v,
-        effective_budget=effective,
-        tokens_used=sum(h.tokens for h in hits) + graph_tokens,
-        hits=hits,
-        mode=used_mode,
-        scope=_scope_list(scope),
-        notes=notes,
-        graph_context=graph_text,
-        graph_tokens=graph_tokens,
-        at=clock.to_iso(now),
-    )
-
-
-ELSEWHERE_CAP = 100  # keyword matches counted in other projects when a recall finds nothing in its own
-
-
-def _found_elsewhere(store: Store, text: str, scope: Scope) -> list[str]:
-    """For a recall that found nothing in `scope` (a project and global memories): a note saying
-    how many memories of other projects match `text` by keyword (the same filters; one word-index
-    query of at most ELSEWHERE_CAP hits, and their rows; no vector search) and how to reach them,
-    as `reachable` says for ids; no note when none does."""
-    match, exact = retrieve.fts_query(text), retrieve.exact_terms(text)
-    if match is None and not exact:
-        return []
-    hits = store.fts_search(match, dataclasses.replace(scope, projects=None, include_global=True), ELSEWHERE_CAP,
-                            exact)
-    found = store.get_memories([i for i, _ in hits], tags=False)
-    projects = Counter(m.project for m in found.values() if not in_scope(m.project, scope))
-    if not projects:
-        return []
-    n = sum(projects.values())
-    here = (f"project {scope.projects[0]} or global memories" if scope.projects
-            else "global memories (no project here)")
-    most = sorted(projects.items(), key=lambda item: (-item[1], item[0]))[:3]  # most matches first, then by name
-    named = ", ".join(f"{name} {k}" for name, k in most) + (", …" if len(projects) > 3 else "")
-    return [f"nothing in {here}; {'at least ' if len(hits) >= ELSEWHERE_CAP else ''}"
-            f"{count_of(n, 'match')} in other projects ({named}): --all-projects (MCP: all_projects=true) "
-            "searches them"]
-
-
-def default_config() -> dict:
-    """Every config key's default value."""
-    return {name: spec.default for name, spec in settings.CONFIG_KEYS.items()}
-
-
-def one_half_weight(cfg: dict, mode: str, notes: list[str]) -> dict:
-    """The config a recall of one half alone ranks with (`mode` 'lexical' or 'vector': asked
-    for, or lexical when vectors are unavailable): `cfg` with that half's fusion weight at its
-    default when it is set to 0, and a note saying so. A fusion weight scales one half against the
-    other; 0 is allowed beside a non-zero other half (`check_config_pair`), and alone it ranked
-    nothing: `weight_lexical 0` made every recall without the model, and `--mode lexical`, return
-    nothing (break-it, session 11). `cfg` itself is returned unchanged otherwise."""
-    key = {"lexical": "weight_lexical", "vector": "weight_vector"}.get(mode)
-    if key is None or cfg[key] > 0:
-        return cfg
-    default = settings.CONFIG_KEYS[key].default
-    notes.append(f"{key} is 0, which ranks nothing in a {mode}-only recall; {default:g} (its default) was used")
-    return {**cfg, key: default}
-
-
-def score_candidates(cands: Sequence[retrieve.Candidate], q: retrieve.Query, cfg: dict
-                     ) -> list[tuple[float, retrieve.Candidate]]:
-    """Steps fusion (with time and graph), context (answers before questions), a time-only
-    query's time first (`retrieve.time_first`), exact terms first and scoring, pure:
-    [(score, candidate)] best first."""
-    fusion = retrieve.Fusion(
-        weight_lexical=cfg["weight_lexical"], weight_vector=cfg["weight_vector"],
-        min_similarity=cfg["min_similarity"], coverage_power=cfg["coverage_power"],
-        substance_words=cfg["substance_words"], weight_time=cfg["weight_time"], weight_hop=cfg["weight_hop"],
-        weight_context=cfg["weight_context"],
-    )
-    weights = retrieve.Weights(
-        recency=cfg["weight_recency"], access=cfg["weight_access"], graph=cfg["weight_graph"],
-        confidence=cfg["weight_confidence"], decay=cfg["weight_decay"],
-        recency_half_life_days=cfg["recency_half_life_days"],
-    )
-    relevance = retrieve.in_context(cands, retrieve.fuse(cands, q, fusion), fusion.weight_context)
-    relevance = retrieve.answers_first(relevance, cands, cfg["weight_question"])
-    relevance = retrieve.time_first(relevance, cands, q, cfg["weight_time"])
-    held = {c.id: c.exact for c in cands if c.exact}
-    for i in held:  # a memory holding an exact term ranks first in every mode, found by meaning or not
-        relevance.setdefault(i, 0.0)
-    return retrieve.rank(cands, retrieve.exact_first(relevance, held), weights, q.now or clock.now())
-
-
-def _candidates(store: Store, q: retrieve.Query, scope: Scope, depth: int, mode: str, cfg: dict, notes: list[str]
-                ) -> tuple[list[retrieve.Candidate], dict[int, Memory], str]:
-    """Step "candidates": BM25 (on the query without its date words) and vector KNN (on the query
-    without the words half the store holds, `_vector_text`; in vector mode the memories holding
-    an exact term join too) in `scope`, plus memories one relation away from an entity the query
-    names (when weight_hop > 0), with the features the pure steps read. Returns (candidates in
-    scope, their memories, mode used)."""
-    # The query is embedded on a worker thread (loading the model first in a fresh process) while
-    # this thread runs the BM25 search: ONNX Runtime and SQLite both release the GIL.
-    # Everything that does not need the query's vector runs before waiting for it, the rows and
-    # features of the lexical and graph candidates included: a new query's embedding (~8 ms on 2
-    # cores) outlasts the BM25 search at 10,000 memories, and what follows the wait is the latency
-    # that remains (session 12: 6.6 ms after the wait, of 16.4 at the median).
-    query_vector = (_embed_query_async(store, _vector_text(store, q.text), scope, depth)
-                    if mode in ("hybrid", "vector") else None)
-    lexical = _lexical(store, q.lexical_text, scope, depth) if mode in ("hybrid", "lexical") else []
-    coverage, idf_sum = _coverage(store, q.lexical_text, lexical) if lexical else ({}, 0.0)
-    # no BM25 in vector mode, but the memories holding an exact term still come first
-    exact = store.fts_search(None, scope, depth, retrieve.exact_terms(q.lexical_text)) if mode == "vector" else lexical
-    held = getattr(exact, "held", {}) if mode == "vector" else {}
-    notes += _unheld_notes(q.text, getattr(exact, "exact", {}))
-    hops = graph_api.one_hop(store, graph_api.query_entities(store, q.text), scope)[0] if cfg["weight_hop"] > 0 else {}
-    rows = _Rows(store, scope, cfg["weight_context"] > 0)
-    dated = _dated(store, q, scope, depth) if cfg["weight_time"] > 0 else []
-    by_id = _lexical_candidates(held, lexical, coverage, idf_sum, hops, dated)
-    rows.read(list(by_id))
-    _memory_features([c for i, c in by_id.items() if i in rows.memories], rows.memories, rows.degrees)
-    vector, used_mode = ([], mode) if query_vector is None else _vector(store, query_vector, mode, scope, depth, notes)
-    if mode == "vector" and used_mode == "lexical":  # vectors unavailable: fall back to BM25
-        lexical, held = _lexical(store, q.lexical_text, scope, depth), {}
-        coverage, idf_sum = _coverage(store, q.lexical_text, lexical) if lexical else ({}, 0.0)
-        by_id = _lexical_candidates(held, lexical, coverage, idf_sum, hops, dated)
-    for rank, (i, sim) in enumerate(vector, start=1):
-        c = by_id.setdefault(i, retrieve.Candidate(i))
-        c.similarity, c.vector_rank = sim, rank
-    rows.read(list(by_id))
-    memories = rows.memories
-    if rows.turns:
-        retrieve.link_turns(by_id, {i: m for i, m in memories.items()
-                                    if i in by_id or (m.status in scope.statuses and admits(scope, m))})
-    shown = {i: c for i, c in by_id.items() if i in memories and memories[i].status in scope.statuses}
-    _memory_features([c for c in shown.values() if c.created_at is None], memories, rows.degrees)
-    _word_features(shown.values(), memories, cfg, q.words)
-    return list(shown.values()), memories, used_mode
-
-
-def _dated(store: Store, q: retrieve.Query, scope: Scope, depth: int) -> list[int]:
-    """Step "time", as a candidate source: the `depth` latest memories in `scope` created in each
-    window the query names. A query such as "what happened last week?" says nothing a memory
-    holds but its time, and found nothing (session 12); these rank below every memory that
-    matches what the query says (`retrieve.fuse`), and one that does gains the time term."""
-    ids: dict[int, None] = {}
-    for w in q.windows:
-        ids.update(dict.fromkeys(store.created_between(scope, clock.to_iso(w.start), clock.to_iso(w.end), depth)))
-    return list(ids)
-
-
-def _lexical_candidates(held: dict[int, int], lexical: list[tuple[int, float]], coverage: dict[int, float],
-                        idf_sum: float, hops: dict[int, float], dated: Sequence[int]
-                        ) -> dict[int, retrieve.Candidate]:
-    """Step "candidates": {id: Candidate} of the memories holding exact terms (`held`: how many),
-    the BM25 hits (`lexical`, best first; bm25 over `idf_sum`, with their `coverage`), the
-    memories one relation away from a named entity (`hops`: strength) and those created in a
-    time the query names (`dated`, `_dated`): every candidate that needs no query vector."""
-    by_id = {i: retrieve.Candidate(i, exact=n) for i, n in held.items()}
-    exact = getattr(lexical, "held", {})
-    for rank, (i, bm25) in enumerate(lexical, start=1):
-        by_id[i] = retrieve.Candidate(i, bm25=-bm25 / idf_sum if idf_sum > 0 else 0.0,
-                                      coverage=coverage.get(i, 0.0), lexical_rank=rank, exact=exact.get(i, 0))
-    for i, strength in hops.items():
-        by_id.setdefault(i, retrieve.Candidate(i)).hop = strength
-    for i in dated:
-        by_id.setdefault(i, retrieve.Candidate(i)).dated = True
-    return by_id
-
-
-class _Rows:
-    """Step "candidates": the rows a recall's candidates need, read in batches as the candidates
-    become known (the lexical and graph ones before the query's vector is ready, the vector ones
-    after), each id once: the memories and their entity degrees (`Store.recall_rows`: shared,
-    without tags, so read only; where the scope filters by tags, `admits`, read with them), and
-    with `turns` (weight_context > 0) the conversation turns just before and after each candidate
-    turn (`retrieve.link_turns`; a neighbour of another kind is never linked,
-    `retrieve.same_conversation`)."""
-
-    def __init__(self, store: Store, scope: Scope, turns: bool):
-        self.store, self.scope, self.turns = store, scope, turns
-        self.memories: dict[int, Memory] = {}
-        self.degrees: dict[int, int] = {}
-        self._read: set[int] = set()  # ids read in full
-        self._near: set[int] = set()  # neighbouring turns asked for (read only if conversation turns)
-        self._around: set[int] = set()  # candidate turns whose neighbours were asked for
-
-    def read(self, ids: Sequence[int]) -> None:
-        """Read the rows of those of `ids` (candidates) not read yet, and with `turns` those of the
-        turns just before and after each candidate turn: a turn first read as another's neighbour
-        is read again only for its own neighbours (break-it, session 12)."""
-        ids = list(dict.fromkeys(ids))
-        new = [i for i in ids if i not in self._read and i not in self.memories]
-        if new:
-            self._read.update(new)
-            self._add(new, None)
-        if not self.turns:
-            return
-        turns = [i for i in ids if i not in self._around and i in self.memories
-                 and self.memories[i].kind == Kind.CONVERSATION.value]
-        self._around.update(turns)
-        wanted = {n for i in turns for n in (i - 1, i + 1)} - self._read - self._near - self.memories.keys()
-        if wanted:
-            self._near.update(wanted)
-            self._add(sorted(wanted), Kind.CONVERSATION.value)
-
-    def _add(self, ids: list[int], kind: str | None) -> None:
-        if self.scope.tags:
-            memories = self.store.get_memories(ids, kind=kind)
-            degrees = self.store.entity_degrees(list(memories))
-        else:
-            memories, degrees = self.store.recall_rows(ids, kind=kind)
-        self.memories.update(memories)
-        self.degrees.update(degrees)
-
-
-def fill_features(store: Store, cands: dict[int, retrieve.Candidate], memories: dict, cfg: dict,
-                  known: frozenset[str] = frozenset()) -> None:
-    """Step "candidates": set each candidate's features that the memory holds (`retrieve.Candidate`:
-    times, uses, confidence, decay level, entity degree: `_memory_features`; content words beyond
-    the query's words `known`: `_word_features`) from `memories` ({id: `Memory` or
-    `history.PastState`}, holding every id of `cands`)."""
-    _memory_features(cands.values(), memories, store.entity_degrees(list(cands)))
-    _word_features(cands.values(), memories, cfg, known)
-
-
-def _memory_features(cands: Iterable[retrieve.Candidate], memories: dict, degrees: dict[int, int]) -> None:
-    """Set each candidate's times, uses, confidence, decay level and entity degree (`degrees`,
-    absent: 0) from its memory in `memories`."""
-    for c in cands:
-        m = memories[c.id]
-        c.created_at = clock.parse_iso(m.created_at)
-        c.last_used_at = clock.parse_iso(m.last_accessed_at) if m.last_accessed_at else None
-        c.access_count, c.confidence, c.decay_level = m.access_count, m.confidence, m.decay_level
-        c.graph_degree = degrees.get(c.id, 0)
-
-
-def _word_features(cands: Iterable[retrieve.Candidate], memories: dict, cfg: dict, known: frozenset[str]) -> None:
-    """Set each candidate's content words beyond the query's words `known` (`retrieve.content_words`),
-    read by the vector half only (0 for a candidate it did not find) and only up to
-    `substance_words`, the most it weighs; and the share of its text that asks a question
-    (`retrieve.question_share`), when `weight_question` reads it."""
-    words = math.ceil(cfg["substance_words"])
-    asks = cfg["weight_question"] > 0
-    for c in cands:
-        content = memories[c.id].content
-        c.words = retrieve.content_words(content, words, known) if c.similarity is not None else 0
-        c.asks = retrieve.question_share(content) if asks else 0.0
-
-
-def _pack(store: Store, ranked: list[tuple[float, retrieve.Candidate]], memories: dict[int, Memory], effective: int,
-          graph_share: float, limit: int, scope: Scope, notes: list[str], heads: Heads) -> tuple[list[Hit], str, int]:
-    """Step "packing": memories first into (effective − graph share); the relations among their
-    entities into the graph share; what the graph leaves unused flows back to memories. Each
-    memory costs what `heads` says (its text, or its block in a framed reply). Notes name a
-    memory cut to fit and better matches that did not fit. Returns (hits, graph text, its tokens)."""
-    texts = [memories[c.id].content for _, c in ranked]
-    reserve = int(effective * graph_share)
-
-    def fill(room: int) -> tuple[list[retrieve.Packed], str, int]:
-        packed = retrieve.pack(texts, max(1, room), heads.count, heads.truncate, limit=limit, overhead=heads.overhead)
-        used = sum(p.tokens for p in packed)
-        text, n = graph_api.context_text(store, [ranked[p.index][1].id for p in packed],
-                                         min(reserve, effective - used), scope, framed=heads.framed)
-        return packed, text, n
-
-    packed, graph_text, graph_tokens = fill(effective - reserve)
-    if reserve and graph_tokens < reserve and (
-        any(p.truncated for p in packed) or len(packed) < min(limit, len(texts))
-    ):  # a memory was cut or left out: give memories the graph share the relations do not need
-        packed, graph_text, graph_tokens = fill(effective - graph_tokens)
-    notes += _pack_notes(packed, [c.id for _, c in ranked], heads.whole, limit)
-    order = {c.id: n for n, (_, c) in enumerate(ranked)}
-
-    def context_of(c: retrieve.Candidate) -> int | None:  # the neighbour that lent it relevance, ranked highest
-        near = [n for n in (c.before, c.after) if n in order]
-        return min(near, key=order.__getitem__) if near else None
-
-    return [
-        Hit(memory=heads.memory(p.index), text=p.text, tokens=p.tokens, score=round(score, 6), truncated=p.truncated,
-            lexical_rank=c.lexical_rank, vector_rank=c.vector_rank, context_of=context_of(c))
-        for p in packed
-        for score, c in [ranked[p.index]]
-    ], graph_text, graph_tokens
-
-
-class Heads:
-    """Step "packing": what each ranked memory (`memories`, best first) costs in the reply, for
-    `retrieve.pack`: with `framed`, its block as a model reads it (`memsafe.framing`: the header
-    line, ages as of `now`, and the text indented); otherwise its text alone (the CLI shows it
-    in a table or as JSON). Tokens: cl100k_base.
-
-    Returned memories are copies, with their tags (`memory`): the rows `_candidates` read are
-    shared with later recalls (`Store.recall_rows`) and hold none unless `tagged`; tags are read
-    in batches of BATCH as packing reaches a memory, one query for a usual recall."""
-
-    BATCH = 16
-
-    def __init__(self, store: Store, memories: Sequence[Memory], now: datetime, *, framed: bool, tagged: bool):
-        self.store, self.memories, self.now, self.framed = store, memories, now, framed
-        self._tags: dict[int, list[str]] = {m.id: list(m.tags) for m in memories} if tagged else {}
-        self._cost: dict[tuple[int, bool], int] = {}
-        self.count = framing.body_tokens if framed else tokens.count
-        self.truncate = framing.cut_body if framed else tokens.truncate
-
-    def memory(self, index: int) -> Memory:
-        """A copy of the memory at `index`, with its tags."""
-        m = self.memories[index]
-        if m.id not in self._tags:
-            batch = [x.id for x in self.memories[index:index + self.BATCH] if x.id not in self._tags]
-            self._tags.update(self.store.tags_of(batch))
-        return dataclasses.replace(m, tags=list(self._tags[m.id]))
-
-    def overhead(self, index: int, cut: bool) -> int:
-        """Tokens the framing adds to the memory at `index` (its header line, `framing.head_tokens`;
-        `cut`: as an excerpt); 0 unframed."""
-        if not self.framed:
-            return 0
-        key = (index, cut)
-        if key not in self._cost:
-            self._cost[key] = framing.head_tokens(framing.header(self.memory(index), now=self.now, cut=cut))
-        return self._cost[key]
-
-    def whole(self, index: int) -> int:
-        """Tokens of the memory at `index` whole, framing included."""
-        return self.overhead(index, False) + self.count(self.memories[index].content)
-
-
-def _pack_notes(packed: Sequence[retrieve.Packed], ids: Sequence[int], whole: Callable[[int], int],
-                limit: int) -> list[str]:
-    """What a recall's packing (`retrieve.pack` of the ranked memories `ids`, best first) cut or
-    left out for lack of budget, as notes naming the memories and their size (`whole(index)`:
-    tokens of one whole, as packing counts it), so nothing relevant vanishes silently (issue 17.6): a memory cut
-    to fit, better matches that did not fit, and lower-ranked matches that did not fit while the
-    limit left room for them."""
-    notes = []
-    for p in packed:
-        if p.truncated:
-            notes.append(f"memory {ids[p.index]} cut to {p.tokens} of {whole(p.index)} tokens to fit "
-                         f"the budget; `get {ids[p.index]}` shows it whole")
-    if not packed:
-        return notes  # the caller says the budget is too small for any memory
-
-    def named(indexes: list[int]) -> str:
-        shown = ", ".join(f"{ids[i]} ({count_of(whole(i), 'token')})" for i in indexes[:5])
-        return shown + (f" and {len(indexes) - 5} more" if len(indexes) > 5 else "")
-
-    above, below = retrieve.unfitted(packed, len(ids), limit)
-    if above:
-        notes.append(f"better-ranked memories did not fit the budget: {named(above)}; raise the budget or `get` them")
-    if below:
-        notes.append(f"lower-ranked matches did not fit the budget: {named(below)}; raise the budget or `get` them")
-    return notes
-
-
-def _lexical(store: Store, text: str, scope: Scope, depth: int) -> list[tuple[int, float]]:
-    """The BM25 hits of the word index, memories holding the query's exact terms (identifiers,
-    versions, single CJK characters: `retrieve.exact_terms`) first; the evidence rides on the result
-    (`memsafe.store.LexicalHits`: `held`, `exact`)."""
-    match, exact = retrieve.fts_query(text), retrieve.exact_terms(text)
-    return store.fts_search(match, scope, depth, exact) if match is not None or exact else []
-
-
-def _unheld_notes(text: str, found: dict[str, tuple[int, set[int]]]) -> list[str]:
-    """A note for each exact term of the query (an identifier, a version, a path: `retrieve.exact_terms`)
-    that no memory in scope holds (`found`: `LexicalHits.exact`), named as the query wrote it: the
-    results then match its words or its meaning, and nothing else says the term itself was not found."""
-    notes = []
-    for term, (_, ids) in found.items():
-        if not ids:
-            written = re.search(re.escape(term), text, re.IGNORECASE)
-            shown = written.group(0) if written else term
-            notes.append(f'no memory here holds "{shown}" as written; any result matches its words or its meaning')
-    return notes
-
-
-def _vector(store: Store, query_vector: Future, mode: str, scope: Scope, depth: int, notes: list[str]
-            ) -> tuple[list[tuple[int, float]], str]:
-    """([(id, cosine similarity)] best first, mode used) from the query's embedding job: `mode`, or
-    'lexical' with a note when vectors are unavailable or the model fails. Fills pending vectors first."""
-    try:
-        embedder, qvec = query_vector.result()
-    except embed.ModelUnavailable as exc:
-        notes.append(f"vector search failed ({exc}); lexical results only")
-        return [], "lexical"
-    if embedder is None:
-        reason = store.vector_error or embed.load_error() or "model unavailable"
-        notes.append(f"vector search unavailable ({reason}); lexical results only")
-        return [], "lexical"
-    hits: list[tuple[int, float]] = []
-    unsaved: dict[int, object] = {}
-    fill = bool(store.pending_count()) or not store.vectors_ready(embedder.model_id)
-    try:
-        if fill:
-            # bounded (issue 17.2); newest first, so a memory just remembered is found by meaning
-            backfill(store, max_seconds=RECALL_EMBED_SECONDS, newest_first=True,  # also after a model change
-                     unsaved=unsaved)
-        if store.vectors_ready(embedder.model_id):
-            hits = [(i, 1.0 - d) for i, d in store.vector_search(_vector_bytes(qvec), scope, depth)]
-        if unsaved:
-            hits = _with_unsaved(store, hits, unsaved, qvec, scope, depth)
-    except embed.ModelUnavailable as exc:
-        notes.append(f"vector search failed ({exc}); lexical results only")
-        mode = "lexical"
-    pending = store.pending_count() if fill else 0  # what the fill left
-    if pending:
-        notes.append(f"{count_of(pending, 'memory')} still waiting for embedding, found by keywords only (a recall "
-                     f"embeds at most {BACKFILL_BATCH} of them, for at most {RECALL_EMBED_SECONDS:g} s, newest "
-                     "first; `memsafe embed` does the rest)")
-    return hits, mode
-
-
-def _with_unsaved(store: Store, hits: list[tuple[int, float]], unsaved: dict, qvec, scope: Scope, depth: int
-                  ) -> list[tuple[int, float]]:
-    """`hits` plus the memories in `scope` among `unsaved` (embedded by this recall, not stored: a
-    writer held the lock), by their cosine similarity to `qvec` (unit vectors: the dot product):
-    the `depth` best, best first. So the memory just remembered is found by meaning even while a
-    decay keeps the store locked (issue 17.2)."""
-    seen = {i for i, _ in hits}
-    memories = store.get_memories([i for i in unsaved if i not in seen])
-    extra = [(i, float(unsaved[i] @ qvec)) for i, m in memories.items()
-             if m.status in scope.statuses and admits(scope, m)]
-    return sorted([*hits, *extra], key=lambda h: -h[1])[:depth]
-
-
-def _vector_text(store: Store, text: str) -> str:
-    """The query text the vector half embeds: without the words half the store holds
-    (`retrieve.common_words`, `retrieve.vector_text`). One count per query term in the word index."""
-    n, df, _ = store.fts_term_stats(retrieve.fts_terms(text), [])
-    return retrieve.vector_text(text, retrieve.common_words(df, n))
-
-
-def _coverage(store: Store, text: str, hits: list[tuple[int, float]]) -> tuple[dict[int, float], float]:
-    """`retrieve.lexical_scale` of the BM25 hits: the term statistics of the word index, with an
-    exact term counted by its exact matches (issue 12.9)."""
-    exact = getattr(hits, "exact", {})
-    terms = [t for t in retrieve.fts_terms(text) if t[1:-1].replace('""', '"') not in exact]
-    n, df, matches = store.fts_term_stats(terms, [i for i, _ in hits])
-    return retrieve.lexical_scale(n, df, matches, exact)
-
-
-_embed_pool = None
-_embed_pool_lock = threading.Lock()
-
-
-def _forget_embed_pool() -> None:
-    """In a forked child: the parent's pool has no thread there, so work given to it never runs."""
-    global _embed_pool, _embed_pool_lock
-    _embed_pool, _embed_pool_lock = None, threading.Lock()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_embed_pool)
-
-
-# The query vectors a process embedded last, by (model id, query text): an agent asks the same
-# question again and again in one session, and a query's vector depends on nothing in the store.
-# 256 vectors of 384 float32: 0.4 MB.
-QUERY_VECTORS_KEPT = 256
-_query_vectors: OrderedDict = OrderedDict()
-_query_vectors_lock = threading.Lock()
-
-
-def _known_query_vector(embedder: embed.Embedder, text: str):
-    """The vector `_query_vector` gave for `text` with this model lately, else None."""
-    with _query_vectors_lock:
-        key = (embedder.model_id, text)
-        vector = _query_vectors.get(key)
-        if vector is not None:
-            _query_vectors.move_to_end(key)
-        return vector
-
-
-def _query_vector(embedder: embed.Embedder, text: str):
-    """(dim,) float32, L2-normalised, read-only: `embedder.embed_one(text)`, from the last
-    QUERY_VECTORS_KEPT queries when asked before (a new query costs the model ~5 ms of CPU).
-
-    Raises:
-        embed.ModelUnavailable: the model fails.
-    """
-    vector = _known_query_vector(embedder, text)
-    if vector is None:
-        vector = embedder.embed_one(text)
-        vector.setflags(write=False)
-        with _query_vectors_lock:
-            _query_vectors[(embedder.model_id, text)] = vector
-            if len(_query_vectors) > QUERY_VECTORS_KEPT:
-                _query_vectors.popitem(last=False)
-    return vector
-
-
-def _embed_query_async(store: Store, text: str, scope: Scope | None = None, k: int = 0) -> Future:
-    """Embed a query on the shared worker thread (`_query_vector`), then prepare there the
-    search of its `k` nearest in `scope` (`Store.prepare_vector_search`). The future gives (embedder,
-    (dim,) float32 vector), or (None, None) when vectors cannot be used here; it raises
-    embed.ModelUnavailable if the model fails. A query embedded lately by the loaded model is
-    answered at once, without the worker: handing it over and back cost up to a few ms while this
-    thread held the GIL (session 8)."""
-    global _embed_pool
-
-    if embed.loaded() and store.vector_available:
-        embedder = embed.get_embedder()
-        vector = _known_query_vector(embedder, text)
-        if vector is not None:
-            from concurrent.futures import Future
-
-            done = Future()
-            done.set_result((embedder, vector))
-            return done
-
-    def job():
-        embedder = _embedder(store)  # reads only attributes set when the store was opened
-        if embedder is None:
-            return None, None
-        vector = _query_vector(embedder, text)
-        store.prepare_vector_search(_vector_bytes(vector), scope, k)  # overlaps this thread's BM25 search
-        return embedder, vector
-
-    with _embed_pool_lock:
-        if _embed_pool is None:
-            from concurrent.futures import ThreadPoolExecutor  # with logging: ~10 ms a lexical command skips
-
-            _embed_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memsafe-embed")
-    return _embed_pool.submit(job)
-
-
-def _scope_list(scope: Scope) -> list[str | None] | None:
-    if scope.projects is None:
-        return None
-    return [*scope.projects, None]
-
-
-# ---------------------------------------------------------------------------------------------
 # Status and config
 
 
@@ -1283,96 +553,15 @@ def status(opened: Opened, *, project: str | None, project_rule: str, load_model
     )
 
 
+POSTGRES_ENCRYPTION = "not memsafe's on PostgreSQL (the server's disk encryption and TLS)"  # status, doctor
+
+
 def encryption_state(store: Store) -> dict:
     """{encrypted, cipher, key_source} of an open store, for status and doctor (never the key)."""
-    from memsafe import encryption
+    from memsafe.store.sqlite import encryption
 
     if store.key is None:
         return {"encrypted": False, "cipher": None, "key_source": None}
     return {"encrypted": True, "cipher": encryption.cipher_name(), "key_source": store.key.source}
 
 
-def config_list(store: Store) -> dict[str, dict]:
-    """Every config key: {value, default, help}."""
-    stored = store.config_items()
-    out = {}
-    for name, spec in settings.CONFIG_KEYS.items():
-        value = spec.parse(stored[name]) if name in stored else spec.default
-        out[name] = {"value": value, "default": spec.default, "help": spec.help}
-    return out
-
-
-def config_get(store: Store, key: str):
-    """One config value. Raises InvalidInput for an unknown key (naming the known ones)."""
-    _config_spec(key)
-    return config_value(store, key)
-
-
-def config_set(store: Store, key: str, value: str):
-    """Validate and store a config value; returns the parsed value. Raises InvalidInput."""
-    spec = _config_spec(key)
-    parsed = spec.parse(value)
-    with store.write():
-        check_config_pair(store, key, parsed)
-        store.config_set(key, str(parsed))
-        store.add_event(clock.now_iso(), "config", None, key)
-    return parsed
-
-
-def check_config_pair(store: Store, key: str, parsed) -> None:
-    """Refuse a value that, with the store's current config, leaves recall nothing to rank: the
-    fusion weights cannot both be 0. Every way a config key is set goes through here (set, import).
-
-    Raises: InvalidInput."""
-    partner = {"weight_lexical": "weight_vector", "weight_vector": "weight_lexical"}.get(key)
-    if partner and parsed == 0 and _config_snapshot(store)[partner] == 0:
-        raise InvalidInput(f"{key} and {partner} cannot both be 0: recall would rank nothing; "
-                           f"raise {partner} first")
-
-
-def config_reset(store: Store, key: str):
-    """Return a key to its default. Raises InvalidInput for an unknown key."""
-    spec = _config_spec(key)
-    with store.write():
-        store.config_delete(key)
-        store.add_event(clock.now_iso(), "config", None, f"{key} reset")
-    return spec.default
-
-
-def _config_spec(key: str) -> settings.ConfigKey:
-    spec = settings.CONFIG_KEYS.get(key)
-    if spec is None:
-        raise InvalidInput(f"unknown config key {key!r}; known keys: {', '.join(settings.CONFIG_KEYS)}, db")
-    return spec
-
-
-def set_db_path(path: str) -> Path | str:
-    """Remember a DB path in the user config file (resolved to an absolute path now, so later
-    runs from any working directory use the same file), or a PostgreSQL URL (checked: libpq
-    syntax, no password in it). Returns what was saved.
-
-    Raises: InvalidInput."""
-    if settings.is_db_url(path):
-        from memsafe.store.postgres import check_url
-
-        url = path.strip()
-        check_url(url)
-        values = settings.read_user_config()
-        values["db"] = url
-        settings.write_user_config(values)
-        return url
-    resolved = settings.expand_path(path)
-    if resolved.is_dir():
-        raise InvalidInput(f"{resolved} is a directory; give the path of a database file inside it")
-    values = settings.read_user_config()
-    values["db"] = str(resolved)
-    settings.write_user_config(values)
-    return resolved
-
-
-def reset_db_path() -> Path | str:
-    """Forget the DB path saved by `set_db_path`; returns the path used from now on (by default)."""
-    values = settings.read_user_config()
-    if values.pop("db", None) is not None:
-        settings.write_user_config(values)
-    return settings.resolve_db_path()[0]

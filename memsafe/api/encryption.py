@@ -1,5 +1,5 @@
 """Responsibility: the encryption handlers: `encrypt`, `decrypt` and `rekey` a SQLite store in
-place, all-or-nothing (see `memsafe.encryption` for keys, cipher and the conversion).
+place, all-or-nothing (see `memsafe.store.sqlite.encryption` for keys, cipher and the conversion).
 
 Unlike the other handlers these take the store's path, not an open `Store`: a store is
 converted while nothing has it open.
@@ -11,8 +11,9 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from memsafe import encryption, settings
-from memsafe.errors import InvalidInput, NotFound
+from memsafe import settings
+from memsafe.errors import NotFound, Refused
+from memsafe.store.sqlite import encryption
 
 __all__ = ["EncryptionReport", "encrypt", "decrypt", "rekey", "NEW_KEY_ENV"]
 
@@ -35,7 +36,7 @@ class EncryptionReport:
 def _existing(db: str | None) -> Path:
     path, _origin = settings.resolve_db_path(db)
     if isinstance(path, str):
-        raise InvalidInput("encryption is for SQLite stores only; a PostgreSQL store is protected by its server "
+        raise Refused("encryption is for SQLite stores only; a PostgreSQL store is protected by its server "
                            "(disk encryption, TLS, roles: docs/team.md)")
     if not path.is_file():
         raise NotFound(
@@ -67,12 +68,12 @@ def encrypt(db: str | None = None) -> EncryptionReport:
     the file does not exist yet), else a new key saved in the OS keyring.
 
     Raises:
-        NotFound: no store at the path; InvalidInput: already encrypted;
+        NotFound: no store at the path; Refused: already encrypted;
         KeyUnavailable: nowhere to keep a new key; StoreUnavailable: in use, or the copy failed.
     """
     path = _existing(db)
     if encryption.is_encrypted(path):
-        raise InvalidInput(f"{path} is already encrypted; `memsafe rekey` changes its key")
+        raise Refused(f"{path} is already encrypted; `memsafe rekey` changes its key")
     file = encryption.key_file()
     undo = None
     if os.environ.get(encryption.KEY_ENV) or (file is not None and file.exists()):
@@ -101,11 +102,11 @@ def decrypt(db: str | None = None) -> EncryptionReport:
     """Decrypt an encrypted store in place (with its migration backups); a keyring entry is removed.
 
     Raises:
-        NotFound; InvalidInput: not encrypted; KeyUnavailable / StoreUnavailable: no or wrong key, in use.
+        NotFound; Refused: not encrypted; KeyUnavailable / StoreUnavailable: no or wrong key, in use.
     """
     path = _existing(db)
     if not encryption.is_encrypted(path):
-        raise InvalidInput(f"{path} is not encrypted")
+        raise Refused(f"{path} is not encrypted")
     key = encryption.working_key(path, encryption.find_keys(path))
     count = encryption.convert(path, old=key, new=None)
     backups = _convert_backups(path, key, None)
@@ -125,23 +126,23 @@ def rekey(db: str | None = None) -> EncryptionReport:
     tried on open), then the store is converted, then the old key is dropped.
 
     Raises:
-        NotFound; InvalidInput: not encrypted, or MEMSAFE_KEY without MEMSAFE_NEW_KEY;
+        NotFound; Refused: not encrypted, or MEMSAFE_KEY without MEMSAFE_NEW_KEY;
         KeyUnavailable / StoreUnavailable.
     """
     path = _existing(db)
     if not encryption.is_encrypted(path):
-        raise InvalidInput(f"{path} is not encrypted; `memsafe encrypt` encrypts it")
+        raise Refused(f"{path} is not encrypted; `memsafe encrypt` encrypts it")
     old = encryption.working_key(path, encryption.find_keys(path))
     if old.variable == encryption.KEY_ENV:
         secret = os.environ.get(NEW_KEY_ENV, "")
         if not secret.strip():
-            raise InvalidInput(
+            raise Refused(
                 f"the key comes from {encryption.KEY_ENV}: set {NEW_KEY_ENV} to the new key "
                 "(memsafe never takes a key as an argument)"
             )
         new = encryption.Key(secret.strip("\r\n"), NEW_KEY_ENV)
         if new.secret == old.secret:
-            raise InvalidInput(f"{NEW_KEY_ENV} is the same as {encryption.KEY_ENV}")
+            raise Refused(f"{NEW_KEY_ENV} is the same as {encryption.KEY_ENV}")
         stage = finish = restore = lambda: None  # noqa: E731
         location = f"{NEW_KEY_ENV}: set {encryption.KEY_ENV} to it from now on"
     elif old.variable == encryption.KEY_FILE_ENV:

@@ -31,19 +31,21 @@ _UID_NAMESPACE = uuid.UUID("0c0a4f57-9a3e-4b8e-8f43-6d656d736166")  # fixed: a c
 BACKFILL_BATCH = 200  # commits remembered per transaction by backfill
 
 
-def hook_install(repo: str | Path | None = None, *, db: str | None = None) -> HookStatus:
+def hook_install(repo: str | Path | None = None, *, db: str | None = None, local: bool = False,
+                 shared: bool = False) -> HookStatus:
     """Install the post-commit and post-rewrite hooks in the repository containing `repo` (default
-    cwd). See `hooks.install`."""
-    return hooks.install(repo, db=db)
+    cwd); a hooks folder shared by every repository needs `local` or `shared`. See `hooks.install`."""
+    return hooks.install(repo, db=db, local=local, shared=shared)
 
 
-def hook_uninstall(repo: str | Path | None = None) -> HookStatus:
-    """Remove memsafe's hooks and restore the ones they replaced. See `hooks.uninstall`."""
-    return hooks.uninstall(repo)
+def hook_uninstall(repo: str | Path | None = None, *, shared: bool = False) -> HookStatus:
+    """Remove what `hook_install` added; from a shared hooks folder only with `shared`. See
+    `hooks.uninstall`."""
+    return hooks.uninstall(repo, shared=shared)
 
 
 def hook_status(repo: str | Path | None = None) -> HookStatus:
-    """The hook state of the repository containing `repo`. Raises InvalidInput outside a repository."""
+    """The hook state of the repository containing `repo`. Raises Refused outside a repository."""
     return hooks.status(repo)
 
 
@@ -78,7 +80,7 @@ def remember_commit(store: Store, repo: str | Path, *, commit: str = "HEAD",
     Returns the memory, or None when this commit was already remembered.
 
     Raises:
-        InvalidInput: not a repository or unreadable commit.
+        Refused: not a repository or unreadable commit.
     """
     root = hooks.repo_root(repo)
     info = hooks.read_commit(root, commit, branch)
@@ -106,7 +108,7 @@ def drain_queue(store: Store, repo: str | Path, folder: str | Path | None = None
     Returns at once with `busy` when another process drains.
 
     Raises:
-        InvalidInput: not a repository.
+        Refused: not a repository.
     """
     root = hooks.repo_root(repo)
     queue = Path(folder) if folder else hooks.queue_dir(root)
@@ -208,7 +210,7 @@ def backfill_commits(
     backfill) is skipped. `progress(done, total)` after each batch.
 
     Raises:
-        InvalidInput: not a repository, a `since` that is no date (ISO-8601, a date or a
+        Refused: not a repository. InvalidInput: a `since` that is no date (ISO-8601, a date or a
             relative time like `3 months ago`, read as `--as-of` is) or in the future, max_count < 1.
     """
     import time

@@ -14,6 +14,7 @@ import unicodedata
 from collections.abc import Sequence
 
 from memsafe import settings
+from memsafe.api.config import CONFIG_KEYS
 from memsafe.errors import InvalidInput, SecretDetected
 from memsafe.models import Kind, Scope
 
@@ -232,7 +233,7 @@ def _shown(value, width: int = 40) -> str:
 def _whole(value, key: str, what: str) -> int:
     """An integer argument within the bounds of config key `key` (e.g. limit within recall_limit's).
     Raises InvalidInput naming the range."""
-    spec = settings.CONFIG_KEYS[key]
+    spec = CONFIG_KEYS[key]
     if not isinstance(value, int) or isinstance(value, bool) or not spec.low <= value <= spec.high:
         raise InvalidInput(f"{what} must be a whole number from {spec.low:g} to {spec.high:g}, got {_shown(value)}")
     return value

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from memsafe import hooks, settings
 from memsafe.api.hooks import hook_install, hook_status, hook_uninstall
-from memsafe.errors import InvalidInput, MemsafeError
+from memsafe.errors import InvalidInput, MemsafeError, Refused
 
 __all__ = ["STEPS", "Change", "InitPlan", "init_plan", "init_apply", "completion_script", "memsafe_command",
            "server_entry", "RULES_BEGIN", "RULES_END"]
@@ -224,6 +224,8 @@ def _hook_change(root: Path | None, repo, db: str | None, undo: bool) -> Change:
                       path=status.hook_file, repo=str(root), action="hook-uninstall")
     if status.installed and status.python_ok and not status.outdated and status.db == db:
         return Change("hook", "git hook", "ok", f"already installed in {root}", path=status.hook_file)
+    if status.shared:  # a global core.hooksPath: the user chooses (`hook install --local` or `--shared`)
+        return Change("hook", "git hook", "refused", hooks.shared_refusal(status, "install"))
     verb = "reinstall" if status.installed else "install"
     extra = " (the existing post-commit hook is kept and runs first)" if status.foreign else ""
     return Change("hook", "git hook", "change", f"{verb} the post-commit and post-rewrite hooks in {root}{extra}: "
@@ -440,7 +442,7 @@ def _read(path: Path) -> str | None:
     except FileNotFoundError:
         return None
     except (OSError, UnicodeDecodeError) as exc:
-        raise InvalidInput(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from None
+        raise Refused(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from None
 
 
 def _diff(path: Path, old: str | None, new: str) -> str:
@@ -463,7 +465,7 @@ def _backup(path: Path) -> Path:
 def _write(change: Change) -> str:
     path = Path(change.path)
     if _read(path) != change.old:
-        raise InvalidInput(f"{path} changed since init read it; nothing written (run init again)")
+        raise Refused(f"{path} changed since init read it; nothing written (run init again)")
     saved = _backup(path) if change.backup and change.old is not None else None
     if change.new is None:
         path.unlink()
@@ -481,11 +483,11 @@ def init_apply(change: Change, *, db: str | None = None) -> str:
     """Make one planned change; returns what was done, in one line.
 
     Raises:
-        InvalidInput: the change is not to be made (state is not "change"), the file changed since
+        Refused: the change is not to be made (state is not "change"), the file changed since
             it was planned, or a command failed (its message included).
     """
     if change.state != "change":
-        raise InvalidInput(f"{change.target}: nothing to do ({change.summary})")
+        raise Refused(f"{change.target}: nothing to do ({change.summary})")
     try:
         if change.action == "write":
             return _write(change)
@@ -494,7 +496,7 @@ def init_apply(change: Change, *, db: str | None = None) -> str:
                                   stdin=subprocess.DEVNULL)
             if done.returncode != 0:
                 detail = " ".join((done.stderr or done.stdout).split())[:300]
-                raise InvalidInput(f"`{shlex.join(change.command)}` failed (exit {done.returncode}): {detail}")
+                raise Refused(f"`{shlex.join(change.command)}` failed (exit {done.returncode}): {detail}")
             return f"ran {shlex.join(change.command)}"
         if change.action == "hook-install":
             status = hook_install(change.repo, db=db)
@@ -505,5 +507,5 @@ def init_apply(change: Change, *, db: str | None = None) -> str:
     except MemsafeError:
         raise
     except (OSError, subprocess.SubprocessError) as exc:
-        raise InvalidInput(f"{change.target}: {getattr(exc, 'strerror', None) or exc}") from None
+        raise Refused(f"{change.target}: {getattr(exc, 'strerror', None) or exc}") from None
     raise InvalidInput(f"unknown action {change.action!r}")

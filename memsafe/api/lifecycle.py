@@ -1,5 +1,6 @@
-"""Responsibility: the lifecycle handlers: update and history, time travel (recall as of an
-instant), decay, review and confidence, near-duplicate consolidation, and listing by status.
+"""Responsibility: the lifecycle handlers: update and history, decay, review and confidence,
+near-duplicate consolidation, and listing by status (time travel, recall as of an instant, is
+`api.retrieval`).
 
 Policy and text compression live in `memsafe.decay`, past-state reconstruction and time parsing
 in `memsafe.history`; this module reads, decides with those, and writes in short transactions.
@@ -13,47 +14,31 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from memsafe import clock, retrieve
+from memsafe import clock
 from memsafe import decay as decay_rules
 from memsafe import history as past
+from memsafe.api.config import config_value
 from memsafe.api.core import (
-    MAX_QUERY_CHARS,
-    RECALL_EMBED_SECONDS,
-    Heads,
     _check_id,
-    _config_snapshot,
-    _embedder,
     _enum_value,
-    _pack_notes,
-    _scope_list,
     _screen_secrets,
-    _shown,
     _unit_interval,
-    _vector_bytes,
-    _whole,
-    admits,
-    backfill,
     clean_author,
     clean_project,
     clean_tags,
     clean_text,
-    config_value,
     content_hash,
-    fill_features,
     get,
     make_scope,
-    one_half_weight,
-    score_candidates,
 )
-from memsafe.embed import embed_within
-from memsafe.errors import Duplicate, InvalidInput
-from memsafe.models import Hit, Kind, Memory, RecallResult, Scope, Status
-from memsafe.render import count_of
+from memsafe.errors import Duplicate, InvalidInput, Refused
+from memsafe.models import Kind, Memory, Scope, Status
+from memsafe.recall.vectors import backfill, embedder_for, vector_bytes
 from memsafe.store import Store
 
 __all__ = [
     "Version", "HistoryReport", "DecayChange", "DecayReport", "ConfidenceChange", "ReviewResult",
-    "MergePair", "ConsolidateReport", "parse_when", "update", "history", "recall_as_of", "decay",
+    "MergePair", "ConsolidateReport", "parse_when", "update", "history", "decay",
     "decay_policy", "confirm", "set_confidence", "consolidate", "list_memories", "restore",
     "CONFIDENCE_MIN", "CONFIDENCE_MAX",
 ]
@@ -61,7 +46,6 @@ __all__ = [
 CONFIDENCE_MIN, CONFIDENCE_MAX = 0.01, 0.99
 BANK_BATCH = 200  # bookkeeping rows written per decay transaction
 CHANGE_BATCH = 32  # compressed/archived memories written per decay transaction
-AS_OF_EMBED_MAX = 256  # past texts embedded exactly per time-travel query before narrowing to candidates
 
 
 # ---------------------------------------------------------------------------------------------
@@ -231,7 +215,7 @@ def update(
     Metadata changes leave `content_updated_at` alone.
 
     Raises:
-        NotFound; InvalidInput (nothing to change, bad value, memory not active);
+        NotFound; InvalidInput (nothing to change, bad value); Refused (memory not active);
         Duplicate (another memory in the project holds the new content); SecretDetected.
     """
     get(store, _check_id(memory_id), scope=scope)  # before any work on the new text
@@ -251,13 +235,13 @@ def update(
         raise InvalidInput("nothing to update; give --content, --tag/--no-tags, --kind, --importance, --project "
                            "or --global (MCP/API: content, tags, kind, importance)")
 
-    embedder = _embedder(store) if text is not None and embed_now else None
+    embedder = embedder_for(store) if text is not None and embed_now else None
     vector = embedder.embed_one(text) if embedder is not None else None
     now = clock.now_iso()
     with store.write():
         memory = get(store, memory_id, scope=scope)
         if memory.status != Status.ACTIVE.value:
-            raise InvalidInput(f"memory {memory_id} is {memory.status}; `memsafe restore {memory_id}` first")
+            raise Refused(f"memory {memory_id} is {memory.status}; `memsafe restore {memory_id}` first")
         row, old_tags = _snapshot(store, memory_id)
         if text is not None and text != row["content"]:
             digest = content_hash(text)
@@ -284,7 +268,7 @@ def update(
         if "content" in changes:
             if vector is not None:
                 store.ensure_vector_table(embedder.model_id, embedder.dim)
-                store.put_vector(memory_id, _vector_bytes(vector))
+                store.put_vector(memory_id, vector_bytes(vector))
             else:
                 _drop_stale_vector(store, memory_id)
         store.add_event(now, "update", memory_id, ",".join(changed))
@@ -323,197 +307,6 @@ def history(store: Store, memory_id: int, *, scope: Scope | None = None) -> Hist
                        memory.confidence, memory.decay_level, memory.status, began, None, "current",
                        author=memory.author))
     return HistoryReport(memory_id, out)
-
-
-# ---------------------------------------------------------------------------------------------
-# Time travel
-
-
-def recall_as_of(
-    store: Store,
-    query: str,
-    *,
-    as_of: str | datetime,
-    project: str | None = None,
-    all_projects: bool = False,
-    kinds: Sequence[str] = (),
-    tags: Sequence[str] = (),
-    since: str | None = None,
-    budget: int | None = None,
-    limit: int | None = None,
-    mode: str = "hybrid",
-    framed: bool = False,
-) -> RecallResult:
-    """Recall from what was known at instant `as_of`: memories created by then and active then
-    (not forgotten, archived or purged), each with the text and metadata it had then.
-
-    Ranked by `recall`'s own steps (candidates → fusion on absolute scales with the time the
-    query names → multi-signal score, `score_candidates`) with `as_of` as "now", without the
-    graph hop (relations are not versioned), and packed the same way. BM25 and its term
-    statistics come from the past texts in a private in-memory FTS5 table;
-    vectors are the stored ones for unchanged texts and computed on the fly for past texts.
-    Usage counters (access_count) are today's. Writes nothing.
-
-    Args:
-        as_of: a datetime, or text for `parse_when`.
-        framed: as `recall`'s (ages in the headers are counted to now, not to `as_of`).
-
-    Raises:
-        InvalidInput: empty query, unparseable/future `as_of`, bad budget/limit/mode/kind.
-    """
-    text = clean_text(query, "query", MAX_QUERY_CHARS)
-    if mode not in ("hybrid", "lexical", "vector"):
-        raise InvalidInput(f"unknown mode {_shown(mode)}; use hybrid, lexical or vector")
-    if isinstance(as_of, datetime):
-        at_dt = as_of.astimezone(clock.now().tzinfo)
-        if at_dt > clock.now():
-            raise InvalidInput(f"as-of {clock.to_iso(at_dt)} is in the future; memsafe cannot look ahead")
-    else:
-        at_dt = past.parse_when(as_of, clock.now(), what="as-of time")
-    at = clock.to_iso(at_dt)
-    # the bounds `recall` checks: a limit of 10**6 or True, a budget of 10**12 were taken here
-    budget_v = config_value(store, "token_budget") if budget is None else _whole(budget, "token_budget", "budget")
-    limit_v = config_value(store, "recall_limit") if limit is None else _whole(limit, "recall_limit", "limit")
-    scope = make_scope(project=project, all_projects=all_projects, kinds=kinds, tags=tags, since=since)
-    effective = max(1, int(budget_v * config_value(store, "safety_multiplier")))
-    depth = max(config_value(store, "candidate_depth"), limit_v)
-
-    rows = store.rows_created_until(at)
-    states = past.states_at(at, rows, store.own_versions_ending_after(at), store.status_events_until(at),
-                               store.tags_of([r["id"] for r in rows]))
-    visible = {s.id: s for s in states if s.status == Status.ACTIVE.value and admits(scope, s)}
-    notes = [f"as of {at}: {count_of(len(visible), 'memory')} in scope known and active then"]
-
-    q = retrieve.parse_query(text, at_dt)
-    texts = {i: s.content for i, s in visible.items()}
-    words, df, matches = store.scratch_lexical(texts, retrieve.fts_terms(q.lexical_text), depth)
-    exact_terms = retrieve.exact_terms(q.lexical_text)
-    held, exact = _exact_held(texts, exact_terms)
-    lexical = [] if mode == "vector" else retrieve.exact_hits(words, held, len(exact_terms), depth)
-    common = retrieve.common_words(df, len(texts))
-    for term in exact:  # an exact term counts by its exact matches, as in `recall` (issue 12.9)
-        df.pop(f'"{term}"', None)
-        matches.pop(f'"{term}"', None)
-    vector: list[tuple[int, float]] = []
-    used_mode = mode
-    if mode in ("hybrid", "vector") and visible:
-        embedder = _embedder(store)
-        if embedder is None:
-            notes.append("vector search unavailable; lexical results only")
-            used_mode = "lexical"
-            if mode == "vector":  # as `recall` does: the BM25 list it falls back to (it returned nothing)
-                lexical = retrieve.exact_hits(words, held, len(exact_terms), depth)
-        else:
-            vector = _vector_ranking(store, embedder, retrieve.vector_text(q.text, common), visible, depth,
-                                     [i for i, _ in lexical], notes)
-
-    # The same candidates, fusion and scoring steps as `recall` (`score_candidates`), with the
-    # scratch index's statistics and `as_of` as "now"; no graph hop (relations are not versioned).
-    coverage, scale = retrieve.lexical_scale(len(texts), df, matches, exact)
-    by_id: dict[int, retrieve.Candidate] = {}
-    for rank, (i, bm25) in enumerate(lexical, start=1):
-        by_id[i] = retrieve.Candidate(i, bm25=-bm25 / scale if scale > 0 else 0.0, coverage=coverage.get(i, 0.0),
-                                      lexical_rank=rank, exact=held.get(i, 0))
-    for i, n in held.items():  # in vector mode too: a memory holding an exact term comes first
-        by_id.setdefault(i, retrieve.Candidate(i)).exact = n
-    for rank, (i, sim) in enumerate(vector, start=1):
-        c = by_id.setdefault(i, retrieve.Candidate(i))
-        c.similarity, c.vector_rank = sim, rank
-    if config_value(store, "weight_time") > 0:  # as `recall` (`core._dated`): the memories of the times named
-        for w in q.windows:
-            start, end = clock.to_iso(w.start), clock.to_iso(w.end)
-            inside = sorted((i for i, s in visible.items() if start <= s.created_at < end),
-                            key=lambda i: (visible[i].created_at, i), reverse=True)
-            for i in inside[:depth]:
-                by_id.setdefault(i, retrieve.Candidate(i)).dated = True
-    if config_value(store, "weight_context") > 0:
-        retrieve.link_turns(by_id, visible)
-    cfg = one_half_weight({**_config_snapshot(store), "weight_hop": 0.0}, used_mode, notes)
-    fill_features(store, by_id, visible, cfg, q.words)
-    ranked = score_candidates(list(by_id.values()), q, cfg)
-    now = clock.now()
-    if not ranked:
-        return RecallResult(text, budget_v, effective, 0, [], used_mode, _scope_list(scope), notes,
-                            at=clock.to_iso(now))
-    scored = [(score, _memory_from_state(visible[c.id], at), c) for score, c in ranked]
-    heads = Heads(store, [m for _, m, _ in scored], now, framed=framed, tagged=True)
-    packed = retrieve.pack([m.content for _, m, _ in scored], effective, heads.count, heads.truncate, limit=limit_v,
-                           overhead=heads.overhead)
-    notes += _pack_notes(packed, [m.id for _, m, _ in scored], heads.whole, limit_v)
-    hits = [
-        Hit(memory=m, text=p.text, tokens=p.tokens, score=round(score, 6), truncated=p.truncated,
-            lexical_rank=c.lexical_rank, vector_rank=c.vector_rank)
-        for p in packed
-        for score, m, c in [scored[p.index]]
-    ]
-    return RecallResult(text, budget_v, effective, sum(h.tokens for h in hits), hits, used_mode,
-                        _scope_list(scope), notes, at=clock.to_iso(now))
-
-
-def _exact_held(texts: dict[int, str], terms: Sequence[str]) -> tuple[dict[int, int], dict[str, tuple[int, set[int]]]]:
-    """The texts holding each exact term (`retrieve.holds_exact`), as `Store.fts_search` gives
-    them for stored texts: ({id: terms it holds}, {term: (texts holding it, their ids)})."""
-    exact = {t: {i for i, x in texts.items() if retrieve.holds_exact(x, t)} for t in terms}
-    held: dict[int, int] = {}
-    for ids in exact.values():
-        for i in ids:
-            held[i] = held.get(i, 0) + 1
-    return held, {t: (len(ids), ids) for t, ids in exact.items()}
-
-
-def _vector_ranking(store: Store, embedder, text: str, visible: dict, depth: int, lexical: list[int],
-                    notes: list[str]) -> list[tuple[int, float]]:
-    """[(id, cosine similarity to `text`)] best first, for the texts as they were then.
-
-    Unchanged texts use their stored vectors; changed (past) texts are embedded on the fly. When
-    more than AS_OF_EMBED_MAX texts changed, only the likely ones are embedded: the BM25
-    candidates plus the `depth` nearest by their current vector (a proxy: summaries and edits
-    usually stay close to the original meaning); the others are left out of the vector ranking
-    (they can still come from BM25), and a note says so. The embedding is bounded in time as a
-    recall's backfill is (RECALL_EMBED_SECONDS, issue 17.2), likeliest first (BM25 order, then
-    nearest); what it did not reach is left out the same way, with a note.
-    """
-    import numpy as np  # lazily: the CLI must start without numpy
-
-    ready = store.vectors_ready(embedder.model_id)
-    stored = store.get_vectors([i for i in visible if visible[i].same_as_now and visible[i].embedded]) if ready else {}
-    missing = [i for i in visible if i not in stored]
-    query = embedder.embed_one(text).astype(np.float32)
-    proxies = store.get_vectors(missing) if ready and missing else {}
-    near = sorted(proxies, key=lambda i: -float(np.frombuffer(proxies[i], dtype=np.float32) @ query))
-    likeliest = list(dict.fromkeys([*(i for i in lexical if i in visible), *near, *missing]))  # BM25, nearest, rest
-    missing_set = set(missing)
-    missing = [i for i in likeliest if i in missing_set]
-    if len(missing) > AS_OF_EMBED_MAX:
-        keep = set(near[:depth]) | set(lexical)
-        notes.append(f"{len(missing)} texts changed since then; embedded the {len(keep & missing_set)} likeliest")
-        missing = [i for i in missing if i in keep]
-    fresh = embed_within(embedder, [visible[i].content for i in missing], RECALL_EMBED_SECONDS)
-    if len(fresh) < len(missing):
-        notes.append(f"{len(missing) - len(fresh)} of {len(missing)} texts as they were then not embedded in the "
-                     f"{RECALL_EMBED_SECONDS:g} s a recall embeds for; found by keywords only")
-        missing = missing[:len(fresh)]
-    ids = [*stored, *missing]
-    if not ids:
-        return []
-    matrix = np.zeros((len(ids), embedder.dim), dtype=np.float32)
-    for n, i in enumerate(ids):
-        if i in stored:
-            matrix[n] = np.frombuffer(stored[i], dtype=np.float32)
-    if missing:
-        matrix[len(stored):] = fresh
-    sims = matrix @ query
-    order = np.argsort(-sims, kind="stable")[:depth]
-    return [(ids[n], float(sims[n])) for n in order]
-
-
-def _memory_from_state(s: past.PastState, at: str) -> Memory:
-    return Memory(
-        id=s.id, uid=s.uid, content=s.content, kind=s.kind, project=s.project, source=s.source, tags=s.tags,
-        importance=s.importance, confidence=s.confidence, created_at=s.created_at, updated_at=at,
-        last_accessed_at=s.last_accessed_at, access_count=s.access_count, decay_level=s.decay_level,
-        status=s.status, status_reason=None, embedded=s.embedded,
-    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -593,7 +386,7 @@ def decay(store: Store, *, dry_run: bool = False, now: datetime | None = None) -
         batch = work[start : start + CHANGE_BATCH]
         changed_texts = [(p.id, text) for p, row, _, text, _ in batch if text != row["content"]]
         if changed_texts and embedder is None:
-            embedder = _embedder(store)  # no model load when nothing is rewritten
+            embedder = embedder_for(store)  # no model load when nothing is rewritten
         vectors = {}
         if embedder is not None and changed_texts:
             vectors = dict(zip([i for i, _ in changed_texts], embedder.embed([t for _, t in changed_texts])))
@@ -643,7 +436,7 @@ def _apply_change(store: Store, p, row: dict, original: str, names: list[str], v
     if current["content"] != row["content"]:
         if p.id in vectors:
             store.ensure_vector_table(embedder.model_id, embedder.dim)
-            store.put_vector(p.id, _vector_bytes(vectors[p.id]))
+            store.put_vector(p.id, vector_bytes(vectors[p.id]))
         else:
             _drop_stale_vector(store, p.id)
     store.add_event(now_iso, "decay", p.id, f"level {p.from_level}->{p.to_level}")
@@ -656,7 +449,7 @@ def restore(store: Store, memory_id: int, *, scope: Scope | None = None) -> Memo
     becomes a version, cause `restore`). `scope` as in `api.get`.
 
     Raises:
-        NotFound (also outside `scope`); InvalidInput if it is already active and uncompressed;
+        NotFound (also outside `scope`); Refused if it is already active and uncompressed;
         Duplicate if an active memory with the same content now exists in its project.
     """
     get(store, _check_id(memory_id), scope=scope)  # before any work on its text
@@ -665,7 +458,7 @@ def restore(store: Store, memory_id: int, *, scope: Scope | None = None) -> Memo
     with store.write():
         memory = get(store, memory_id, scope=scope)
         if memory.status == Status.ACTIVE.value and memory.decay_level == 0:
-            raise InvalidInput(f"memory {memory_id} is already active")
+            raise Refused(f"memory {memory_id} is already active")
         row = store.raw_row(memory_id)
         other = store.find_duplicate(row["content_hash"], row["project"])
         if other is not None and other != memory_id:
@@ -689,8 +482,8 @@ def uncompress_prepare(store: Store, memory_id: int) -> tuple[str, bytes | None]
     if row is None or row["decay_level"] == 0:
         return None
     original = _original_text(store, memory_id, row)
-    embedder = _embedder(store)
-    vec = _vector_bytes(embedder.embed_one(original)) if embedder is not None else None
+    embedder = embedder_for(store)
+    vec = vector_bytes(embedder.embed_one(original)) if embedder is not None else None
     return original, vec
 
 
@@ -706,7 +499,7 @@ def uncompress_apply(store: Store, memory_id: int, prepared: tuple[str, bytes | 
     store.update_memory(memory_id, change)
     if "content" in change:
         if vec is not None:
-            embedder = _embedder(store)
+            embedder = embedder_for(store)
             store.ensure_vector_table(embedder.model_id, embedder.dim)
             store.put_vector(memory_id, vec)
         else:
@@ -723,7 +516,7 @@ def confirm(store: Store, memory_id: int, *, reason: str | None = None, scope: S
     (half-life × 1 + log2(1 + stability / 2.3065 d)), and counts as a real access (the decay
     bank restarts). Audit event `confirm` with the reason.
 
-    Raises: NotFound (also outside `scope`, as in `api.get`); InvalidInput (not active).
+    Raises: NotFound (also outside `scope`, as in `api.get`); Refused (not active).
     """
     from fsrs import Card, Rating, Scheduler, State
 
@@ -733,7 +526,7 @@ def confirm(store: Store, memory_id: int, *, reason: str | None = None, scope: S
     with store.write():
         memory = get(store, _check_id(memory_id), scope=scope)
         if memory.status != Status.ACTIVE.value:
-            raise InvalidInput(f"memory {memory_id} is {memory.status}; restore it before confirming")
+            raise Refused(f"memory {memory_id} is {memory.status}; restore it before confirming")
         row = store.raw_row(memory_id)
         before = row["stability"]
         if before:
@@ -830,7 +623,7 @@ def consolidate(store: Store, *, dry_run: bool = False, threshold: float | None 
 
     limit = config_value(store, "near_duplicate_threshold") if threshold is None else threshold
     report = ConsolidateReport(dry_run, limit)
-    embedder = _embedder(store)
+    embedder = embedder_for(store)
     if embedder is None:
         return report
     if not dry_run and store.vector_available:
@@ -842,7 +635,7 @@ def consolidate(store: Store, *, dry_run: bool = False, threshold: float | None 
     waiting = [i for i in sorted(info) if i not in vectors]
     if waiting:  # a dry run's, or changed while the run stored vectors: embedded here, not stored
         fresh = embedder.embed([info[i].content for i in waiting])
-        vectors.update((i, _vector_bytes(fresh[k])) for k, i in enumerate(waiting))
+        vectors.update((i, vector_bytes(fresh[k])) for k, i in enumerate(waiting))
         report.embedded = len(waiting)
     by_project: dict[str | None, list[int]] = {}
     for memory_id in sorted(vectors):

@@ -27,12 +27,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from memsafe import __version__, clock, graph, settings, transfer
+from memsafe import __version__, clock, graph, transfer
 from memsafe.api import graph as graph_api
+from memsafe.api.config import CONFIG_KEYS, check_config_pair
 from memsafe.api.core import (
     _screen_secrets,
     backfill,
-    check_config_pair,
     clean_author,
     clean_project,
     clean_tags,
@@ -41,9 +41,9 @@ from memsafe.api.core import (
     make_scope,
     refuse_secret,
 )
-from memsafe.errors import InvalidInput, MemsafeError
+from memsafe.errors import InvalidInput, MemsafeError, Refused
 from memsafe.models import Source, Status
-from memsafe.render import count_of
+from memsafe.plural import count_of
 from memsafe.store import Store
 from memsafe.transfer import Notice, RecordError
 
@@ -228,7 +228,7 @@ def export(store: Store, out: IO[str], *, project: str | None = None, all_projec
         progress: called with (memories written, memories to write).
 
     Raises:
-        InvalidInput: `vectors` is asked for but this store has none (or sqlite-vec is missing).
+        Refused: `vectors` is asked for but this store has none (or sqlite-vec is missing).
     """
     scope = make_scope(project=project, all_projects=all_projects)
     key = scope.projects[0] if scope.projects else None
@@ -243,7 +243,7 @@ def export(store: Store, out: IO[str], *, project: str | None = None, all_projec
             model, dim = store.config_get("_embedding_model"), store.config_get("_embedding_dim")
             if not (store.vector_available and store.vector_table_exists() and model and dim):
                 reason = store.vector_error or "no memory has been embedded yet"
-                raise InvalidInput(f"this store has no vectors to export ({reason}); export without --vectors")
+                raise Refused(f"this store has no vectors to export ({reason}); export without --vectors")
             embedding = (model, int(dim))
         total = sum(store.counts()[s] for s in statuses) if all_projects else None
         out.write(transfer.dump_line(transfer.header(
@@ -251,7 +251,7 @@ def export(store: Store, out: IO[str], *, project: str | None = None, all_projec
             project=key, all_projects=all_projects, include_forgotten=include_forgotten, embedding=embedding,
         )))
         for name, value in sorted(store.config_items().items()):
-            if name in settings.CONFIG_KEYS:
+            if name in CONFIG_KEYS:
                 out.write(transfer.dump_line({"type": "config", "key": name, "value": value}))
                 counts["config"] += 1
         for entity in store.iter_entities(scope):
@@ -302,7 +302,7 @@ def export_to_path(store: Store, path: Path, *, overwrite: bool = True, **option
         overwrite: replace an existing regular file (the CLI's `-o`); False refuses (MCP).
 
     Raises:
-        InvalidInput: the folder does not exist or cannot be written; the target is the database
+        Refused: the folder does not exist or cannot be written; the target is the database
             itself (or its -wal/-shm), is not a regular file, or exists and `overwrite` is False.
     """
     path = Path(path)
@@ -310,17 +310,17 @@ def export_to_path(store: Store, path: Path, *, overwrite: bool = True, **option
     database = store.path.resolve() if isinstance(store.path, Path) else None  # None: a PostgreSQL URL
     if database is not None and resolved in {database, database.with_name(database.name + "-wal"),
                                              database.with_name(database.name + "-shm")}:
-        raise InvalidInput(f"{path} is the database itself; export to another file")
+        raise Refused(f"{path} is the database itself; export to another file")
     if path.exists() or path.is_symlink():
         if not path.is_file():
-            raise InvalidInput(f"{path} exists and is not a regular file; export to a new file")
+            raise Refused(f"{path} exists and is not a regular file; export to a new file")
         if not overwrite:
-            raise InvalidInput(f"{path} already exists; choose a new file name")
+            raise Refused(f"{path} already exists; choose a new file name")
     folder = path.parent if str(path.parent) else Path(".")
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
     except OSError as exc:
-        raise InvalidInput(f"cannot write in {folder}: {exc.strerror or exc}") from None
+        raise Refused(f"cannot write in {folder}: {exc.strerror or exc}") from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
             report = export(store, f, **options)
@@ -328,7 +328,7 @@ def export_to_path(store: Store, path: Path, *, overwrite: bool = True, **option
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except OSError as exc:
-        raise InvalidInput(f"cannot write {path}: {exc.strerror or exc}") from None
+        raise Refused(f"cannot write {path}: {exc.strerror or exc}") from None
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
@@ -381,8 +381,9 @@ def import_file(
             memories and their versions) are kept as they are; None: unknown.
 
     Raises:
-        InvalidInput: unreadable file, unknown format, or (without skip_invalid) any malformed
-            record; the message names the record/line and the field, and nothing was written.
+        InvalidInput: unknown format. Refused: a missing or unreadable file, or (without
+            skip_invalid) any malformed record; the message names the record/line and the
+            field, and nothing was written.
         ImportInterrupted: Ctrl-C while or after the transaction committed; it carries the report of
             what was written (see the class).
     """
@@ -390,16 +391,16 @@ def import_file(
     if fmt not in IMPORT_FORMATS:
         raise InvalidInput(f"unknown format {fmt!r}; use one of: {', '.join(IMPORT_FORMATS)}")
     if not path.exists():
-        raise InvalidInput(f"no file at {path}")
+        raise Refused(f"no file at {path}")
     if not path.is_file():
-        raise InvalidInput(f"{path} is not a regular file (a directory, device or pipe); import a file")
+        raise Refused(f"{path} is not a regular file (a directory, device or pipe); import a file")
     try:
         if fmt == "auto":
             fmt = transfer.detect_format(path)
     except RecordError as exc:
-        raise InvalidInput(f"{path}: {exc}") from None
+        raise Refused(f"{path}: {exc}") from None
     except OSError as exc:
-        raise InvalidInput(f"cannot read {path}: {exc.strerror or exc}") from None
+        raise Refused(f"cannot read {path}: {exc.strerror or exc}") from None
     author = clean_author(author)
     report = ImportReport(path=str(path), format=fmt, dry_run=dry_run)
     problems: list[Notice] = []
@@ -433,12 +434,12 @@ def import_file(
         if fatal and not skip_invalid:
             listed = "; ".join(str(p) for p in fatal[:MAX_LISTED_PROBLEMS])
             more = f" (and {len(fatal) - MAX_LISTED_PROBLEMS} more)" if len(fatal) > MAX_LISTED_PROBLEMS else ""
-            raise InvalidInput(
+            raise Refused(
                 f"nothing imported from {path.name}: {count_of(len(fatal), 'invalid record')}: {listed}{more}. "
                 "Fix them, or pass --skip-invalid (MCP/API: skip_invalid=true) to import the rest"
             ) from None
     except OSError as exc:
-        raise InvalidInput(f"cannot read {path}: {exc.strerror or exc}") from None
+        raise Refused(f"cannot read {path}: {exc.strerror or exc}") from None
     except KeyboardInterrupt:
         if written_all:  # during the COMMIT (a Ctrl-C lands when it returns): the report stands if it committed
             raise ImportInterrupted(report) from None
@@ -475,7 +476,7 @@ def _import_memsafe(store: Store, path: Path, report: ImportReport, problems: li
     read = dict.fromkeys(transfer.RECORD_TYPES, 0)  # records per type, to check the end record's counts
     keys: dict[str, str] = {}  # entity key as the file writes it -> identity key of the entity's name
     key_lines: dict[str, int] = {}  # entity key as the file writes it -> line of its entity record
-    known_config = {k: spec.parse for k, spec in settings.CONFIG_KEYS.items()}
+    known_config = {k: spec.parse for k, spec in CONFIG_KEYS.items()}
     record_no = 0
     dim = None  # vector size when the file's vectors are usable here
     seen_uids: dict[str, int] = {}  # uid -> line of its first memory record in this file
@@ -486,7 +487,7 @@ def _import_memsafe(store: Store, path: Path, report: ImportReport, problems: li
             try:
                 head = transfer.check_header(transfer.parse_json(text, number), number)
             except RecordError as exc:
-                raise InvalidInput(f"{path.name}: {exc}") from None
+                raise Refused(f"{path.name}: {exc}") from None
             header_seen = True
             dim = _usable_vectors(store, head.get("embedding"), problems)
             continue
@@ -574,7 +575,7 @@ def _import_memsafe(store: Store, path: Path, report: ImportReport, problems: li
             problems.append(Notice(number, str(exc), record=record_no, fatal=True))
     added.flush()
     if not header_seen:
-        raise InvalidInput(f"{path.name} is empty")
+        raise Refused(f"{path.name} is empty")
     if not end_seen:
         problems.append(Notice(None, "the file has no end record: it looks truncated", fatal=True))
     else:
@@ -729,9 +730,9 @@ def _import_server_memory(store: Store, path: Path, report: ImportReport, proble
         try:
             values = json.loads(path.read_text(encoding="utf-8-sig", errors="replace"))
         except ValueError as exc:
-            raise InvalidInput(f"{path.name}: not a valid JSON array (line {exc.lineno}: {exc.msg})") from None
+            raise Refused(f"{path.name}: not a valid JSON array (line {exc.lineno}: {exc.msg})") from None
         except RecursionError:
-            raise InvalidInput(f"{path.name}: nested too deeply to be a memory-server file") from None
+            raise Refused(f"{path.name}: nested too deeply to be a memory-server file") from None
         items = list(enumerate(values, start=1))
         if progress:
             progress(1, 1)

@@ -1,7 +1,8 @@
 """Responsibility: the `memsafe` command line. Each command parses its arguments, calls one
 handler in `memsafe.api`, and renders the result: data on stdout (a rich table, or one JSON
-document with `--json`), messages on stderr. `MemsafeError`s become one line on stderr and
-exit code 1; usage errors exit 2. A traceback appears only for real bugs, or with MEMSAFE_DEBUG=1.
+document with `--json`), messages on stderr. An error is one line on stderr, exit code 2 for a usage
+error (Click's, `InvalidInput`) and 1 for a refusal or not-found (`memsafe.errors`). A traceback
+appears only for real bugs, or with MEMSAFE_DEBUG=1.
 
 `memsafe.cli.full` builds the Typer app (one module per group of commands); `memsafe.cli.fast`
 runs the hot commands (`recall`, `remember`) without it when their arguments are plain, and

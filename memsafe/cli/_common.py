@@ -4,6 +4,7 @@ option types, the session (open store → handler → one-line errors) and outpu
 from __future__ import annotations
 
 import sys
+import typing
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -120,8 +121,79 @@ def _tidy_help() -> None:
 
 _tidy_help()
 
+
+def close_matches(word: str, choices, n: int = 3) -> list[str]:
+    """The choices a mistyped `word` most likely meant, best first, at most `n`: the most similar
+    ones (difflib's ratio at least 0.75, and within 0.1 of the best: `recal` → recall, `lsit` →
+    list, `instal` → install but not uninstall), then those it begins, from 3 characters on
+    (`rem` → remember). Leading dashes are compared without: through them `--bogus` looked close
+    to `--host`. Click's own suggestions took difflib's default cutoff, 0.6, which offered
+    `decay` for `recal`."""
+    import difflib
+
+    bare = word.lstrip("-")
+    names = {choice.lstrip("-"): choice for choice in choices}
+    scored = sorted(((difflib.SequenceMatcher(None, bare, name).ratio(), name) for name in names),
+                    key=lambda pair: (-pair[0], pair[1]))
+    floor = max(0.75, scored[0][0] - 0.1) if scored else 1.0
+    close = [name for ratio, name in scored if ratio >= floor]
+    begun = sorted(name for name in names if len(bare) >= 3 and name.startswith(bare) and name != bare)
+    return [names[name] for name in dict.fromkeys(close + begun)][:n]
+
+
+def _is_text(annotation) -> bool:
+    """True for a parameter that takes text (str, alone or in a list). A Path parameter could not
+    tell an empty value from `.` (Typer turns "" into Path(".")): text parameters take str."""
+    if typing.get_origin(annotation) in (list, tuple):
+        return any(_is_text(arg) for arg in typing.get_args(annotation))
+    return annotation is str
+
+
+def _refuse_blank(param) -> None:
+    """Make `param` (a text option or argument) refuse a value given empty or blank, as a usage
+    error (exit 2): `--project ""` from an unset variable would otherwise mean the current
+    directory, `--output ""` the folder `.`, `--reason ""` no reason at all."""
+    callback = param.callback
+
+    def check(ctx, param, value):
+        values = value if isinstance(value, (list, tuple)) else [value]
+        if any(isinstance(v, str) and not v.strip() for v in values):
+            where = "" if param.param_type_name == "argument" else "; leave the option out for its default"
+            raise typer.BadParameter(f"empty text{where}", ctx=ctx, param=param)
+        return callback(ctx, param, value) if callback is not None else value
+
+    param.callback = check
+
+
+_UsageError = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")  # Typer's Click's
+
+
+class Group(typer.core.TyperGroup):
+    """memsafe's command groups (the app and each sub-app: `typer.Typer(cls=Group)`): a mistyped
+    command gets only close suggestions (`close_matches`), and every text parameter of the group
+    and of its commands refuses an empty value (`_refuse_blank`)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **{**kwargs, "suggest_commands": False})  # `resolve_command` suggests
+        commands = [c for c in self.commands.values() if not isinstance(c, typer.core.TyperGroup)]
+        for param in [p for command in (self, *commands) for p in command.params]:
+            if not param.type_descriptor.is_choice and _is_text(param.type_descriptor.annotation):
+                _refuse_blank(param)
+
+    def resolve_command(self, ctx, args):
+        try:
+            return super().resolve_command(ctx, args)
+        except _UsageError as exc:
+            mistyped = args and not args[0].startswith("-")  # else an unknown option: `full.main` suggests
+            matches = close_matches(args[0], self.list_commands(ctx)) if mistyped else []
+            if matches:
+                exc.message = f"{exc.message.rstrip('.')}. Did you mean {', '.join(map(repr, matches))}?"
+            raise
+
+
 app = typer.Typer(
     name="memsafe",
+    cls=Group,
     help="Persistent, local, offline memory for AI coding agents and the people who use them.",
     no_args_is_help=True,
     add_completion=True,
@@ -229,8 +301,8 @@ def _fail(message: str, code: int = 1, kind: str = "Error") -> typer.Exit:
 
 @contextmanager
 def _errors(path=None) -> Iterator[None]:
-    """Map MemsafeError and SQLite errors to one line on stderr and exit 1 (tracebacks only with
-    MEMSAFE_DEBUG): `_plain.errors`, exiting through typer.Exit."""
+    """Map MemsafeError and SQLite errors to one line on stderr and the error's exit code
+    (`_plain.errors`), exiting through typer.Exit."""
     try:
         with _plain.errors(path, json_errors()):
             yield
@@ -262,7 +334,7 @@ _project = _plain.project_key
 def _scope(opened: api.Opened, project: str | None, project_path: str | None, all_projects: bool):
     """The read scope of a command, as recall's: the current (or given) project plus global
     memories, or every project with --all-projects."""
-    if all_projects and (project or project_path):
+    if all_projects and (project is not None or project_path is not None):
         raise _fail(_plain.BOTH_SCOPES, 2)
     key = None if all_projects else _project(opened, project, project_path)[0]
     return api.make_scope(project=key, all_projects=all_projects)

@@ -80,8 +80,9 @@ def fail(message: str, code: int = 1, kind: str = "Error", json_: bool = False) 
 
 @contextmanager
 def errors(path=None, json_: bool = False) -> Iterator[None]:
-    """Map MemsafeError and SQLite errors to one line on stderr and exit 1 (tracebacks only with
-    MEMSAFE_DEBUG). Raises `Failed`."""
+    """Map MemsafeError and SQLite errors to one line on stderr and the error's exit code (2 for a
+    usage error, 1 for a refusal, not-found or a damaged file; tracebacks only with MEMSAFE_DEBUG).
+    Raises `Failed`."""
     import apsw
 
     from memsafe.errors import MemsafeError
@@ -125,9 +126,9 @@ def project_key(opened, project: str | None, project_path: str | None) -> tuple[
     from memsafe import api, settings
 
     mode = api.config_get(opened.store, "project_mode")
-    if project_path:
+    if project_path is not None:  # an empty one is refused, not read as "the current directory"
         return api.clean_project(project_path, mode=mode, path=True, store=opened.store), "--project-path"
-    if project:  # storing handlers scan it
+    if project is not None:  # storing handlers scan it
         return api.clean_project(project, mode=mode, check_secrets=False, store=opened.store), "--project"
     key = api.current_project(opened.store, mode=mode)
     return key, f"{mode} of {settings.current_dir()}"

@@ -8,6 +8,7 @@ import typer
 
 from memsafe import api, settings
 from memsafe.cli._common import (
+    Group,
     JsonOpt,
     _emit_json,
     _errors,
@@ -16,7 +17,7 @@ from memsafe.cli._common import (
     out,
 )
 
-config_app = typer.Typer(help="Show and change settings (validated).", no_args_is_help=True)
+config_app = typer.Typer(help="Show and change settings (validated).", no_args_is_help=True, cls=Group)
 app.add_typer(config_app, name="config")
 
 

@@ -9,7 +9,7 @@ import typer
 
 from memsafe import api
 from memsafe.cli._common import JsonOpt, _emit_json, _session, app, out
-from memsafe.render import count_of
+from memsafe.plural import count_of
 
 _MARK = {"ok": "ok  ", "warning": "WARN", "error": "FAIL"}
 

@@ -101,7 +101,7 @@ RECALL_MODES = ("hybrid", "lexical", "vector")  # the choices of `recall --mode`
 def _value(kind: str, raw: str):
     """`raw` converted as the Typer option would, or None when Typer might judge it otherwise."""
     if kind == "text" or kind == "texts":
-        return raw
+        return raw if raw.strip() else None  # empty: Typer refuses it (`_common._refuse_blank`)
     if kind == "format":
         return raw if raw in IMPORT_FORMATS else None
     if kind == "mode":
@@ -166,7 +166,7 @@ def parse(argv: list[str]) -> tuple[str, str | None, dict] | None:
             kwargs[param].append(value)
         else:
             kwargs[param] = value
-    if len(positional) != 1:
+    if len(positional) != 1 or not positional[0].strip():
         return None
     kwargs[_POSITIONAL[command]] = positional[0]
     return command, db, kwargs
@@ -242,10 +242,8 @@ def recall(db: str | None, query: str, *, limit: int | None, budget: int | None,
         embed.load_soon(one_query=True)  # the model loads while the store opens and BM25 runs (issue 13)
     from memsafe import api
 
-    if all_projects and (project or project_path):  # as every other command (`_common._scope`)
+    if all_projects and (project is not None or project_path is not None):  # as `_common._scope`
         raise fail(BOTH_SCOPES, 2, json_=json_)
-    if since is not None and not since.strip():
-        raise fail("--since needs a time, e.g. 24h, 7d or 2026-01-31", 2, json_=json_)
     with session(db, json_) as opened:
         key = None if all_projects else project_key(opened, project, project_path)[0]
         since_at = api.parse_when(since, what="--since time") if since else None
@@ -254,7 +252,7 @@ def recall(db: str | None, query: str, *, limit: int | None, budget: int | None,
         if as_of:
             if include_forgotten:
                 raise fail("--include-forgotten cannot be combined with --as-of (as-of shows what was known then)",
-                           json_=json_)
+                           2, json_=json_)
             result = api.recall_as_of(opened.store, query, as_of=as_of, **options)
         else:
             result = api.recall(opened.store, query, include_forgotten=include_forgotten, **options)

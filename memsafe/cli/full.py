@@ -17,7 +17,7 @@ from memsafe.cli import init  # noqa: F401,E402  (registers `memsafe init`)
 # isort: on
 
 from memsafe.cli import _plain
-from memsafe.cli._common import app, err, error
+from memsafe.cli._common import app, close_matches, err, error
 
 __all__ = ["app", "main"]
 
@@ -43,6 +43,11 @@ def main() -> None:
     except click_error as exc:
         ctx = getattr(exc, "ctx", None)
         hint = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
+        if hasattr(exc, "possibilities") and ctx is not None:  # an unknown option: suggest close ones only
+            names = [name for param in ctx.command.get_params(ctx) for name in (*param.opts, *param.secondary_opts)]
+            matches = close_matches(exc.option_name, [name for name in names if name.startswith("--")])
+            exc.possibilities = None
+            exc.message += f". Did you mean {', '.join(matches)}?" if matches else ""
         message = exc.format_message()
         if message:  # an empty one is `memsafe` with no arguments: the help was already shown
             error(message + hint, "UsageError", sys.argv[1:])

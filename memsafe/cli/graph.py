@@ -10,6 +10,7 @@ import typer
 from memsafe import api, render
 from memsafe.cli._common import (
     AllProjectsOpt,
+    Group,
     JsonOpt,
     ProjectOpt,
     ProjectPathOpt,
@@ -24,6 +25,7 @@ from memsafe.cli._common import (
 
 graph_app = typer.Typer(
     name="graph",
+    cls=Group,
     help="The knowledge graph: entities named in memories and typed relations between them.",
     no_args_is_help=True,
 )

@@ -10,10 +10,11 @@ from typing import Annotated
 import typer
 
 from memsafe import api, clock, hooks
-from memsafe.cli._common import JsonOpt, _emit_json, _fail, _session, app, err, out
+from memsafe.cli._common import Group, JsonOpt, _emit_json, _fail, _session, app, err, out
 from memsafe.errors import MemsafeError
 
 hook_app = typer.Typer(
+    cls=Group,
     help="Remember every git commit automatically (post-commit and post-rewrite hooks).", no_args_is_help=True,
 )
 app.add_typer(hook_app, name="hook")
@@ -34,12 +35,23 @@ def _show(status: api.HookStatus, json_: bool) -> None:
     if status.installed and status.version < hooks.HOOK_VERSION:
         why = ": a rebase duplicates memories" if status.version <= hooks.STORM_VERSION else ""
         state += f" (from an older memsafe{why}; run `hook install` again)"
-    rows = [("repository", status.repo), ("hooks folder", status.hooks_dir), ("post-commit", state)]
+    rows = [("repository", status.repo), ("hooks folder", status.hooks_dir)]
+    if status.hooks_path:
+        how = " (by `hook install --local`)" if status.local_override else ""
+        rows.append(("core.hooksPath", f"{status.hooks_path}, from {hooks.scope_words(status)}{how}"))
+    else:
+        rows.append(("core.hooksPath", "not set: git's own hooks folder of this repository"))
+    rows.append(("post-commit", state))
     if status.installed or status.rewrite_installed:
         rows.append(("post-rewrite", "installed" if status.rewrite_installed else
                      "not installed: rebases and amends are not followed (run `hook install` again)"))
-    if status.hooks_path:
-        rows.append(("core.hooksPath", status.hooks_path))
+    if status.shared:
+        reach = ("every repository on this machine that sets no core.hooksPath of its own" if status.installed else
+                 "no repository; this folder serves every repository on this machine that sets no core.hooksPath "
+                 "of its own (`hook install --local` for this one only)")
+    else:
+        reach = "this repository" if status.installed else "nothing"
+    rows.append(("records", reach))
     if status.chained:
         rows.append(("runs first", status.chained))
     if status.python:
@@ -63,14 +75,22 @@ def install(
     ctx: typer.Context,
     repo: RepoOpt = None,
     uninstall_: Annotated[bool, typer.Option("--uninstall", help="Same as `memsafe hook uninstall`.")] = False,
+    local: Annotated[bool, typer.Option(
+        "--local", help="With a global core.hooksPath: give this repository its own hooks folder, so only it "
+        "is recorded (the shared hooks still run).")] = False,
+    shared: Annotated[bool, typer.Option("--shared", help="With a global core.hooksPath: install there, recording "
+                                         "every repository that uses it.")] = False,
     json_: JsonOpt = False,
 ) -> None:
     """Install the git hooks: each commit (subject, body, hash, branch, files) becomes a memory.
 
     A rebase or `commit --amend` updates the memories of the commits it rewrites (post-rewrite
-    hook), never duplicates them. Honours core.hooksPath and worktrees; an existing hook is kept
-    and still runs first. The hooks return at once (memsafe works in the background) and never
-    fail git.
+    hook), never duplicates them. The hooks go where git runs this repository's hooks from
+    (core.hooksPath, worktrees, submodules); an existing hook is kept and still runs first. The
+    hooks return at once (memsafe works in the background) and never fail git.
+    When core.hooksPath is set in the global or system git config, that folder serves every
+    repository on the machine: install refuses unless given --local (this repository only) or
+    --shared (every repository). See docs/workflow.md.
     A database given with --db or MEMSAFE_DB is written into the hook (git tools that commit
     without your shell's environment still reach it); otherwise the default store is used.
 
@@ -79,23 +99,32 @@ def install(
       memsafe hook install
 
       memsafe --db ~/notes.db hook install --repo ~/src/web
+
+      memsafe hook install --local
     """
     if uninstall_:
-        _show(_call(api.hook_uninstall, repo), json_)
+        _show(_call(api.hook_uninstall, repo, shared=shared), json_)
         return
     db = (ctx.obj.db if ctx.obj else None) or os.environ.get("MEMSAFE_DB") or None
-    _show(_call(api.hook_install, repo, db=db), json_)
+    _show(_call(api.hook_install, repo, db=db, local=local, shared=shared), json_)
 
 
 @hook_app.command()
-def uninstall(repo: RepoOpt = None, json_: JsonOpt = False) -> None:
-    """Remove memsafe's hooks and restore the hooks they replaced."""
-    _show(_call(api.hook_uninstall, repo), json_)
+def uninstall(
+    repo: RepoOpt = None,
+    shared: Annotated[bool, typer.Option("--shared", help="Remove memsafe's hooks from a global core.hooksPath "
+                                         "(every repository that uses it stops being recorded).")] = False,
+    json_: JsonOpt = False,
+) -> None:
+    """Remove what `hook install` added: memsafe's hooks (the hooks they replaced come back) and,
+    after `install --local`, this repository's own hooks folder and core.hooksPath."""
+    _show(_call(api.hook_uninstall, repo, shared=shared), json_)
 
 
 @hook_app.command("status")
 def status_(repo: RepoOpt = None, json_: JsonOpt = False) -> None:
-    """Show whether the hook is installed in this repository, and where."""
+    """Show what is armed where: the folder git runs this repository's hooks from, the config that
+    chose it, whether memsafe's hooks are there, and which repositories they record."""
     _show(_call(api.hook_status, repo), json_)
 
 

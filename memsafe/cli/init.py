@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 from memsafe.cli._common import _emit_json, _errors, _fail, _note_json, app, is_terminal, out
-from memsafe.render import count_of
+from memsafe.plural import count_of
 
 
 def _step_flag(name: str, help: str):

@@ -25,7 +25,7 @@ from memsafe.cli._common import (
     read_stdin,
 )
 from memsafe.models import Kind
-from memsafe.render import count_of
+from memsafe.plural import count_of
 
 ReasonOpt = Annotated[str | None, typer.Option("--reason", help="Why (kept in the audit log).")]
 

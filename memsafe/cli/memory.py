@@ -205,7 +205,7 @@ def purge(
     """
     if not yes:
         if not is_terminal():
-            raise _fail("purge destroys data; pass --yes to confirm when not running in a terminal")
+            raise _fail("purge destroys data; pass --yes to confirm when not running in a terminal", 2)
         if not typer.confirm(f"Permanently destroy memory {', '.join(map(str, memory_ids))}?"):
             raise _fail("nothing purged")
     with _session(ctx) as opened:

@@ -1,5 +1,5 @@
-"""Responsibility: `memsafe serve`, the MCP server over stdio (memsafe.server) or, with
-`--transport http`, over streamable HTTP with tokens (memsafe.http_server)."""
+"""Responsibility: `memsafe serve`, the MCP server over stdio (memsafe.mcp.tools) or, with
+`--transport http`, over streamable HTTP with tokens (memsafe.mcp.http)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import typer
 from memsafe.cli._common import ProjectOpt, _fail, app
 from memsafe.errors import MemsafeError
 
-HTTP_DEFAULT_PORT = 8765  # memsafe.http_server.DEFAULT_PORT (not imported: stdio never loads it)
+HTTP_DEFAULT_PORT = 8765  # memsafe.mcp.http.DEFAULT_PORT (not imported: stdio never loads it)
 
 
 class Transport(str, Enum):
@@ -70,8 +70,8 @@ def serve(
         if transport is Transport.stdio:
             if host is not None or port is not None or allow_host:
                 raise _fail("--host, --port and --allow-host need --transport http", 2, "UsageError")
-            from memsafe.mcp_handshake import STOP
-            from memsafe.mcp_handshake import serve as run_server
+            from memsafe.mcp.stdio import STOP
+            from memsafe.mcp.stdio import serve as run_server
 
             try:
                 run_server(db, project)
@@ -79,7 +79,7 @@ def serve(
                 sys.stderr.flush()
                 os._exit(STOP.code)
             return
-        from memsafe.http_server import serve_http
+        from memsafe.mcp.http import serve_http
 
         serve_http(db, project, host=host or "127.0.0.1", port=HTTP_DEFAULT_PORT if port is None else port,
                    allow_hosts=tuple(allow_host or ()))

@@ -96,8 +96,8 @@ def export(
 @app.command("import")
 def import_(
     ctx: typer.Context,
-    file: Annotated[
-        Path, typer.Argument(help="A memsafe export, or an MCP memory-server file (JSONL or JSON array).")
+    file: Annotated[  # text, not Path: Typer reads an empty Path as "." (`_common._refuse_blank`)
+        str, typer.Argument(help="A memsafe export, or an MCP memory-server file (JSONL or JSON array).")
     ],
     format_: Annotated[ImportFormat, typer.Option("--format", "-f", help="File format.")] = ImportFormat.auto,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Check and count; write nothing.")] = False,
@@ -120,7 +120,7 @@ def import_(
 
     Memories merge by uid, so importing the same file twice changes nothing the second time.
     A memory purged here is skipped and reported, unless --allow-purged.
-    Exit codes: 0 imported, 1 refused (nothing written), 3 imported with records skipped,
+    Exit codes: 0 imported, 1 refused (nothing written), 2 a usage error, 3 imported with records skipped,
     130 interrupted by Ctrl-C, 143 by SIGTERM (it says what was kept).
 
     Examples:

@@ -179,7 +179,7 @@ class FullText(ABC):
     @abstractmethod
     def fts_search(self, match: str | None, scope: Scope, limit: int, exact: Sequence[str] = ()) -> LexicalHits:
         """BM25 search, with exact matches first. `match` is a safe FTS5-syntax expression for the
-        word index (see `retrieve.fts_query`; None: none), `exact` terms from `retrieve.exact_terms`.
+        word index (see `recall.terms.fts_query`; None: none), `exact` terms from `recall.terms.exact_terms`.
 
         Returns a `LexicalHits`: [(memory id, score)] best first; score is a bm25 in SQLite's
         convention (negative, lower is better). Memories holding exact terms (`exact_search`) come first, most terms
@@ -191,7 +191,7 @@ class FullText(ABC):
 
     @abstractmethod
     def exact_search(self, terms: Sequence[str], scope: Scope, limit: int) -> dict[str, tuple[int, set[int]]]:
-        """Memories in scope holding each term exactly as typed (`retrieve.holds_exact`):
+        """Memories in scope holding each term exactly as typed (`memsafe.store.common.fulltext.holds_exact`):
         {term: (document frequency over the whole store, {ids in scope holding it})}.
         At most `limit` candidates per term are checked; the document frequency may be an upper
         bound. A 1-2 character term (a CJK character: shorter than a trigram) is found too. Indexed lookups
@@ -202,7 +202,7 @@ class FullText(ABC):
     def fts_term_stats(
         self, terms: Sequence[str], ids: Sequence[int]
     ) -> tuple[int, dict[str, int], dict[str, set[int]]]:
-        """For each safe FTS5 term (see `retrieve.fts_terms`): its document frequency over the whole
+        """For each safe FTS5 term (see `recall.terms.fts_terms`): its document frequency over the whole
         index, and which of `ids` match it. Returns (number of indexed memories, {term: df},
         {term: matching ids})."""
 
@@ -220,7 +220,7 @@ class FullText(ABC):
     @abstractmethod
     def scratch_lexical(docs: dict[int, str], terms: Sequence[str], limit: int
                         ) -> tuple[list[tuple[int, float]], dict[str, int], dict[str, set[int]]]:
-        """BM25 search of `docs` ({id: text}) for safe FTS5 `terms` (`retrieve.fts_terms`, OR-ed)
+        """BM25 search of `docs` ({id: text}) for safe FTS5 `terms` (`recall.terms.fts_terms`, OR-ed)
         with the same tokenizer as the word index (time travel ranks past texts this way), with
         the statistics `fts_term_stats` gives for the word index. Touches no stored data.
 
@@ -576,7 +576,7 @@ class Store(Memories, FullText, Vectors, Graph, History, Config, Browse):
     other. Two threads at once on a SQLite store fail (apsw's ThreadingViolationError) and can
     leave the connection reading an old snapshot, blind to every later write (break-it, session
     12, on the code before and after the recall caches). The servers give each call its own
-    store (`memsafe.server.ServerState.store`) and the UI holds a lock; the only other thread a call
+    store (`memsafe.mcp.tools.ServerState.store`) and the UI holds a lock; the only other thread a call
     uses, the query's embedding, runs no SQL on it (`prepare_vector_search`).
     """
 
@@ -594,7 +594,7 @@ class Store(Memories, FullText, Vectors, Graph, History, Config, Browse):
     @property
     @abstractmethod
     def encrypted(self) -> bool:
-        """True when the stored data is encrypted at rest by memsafe (`memsafe.encryption`)."""
+        """True when the stored data is encrypted at rest by memsafe (`memsafe.store.sqlite.encryption`)."""
 
     @property
     @abstractmethod

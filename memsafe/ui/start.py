@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 from urllib.parse import urlencode
 
-from memsafe.errors import InvalidInput, MemsafeError
+from memsafe.errors import MemsafeError, Refused
 
 if TYPE_CHECKING:
     import socket
@@ -111,7 +111,7 @@ def parse_argv(argv: list[str]) -> tuple[str | None, int | None, bool] | None:
 
 def bind(port: int | None, default_port: int = DEFAULT_PORT) -> socket.socket:
     """A listening socket on 127.0.0.1: `port`, or `default_port` falling back to any free port
-    when it is taken (port None), or any free port (0). Raises InvalidInput when `port` is taken."""
+    when it is taken (port None), or any free port (0). Raises Refused when `port` is taken."""
     import socket
 
     def attempt(p: int) -> socket.socket:
@@ -128,7 +128,7 @@ def bind(port: int | None, default_port: int = DEFAULT_PORT) -> socket.socket:
         try:
             return attempt(port)
         except OSError as exc:
-            raise InvalidInput(f"cannot listen on 127.0.0.1:{port} ({exc.strerror or exc}); "
+            raise Refused(f"cannot listen on 127.0.0.1:{port} ({exc.strerror or exc}); "
                                "choose another --port, or --port 0 for any free one") from None
     try:
         return attempt(default_port)

@@ -15,21 +15,31 @@ Bigrams are made in the first BIGRAM_MAX_CHARS characters of a text (the bound o
 index): a CJK word further into a huge memory is not found by keyword.
 
 Text without a CJK character is handed to the base tokenizer whole, so its tokens are exactly
-the ones FTS5's own tokenizer makes; a text with CJK is cut into its CJK runs (`retrieve.CJK_RUN`)
+the ones FTS5's own tokenizer makes; a text with CJK is cut into its CJK runs (`CJK_RUN`)
 and the pieces between them, each piece tokenized by the base tokenizer, so `redis缓存` is the
 tokens `redi` (Porter) and `缓存`.
 
 The tokens are part of the stored index (FTS5 is fed the same tokens again to delete an entry):
-changing `retrieve.CJK_RUN` or this module needs a migration that rebuilds the word index on both
+changing `CJK_RUN` or this module needs a migration that rebuilds the word index on both
 backends (as SQLite's m007 and PostgreSQL's m003 do).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from itertools import accumulate
 
-from memsafe.retrieve import CJK_RUN
+# Chinese, Japanese and Korean letters (Han, kana, Hangul): written without spaces between words,
+# so unicode61 keeps a whole run as one token. The word index cuts each run into overlapping
+# bigrams instead (here), and queries are cut the same way (`memsafe.recall.terms.fts_terms`).
+# Part of the stored index: changing this set needs a migration rebuilding it.
+_CJK = (
+    "\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f"
+    "\U00020000-\U0002ebef"
+)
+CJK_RUN = re.compile(f"[{_CJK}]+")
+_WORD_CHAR = re.compile(r"\w")
 
 NAME = "cjk_bigram"
 BASE = "porter unicode61 remove_diacritics 2"  # FTS5's own tokenizer for everything else
@@ -100,3 +110,12 @@ def _split(text: str, base: Callable[[bytes], list]) -> list[tuple]:
             break
     pass_on(len(text))
     return out
+
+
+def has_word_terms(text: str) -> bool:
+    """True when the word index holds a term of `text` as a query cuts it (`recall.terms.fts_terms`
+    is not empty): a word outside CJK runs, or a CJK run of 2+ characters (its bigrams). A lone
+    CJK character is no such term: the trigram index finds it (`Store.exact_search`)."""
+    lowered = text.lower()
+    return any(len(run) > 1 for run in CJK_RUN.findall(lowered)) or \
+        _WORD_CHAR.search(CJK_RUN.sub(" ", lowered)) is not None

@@ -23,8 +23,8 @@ from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 
-from memsafe.errors import InvalidInput, SchemaTooNew, StoreUnavailable
-from memsafe.render import count_of
+from memsafe.errors import InvalidInput, Refused, SchemaTooNew, StoreUnavailable
+from memsafe.plural import count_of
 from memsafe.store.common.browse import SQLBrowse
 from memsafe.store.common.config import SQLConfig
 from memsafe.store.common.graph import SQLGraph
@@ -89,7 +89,7 @@ def check_url(url: str) -> dict:
     except Exception as exc:  # psycopg.ProgrammingError: libpq's own message
         raise InvalidInput(f"not a valid PostgreSQL URL: {str(exc).strip().splitlines()[0]}") from None
     if params.get("password"):
-        raise InvalidInput("the PostgreSQL URL holds a password; remove it and set PGPASSWORD or use ~/.pgpass")
+        raise Refused("the PostgreSQL URL holds a password; remove it and set PGPASSWORD or use ~/.pgpass")
     return params
 
 

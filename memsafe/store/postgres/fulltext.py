@@ -4,7 +4,7 @@ per memory, GIN) ranked by BM25 computed in SQL, and exact substrings through pg
 
 Ranking (issue 14.3, measured with `memsafe bench --db postgresql://…`, README): PostgreSQL's
 own `ts_rank` and `ts_rank_cd` are not BM25 (no inverse document frequency, no length
-saturation), and recall fuses lexical scores on BM25's absolute scale (`retrieve.Candidate.bm25`).
+saturation), and recall fuses lexical scores on BM25's absolute scale (`recall.candidates.Candidate.bm25`).
 So the score here is Okapi BM25 exactly as FTS5 computes it (k1 = 1.2, b = 0.75; idf =
 ln((N - df + 0.5) / (df + 0.5)), at least 1e-6; Robertson & Zaragoza 2009; sqlite.org/fts5.html
 section 5.1.1), over PostgreSQL's lexemes: N and the average length over every memory, df per
@@ -14,7 +14,7 @@ Negative, lower is better, like SQLite's `bm25()`, so both backends feed the sam
 
 The word index holds the tokens SQLite's FTS5 index holds (`words`: made by SQLite's own
 tokenizer, written by `_index_words` in the transaction that writes the text). The MATCH
-expressions come from `retrieve.fts_query`: double-quoted terms joined by OR; each term is cut by
+expressions come from `recall.terms.fts_query`: double-quoted terms joined by OR; each term is cut by
 the same tokenizer into a phrase tsquery literal (`words.tsquery`), so no input can form tsquery
 syntax.
 """
@@ -24,9 +24,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator, Sequence
 
-from memsafe import retrieve
 from memsafe.models import Scope
-from memsafe.store.common.fulltext import FullTextFusion
+from memsafe.store.common.fulltext import FullTextFusion, holds_exact
 from memsafe.store.common.tokenizer import NAME
 from memsafe.store.postgres import words
 from memsafe.store.postgres.migrations import TRIGRAM_MAX_CHARS
@@ -71,7 +70,7 @@ LIMIT ?
 
 
 def match_terms(match: str) -> list[str]:
-    """The terms of a `retrieve.fts_query` expression (`"a" OR "b c"` → ['a', 'b c'])."""
+    """The terms of a `recall.terms.fts_query` expression (`"a" OR "b c"` → ['a', 'b c'])."""
     return [t.replace('""', '"') for t in _QUOTED.findall(match)]
 
 
@@ -133,9 +132,9 @@ def _queries(terms: Sequence[str]) -> list[tuple[str, list[str]]]:
 def _like_pattern(term: str) -> str:
     """`%term%` for LIKE/ILIKE with the pattern characters of `term` escaped (escape char `\\`),
     and each Greek sigma (σ, final ς) any one character: Python lower-cases a word-final Σ to ς
-    (`retrieve.exact_terms`), PostgreSQL's ILIKE to σ, so `ΣΊΣΥΦΟΣ_v2` was never found by the
+    (`recall.terms.exact_terms`), PostgreSQL's ILIKE to σ, so `ΣΊΣΥΦΟΣ_v2` was never found by the
     typed `σίσυφος_v2` here while SQLite's trigram index (which folds ς to σ) found it (break-it,
-    session 11). Every candidate is checked with `retrieve.holds_exact` after."""
+    session 11). Every candidate is checked with `holds_exact` after."""
     escaped = term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
     return "%" + escaped.replace("σ", "_").replace("ς", "_") + "%"
 
@@ -170,7 +169,7 @@ class PostgresFullText(FullTextFusion):
         """See `Store.exact_search`. Each term is an ILIKE pattern, served by pg_trgm's GIN index
         over the first TRIGRAM_MAX_CHARS characters (as on SQLite) plus the memories longer than
         that (a term shorter than a trigram, a single CJK character, is a scan), every candidate checked
-        with `retrieve.holds_exact`; the document frequency counts the candidates in the whole store."""
+        with `holds_exact`; the document frequency counts the candidates in the whole store."""
         out: dict[str, tuple[int, set[int]]] = {}
         if not terms or limit <= 0:
             return out
@@ -186,7 +185,7 @@ class PostgresFullText(FullTextFusion):
                 f"AND {where} ORDER BY m.id DESC LIMIT ?",  # newest first, as on SQLite
                 [pattern, pattern, *params, limit],
             )
-            out[term] = (df, {i for i, text in rows if retrieve.holds_exact(text, term)})
+            out[term] = (df, {i for i, text in rows if holds_exact(text, term)})
         return out
 
     def fts_term_stats(

@@ -209,8 +209,7 @@ def m003_cjk_bigrams(conn) -> None:
     default): a memsafe from before this migration, still running while another process migrates
     (a team's long-lived `serve`), writes entries without it and is refused, instead of silently
     writing unsplit CJK runs that no search finds (break-it, session 6)."""
-    from memsafe.retrieve import CJK_RUN
-    from memsafe.store.common.tokenizer import NAME
+    from memsafe.store.common.tokenizer import CJK_RUN, NAME
     from memsafe.store.postgres.fulltext import index_rows, text_batches
 
     conn.execute(f"ALTER TABLE memory_fts ADD COLUMN tokenizer text NOT NULL DEFAULT '{NAME}'")

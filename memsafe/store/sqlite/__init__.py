@@ -24,9 +24,8 @@ from typing import TYPE_CHECKING
 
 import apsw
 
-from memsafe import encryption
 from memsafe.errors import SchemaTooNew, StoreUnavailable
-from memsafe.render import count_of
+from memsafe.plural import count_of
 from memsafe.store.common import tokenizer
 from memsafe.store.common.browse import SQLBrowse
 from memsafe.store.common.config import SQLConfig
@@ -35,6 +34,7 @@ from memsafe.store.common.history import SQLHistory
 from memsafe.store.common.memories import SQLMemories
 from memsafe.store.common.sql import chunked
 from memsafe.store.interface import Store
+from memsafe.store.sqlite import encryption
 
 if TYPE_CHECKING:
     from memsafe.models import Memory
@@ -225,7 +225,7 @@ class SQLiteStore(SQLMemories, SQLiteFullText, SQLiteVectors, SQLGraph, SQLHisto
 
     @property
     def encrypted(self) -> bool:
-        """True when the file is encrypted (see `memsafe.encryption`)."""
+        """True when the file is encrypted (see `memsafe.store.sqlite.encryption`)."""
         return self.key is not None
 
     def _migrate(self) -> None:

@@ -11,12 +11,11 @@ from collections.abc import Callable, Sequence
 
 import apsw
 
-from memsafe import retrieve
 from memsafe.errors import StoreUnavailable
 from memsafe.models import Scope
 from memsafe.store.common import sql as shared
 from memsafe.store.common import tokenizer
-from memsafe.store.common.fulltext import FullTextFusion
+from memsafe.store.common.fulltext import FullTextFusion, holds_exact
 from memsafe.store.common.sql import chunked
 from memsafe.store.sqlite.migrations import SCOPE_BY_ID, TRIGRAM_MAX_CHARS
 
@@ -36,7 +35,7 @@ class SQLiteFullText(FullTextFusion):
     """See the module docstring."""
 
     def exact_search(self, terms: Sequence[str], scope: Scope, limit: int) -> dict[str, tuple[int, set[int]]]:
-        """Memories in scope holding each term exactly as typed (`retrieve.holds_exact`):
+        """Memories in scope holding each term exactly as typed (`holds_exact`):
         {term: (document frequency over the whole store, {ids in scope holding it})}.
 
         Each term is looked up in the trigram index (`memories_tri`, case-insensitive, no
@@ -74,7 +73,7 @@ class SQLiteFullText(FullTextFusion):
                     f"WHERE memories_tri MATCH ? AND {where} ORDER BY m.id DESC LIMIT ?",
                     [match, *params, limit],
                 )
-                ids = {i for i, text in rows if retrieve.holds_exact(text, term)}
+                ids = {i for i, text in rows if holds_exact(text, term)}
             if len(term) < 2:  # a character ending a text starts no trigram ("猫" + the space): a scan
                 # of the last characters (break-it, session 6: `recall 猫` missed "我喜欢猫")
                 last = {r[0] for r in self.conn.execute(
@@ -84,13 +83,13 @@ class SQLiteFullText(FullTextFusion):
             # Past TRIGRAM_MAX_CHARS a memory is not in the trigram index: a term made of words
             # (`unique_tail_token`, `v2.4.7`) is looked up there as a phrase of the word index
             # instead, among those long memories only (CJK words of 2+ characters are word-index
-            # terms, `retrieve.fts_terms`, found in a memory of any length).
+            # terms, `recall.terms.fts_terms`, found in a memory of any length).
             longer = self.conn.execute(
                 "SELECT m.id, m.content FROM memories_fts JOIN memories m ON m.id = memories_fts.rowid "
                 f"WHERE memories_fts MATCH ? AND length(m.content) > ? AND {where} LIMIT ?",
                 ['"' + term.replace('"', '""') + '"', TRIGRAM_MAX_CHARS, *params, limit],
-            ) if retrieve.fts_terms(term) else []
-            extra = {i for i, text in longer if retrieve.holds_exact(text, term)}
+            ) if tokenizer.has_word_terms(term) else []
+            extra = {i for i, text in longer if holds_exact(text, term)}
             out[term] = (df + len(extra - ids), ids | extra)
         return out
 
@@ -229,7 +228,7 @@ class SQLiteFullText(FullTextFusion):
     def fts_term_stats(
         self, terms: Sequence[str], ids: Sequence[int]
     ) -> tuple[int, dict[str, int], dict[str, set[int]]]:
-        """For each safe FTS5 term (see `retrieve.fts_terms`): its document frequency over the whole
+        """For each safe FTS5 term (see `recall.terms.fts_terms`): its document frequency over the whole
         index, and which of `ids` match it. Returns (number of indexed memories, {term: df},
         {term: matching ids}). One pass over each term's doclist (the rowid filter inside it); none
         for a term whose count this connection already has while the file is unchanged

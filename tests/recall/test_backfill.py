@@ -24,11 +24,11 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from memsafe import api
-from memsafe.api import core
+from memsafe.recall import vectors
 
 pytestmark = pytest.mark.backends("sqlite", "postgres")
 
-OLD = 300  # more than a recall may embed (core.BACKFILL_BATCH), so oldest-first never reaches the new one
+OLD = 300  # more than a recall may embed (vectors.BACKFILL_BATCH), so oldest-first never reaches the new one
 NEW = "Production deploys are frozen on Friday afternoons."
 BY_MEANING = "Which day are releases blocked?"  # no word in common with NEW
 
@@ -94,7 +94,7 @@ def test_backfill_and_recall_are_bounded_by_attempts_while_decay_rewrites_the_ro
     spy.texts = 0
     result = api.recall(store, "how often does the billing queue retry?")
     assert result.hits  # it answers from what it has
-    assert spy.texts <= core.BACKFILL_BATCH + 1  # at most one bounded backfill, plus the query
+    assert spy.texts <= vectors.BACKFILL_BATCH + 1  # at most one bounded backfill, plus the query
     assert store.pending_count()  # the decay keeps rows pending: the recall says so
     assert any("still waiting for embedding, found by keywords only" in n for n in result.notes), result.notes
 
@@ -107,7 +107,7 @@ def test_the_first_recall_finds_a_new_memory_by_meaning_during_a_decay(decaying,
     result = api.recall(store, BY_MEANING)
     hit = next((h for h in result.hits if h.memory.id == new.id), None)
     assert hit is not None and hit.vector_rank is not None, [h.memory.id for h in result.hits]
-    assert spy.texts <= core.BACKFILL_BATCH + 1
+    assert spy.texts <= vectors.BACKFILL_BATCH + 1
 
 
 @pytest.mark.backends("sqlite")  # the same handler as above; here through the real CLI process and MCP server
@@ -158,13 +158,11 @@ def test_time_bounded_embedding_stops_when_the_time_is_up(store, embedder, monke
     # The time bound, made deterministic with no time at all: nothing is embedded but the query,
     # and the answer comes from what there is (BM25), with a note. recall --as-of embeds past
     # texts on the fly; it is bounded the same way.
-    from memsafe.api import lifecycle
-
     for i in range(20):
         api.remember(store, f"Note {i}: the billing queue retries {i} times, then it gives up.", embed_now=False)
     spy = Spy(embedder, monkeypatch)
     assert api.backfill(store, max_seconds=0.0) == 0 and spy.texts == 0
-    monkeypatch.setattr(lifecycle, "RECALL_EMBED_SECONDS", 0.0)
+    monkeypatch.setattr(vectors, "RECALL_EMBED_SECONDS", 0.0)
     result = api.recall_as_of(store, "billing queue retries", as_of=api.get(store, 20).created_at)
     assert result.hits and spy.texts == 1  # the query only
     assert "20 of 20 texts as they were then not embedded" in " ".join(result.notes), result.notes
@@ -188,6 +186,6 @@ def test_a_recall_while_another_writer_holds_the_lock_answers_and_finds_the_new_
         other.store.close()
     hit = next((h for h in result.hits if h.memory.id == new.id), None)
     assert hit is not None and hit.vector_rank is not None, [h.memory.id for h in result.hits]
-    assert spy.texts <= core.BACKFILL_BATCH + 1
+    assert spy.texts <= vectors.BACKFILL_BATCH + 1
     assert store.pending_count() == 41  # nothing could be written
     assert any("still waiting for embedding" in n for n in result.notes), result.notes

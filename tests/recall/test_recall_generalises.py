@@ -213,7 +213,7 @@ def test_a_query_naming_only_a_time_puts_that_times_memories_before_old_ones_hol
     for query, now_ids in [("what did we do in the last 24 hours?", {day.id, hour.id}), ("past hour", {hour.id}),
                            ("the LAST ２４ HOURS", {day.id, hour.id})]:
         for result in (api.recall(store, query, mode=mode),
-                       lifecycle.recall_as_of(store, query, as_of="2026-12-02T10:00:00+00:00", mode=mode)):
+                       api.recall_as_of(store, query, as_of="2026-12-02T10:00:00+00:00", mode=mode)):
             found = [h.memory.id for h in result.hits]
             assert set(found[:len(now_ids)]) == now_ids, (query, found, old.id, turn.id)
     # what the query says beyond the time still ranks by what it says
@@ -324,7 +324,7 @@ def test_a_conversation_turn_is_found_through_the_question_it_answers(store):
     # the question ("What dance were you doing?"), and the turn after them, which answers it, was
     # far down. Each conversation turn now gains a share of the relevance of the turns around it.
     # Session 14: the question's turn itself, which holds no answer, no longer comes first
-    # (`retrieve.answers_first`); it still lends the answer its relevance.
+    # (`scoring.answers_first`); it still lends the answer its relevance.
     ids = _talk(store)
     question, answer = ids[1], ids[2]
     query = "What kind of pieces does Lea want to make at the studio?"

@@ -1,4 +1,4 @@
-"""Responsibility: `memsafe serve --transport http`, the MCP server of `memsafe.server` on the MCP
+"""Responsibility: `memsafe serve --transport http`, the MCP server of `memsafe.mcp.tools` on the MCP
 SDK's streamable-HTTP transport, for a team sharing one memory (issue 14.6, docs/team.md).
 
 The tools are those of stdio (`build_server`), with the same handlers, minus `transfer` (its paths
@@ -36,7 +36,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from memsafe.errors import InvalidInput, MemsafeError
+from memsafe.errors import MemsafeError, Refused
 
 __all__ = ["DEFAULT_PORT", "MCP_PATH", "TOKENS_ENV", "TokenTable", "build_app", "is_loopback", "load_tokens",
            "serve_http"]
@@ -88,7 +88,7 @@ def load_tokens(path: str | os.PathLike) -> TokenTable:
     a comment line; blank lines are skipped. A user may have several tokens (laptop, CI).
 
     Raises:
-        InvalidInput: the file cannot be read, holds no token, or a line is not `name token`, a
+        Refused: the file cannot be read, holds no token, or a line is not `name token`, a
             name is no valid author (`api.clean_author`), a token is shorter than
             MIN_TOKEN_CHARS or appears twice. The message names the file
             and line, never the token.
@@ -100,7 +100,7 @@ def load_tokens(path: str | os.PathLike) -> TokenTable:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not UTF-8 text"
-        raise InvalidInput(f"cannot read {TOKENS_ENV} file {where}: {reason}") from None
+        raise Refused(f"cannot read {TOKENS_ENV} file {where}: {reason}") from None
     entries: list[tuple[bytes, str]] = []
     seen: dict[bytes, int] = {}
     for number, line in enumerate(text.splitlines(), start=1):
@@ -109,24 +109,24 @@ def load_tokens(path: str | os.PathLike) -> TokenTable:
             continue
         fields = stripped.split()
         if len(fields) != 2:
-            raise InvalidInput(f"{where} line {number}: expected `name token` (two fields), found "
+            raise Refused(f"{where} line {number}: expected `name token` (two fields), found "
                                f"{len(fields)} field{'s' if len(fields) != 1 else ''}")
         name, token = fields
         try:
             name = clean_author(name)  # as every memory they write will record it
         except MemsafeError as exc:
-            raise InvalidInput(f"{where} line {number}: {exc}") from None
+            raise Refused(f"{where} line {number}: {exc}") from None
         if len(token) < MIN_TOKEN_CHARS:
-            raise InvalidInput(f"{where} line {number}: the token of {name} is shorter than {MIN_TOKEN_CHARS} "
+            raise Refused(f"{where} line {number}: the token of {name} is shorter than {MIN_TOKEN_CHARS} "
                                "characters; make one with: openssl rand -hex 32")
         digest = hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest()
         if digest in seen:
-            raise InvalidInput(f"{where} line {number}: the same token as line {seen[digest]}; give each user "
+            raise Refused(f"{where} line {number}: the same token as line {seen[digest]}; give each user "
                                "their own token")
         seen[digest] = number
         entries.append((digest, name))
     if not entries:
-        raise InvalidInput(f"{where} holds no token; add lines `name token`")
+        raise Refused(f"{where} holds no token; add lines `name token`")
     return TokenTable(tuple(entries), where)
 
 
@@ -182,14 +182,14 @@ def _listen(host: str, port: int) -> socket.socket:
     """A listening socket on host:port (port 0: any free one), with TCP_NODELAY.
 
     Raises:
-        InvalidInput: the address cannot be bound (in use, not this machine's, a bad name).
+        Refused: the address cannot be bound (in use, not this machine's, a bad name).
     """
     try:
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         sock = socket.create_server((host.strip("[]"), port), family=family, backlog=256)
     except (OSError, OverflowError) as exc:
         reason = getattr(exc, "strerror", None) or str(exc)
-        raise InvalidInput(f"cannot listen on {host}:{port} ({reason}); choose another --host or --port") from None
+        raise Refused(f"cannot listen on {host}:{port} ({reason}); choose another --host or --port") from None
     # Accepted connections inherit TCP_NODELAY (Linux, macOS). Without it uvicorn's response, written
     # as headers then body, waited for the client's delayed ACK: about 40 ms on every keep-alive request.
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -223,7 +223,7 @@ def build_app(db: str | None = None, project: str | None = None, *, host: str = 
     """The Starlette app: MCP at `MCP_PATH` (bearer tokens when `tokens` is given), `GET /healthz`.
 
     Args:
-        db: database (see `memsafe.server.ServerState`).
+        db: database (see `memsafe.mcp.tools.ServerState`).
         project: the project every call is scoped to (None: detected from the working directory).
         host: the address it will be bound to (for the Host checks).
         tokens: the tokens; None serves without them (loopback only: `serve_http` checks that).
@@ -238,7 +238,7 @@ def build_app(db: str | None = None, project: str | None = None, *, host: str = 
     from starlette.responses import JSONResponse
 
     from memsafe import __version__
-    from memsafe.server import INSTRUCTIONS, build_server
+    from memsafe.mcp.tools import INSTRUCTIONS, build_server
 
     options: dict = {}
     if tokens is not None:
@@ -300,20 +300,20 @@ def serve_http(db: str | None = None, project: str | None = None, *, host: str =
     it accepts requests: `memsafe serve: MCP over HTTP on http://HOST:PORT/mcp (...)`.
 
     Raises:
-        InvalidInput: a bad tokens file; no tokens file on a bind other than loopback; the
-            address cannot be bound; an empty DB path or project. All before anything is served.
+        Refused: a bad tokens file; no tokens file on a bind other than loopback; the address
+            cannot be bound. InvalidInput: an empty DB path or project. All before anything is served.
         MemsafeError: the store cannot be opened (StoreUnavailable, SchemaTooNew, ...).
     """
     import threading
 
     import uvicorn
 
-    from memsafe import server as stdio_server
+    from memsafe.mcp import tools as stdio_server
 
     tokens_file = os.environ.get(TOKENS_ENV, "").strip()
     tokens = load_tokens(os.path.expanduser(tokens_file)) if tokens_file else None
     if tokens is None and not is_loopback(host):
-        raise InvalidInput(f"serving on {host} needs tokens: set {TOKENS_ENV} to a file of `name token` lines "
+        raise Refused(f"serving on {host} needs tokens: set {TOKENS_ENV} to a file of `name token` lines "
                            "(see docs/team.md), or serve on 127.0.0.1")
     stdio_server._setup_logging()
     for handler in logging.getLogger().handlers:

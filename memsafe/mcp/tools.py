@@ -16,7 +16,7 @@ Start-up and stdout hygiene (FIELD-CASES F01-F04, F08):
   U+FFFD in its place before the SDK sees it.
 - Nothing heavy happens before `initialize` is answered: the store is not opened, the model is
   not loaded, and from the second start on the answer is written before the SDK is even
-  imported (`memsafe.mcp_handshake`, a kept copy of the SDK's own answer). After the handshake
+  imported (`memsafe.mcp.stdio`, a kept copy of the SDK's own answer). After the handshake
   a background thread loads the model and the token encoder and fills pending embeddings in
   small batches (`MEMSAFE_SERVE_WARM=0` turns that off).
 - Logs go to stderr (level from `MEMSAFE_LOG_LEVEL`, default WARNING), each message capped at
@@ -35,7 +35,7 @@ Protocol rules (issues 12 and 17, docs/mcp.md):
 - SIGINT or SIGTERM stops the server: the call running finishes (up to `STOP_GRACE_S`), its
   reply is written, and the process exits 130 or 143 without a traceback. A signal during the
   start-up ends it; one that comes as the event loop starts is kept for the loop's listener
-  (`memsafe.mcp_handshake.Stop`); and whatever still runs `STOP_DEADLINE_S` after the signal is
+  (`memsafe.mcp.stdio.Stop`); and whatever still runs `STOP_DEADLINE_S` after the signal is
   ended then, with every thread's stack on stderr.
 """
 
@@ -608,7 +608,7 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
         db: database path (see `ServerState`).
         project: project name or path; None detects it from `cwd` at first use.
         cwd: working directory for project detection (default: the process's).
-        options: more `MCPServer` arguments (`memsafe.http_server` passes `auth`, `token_verifier` and
+        options: more `MCPServer` arguments (`memsafe.mcp.http` passes `auth`, `token_verifier` and
             its own `instructions`).
 
     Returns:
@@ -1086,7 +1086,7 @@ async def _stop_on_signal(answers: _Answers) -> int:
     returns the exit code, 128 + the signal number."""
     import anyio
 
-    from memsafe.mcp_handshake import STOP
+    from memsafe.mcp.stdio import STOP
 
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:  # kept open: a 2nd ^C waits too
         if STOP.signum is None:
@@ -1101,7 +1101,7 @@ async def _stop_on_signal(answers: _Answers) -> int:
 
 
 async def _prefixed(prefix: str, stream):
-    """The lines of `prefix` (text already read from the wire, see `memsafe.mcp_handshake`), then
+    """The lines of `prefix` (text already read from the wire, see `memsafe.mcp.stdio`), then
     those of `stream`; a last line of `prefix` without its newline is joined to the next one."""
     *lines, tail = prefix.split("\n")
     for line in lines:
@@ -1115,7 +1115,7 @@ async def _prefixed(prefix: str, stream):
 
 async def _run_stdio(server, wire_in: int, wire_out: int, early=None) -> int:
     """Serve until the client closes its input (returns 0) or a signal stops the server (returns
-    130 or 143). `early`: what `memsafe.mcp_handshake.answer_initialize` read and answered."""
+    130 or 143). `early`: what `memsafe.mcp.stdio.answer_initialize` read and answered."""
     import anyio
     from mcp.server.stdio import stdio_server
 
@@ -1129,7 +1129,7 @@ async def _run_stdio(server, wire_in: int, wire_out: int, early=None) -> int:
     lines = anyio.wrap_file(reader)
     stdin = _lines(_prefixed(early.text(), lines) if early and early.data else lines, replies, ready, stdout)
 
-    from memsafe.mcp_handshake import STOP
+    from memsafe.mcp.stdio import STOP
 
     STOP.loop = True  # from here a signal is only recorded; the listener below takes it
 
@@ -1170,12 +1170,12 @@ def serve(db: str | None = None, project: str | None = None, early=None) -> None
     """Run the MCP server over stdio until the client closes stdin (exit 0) or SIGINT/SIGTERM
     stops it (exit 130/143, after the running tool call). Ends the process (`_exit`) once every
     reply is written. `early`: the client's first line, read (and maybe answered) before this
-    module was imported (`memsafe.mcp_handshake.answer_initialize`).
+    module was imported (`memsafe.mcp.stdio.answer_initialize`).
 
     Raises:
         InvalidInput: empty DB path or project (before anything is served).
     """
-    from memsafe.mcp_handshake import STOP, catch_stop_signals
+    from memsafe.mcp.stdio import STOP, catch_stop_signals
 
     catch_stop_signals()  # until the loop takes over (already done when started by `memsafe serve`)
     state = ServerState(db, project)  # bad arguments fail here, while stdout is still the terminal's

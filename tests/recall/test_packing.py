@@ -15,7 +15,8 @@ import pytest
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from memsafe import api, retrieve, tokens
+from memsafe import api, tokens
+from memsafe.recall import packing
 
 pytestmark = pytest.mark.backends("sqlite", "postgres")
 
@@ -128,11 +129,11 @@ def test_unfitted_splits_better_and_lower_matches():
     count = lambda t: len(t.split())  # noqa: E731
     cut = lambda t, n: " ".join(t.split()[:n])  # noqa: E731
     big = " ".join(["word"] * 100)
-    packed = retrieve.pack(["one liner", big], 10, count, cut)  # 8 left: too few for an excerpt
-    assert [p.index for p in packed] == [0] and retrieve.unfitted(packed, 2, 10) == ([], [1])
-    assert retrieve.unfitted(packed, 2, 1) == ([], [])  # the limit, not the budget, left it out
-    packed = retrieve.pack(["a b", big, "c d"], 30, count, cut)
+    packed = packing.pack(["one liner", big], 10, count, cut)  # 8 left: too few for an excerpt
+    assert [p.index for p in packed] == [0] and packing.unfitted(packed, 2, 10) == ([], [1])
+    assert packing.unfitted(packed, 2, 1) == ([], [])  # the limit, not the budget, left it out
+    packed = packing.pack(["a b", big, "c d"], 30, count, cut)
     assert [(p.index, p.truncated) for p in packed] == [(0, False), (1, True), (2, False)]
-    assert retrieve.unfitted(packed, 3, 10) == ([], [])
-    packed = retrieve.pack(["a b", big, "c d"], 10, count, cut)
-    assert [p.index for p in packed] == [0, 2] and retrieve.unfitted(packed, 3, 10) == ([1], [])
+    assert packing.unfitted(packed, 3, 10) == ([], [])
+    packed = packing.pack(["a b", big, "c d"], 10, count, cut)
+    assert [p.index for p in packed] == [0, 2] and packing.unfitted(packed, 3, 10) == ([1], [])

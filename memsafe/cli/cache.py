@@ -21,7 +21,6 @@ Nothing here imports more than the standard library (and `memsafe.settings` for 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import io
 import json
 import os
@@ -29,6 +28,8 @@ import re
 import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+
+from memsafe.caches import load_json, merge_json, stamp_of
 
 __all__ = ["request_key", "replay", "recording", "prefill"]
 
@@ -43,25 +44,10 @@ _DISPLAY_ENV = re.compile(r"^(COLUMNS|LINES|TERM|COLORTERM|NO_COLOR|FORCE_COLOR|
 _WORD = re.compile(r"^[a-z][a-z0-9-]*$")
 
 
-def stamp_of(files: list[Path]) -> str:
-    """A short digest of memsafe's version, Python's, and each file's path, size and mtime: any
-    upgrade or edit of those files changes it (a missing file counts as such)."""
-    from memsafe import __version__
-
-    parts = [__version__, sys.version]
-    for f in files:
-        try:
-            st = f.stat()
-            parts.append(f"{f}:{st.st_size}:{st.st_mtime_ns}")
-        except OSError:
-            parts.append(f"{f}:-")
-    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:20]
-
-
 def _stamp() -> str:
     """Identity of the installed CLI: a change to any command module or an upgrade changes it."""
     here = Path(__file__).resolve().parent
-    files = sorted((here / "cli").glob("*.py")) + [here / "models.py", here / "cli_cache.py"]
+    files = sorted(here.glob("*.py")) + [here.parent / "models.py"]
     try:
         import importlib.util
 
@@ -144,29 +130,6 @@ def _completion_request(instruction: str, environ: Mapping[str, str]) -> list | 
     return [args, environ.get("_TYPER_COMPLETE_WORD_TO_COMPLETE", ""), None]
 
 
-def load_json(path: Path) -> dict:
-    """The JSON object stored at `path`; {} when missing, unreadable or not an object."""
-    try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
-        return data if isinstance(data, dict) else {}
-    except (OSError, ValueError):
-        return {}
-
-
-def merge_json(path: Path, entries: dict) -> None:
-    """Merge `entries` into the JSON object at `path` (atomically: temporary file, then rename).
-    A cache: an error writing it is ignored."""
-    merged = {**load_json(path), **entries}
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(merged, ensure_ascii=False), encoding="utf-8")
-        os.replace(tmp, path)
-    except OSError:
-        pass  # a cache: never fail the command for it
-
-
 def replay(key: str) -> bool:
     """Write the stored answer for `key` to stdout; False when there is none."""
     answer = load_json(_path()).get(key)
@@ -234,7 +197,7 @@ def _spawn_prefill(instruction: str) -> None:
 
     detach: dict = {"start_new_session": True} if os.name == "posix" else {
         "creationflags": getattr(subprocess, "DETACHED_PROCESS", 0)}
-    code = "import sys; from memsafe.cli_cache import prefill; prefill(sys.argv[1])"
+    code = "import sys; from memsafe.cli.cache import prefill; prefill(sys.argv[1])"
     env = {k: v for k, v in os.environ.items() if k != COMPLETE_VAR and k not in _COMPLETION_ENV}
     with contextlib.suppress(OSError):
         subprocess.Popen([sys.executable, "-c", code, instruction], stdin=subprocess.DEVNULL,

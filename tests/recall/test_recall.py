@@ -134,7 +134,7 @@ def test_purge_names_the_migration_backups_that_still_hold_the_text(tmp_path):
 
     db = tmp_path / "old" / "memory.db"
     db.parent.mkdir()
-    shutil.copyfile(Path(__file__).parent / "fixtures" / "v1.db", db)
+    shutil.copyfile(Path(__file__).parent.parent / "fixtures" / "v1.db", db)
     runner = CliRunner()
     old = runner.invoke(app, ["--db", str(db), "purge", "2", "--yes", "--all-projects", "--json"])
     assert old.exit_code == 0, old.stderr
@@ -286,8 +286,8 @@ def test_graph_hop_never_takes_a_memory_that_names_the_query_entity(tmp_path):
     """The hop's 'direct' set (memories naming the queried entity, which the hop must leave out)
     was cut to that entity's newest 50: an older memory naming both the queried entity and a
     related one then got the hop boost as if it were only one relation away."""
-    from memsafe.api import graph as graph_api
     from memsafe.models import Scope
+    from memsafe.recall import related
     from memsafe.store import SQLiteStore
 
     store = SQLiteStore(tmp_path / "g.db")
@@ -300,9 +300,9 @@ def test_graph_hop_never_takes_a_memory_that_names_the_query_entity(tmp_path):
         store.link_memory_entities(both, [a, b])
         only_b = store.insert_memory(_row(1, "beta alone"), [])
         store.link_memory_entities(only_b, [b])
-        for n in range(2, 2 + graph_api.HOP_PER_ENTITY + 10):  # newer memories naming alpha only
+        for n in range(2, 2 + related.HOP_PER_ENTITY + 10):  # newer memories naming alpha only
             store.link_memory_entities(store.insert_memory(_row(n, f"alpha note {n}"), []), [a])
-    hops, _direct = graph_api.one_hop(store, [a], Scope())
+    hops, _direct = related.one_hop(store, [a], Scope())
     store.close()
     assert only_b in hops
     assert both not in hops
@@ -423,9 +423,9 @@ def test_a_repeated_query_is_embedded_once_per_model(store, embedder, monkeypatc
     a query), with the same hits; a query embedded for another model is not reused."""
     from collections import OrderedDict
 
-    from memsafe.api import core
+    from memsafe.recall import vectors
 
-    monkeypatch.setattr(core, "_query_vectors", OrderedDict())  # nothing from an earlier test
+    monkeypatch.setattr(vectors, "_query_vectors", OrderedDict())  # nothing from an earlier test
     api.remember(store, "The ingest worker retries uploads three times before giving up")
     api.remember(store, "Lunch is at noon on Fridays")
     calls = []
@@ -439,7 +439,7 @@ def test_a_repeated_query_is_embedded_once_per_model(store, embedder, monkeypatc
     assert [h.memory.id for h in api.recall(store, query).hits] == first
     assert len(calls) == asked  # no second model run for the same query
     monkeypatch.setattr(embedder, "model_id", embedder.model_id + "-other")  # another model
-    vector = core._query_vector(embedder, core._vector_text(store, query))
+    vector = vectors.query_vector(embedder, vectors.query_text(store, query))
     assert len(calls) == asked + 1 and not vector.flags.writeable
 
 
@@ -493,11 +493,12 @@ def test_a_turn_read_as_a_neighbour_then_found_by_meaning_is_linked_to_its_own_n
     turns around each conversation turn, before the query's vector is ready; the vector ones
     after. A turn first read as a neighbour (the answer after the question BM25 found) and then
     found by the vector search is a candidate like any other: it is linked to the turn after it
-    too, as recall did before and `recall --as-of` does (`retrieve.link_turns` on every
+    too, as recall did before and `recall --as-of` does (`candidates.link_turns` on every
     candidate turn). Break-it, session 12: that turn was never read, so the link was missing (no
-    ranking reads it today: a turn no retriever found gains no relevance, `retrieve.in_context`)."""
-    from memsafe import clock, retrieve
-    from memsafe.api import core
+    ranking reads it today: a turn no retriever found gains no relevance, `scoring.in_context`)."""
+    from memsafe import clock
+    from memsafe.api import config
+    from memsafe.recall import candidates, terms
 
     for fact in ["We squash commits before merging a pull request into main.",
                  "The CI pipeline fails with ERR_SSL_PROTOCOL when HTTPS_PROXY is set on the runner.",
@@ -510,9 +511,9 @@ def test_a_turn_read_as_a_neighbour_then_found_by_meaning_is_linked_to_its_own_n
         "Ana: A little beagle, she sleeps all day and chews my slippers.",  # found by meaning only
         "Ben: Ha, mine did the same years ago.",  # found by neither (the vector search takes 5)
     ]]
-    query = retrieve.parse_query("what dog breed", clock.now())
-    cands, memories, _ = core._candidates(store, query, api.make_scope(project=None), 5, "hybrid",
-                                          core._config_snapshot(store), [])
+    query = terms.parse_query("what dog breed", clock.now())
+    cands, memories, _ = candidates.gather(store, query, api.make_scope(project=None), 5, "hybrid",
+                                           config._config_snapshot(store), [])
     by_id = {c.id: c for c in cands}
     assert by_id[question].lexical_rank == 1 and (by_id[question].before, by_id[question].after) == (puppy, beagle)
     assert by_id[beagle].lexical_rank is None and by_id[beagle].vector_rank is not None
@@ -657,7 +658,7 @@ def test_a_recall_inside_a_write_that_rolls_back_leaves_nothing_kept(filled, db_
     transaction wrote; nothing it read may outlive a rollback, on this connection (the rows kept
     for recalls, `Store.recall_rows`) or on another in the process (its vector copy, shared by
     every connection to the file, may be brought up to date inside the transaction)."""
-    from memsafe.api import core
+    from memsafe.recall import vectors
 
     store, ids = filled
     monkeypatch.setenv("MEMSAFE_NOW", "2030-01-01T00:00:00+00:00")  # one ranking time for every recall
@@ -668,7 +669,7 @@ def test_a_recall_inside_a_write_that_rolls_back_leaves_nothing_kept(filled, db_
         with pytest.raises(KeyboardInterrupt), store.write():
             store.update_memory(ids[4], {"content": "Uncommitted: yarn berry replaced pnpm."})
             store.update_memory(ids[1], {"status": "forgotten"})
-            vector = core._vector_bytes(core._query_vector(core._embedder(store), query))
+            vector = vectors.vector_bytes(vectors.query_vector(vectors.embedder_for(store), query))
             store.put_vector(ids[5], vector)  # the payments memory now looks like the query
             inside = api.recall(store, query)
             assert ids[5] in [h.memory.id for h in inside.hits]

@@ -134,7 +134,7 @@ def test_cli_and_mcp_answer_dates_that_crashed_them(tmp_path, memsafe_proc, embe
         assert done.returncode == 0, done.stderr
         assert [r["content"] for r in json.loads(done.stdout)["results"]] == ["Rotated the payment gateway keys."]
     done = memsafe_proc("recall", "keys", "--as-of", "2024-02-29T12:00:00Z", "--limit", "5000", env=env)
-    assert done.returncode == 1
+    assert done.returncode == 2
     assert done.stderr.strip() == "Error: limit must be a whole number from 1 to 1000, got 5000"
 
     async def body(session):

@@ -8,9 +8,9 @@ protocol version the client asks for. So:
 
 - The first time, the SDK answers as usual and `Early.record` keeps its `result`, in one JSON
   file in `settings.cache_dir()` named by a stamp of the installed server (memsafe's version,
-  Python's, and the size and mtime of `memsafe/server.py` and of the SDK's packages): an upgrade
+  Python's, and the size and mtime of `memsafe/mcp/tools.py` and of the SDK's packages): an upgrade
   or an edit starts a new file.
-- Later, `answer_initialize` reads the first line from stdin while `memsafe.server` is imported
+- Later, `answer_initialize` reads the first line from stdin while `memsafe.mcp.tools` is imported
   in a thread; when it is a well-formed `initialize` request whose answer is kept, it writes that
   answer at once. The line is still handed to the SDK (its session must see the handshake), and
   the SDK's own reply to it is dropped (`Early.swallow`); a reply that differs from the kept one
@@ -37,13 +37,13 @@ MAX_FIRST_LINE = 65_536  # bytes: a longer first line is no handshake worth answ
 
 
 def _stamp() -> str:
-    """Identity of the installed server (`cli_cache.stamp_of`): `memsafe/server.py` and the files
+    """Identity of the installed server (`caches.stamp_of`): `memsafe/mcp/tools.py` and the files
     of the MCP SDK's packages that shape the reply."""
     import importlib.util
 
-    from memsafe import cli_cache
+    from memsafe import caches
 
-    files = [Path(__file__).resolve().parent / "server.py"]
+    files = [Path(__file__).resolve().parent / "tools.py"]
     for package, names in (("mcp", ("__init__.py", "server/runner.py", "server/lowlevel/server.py")),
                            ("mcp_types", ("__init__.py", "version.py"))):
         try:
@@ -52,7 +52,7 @@ def _stamp() -> str:
             spec = None
         for where in (spec.submodule_search_locations or []) if spec else []:
             files += [Path(where) / name for name in names]
-    return cli_cache.stamp_of(files)
+    return caches.stamp_of(files)
 
 
 def _path() -> Path:
@@ -119,9 +119,9 @@ class Early:
         a cache: never fails the server)."""
         if not _enabled() or self.key is None:
             return
-        from memsafe import cli_cache
+        from memsafe import caches
 
-        cli_cache.merge_json(_path(), {self.key: result})
+        caches.merge_json(_path(), {self.key: result})
 
 
 def _read_first_line(fd: int) -> bytes:
@@ -154,7 +154,7 @@ def _plausible(result: object) -> bool:
 
 
 def _arguments_hold(db: str | None, project: str | None) -> bool:
-    """Whether `memsafe.server.serve` will surely accept `db` and `project`, by checks that import
+    """Whether `memsafe.mcp.tools.serve` will surely accept `db` and `project`, by checks that import
     nothing: an early answer must not precede a refusal (`serve --project ""`). False leaves the
     handshake to the server, which refuses bad arguments before reading stdin."""
     from memsafe import settings
@@ -174,7 +174,7 @@ def answer_initialize(wire_in: int = 0, wire_out: int = 1, kept_in: Path | None 
     SDK. A terminal on stdin is not read."""
     if not _enabled() or os.isatty(wire_in):
         return Early()
-    from memsafe import cli_cache
+    from memsafe import caches
 
     kept_in = kept_in or _path()
     data = _read_first_line(wire_in)
@@ -187,7 +187,7 @@ def answer_initialize(wire_in: int = 0, wire_out: int = 1, kept_in: Path | None 
     if key is None:
         return early
     early.key, early.request_id = key, request["id"]
-    kept = cli_cache.load_json(kept_in).get(key)
+    kept = caches.load_json(kept_in).get(key)
     if not _plausible(kept):
         return early  # the SDK answers; its answer is kept (Early.swallow)
     reply = json.dumps({"jsonrpc": "2.0", "id": request["id"], "result": kept}, separators=(",", ":"),
@@ -269,20 +269,20 @@ def catch_stop_signals() -> None:
 
 
 def serve(db: str | None = None, project: str | None = None) -> None:
-    """`memsafe.server.serve` over stdio, its module (the MCP SDK and the handlers: most of a
+    """`memsafe.mcp.tools.serve` over stdio, its module (the MCP SDK and the handlers: most of a
     start) imported in a thread while the client's first line is read and, when it is an
-    `initialize` whose answer is kept, answered. Raises what `memsafe.server.serve` raises."""
+    `initialize` whose answer is kept, answered. Raises what `memsafe.mcp.tools.serve` raises."""
     catch_stop_signals()
-    from memsafe import cli_cache  # noqa: F401  (imported before the thread starts: see below)
+    from memsafe import caches  # noqa: F401  (imported before the thread starts: see below)
 
     kept_in = _path()
     # While the thread imports, this one imports nothing: two threads importing overlapping
     # modules in different orders can meet a partially initialised module (importlib breaks
     # the deadlock that way).
-    loading = threading.Thread(target=importlib.import_module, args=("memsafe.server",), daemon=True)
+    loading = threading.Thread(target=importlib.import_module, args=("memsafe.mcp.tools",), daemon=True)
     loading.start()
     early = answer_initialize(kept_in=kept_in) if _arguments_hold(db, project) else Early()
     loading.join()
-    from memsafe.server import serve as run_server
+    from memsafe.mcp.tools import serve as run_server
 
     run_server(db, project, early=early)

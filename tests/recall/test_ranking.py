@@ -7,7 +7,9 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from memsafe import api, retrieve, tokens
+from memsafe import api, tokens
+from memsafe.recall import candidates, packing, scoring, terms, weights
+from memsafe.store.common.fulltext import holds_exact
 
 
 def _returned(result) -> str:
@@ -20,33 +22,33 @@ def _returned(result) -> str:
 # -- fusion (pure) --------------------------------------------------------------------------------
 
 
-Q = retrieve.Query("q", "q")
+Q = terms.Query("q", "q")
 
 
 def test_fusion_is_absolute_a_weak_vector_only_hit_never_beats_a_full_keyword_match():
     # Issue 11, mechanism 1: the old fusion gave the nearest neighbour 1.0 whatever its similarity.
-    f = retrieve.Fusion()
-    full = retrieve.Candidate(1, bm25=1.0, coverage=1.0, similarity=0.3, words=10)
-    weak_vector_only = retrieve.Candidate(2, similarity=0.45, words=10)
-    strong_vector_only = retrieve.Candidate(3, similarity=0.98, words=10)
-    below_floor = retrieve.Candidate(4, similarity=f.min_similarity - 0.01, words=10)
-    fused = retrieve.fuse([full, weak_vector_only, strong_vector_only, below_floor], Q, f)
+    f = weights.Fusion()
+    full = candidates.Candidate(1, bm25=1.0, coverage=1.0, similarity=0.3, words=10)
+    weak_vector_only = candidates.Candidate(2, similarity=0.45, words=10)
+    strong_vector_only = candidates.Candidate(3, similarity=0.98, words=10)
+    below_floor = candidates.Candidate(4, similarity=f.min_similarity - 0.01, words=10)
+    fused = scoring.fuse([full, weak_vector_only, strong_vector_only, below_floor], Q, f)
     assert fused[1] > fused[2] and 4 not in fused
-    alone = retrieve.fuse([weak_vector_only], Q, f)
+    alone = scoring.fuse([weak_vector_only], Q, f)
     assert alone[2] == pytest.approx(fused[2])  # no score relative to the best hit
 
 
 def test_fusion_chit_chat_naming_the_person_weighs_less_than_content():
     # Issue 11, mechanism 2: "Jon: See ya Gina!" sits near any question naming Jon and Gina, and
     # says nothing the question does not: its words beyond the question's count.
-    f = retrieve.Fusion()
-    q = retrieve.parse_query("What is Jon opening with Gina downtown?", datetime(2023, 5, 1, tzinfo=timezone.utc))
+    f = weights.Fusion()
+    q = terms.parse_query("What is Jon opening with Gina downtown?", datetime(2023, 5, 1, tzinfo=timezone.utc))
     assert q.words == {"jon", "opening", "gina", "downtown"}
-    greeting = retrieve.Candidate(1, similarity=0.62, words=retrieve.content_words("Jon: See ya Gina!", 4, q.words))
-    answer = retrieve.Candidate(2, similarity=0.55, words=retrieve.content_words(
+    greeting = candidates.Candidate(1, similarity=0.62, words=terms.content_words("Jon: See ya Gina!", 4, q.words))
+    answer = candidates.Candidate(2, similarity=0.55, words=terms.content_words(
         "Jon: I lost my job at the bank, so I am opening a dance studio downtown next month.", 4, q.words))
     assert (greeting.words, answer.words) == (1, 4)  # "see"; lost, job, bank, dance, ...
-    fused = retrieve.fuse([greeting, answer], q, f)
+    fused = scoring.fuse([greeting, answer], q, f)
     assert fused[2] > 2 * fused[1]
 
 
@@ -58,26 +60,26 @@ def test_fusion_chit_chat_naming_the_person_weighs_less_than_content():
     "deploy " * 2000 + "x" * 5000,  # past the per-process cache's length
 ])
 def test_content_words_beyond_the_query_are_the_words_the_query_does_not_hold(text):
-    known = retrieve.query_words("Is Jon opening a studio with Gina?")
+    known = terms.query_words("Is Jon opening a studio with Gina?")
     assert known == {"jon", "opening", "studio", "gina"}
-    beyond = retrieve.content_words(text + " " + " ".join(sorted(known)), 10_000) - len(known)
+    beyond = terms.content_words(text + " " + " ".join(sorted(known)), 10_000) - len(known)
     for limit in (1, 4, 6, 64):
-        assert retrieve.content_words(text, limit, known) == min(limit, beyond)
+        assert terms.content_words(text, limit, known) == min(limit, beyond)
 
 
 def test_date_words_are_not_query_terms_and_select_a_window():
     # Issue 11, mechanism 3.
     now = datetime(2023, 10, 20, 12, tzinfo=timezone.utc)
-    q = retrieve.parse_query("What did Gina paint in May 2023?", now)
+    q = terms.parse_query("What did Gina paint in May 2023?", now)
     assert "may" not in q.lexical_text.lower() and "2023" not in q.lexical_text
     [w] = q.windows
     assert (w.start, w.end) == (datetime(2023, 5, 1, tzinfo=timezone.utc), datetime(2023, 6, 1, tzinfo=timezone.utc))
-    [w] = retrieve.parse_query("what did we decide last December", now).windows
+    [w] = terms.parse_query("what did we decide last December", now).windows
     assert w.start == datetime(2022, 12, 1, tzinfo=timezone.utc)
-    assert retrieve.parse_query("May I ask how deploys work?", now).windows == []
-    in_may = retrieve.Candidate(1, bm25=0.5, coverage=0.5, created_at=datetime(2023, 5, 9, tzinfo=timezone.utc))
-    in_june = retrieve.Candidate(2, bm25=0.5, coverage=0.5, created_at=datetime(2023, 8, 9, tzinfo=timezone.utc))
-    fused = retrieve.fuse([in_june, in_may], q, retrieve.Fusion())
+    assert terms.parse_query("May I ask how deploys work?", now).windows == []
+    in_may = candidates.Candidate(1, bm25=0.5, coverage=0.5, created_at=datetime(2023, 5, 9, tzinfo=timezone.utc))
+    in_june = candidates.Candidate(2, bm25=0.5, coverage=0.5, created_at=datetime(2023, 8, 9, tzinfo=timezone.utc))
+    fused = scoring.fuse([in_june, in_may], q, weights.Fusion())
     assert fused[1] > fused[2]
 
 
@@ -98,16 +100,16 @@ def test_a_time_counted_back_from_now_is_the_window_until_now(query, start):
     # Session 13: "the last 30 days" and "the past two weeks" named no window (dateparser reads
     # neither) and stayed query terms; a calendar "last week" stays the week before this one.
     now = datetime(2023, 10, 20, 12, tzinfo=timezone.utc)
-    q = retrieve.parse_query(query, now)
+    q = terms.parse_query(query, now)
     [w] = q.windows
     assert w.start == start.replace(tzinfo=timezone.utc) and w.start < now < w.end <= now + timedelta(seconds=1)
     assert w.span.lower() in query.lower() and (w.span.lower() == query.lower() or w.span not in q.lexical_text)
-    [week] = retrieve.parse_query("what broke last week", now).windows
+    [week] = terms.parse_query("what broke last week", now).windows
     assert (week.start, week.end) == (datetime(2023, 10, 9, tzinfo=timezone.utc),
                                       datetime(2023, 10, 16, tzinfo=timezone.utc))
-    assert retrieve.parse_query("on the last day of the trip", now).windows == []
+    assert terms.parse_query("on the last day of the trip", now).windows == []
     for idiom in ("a last minute change", "office hours", "the hour hand", "24 hours a day"):
-        assert retrieve.parse_query(idiom, now).windows == [], idiom
+        assert terms.parse_query(idiom, now).windows == [], idiom
 
 @pytest.mark.parametrize(("text", "share"), [
     ("Jon: What dance were you doing at the recital?", 1.0),
@@ -119,7 +121,7 @@ def test_a_time_counted_back_from_now_is_the_window_until_now(query, start):
     ("Should we move to Postgres?\n\nThe team decided: yes, in May.", 27 / 57),
 ])
 def test_the_share_of_a_memory_that_asks_a_question(text, share):
-    assert retrieve.question_share(text) == pytest.approx(share)
+    assert terms.question_share(text) == pytest.approx(share)
 
 
 def test_a_memory_that_asks_ranks_below_the_answer_it_lends_relevance_to():
@@ -127,37 +129,37 @@ def test_a_memory_that_asks_ranks_below_the_answer_it_lends_relevance_to():
     # question ("What kind of pieces do you want to make?") was the most frequent wrong first hit:
     # it shares the query's words, not its answer. It keeps (1 − weight · asks) of its relevance,
     # after the context step has lent the turn after it its full relevance.
-    asks, answer = retrieve.Candidate(1, after=2, asks=1.0), retrieve.Candidate(2, before=1)
-    relevance = retrieve.in_context([asks, answer], {1: 10.0, 2: 1.0}, 0.5)
+    asks, answer = candidates.Candidate(1, after=2, asks=1.0), candidates.Candidate(2, before=1)
+    relevance = scoring.in_context([asks, answer], {1: 10.0, 2: 1.0}, 0.5)
     assert relevance == {1: 10.0 + 0.5 * 1.0, 2: 1.0 + 0.5 * 10.0}
-    damped = retrieve.answers_first(relevance, [asks, answer], 0.85)
+    damped = scoring.answers_first(relevance, [asks, answer], 0.85)
     assert damped[2] == relevance[2] and damped[1] == pytest.approx(10.5 * 0.15) and damped[2] > damped[1]
-    assert retrieve.answers_first(relevance, [asks, answer], 0.0) is relevance
-    half = retrieve.Candidate(3, asks=0.5)
-    assert retrieve.answers_first({3: 4.0}, [half], 1.0) == {3: 2.0}
+    assert scoring.answers_first(relevance, [asks, answer], 0.0) is relevance
+    half = candidates.Candidate(3, asks=0.5)
+    assert scoring.answers_first({3: 4.0}, [half], 1.0) == {3: 2.0}
 
 
 def test_common_words_are_those_half_the_store_holds_and_leave_the_vector_text():
     # Issue 11: a speaker's name in most memories steered the vector half (BM25 already gave it idf ≈ 0).
     df = {'"ben"': 60, '"flea"': 2, '"market"': 3, '"buy"': 9}
-    assert retrieve.common_words(df, 100) == {"ben"}
-    assert retrieve.common_words({'"ben"': 3}, 4) == set()  # a small store's counts do not decide
-    assert retrieve.vector_text("What did Ben buy at Ben’s flea market?", {"ben"}) == "What did buy at flea market?"
-    assert retrieve.vector_text("Ben and Ana?", {"ben", "ana"}) == "Ben and Ana?"  # nothing else left: kept whole
-    assert retrieve.vector_text("flea market", set()) == "flea market"
+    assert terms.common_words(df, 100) == {"ben"}
+    assert terms.common_words({'"ben"': 3}, 4) == set()  # a small store's counts do not decide
+    assert terms.vector_text("What did Ben buy at Ben’s flea market?", {"ben"}) == "What did buy at flea market?"
+    assert terms.vector_text("Ben and Ana?", {"ben", "ana"}) == "Ben and Ana?"  # nothing else left: kept whole
+    assert terms.vector_text("flea market", set()) == "flea market"
 
 
 def test_a_memory_one_relation_away_can_answer_first():
     # "is the person leading web-frontend available?": the answer names Priya, who leads
     # web-frontend; a memory sharing a word or two with the question came first because a hop
     # was capped below the best direct hit (own corpus graph R@1 0.647 -> 0.588).
-    f = retrieve.Fusion()
-    weak_direct = retrieve.Candidate(1, bm25=0.18, coverage=0.19, similarity=0.35, words=9)  # the bench's figures
-    answer = retrieve.Candidate(2, similarity=0.26, words=9, hop=1.0)
-    fused = retrieve.fuse([weak_direct, answer], Q, f)
+    f = weights.Fusion()
+    weak_direct = candidates.Candidate(1, bm25=0.18, coverage=0.19, similarity=0.35, words=9)  # the bench's figures
+    answer = candidates.Candidate(2, similarity=0.26, words=9, hop=1.0)
+    fused = scoring.fuse([weak_direct, answer], Q, f)
     assert fused[2] > fused[1]
-    strong_direct = retrieve.Candidate(3, bm25=1.0, coverage=1.0, similarity=0.6, words=10)
-    fused = retrieve.fuse([strong_direct, answer], Q, f)
+    strong_direct = candidates.Candidate(3, bm25=1.0, coverage=1.0, similarity=0.6, words=10)
+    fused = scoring.fuse([strong_direct, answer], Q, f)
     assert fused[3] > fused[2]  # a hop supports a full match, it does not displace it
 
 
@@ -166,47 +168,47 @@ def test_pack_returns_the_best_cut_and_an_excerpt_of_a_large_relevant_memory():
     count = lambda t: len(t.split())  # noqa: E731
     cut = lambda t, n: " ".join(t.split()[:n])  # noqa: E731
     big = " ".join(["word"] * 100)
-    packed = retrieve.pack([big, "small note"], 30, count, cut)
+    packed = packing.pack([big, "small note"], 30, count, cut)
     assert [(p.index, p.truncated, p.tokens) for p in packed] == [(0, True, 28), (1, False, 2)]
-    assert [p.index for p in retrieve.pack([big, "tiny note " * 10], 30, count, cut)] == [0]  # room made
-    packed = retrieve.pack(["one liner", big, "other"], 60, count, cut)
+    assert [p.index for p in packing.pack([big, "tiny note " * 10], 30, count, cut)] == [0]  # room made
+    packed = packing.pack(["one liner", big, "other"], 60, count, cut)
     assert [(p.index, p.truncated) for p in packed] == [(0, False), (1, True), (2, False)]
-    assert retrieve.unfitted(packed, 3) == ([], [])
+    assert packing.unfitted(packed, 3) == ([], [])
 
 
 def test_fts_terms_keep_identifiers_together():
-    assert retrieve.fts_terms("what is v2.4.0 of checkout-api?") == ['"v2.4.0"', '"checkout-api"']
-    assert retrieve.fts_terms("the and of") == ['"the"', '"and"', '"of"']
-    assert retrieve.fts_terms('"*^') == []
+    assert terms.fts_terms("what is v2.4.0 of checkout-api?") == ['"v2.4.0"', '"checkout-api"']
+    assert terms.fts_terms("the and of") == ['"the"', '"and"', '"of"']
+    assert terms.fts_terms('"*^') == []
 
 
 def test_exact_terms_are_identifiers_versions_codes_and_single_cjk_characters():
-    assert retrieve.exact_terms("what changed in v1.9") == ["v1.9"]
-    assert retrieve.exact_terms("How does get_user_by_id fail?") == ["get_user_by_id"]
-    assert retrieve.exact_terms("2.4.7 and deploy.yml, e2e, 2026, checkout-api") == ["2.4.7", "deploy.yml", "e2e"]
-    assert retrieve.exact_terms("recall 引用") == []  # a word-index term now (bigram)
-    assert retrieve.exact_terms("猫 v2.4 の 犬") == ["v2.4", "猫", "の", "犬"]  # below a bigram
-    assert retrieve.exact_terms("the plain words only") == []
+    assert terms.exact_terms("what changed in v1.9") == ["v1.9"]
+    assert terms.exact_terms("How does get_user_by_id fail?") == ["get_user_by_id"]
+    assert terms.exact_terms("2.4.7 and deploy.yml, e2e, 2026, checkout-api") == ["2.4.7", "deploy.yml", "e2e"]
+    assert terms.exact_terms("recall 引用") == []  # a word-index term now (bigram)
+    assert terms.exact_terms("猫 v2.4 の 犬") == ["v2.4", "猫", "の", "犬"]  # below a bigram
+    assert terms.exact_terms("the plain words only") == []
 
 
 def test_cjk_runs_are_bigram_terms_of_the_word_index():
     """Issue 17 item 3: the query is cut as the word index cuts the text
     (`memsafe.store.common.tokenizer`): each CJK run of 2+ characters into overlapping bigrams."""
-    assert retrieve.fts_terms("recall 引用") == ['"recall"', '"引用"']
-    assert retrieve.fts_terms("悬空指针") == ['"悬空"', '"空指"', '"指针"']
-    assert retrieve.fts_terms("使用redis缓存") == ['"使用"', '"redis"', '"缓存"']
-    assert retrieve.fts_terms("翻訳する予定") == ['"翻訳"', '"訳す"', '"する"', '"る予"', '"予定"']
-    assert retrieve.fts_terms("猫 the") == ['"the"']  # one character: `exact_terms`
-    assert retrieve.fts_terms("引用 引用计数") == ['"引用"', '"用计"', '"计数"']  # no duplicates
+    assert terms.fts_terms("recall 引用") == ['"recall"', '"引用"']
+    assert terms.fts_terms("悬空指针") == ['"悬空"', '"空指"', '"指针"']
+    assert terms.fts_terms("使用redis缓存") == ['"使用"', '"redis"', '"缓存"']
+    assert terms.fts_terms("翻訳する予定") == ['"翻訳"', '"訳す"', '"する"', '"る予"', '"予定"']
+    assert terms.fts_terms("猫 the") == ['"the"']  # one character: `exact_terms`
+    assert terms.fts_terms("引用 引用计数") == ['"引用"', '"用计"', '"计数"']  # no duplicates
 
 
 def test_cjk_text_counts_its_words_for_the_vector_half():
     """A CJK run has no spaces: it counts one word per two characters, so a Chinese memory
     is not taken for a greeting by `vector_relevance`'s substance factor."""
-    assert retrieve.content_words("释放内存以后指针变成悬空状态，必须立即置为空值。") == 11  # 7 + 4
-    assert retrieve.content_words("好") == 1
-    assert retrieve.content_words("Reference counting manages memory") == 4  # English unchanged
-    assert retrieve.content_words("使用redis缓存") == 3
+    assert terms.content_words("释放内存以后指针变成悬空状态，必须立即置为空值。") == 11  # 7 + 4
+    assert terms.content_words("好") == 1
+    assert terms.content_words("Reference counting manages memory") == 4  # English unchanged
+    assert terms.content_words("使用redis缓存") == 3
 
 
 @pytest.mark.parametrize(
@@ -225,18 +227,18 @@ def test_cjk_text_counts_its_words_for_the_vector_half():
     ],
 )
 def test_holds_exact_respects_identifier_edges(content, term, held):
-    assert retrieve.holds_exact(content, term) is held
+    assert holds_exact(content, term) is held
 
 
 def test_exact_first_lifts_holders_above_any_other_signal():
     fused = {1: 1.0, 2: 0.2, 3: 0.9, 4: 0.1}
-    out = retrieve.exact_first(fused, {2: 1, 4: 2})
+    out = scoring.exact_first(fused, {2: 1, 4: 2})
     assert sorted(out, key=out.get, reverse=True) == [4, 2, 1, 3]
     assert min(out[2], out[4]) - max(out[1], out[3]) >= 0.2 - 1e-9  # > what recency etc. can add
-    assert retrieve.exact_first(fused, {}) is fused
+    assert scoring.exact_first(fused, {}) is fused
     # on fusion's absolute scale too: a strong fused score without the identifier stays below
     # (the tier offset was 3/(3H+1), so a relevance above ~3 jumped it)
-    out = retrieve.exact_first({1: 0.5, 2: 4.0, 3: 19.0}, {1: 1})
+    out = scoring.exact_first({1: 0.5, 2: 4.0, 3: 19.0}, {1: 1})
     assert out[1] - max(out[2], out[3]) >= 1.0
 
 
@@ -370,15 +372,15 @@ def test_f12_time_filter_returns_the_recent_ones(store, monkeypatch, mode):
 
 
 def test_context_lifts_the_turns_next_to_a_relevant_turn_one_step_only():
-    # retrieve.in_context: turn 2 answers turn 1 (relevance 10) and gains 0.4 × 10; turn 3, two
+    # scoring.in_context: turn 2 answers turn 1 (relevance 10) and gains 0.4 × 10; turn 3, two
     # steps away, gains only through turn 2's own relevance (none): never chained.
-    cands = [retrieve.Candidate(1, after=2), retrieve.Candidate(2, before=1, after=3),
-             retrieve.Candidate(3, before=2), retrieve.Candidate(4)]
+    cands = [candidates.Candidate(1, after=2), candidates.Candidate(2, before=1, after=3),
+             candidates.Candidate(3, before=2), candidates.Candidate(4)]
     relevance = {1: 10.0, 4: 3.0}
-    lifted = retrieve.in_context(cands, relevance, 0.4)
+    lifted = scoring.in_context(cands, relevance, 0.4)
     assert lifted == {1: 10.0, 2: 4.0, 4: 3.0}
-    assert retrieve.in_context(cands, relevance, 0.0) is relevance
-    both = retrieve.in_context(cands, {1: 10.0, 3: 5.0}, 0.5)
+    assert scoring.in_context(cands, relevance, 0.0) is relevance
+    both = scoring.in_context(cands, {1: 10.0, 3: 5.0}, 0.5)
     assert both[2] == 5.0  # the larger neighbour counts, not their sum
 
 
@@ -386,12 +388,12 @@ def test_a_time_only_query_tiers_the_memories_inside_its_window_above_every_othe
     # Break-it, session 14: `time_first` after fusion and context, so no lexical, vector or
     # neighbour's lift puts a memory outside the window before one inside it.
     now = datetime(2026, 12, 2, 10, tzinfo=timezone.utc)
-    old = retrieve.Candidate(1, bm25=0.9, coverage=1.0, created_at=datetime(2026, 10, 1, tzinfo=timezone.utc))
-    new = retrieve.Candidate(2, created_at=datetime(2026, 12, 2, 9, 30, tzinfo=timezone.utc))
-    only = retrieve.parse_query("what did we do in the last 24 hours?", now)
-    assert only.only_time and not retrieve.parse_query("login test in the last 24 hours", now).only_time
-    tiered = retrieve.time_first({1: 20.0, 2: 0.0}, [old, new], only, 3.0)
+    old = candidates.Candidate(1, bm25=0.9, coverage=1.0, created_at=datetime(2026, 10, 1, tzinfo=timezone.utc))
+    new = candidates.Candidate(2, created_at=datetime(2026, 12, 2, 9, 30, tzinfo=timezone.utc))
+    only = terms.parse_query("what did we do in the last 24 hours?", now)
+    assert only.only_time and not terms.parse_query("login test in the last 24 hours", now).only_time
+    tiered = scoring.time_first({1: 20.0, 2: 0.0}, [old, new], only, 3.0)
     assert tiered[2] >= tiered[1] + 1
-    more = retrieve.parse_query("login test in the last 24 hours", now)
-    assert retrieve.time_first({1: 20.0, 2: 0.0}, [old, new], more, 3.0) == {1: 20.0, 2: 0.0}
-    assert retrieve.time_first({1: 20.0, 2: 0.0}, [old, new], only, 0.0) == {1: 20.0, 2: 0.0}  # time turned off
+    more = terms.parse_query("login test in the last 24 hours", now)
+    assert scoring.time_first({1: 20.0, 2: 0.0}, [old, new], more, 3.0) == {1: 20.0, 2: 0.0}
+    assert scoring.time_first({1: 20.0, 2: 0.0}, [old, new], only, 0.0) == {1: 20.0, 2: 0.0}  # time turned off

@@ -1,0 +1,158 @@
+"""Responsibility: the config handlers (`memsafe config`): every key memsafe keeps in a store, its
+effective value (stored, else default), setting and resetting one, and the database path saved in
+the user config file.
+
+`CONFIG_KEYS` gathers the keys from the modules that read them: recall's (`recall.weights.KEYS`:
+budget, packing and ranking), then near-duplicates, the decay policy and project detection.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from memsafe import clock, settings
+from memsafe.errors import InvalidInput, Refused
+from memsafe.recall import weights
+from memsafe.settings import ConfigKey
+from memsafe.store import Store
+
+__all__ = [
+    "CONFIG_KEYS", "config_value", "config_list", "config_get", "config_set", "config_reset", "check_config_pair",
+    "set_db_path", "reset_db_path",
+]
+
+CONFIG_KEYS: dict[str, ConfigKey] = {
+    **weights.KEYS,
+    **{k.name: k for k in [
+        ConfigKey(
+            "near_duplicate_threshold", float, 0.92,
+            "cosine similarity at which remember reports a near-duplicate and consolidate merges", 0.5, 1.0,
+        ),
+        ConfigKey(
+            "decay_policy", str, "",
+            "overrides of the decay policy table, e.g. 'fact.half_life=150, task.floor=0.1' "
+            "(see `memsafe decay --policy`)",
+            check=lambda v: _check_decay_policy(v),
+        ),
+        ConfigKey(
+            "project_mode",
+            str,
+            "git-root",
+            "how the current project is found: git-root (repository root of the cwd) or cwd",
+            choices=("git-root", "cwd"),
+        ),
+    ]},
+}
+
+
+def _check_decay_policy(value):
+    from memsafe import decay  # only when the key is set: a recall never loads the decay policy
+
+    return decay.check_policy(value)
+
+
+def config_value(store: Store, key: str):
+    """The effective value of a config key (stored, else default)."""
+    spec = CONFIG_KEYS[key]
+    raw = store.config_get(key)
+    return spec.default if raw is None else spec.parse(raw)
+
+
+def _config_snapshot(store: Store) -> dict:
+    """Every config key's effective value, read in one query (recall reads ~18 of them)."""
+    stored = store.config_items()
+    return {
+        name: spec.parse(stored[name]) if name in stored else spec.default
+        for name, spec in CONFIG_KEYS.items()
+    }
+
+
+def default_config() -> dict:
+    """Every config key's default value."""
+    return {name: spec.default for name, spec in CONFIG_KEYS.items()}
+
+
+def config_list(store: Store) -> dict[str, dict]:
+    """Every config key: {value, default, help}."""
+    stored = store.config_items()
+    out = {}
+    for name, spec in CONFIG_KEYS.items():
+        value = spec.parse(stored[name]) if name in stored else spec.default
+        out[name] = {"value": value, "default": spec.default, "help": spec.help}
+    return out
+
+
+def config_get(store: Store, key: str):
+    """One config value. Raises InvalidInput for an unknown key (naming the known ones)."""
+    _config_spec(key)
+    return config_value(store, key)
+
+
+def config_set(store: Store, key: str, value: str):
+    """Validate and store a config value; returns the parsed value. Raises InvalidInput."""
+    spec = _config_spec(key)
+    parsed = spec.parse(value)
+    with store.write():
+        check_config_pair(store, key, parsed)
+        store.config_set(key, str(parsed))
+        store.add_event(clock.now_iso(), "config", None, key)
+    return parsed
+
+
+def check_config_pair(store: Store, key: str, parsed) -> None:
+    """Refuse a value that, with the store's current config, leaves recall nothing to rank: the
+    fusion weights cannot both be 0. Every way a config key is set goes through here (set, import).
+
+    Raises: InvalidInput."""
+    partner = {"weight_lexical": "weight_vector", "weight_vector": "weight_lexical"}.get(key)
+    if partner and parsed == 0 and _config_snapshot(store)[partner] == 0:
+        raise Refused(f"{key} and {partner} cannot both be 0: recall would rank nothing; "
+                           f"raise {partner} first")
+
+
+def config_reset(store: Store, key: str):
+    """Return a key to its default. Raises InvalidInput for an unknown key."""
+    spec = _config_spec(key)
+    with store.write():
+        store.config_delete(key)
+        store.add_event(clock.now_iso(), "config", None, f"{key} reset")
+    return spec.default
+
+
+def _config_spec(key: str) -> ConfigKey:
+    spec = CONFIG_KEYS.get(key)
+    if spec is None:
+        raise InvalidInput(f"unknown config key {key!r}; known keys: {', '.join(CONFIG_KEYS)}, db")
+    return spec
+
+
+def set_db_path(path: str) -> Path | str:
+    """Remember a DB path in the user config file (resolved to an absolute path now, so later
+    runs from any working directory use the same file), or a PostgreSQL URL (checked: libpq
+    syntax, no password in it). Returns what was saved.
+
+    Raises: InvalidInput."""
+    if settings.is_db_url(path):
+        from memsafe.store.postgres import check_url
+
+        url = path.strip()
+        check_url(url)
+        values = settings.read_user_config()
+        values["db"] = url
+        settings.write_user_config(values)
+        return url
+    resolved = settings.expand_path(path)
+    if resolved.is_dir():
+        raise Refused(f"{resolved} is a directory; give the path of a database file inside it")
+    values = settings.read_user_config()
+    values["db"] = str(resolved)
+    settings.write_user_config(values)
+    return resolved
+
+
+def reset_db_path() -> Path | str:
+    """Forget the DB path saved by `set_db_path`; returns the path used from now on (by default)."""
+    values = settings.read_user_config()
+    if values.pop("db", None) is not None:
+        settings.write_user_config(values)
+    return settings.resolve_db_path()[0]

@@ -1,0 +1,230 @@
+"""Responsibility: steps "fusion" and "scoring" of recall, pure: lexical and vector relevance on
+absolute scales, fused with the time and graph terms (`fuse`), the context of conversation turns
+(`in_context`), answers before questions (`answers_first`), tiers for a time-only query and for
+exact terms (`time_first`, `exact_first`), and the multi-signal score (`rank`); `score_candidates`
+runs them in order. No database, no model.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from datetime import datetime
+
+from memsafe import clock
+from memsafe.recall import weights
+from memsafe.recall.candidates import Candidate
+from memsafe.recall.terms import Query
+from memsafe.recall.weights import Fusion, Weights
+
+
+def lexical_relevance(bm25: float, coverage: float, coverage_power: float) -> float:
+    """Absolute lexical relevance in [0, 1] of one BM25 hit, comparable across queries and with
+    the vector half (no score relative to the best hit):
+
+        coverage^p · min(1, bm25)
+
+    with `bm25` as in `Candidate` (BM25 over its value for a memory of average length holding
+    each query term once: FTS5 bm25, k1 = 1.2, b = 0.75; Robertson & Zaragoza 2009) and coverage
+    the share of the query's IDF mass the memory holds (`term_coverage`); p = `coverage_power`.
+    """
+    return max(0.0, coverage) ** coverage_power * min(1.0, max(0.0, bm25))
+
+
+def vector_relevance(similarity: float, words: int, f: Fusion) -> float:
+    """Absolute vector relevance in [0, 1]: (sim − floor) / (1 − floor) above the floor
+    (`min_similarity`), else 0, times min(1, words / substance_words), so a short turn that
+    only names a person the query names (MiniLM puts it near any such question) weighs little
+    (a memory with no such word counts as one)."""
+    if similarity < f.min_similarity or f.min_similarity >= 1:
+        return 0.0
+    # at least one word's worth: a memory of symbols only (emoji) stays findable by meaning
+    substance = min(1.0, max(1, words) / f.substance_words) if f.substance_words > 0 else 1.0
+    return (similarity - f.min_similarity) / (1.0 - f.min_similarity) * substance
+
+
+def fuse(cands: Sequence[Candidate], query: Query, f: Fusion) -> dict[int, float]:
+    """Steps "fusion", "time" and "graph": one absolute relevance per candidate.
+
+        relevance = w_l · lexical + w_v · vector + w_h · hop + w_t · closeness(created_at, windows)
+
+    Both halves are on absolute scales (`lexical_relevance`, `vector_relevance`): a memory found
+    only by the vector search outranks a strong lexical hit only when its similarity is high in
+    absolute terms, and one below `min_similarity` is dropped (the floor holds in every mode).
+    Graph: a memory one relation away from an entity the query names gains weight_hop × hop
+    strength, so it can answer a question that names the entity it is linked to ("who owns the
+    consumer of invoices.v1?") even above the memory that only names that entity. Time: when the
+    query names a time (`memsafe.when`), a memory dated in the window gains w_t, one near it
+    less (`when.closeness`).
+
+    Returns:
+        {id: relevance ≥ 0}; candidates with nothing (no lexical match, vector below the floor,
+        no hop) are absent, but for a `dated` one (created in a window the query names), whose
+        relevance is then 0: "what happened last week?" finds last week's memories, below any
+        memory that matches what the query says. A query that names a time and nothing else
+        puts that time's memories first after fusion (`time_first`).
+    """
+    from memsafe import when
+
+    out: dict[int, float] = {}
+    for c in cands:
+        lex = f.weight_lexical * lexical_relevance(c.bm25, c.coverage, f.coverage_power) if c.bm25 is not None else 0.0
+        vec = f.weight_vector * vector_relevance(c.similarity, c.words, f) if c.similarity is not None else 0.0
+        hop = f.weight_hop * c.hop
+        if lex <= 0 and vec <= 0 and hop <= 0:
+            if c.dated:  # only its date matches: after every match, ordered by the other signals
+                out[c.id] = 0.0
+            continue
+        score = lex + vec + hop
+        if query.windows and c.created_at is not None and f.weight_time:
+            score += f.weight_time * when.closeness(c.created_at, query.windows)
+        out[c.id] = score
+    return out
+
+
+def in_context(cands: Sequence[Candidate], relevance: dict[int, float], weight: float) -> dict[int, float]:
+    """Step "context": a conversation turn is read with the turns around it. Each turn gains
+    `weight` × the larger relevance of the turn just before and the turn just after it
+    (`Candidate.before` / `after`), so the answer to a question asked in the conversation ranks
+    next to it ("Got any fave styles?" → "Contemporary dance is so expressive"): the answer alone
+    shares no word and little meaning with a query that repeats the question. A turn a retriever
+    found with no relevance of its own (a vector match below the floor) can enter this way; one
+    only `link_turns` added cannot (it has no links). Relevances are those of `fuse` (before the lift:
+    one step away, never chained). Issue 11: on the LoCoMo development split, with the other
+    defaults, weight 0.4 raised R@5 of categories 1–4 by about 5 points (weights.KEYS).
+
+    Returns `relevance` unchanged when `weight` ≤ 0 or no candidate has a neighbour, else new
+    scores: {id: relevance ≥ 0}.
+    """
+    if weight <= 0:
+        return relevance
+    out = dict(relevance)
+    for c in cands:
+        near = [relevance[n] for n in (c.before, c.after) if n is not None and n in relevance]
+        if near and max(near) > 0:
+            out[c.id] = relevance.get(c.id, 0.0) + weight * max(near)
+    return out
+
+
+def answers_first(relevance: dict[int, float], cands: Sequence[Candidate], weight: float) -> dict[int, float]:
+    """Step "context", second half: a memory that asks a question holds what someone wanted to
+    know, not the answer, so it loses `weight` × its `question_share` (`Candidate.asks`) of its
+    relevance: rel' = rel · (1 − weight · asks). It runs after `in_context`, so the turn that
+    answers a question still gains from the question's full relevance ("What dance were you
+    doing?" → "Contemporary, it is so expressive"). A memory that is nothing but the question
+    asked is still found, below a statement of equal relevance. Session 14: on the LoCoMo
+    development split, where a fifth of the turns ask something, question turns were 45% of the
+    wrong first hits; weight and figures in weights.KEYS (`weight_question`).
+
+    Returns `relevance` unchanged when `weight` ≤ 0 or no candidate asks, else new scores."""
+    asking = {c.id: c.asks for c in cands if c.asks > 0 and c.id in relevance}
+    if weight <= 0 or not asking:
+        return relevance
+    damp = min(1.0, weight)
+    return {i: r * (1.0 - damp * asking.get(i, 0.0)) for i, r in relevance.items()}
+
+
+def time_first(relevance: dict[int, float], cands: Sequence[Candidate], query: Query, weight_time: float
+               ) -> dict[int, float]:
+    """When the query names a time and nothing else (`Query.only_time`: "what did we do in the
+    last 24 hours?"), the time is all it says: the memories created inside a window it names come
+    before the rest, keeping the fused order inside each tier (rel' = rel + R + 1 inside, R = the
+    highest relevance; tiers at least 1 apart, more than the other signals of `final_score` add
+    together, as `exact_first`). Applied after `in_context` and `answers_first`, so neither a
+    neighbour's lift nor a question's damping crosses the tier. An old memory holding the query's
+    time words ("Summary of the last 24 hours"; a word match and a near meaning) came before
+    every memory of that time (break-it, session 14).
+
+    Returns `relevance` unchanged when the query says more than a time, `weight_time` ≤ 0 (time
+    turned off: config `weight_time`) or no candidate is inside a window, else new scores.
+    """
+    if not query.only_time or weight_time <= 0:
+        return relevance
+    inside = {c.id for c in cands if c.id in relevance and c.created_at is not None
+              and any(w.start <= c.created_at < w.end for w in query.windows)}
+    return _tiered(relevance, dict.fromkeys(inside, 1))
+
+
+def exact_first(relevance: dict[int, float], held: dict[int, int]) -> dict[int, float]:
+    """Put memories holding more of the query's exact terms (identifiers, versions, single CJK characters;
+    `Store.fts_search`'s `held`) above the rest, keeping the fused order inside each tier:
+    rel' = rel + h · (R + 1), h = terms held, R = the highest relevance. Tiers are at least 1
+    apart whatever the scale of `relevance` (absolute, `fuse`), more than the other signals of
+    `final_score` add together (≤ 0.16 by default), so they never reorder tiers. Issue 12 item 9:
+    an exact identifier in the query finds the memory holding it first, whatever the vectors say.
+    A holder without a relevance of its own (`score_candidates` gives it 0) is lifted too.
+
+    Returns `relevance` unchanged when nothing holds an exact term, else new scores.
+    """
+    return _tiered(relevance, held)
+
+
+def _tiered(relevance: dict[int, float], tier: dict[int, int]) -> dict[int, float]:
+    """rel' = rel + tier · (R + 1), R = the highest relevance (`exact_first`, `time_first`):
+    `relevance` unchanged when no memory of it has a tier above 0."""
+    if not any(tier.get(i, 0) for i in relevance):
+        return relevance
+    step = max(relevance.values()) + 1.0
+    return {i: r + tier.get(i, 0) * step for i, r in relevance.items()}
+
+
+def final_score(c: Candidate, relevance: float, w: Weights, now: datetime) -> float:
+    """relevance + w_r·recency + w_a·access + w_g·graph + w_c·confidence − w_d·decay_level/3
+    of candidate `c`.
+
+    recency = 2^(−age/half-life), age in days from the last explicit use (else creation, else
+    `now`) to `now`; access = 1 − 1/(1 + ln(1 + n)); graph = 1 − 1/(1 + degree). Relevance is
+    `fuse`'s absolute score (a full keyword match alone is worth weight_lexical), so with the
+    default weights (≤ 0.16 together) the other signals only reorder hits of near-equal relevance.
+    """
+    anchor = c.last_used_at or c.created_at or now
+    age_days = (now - anchor).total_seconds() / 86400
+    recency = 0.5 ** (max(0.0, age_days) / w.recency_half_life_days)
+    access = 1.0 - 1.0 / (1.0 + math.log1p(max(0, c.access_count)))
+    graph = 1.0 - 1.0 / (1.0 + max(0, c.graph_degree))
+    return (
+        relevance
+        + w.recency * recency
+        + w.access * access
+        + w.graph * graph
+        + w.confidence * c.confidence
+        - w.decay * (c.decay_level / 3.0)
+    )
+
+
+def rank(cands: Sequence[Candidate], relevance: dict[int, float], w: Weights, now: datetime
+         ) -> list[tuple[float, Candidate]]:
+    """Step "scoring": [(`final_score`, candidate)] best first (ties: lower id first), for the
+    candidates with a relevance."""
+    out = [(final_score(c, relevance[c.id], w, now), c) for c in cands if c.id in relevance]
+    out.sort(key=lambda pair: (-pair[0], pair[1].id))
+    return out
+
+
+def one_half_weight(cfg: dict, mode: str, notes: list[str]) -> dict:
+    """The config a recall of one half alone ranks with (`mode` 'lexical' or 'vector': asked
+    for, or lexical when vectors are unavailable): `cfg` with that half's fusion weight at its
+    default when it is set to 0, and a note saying so. A fusion weight scales one half against the
+    other; 0 is allowed beside a non-zero other half (`check_config_pair`), and alone it ranked
+    nothing: `weight_lexical 0` made every recall without the model, and `--mode lexical`, return
+    nothing (break-it, session 11). `cfg` itself is returned unchanged otherwise."""
+    key = {"lexical": "weight_lexical", "vector": "weight_vector"}.get(mode)
+    if key is None or cfg[key] > 0:
+        return cfg
+    default = weights.KEYS[key].default
+    notes.append(f"{key} is 0, which ranks nothing in a {mode}-only recall; {default:g} (its default) was used")
+    return {**cfg, key: default}
+
+
+def score_candidates(cands: Sequence[Candidate], q: Query, cfg: dict) -> list[tuple[float, Candidate]]:
+    """Steps fusion (with time and graph), context (answers before questions), a time-only
+    query's time first (`time_first`), exact terms first and scoring, pure:
+    [(score, candidate)] best first."""
+    fusion = weights.fusion_of(cfg)
+    relevance = in_context(cands, fuse(cands, q, fusion), fusion.weight_context)
+    relevance = answers_first(relevance, cands, cfg["weight_question"])
+    relevance = time_first(relevance, cands, q, cfg["weight_time"])
+    held = {c.id: c.exact for c in cands if c.exact}
+    for i in held:  # a memory holding an exact term ranks first in every mode, found by meaning or not
+        relevance.setdefault(i, 0.0)
+    return rank(cands, exact_first(relevance, held), weights.weights_of(cfg), q.now or clock.now())
