@@ -1,7 +1,10 @@
-"""Responsibility: the single source of "now" and the UTC ISO-8601 format of stored times.
+"""Responsibility: the single source of "now", the user's wall-clock time, and the UTC ISO-8601
+format of stored times.
 
 `MEMSAFE_NOW` (an ISO-8601 instant) fixes the clock for tests, benchmarks and
-reproducible decay runs; without it the system clock is used.
+reproducible decay runs; without it the system clock is used. Local time is the operating
+system's zone, which honours `TZ` (`America/Los_Angeles`, `Pacific/Auckland`; UTC when unset on
+most servers); calendar words a person types ("today", "last week") are read in it.
 """
 
 from __future__ import annotations
@@ -62,6 +65,31 @@ def shift(at: datetime, delta: timedelta) -> datetime:
         return at + delta
     except OverflowError:
         return (datetime.max if delta > timedelta(0) else datetime.min).replace(tzinfo=at.tzinfo)
+
+
+def local_wall(at: datetime) -> datetime:
+    """The naive local wall-clock time of aware instant `at` (the zone of `TZ`, DST included);
+    `at` in UTC when local time would fall outside the years 1-9999."""
+    try:
+        return at.astimezone().replace(tzinfo=None)
+    except (OverflowError, ValueError):
+        return at.astimezone(timezone.utc).replace(tzinfo=None)
+
+
+def from_local(wall: datetime) -> datetime:
+    """The aware UTC instant of naive local wall-clock time `wall` (the inverse of `local_wall`),
+    with the zone's offset on that date. A time the clocks skip (a DST change at midnight, as in
+    America/Santiago, skips 00:00-01:00) is read with the offset before the change, as PEP 495
+    reads it for `fold=0`: local midnight of such a day is the instant the day's clocks start.
+    A time outside the instants a datetime holds once in UTC is read as UTC.
+    """
+    try:
+        at = wall.astimezone(timezone.utc)
+        back = at.astimezone().replace(tzinfo=None)
+    except (OverflowError, ValueError):
+        return wall.replace(tzinfo=timezone.utc)
+    # CPython reads a skipped time with the offset after the change: `back` is then before `wall`
+    return shift(at, wall - back) if back < wall else at
 
 
 def now_iso() -> str:

@@ -475,7 +475,13 @@ class Embedder:
             # numpy first, as a Python import: onnxruntime's native module imports it from C and prints
             # the traceback of a Ctrl-C landing in that import before swallowing it (break-it 10).
             import numpy  # noqa: F401
-            import onnxruntime as ort
+
+            try:
+                import onnxruntime as ort
+            except ImportError as exc:  # not installed, or its native library does not load here
+                from memsafe import platforms
+
+                raise ModelUnavailable(platforms.onnx_unavailable(exc)) from None
 
             if self._light is None:
                 self._tokenizer = self._load_tokenizer()

@@ -43,6 +43,11 @@ class Refused(InvalidInput):
     exit_code = 1
 
 
+class InvalidTime(InvalidInput):
+    """A time typed by a person (`--since`, `--as-of`, MCP `as_of`) that names no instant, or one
+    in the future: a usage error (exit code 2, as every InvalidInput)."""
+
+
 class NotFound(MemsafeError):
     """No memory (or entity) with the given id or name."""
 

@@ -1,11 +1,15 @@
 """Encryption at rest (issue 18): an opt-in encrypted store (SQLite3 Multiple Ciphers through
 apsw-sqlite3mc) that the CLI, MCP, hooks and cron keep using without a typed password; keys from
-MEMSAFE_KEY, MEMSAFE_KEY_FILE or the OS keyring (a real `keyring` with the keyrings.alt file
-backend, pointed at the test's own folder by tests/conftest.py); no plain text on disk."""
+MEMSAFE_KEY, MEMSAFE_KEY_FILE or the OS keyring; no plain text on disk.
+
+The keyring is a real `keyring`. tests/conftest.py selects keyrings.alt's PlaintextKeyring (in the
+test's own folder), which memsafe must not take for a safe place for a key; `os_keyring` selects
+a stand-in for a secure OS keyring service (tests/keyring_standin.py)."""
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import signal
@@ -51,14 +55,45 @@ def env_with(tmp_path: Path, **extra: str) -> dict[str, str]:
     return env
 
 
-def test_encrypt_recall_rekey_decrypt_round_trip_with_the_os_keyring(cli, db_path):
+def use_keyring(monkeypatch, backend: str) -> None:
+    """Select the keyring backend `backend` (`module.Class`) in this process and in every memsafe
+    process the test starts (`keyring` chooses its backend once per process)."""
+    import keyring
+
+    monkeypatch.setenv("PYTHON_KEYRING_BACKEND", backend)
+    keyring.core.init_backend()
+
+
+@pytest.fixture
+def reset_keyring():
+    """After the test, this process's keyring backend is again the one conftest selects."""
+    yield
+    import keyring
+
+    keyring.set_keyring(keyring.core.load_keyring("keyrings.alt.file.PlaintextKeyring"))
+
+
+@pytest.fixture
+def os_keyring(monkeypatch, tmp_path, reset_keyring):
+    """A secure OS keyring (the stand-in of tests/keyring_standin.py), for this test's processes."""
+    import keyring_standin
+
+    tests = str(Path(__file__).parent)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (tests, os.environ.get("PYTHONPATH")) if p))
+    monkeypatch.setenv(keyring_standin.STORE_ENV, str(tmp_path / "os-keyring.json"))
+    use_keyring(monkeypatch, "keyring_standin.Keyring")
+    return tmp_path / "os-keyring.json"
+
+
+def test_encrypt_recall_rekey_decrypt_round_trip_with_the_os_keyring(cli, db_path, os_keyring):
     assert cli("remember", PHRASE, "--kind", "fact").exit_code == 0
     assert cli("remember", "the blue deploy runs at noon").exit_code == 0
     plain = cli("recall", "platypus vault", "--json").stdout
 
     r = cli("encrypt")
     assert r.exit_code == 0, r.stderr
-    assert "OS keyring" in r.stdout and "chacha20" in r.stdout
+    assert "the OS keyring (keyring standin Keyring)" in r.stdout and "chacha20" in r.stdout
+    assert "Warning" not in r.stderr
     assert encryption.is_encrypted(db_path)
     assert plain_bytes_anywhere(db_path, "ultramarine-platypus") == []
     secret = encryption.keyring_keys(db_path)[0].secret
@@ -78,6 +113,8 @@ def test_encrypt_recall_rekey_decrypt_round_trip_with_the_os_keyring(cli, db_pat
     # status and doctor say so, and no output ever shows the key
     status = cli("status")
     assert "encrypted, cipher chacha20" in status.stdout
+    assert json.loads(cli("status", "--json").stdout)["encryption"]["key_source"] == \
+        "the OS keyring (keyring standin Keyring)"
     outputs = [status.stdout, cli("status", "--json").stdout, cli("config", "list").stdout,
                cli("doctor", "--no-model").stdout, cli("export").stdout]
     assert not any(secret in text for text in outputs)
@@ -319,3 +356,159 @@ def test_memsafe_serve_reads_the_key_file_by_itself(db_path, tmp_path, embedder)
     text = anyio.run(_mcp_recall, db_path, tmp_path / "home", env_with(tmp_path, MEMSAFE_KEY_FILE=str(key_file)),
                      "platypus vault")
     assert "ultramarine-platypus-7731" in text
+
+
+# --- where a key lives -------------------------------------------------------------------------
+
+
+def keyring_file(tmp_path: Path) -> Path:
+    """The file keyrings.alt's PlaintextKeyring keeps its entries in (XDG_DATA_HOME: conftest)."""
+    return tmp_path / "xdg-data" / "python_keyring" / "keyring_pass.cfg"
+
+
+def memsafe_entries(path: Path) -> str:
+    """The memsafe section of a keyrings.alt keyring file ('' when there is none)."""
+    text = path.read_text() if path.exists() else ""
+    return text[text.index("[memsafe]"):] if "[memsafe]" in text else ""
+
+
+def test_encrypt_refuses_to_keep_a_key_in_a_plain_keyring_file_and_changes_nothing(cli, db_path, tmp_path):
+    assert cli("remember", PHRASE).exit_code == 0
+    before = sha(db_path)
+    r = cli("encrypt")
+    assert r.exit_code == 1
+    line = r.stderr.strip()
+    assert len(line.splitlines()) == 1 and "Traceback" not in r.stderr
+    assert "keyrings.alt.file.PlaintextKeyring" in line and str(keyring_file(tmp_path)) in line
+    assert "MEMSAFE_KEY_FILE" in line and "MEMSAFE_ALLOW_INSECURE_KEYRING=1" in line and "Nothing was changed" in line
+    assert sha(db_path) == before and not encryption.is_encrypted(db_path)
+    assert memsafe_entries(keyring_file(tmp_path)) == ""  # no key was written there
+    assert [p.name for p in files_of(db_path)] == [db_path.name]
+
+    r = cli("encrypt", "--json")
+    assert r.exit_code == 1 and json.loads(r.stdout)["error"]["type"] == "InsecureKeyring"
+
+
+@pytest.mark.parametrize("keeper", ["keyring.backends.null.Keyring", "keyring.backends.fail.Keyring"])
+def test_a_keyring_that_keeps_nothing_is_never_given_a_key(cli, db_path, monkeypatch, reset_keyring, keeper):
+    """The null backend accepts a key and keeps nothing: a store encrypted with it could never open."""
+    assert cli("remember", PHRASE).exit_code == 0
+    before = sha(db_path)
+    use_keyring(monkeypatch, keeper)
+    monkeypatch.setenv("MEMSAFE_ALLOW_INSECURE_KEYRING", "1")  # not even when insecure keyrings are allowed
+    r = cli("encrypt")
+    assert r.exit_code == 1 and "no OS keyring is available here" in r.stderr and "MEMSAFE_KEY_FILE" in r.stderr
+    assert sha(db_path) == before
+
+
+def test_a_keyring_that_does_not_keep_what_it_is_given_is_not_trusted(cli, db_path, monkeypatch, os_keyring):
+    assert cli("remember", PHRASE).exit_code == 0
+    before = sha(db_path)
+    use_keyring(monkeypatch, "keyring_standin.Forgetful")
+    r = cli("encrypt")
+    assert r.exit_code == 1 and "did not keep the key" in r.stderr and "Nothing was changed" in r.stderr
+    assert sha(db_path) == before
+
+
+def test_with_the_opt_in_a_key_in_a_plain_keyring_file_is_named_as_such_everywhere(cli, db_path, tmp_path,
+                                                                                    monkeypatch):
+    assert cli("remember", PHRASE).exit_code == 0
+    monkeypatch.setenv("MEMSAFE_ALLOW_INSECURE_KEYRING", "1")
+    r = cli("encrypt")
+    assert r.exit_code == 0, r.stderr
+    where = f"the keyring file {keyring_file(tmp_path)} (keyrings.alt.file.PlaintextKeyring)"
+    assert f"Key: a new key in {where}" in r.stdout and "OS keyring" not in r.stdout
+    assert "Warning: the key is in" in r.stderr and "plain file" in r.stderr
+    secret = encryption.keyring_keys(db_path)[0].secret
+    from keyrings.alt.file import PlaintextKeyring
+
+    assert PlaintextKeyring().get_password("memsafe", str(db_path)) == secret  # the file alone gives the key
+
+    status = json.loads(cli("status", "--json").stdout)["encryption"]
+    assert status["encrypted"] and status["key_source"] == where
+    doctor = {c["name"]: c for c in json.loads(cli("doctor", "--json", "--no-model").stdout)["checks"]}
+    assert doctor["encryption"]["level"] == "warning" and where in doctor["encryption"]["detail"]
+    assert "plain file" in doctor["encryption"]["detail"] and "memsafe decrypt" in doctor["encryption"]["fix"]
+
+    # without the opt-in the key is still read (it is where it is), but no new key goes there
+    monkeypatch.delenv("MEMSAFE_ALLOW_INSECURE_KEYRING")
+    r = run_memsafe("--db", str(db_path), "recall", "platypus", "--mode", "lexical", env=env_with(tmp_path))
+    assert r.returncode == 0 and PHRASE in r.stdout
+    before = sha(db_path)
+    r = cli("rekey")
+    assert r.exit_code == 1 and len(r.stderr.strip().splitlines()) == 1
+    assert "MEMSAFE_ALLOW_INSECURE_KEYRING=1" in r.stderr and "memsafe decrypt" in r.stderr
+    assert sha(db_path) == before and encryption.keyring_keys(db_path)[0].secret == secret
+
+    # decrypt needs no opt-in and removes the entry from the file
+    r = cli("decrypt")
+    assert r.exit_code == 0, r.stderr
+    assert PlaintextKeyring().get_password("memsafe", str(db_path)) is None
+
+
+def test_doctor_says_where_a_new_key_would_go(cli, db_path, monkeypatch, os_keyring, reset_keyring):
+    assert cli("remember", PHRASE).exit_code == 0
+    checks = {c["name"]: c for c in json.loads(cli("doctor", "--json", "--no-model").stdout)["checks"]}
+    assert checks["keyring"]["detail"] == \
+        "the OS keyring (keyring standin Keyring): `memsafe encrypt` keeps a new key there"
+    use_keyring(monkeypatch, "keyrings.alt.file.PlaintextKeyring")
+    checks = {c["name"]: c for c in json.loads(cli("doctor", "--json", "--no-model").stdout)["checks"]}
+    assert checks["keyring"]["level"] == "ok" and "plain file" in checks["keyring"]["detail"]
+    assert "does not keep a key there" in checks["keyring"]["detail"]
+
+
+def doctor_checks(cli) -> dict[str, dict]:
+    return {c["name"]: c for c in json.loads(cli("doctor", "--json", "--no-model").stdout)["checks"]}
+
+
+def test_doctor_warns_of_a_key_file_others_can_read(cli, db_path, tmp_path, monkeypatch):
+    assert cli("remember", PHRASE).exit_code == 0
+    key_file = tmp_path / "keys" / "k"
+    monkeypatch.setenv("MEMSAFE_KEY_FILE", str(key_file))
+    assert cli("encrypt").exit_code == 0
+    assert doctor_checks(cli)["encryption"]["level"] == "ok"
+    key_file.chmod(0o644)
+    check = doctor_checks(cli)["encryption"]
+    assert check["level"] == "warning" and "mode 644 (others can read it)" in check["detail"]
+    assert check["fix"] == f"chmod 600 '{key_file}'" and key_file.read_text().strip() not in json.dumps(check)
+
+
+def test_doctor_warns_of_a_key_file_kept_beside_the_store(cli, db_path, monkeypatch):
+    """A copy of the folder (a backup, a synced folder) would carry the key with the store."""
+    assert cli("remember", PHRASE).exit_code == 0
+    monkeypatch.setenv("MEMSAFE_KEY_FILE", str(db_path.parent / "memory.key"))
+    assert cli("encrypt").exit_code == 0
+    check = doctor_checks(cli)["encryption"]
+    assert check["level"] == "warning" and "in the store's own folder" in check["detail"]
+
+
+def test_keyring_backends_are_judged_by_where_they_keep_keys():
+    """Plain and password files are insecure, so is anything `keyring` does not recommend; a
+    backend of priority >= 1 that keeps no file of its own is taken for a secure OS keyring."""
+    import keyring_standin
+    from keyring.backend import KeyringBackend
+    from keyrings.alt import file
+
+    class Low(KeyringBackend):
+        priority = 0.5
+
+        def get_password(self, service, username):
+            return None
+
+        def set_password(self, service, username, password):
+            pass
+
+        def delete_password(self, service, username):
+            pass
+
+    # EncryptedKeyring's constructor needs pycryptodome, which is not installed here; judging reads
+    # only its class and file
+    password_file = object.__new__(file.EncryptedKeyring)
+    judged = {name: encryption._judge(backend) for name, backend in [
+        ("plain", file.PlaintextKeyring()), ("password file", password_file), ("low", Low()),
+        ("secure", keyring_standin.Keyring())]}
+    assert "plain file" in judged["plain"].weakness and judged["plain"].file.name == "keyring_pass.cfg"
+    assert "password typed at a terminal" in judged["password file"].weakness
+    assert judged["password file"].file.name == "crypted_pass.cfg"
+    assert "not recommended" in judged["low"].weakness and judged["low"].file is None
+    assert judged["secure"].weakness is None and judged["secure"].where.startswith("the OS keyring (")

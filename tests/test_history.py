@@ -9,8 +9,7 @@ from datetime import datetime, timedelta, timezone
 import numpy as np
 import pytest
 
-from memsafe import api, clock
-from memsafe import history as past
+from memsafe import api, clock, when
 from memsafe.errors import Duplicate, InvalidInput
 
 pytestmark = pytest.mark.backends("sqlite", "postgres")  # conftest: once per store backend
@@ -375,11 +374,13 @@ def test_a_relative_time_counts_elapsed_time_across_a_dst_change(store, db_path,
     # DST (2026-11-01 06:00Z) `--since 24h` reached 25 hours back, while "the last 24 hours" (and a
     # recall query) reached 24. A relative time is elapsed time; one naming a clock time is local.
     now = datetime(2026, 11, 1, 12, 0, tzinfo=timezone.utc)
-    for text in ("24h", "24 hours ago", "1 day ago", "yesterday", "the last 24 hours", "vor 24 Stunden"):
-        assert past.parse_when(text, now) == now - timedelta(hours=24), text
-    assert past.parse_when("1h 30m", now) == now - timedelta(minutes=90)
-    assert past.parse_when("yesterday at 10:00", now) == datetime(2026, 10, 31, 14, 0, tzinfo=timezone.utc)  # EDT
-    assert past.parse_when("2026-10-31 08:00", now) == datetime(2026, 10, 31, 12, 0, tzinfo=timezone.utc)
+    for text in ("24h", "24 hours ago", "1 day ago", "the last 24 hours", "vor 24 Stunden"):
+        assert when.parse_when(text, now) == now - timedelta(hours=24), text
+    # a calendar name is its day in local time: yesterday began at midnight EDT
+    assert when.parse_when("yesterday", now) == datetime(2026, 10, 31, 4, 0, tzinfo=timezone.utc)
+    assert when.parse_when("1h 30m", now) == now - timedelta(minutes=90)
+    assert when.parse_when("yesterday at 10:00", now) == datetime(2026, 10, 31, 14, 0, tzinfo=timezone.utc)  # EDT
+    assert when.parse_when("2026-10-31 08:00", now) == datetime(2026, 10, 31, 12, 0, tzinfo=timezone.utc)
     _at(monkeypatch, "2026-10-31T11:30:00+00:00")  # 24.5 hours before now
     api.remember(store, "Rotated the staging database password.")
     _at(monkeypatch, now)

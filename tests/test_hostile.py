@@ -288,9 +288,9 @@ def test_as_of_out_of_range_is_an_error(store, when):
 def test_iso_week_dates_are_read_as_iso(monkeypatch):
     from datetime import datetime, timezone
 
-    from memsafe import history
+    from memsafe import when
 
-    parsed = history.parse_when("2026-W10-1", datetime(2026, 11, 30, tzinfo=timezone.utc))
+    parsed = when.parse_when("2026-W10-1", datetime(2026, 11, 30, tzinfo=timezone.utc))
     assert (parsed.year, parsed.month) == (2026, 3)
 
 

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 
-from memsafe import clock
+from memsafe import clock, when
 from memsafe import history as past
 from memsafe.api.core import MAX_QUERY_CHARS, _check_id, _enum_value, clean_text, get, make_scope
 from memsafe.api.lifecycle import DecayReport
@@ -37,9 +37,9 @@ AGES: dict[str, tuple[str, int, str]] = {
     "1d": ("last 24 hours", 1, "newer"),
     "7d": ("last 7 days", 7, "newer"),
     "30d": ("last 30 days", 30, "newer"),
-    "365d": ("last year", 365, "newer"),
+    "365d": ("last 365 days", 365, "newer"),  # not "last year": typed, that is the calendar year before
     "older30d": ("older than 30 days", 30, "older"),
-    "older365d": ("older than a year", 365, "older"),
+    "older365d": ("older than 365 days", 365, "older"),
 }
 AGE_EDGES_DAYS = (1, 7, 30, 90, 365)  # bins of the "by age" chart
 ACTIVITY_DAYS = 30
@@ -331,7 +331,7 @@ def text_as_of(store: Store, memory_id: int, at: str) -> PastText:
     Raises: NotFound; InvalidInput (unparseable or future time).
     """
     memory = get(store, _check_id(memory_id))
-    instant = clock.to_iso(past.parse_when(at, clock.now(), what="time"))
+    instant = clock.to_iso(when.parse_when(at, clock.now(), what="time"))
     row = store.raw_row(memory_id)
     if row["created_at"] > instant:
         return PastText(instant, False)

@@ -14,11 +14,14 @@ from memsafe import __version__, embed, hooks, settings, tokens
 from memsafe.api.core import POSTGRES_ENCRYPTION, Opened, encryption_state, vector_fix
 from memsafe.errors import MemsafeError
 from memsafe.plural import count_of
-from memsafe.store.sqlite import encryption
+from memsafe.store.sqlite import DISK_FULL_BYTES, encryption, free_bytes
 
 __all__ = ["Check", "DoctorReport", "doctor", "WAL_WARN_BYTES"]
 
 WAL_WARN_BYTES = 256 * 1024 * 1024  # a WAL this large means checkpoints are being starved
+# Free space below this on the store's disk is worth a warning: a WAL grows to a few MiB between
+# checkpoints, and an import of 10,000 memories adds about 30 MB (docs/performance.md).
+DISK_LOW_BYTES = 64 * 1024 * 1024
 _PACKAGES = ("apsw-sqlite3mc", "apsw", "sqlite-vec", "onnxruntime", "tokenizers", "numpy", "tiktoken", "typer", "mcp")
 
 
@@ -67,12 +70,82 @@ def _model_fix() -> str:
             "and tokenizer.json")
 
 
+def _encryption_checks(opened: Opened) -> list[Check]:
+    """The store's encryption and where its key lives: a warning for a key kept where anyone who
+    can read a file has it (a keyring backend memsafe would not have saved it in, a key file
+    others may read or kept beside the store); for a plain store, where `encrypt` would put a key."""
+    store = opened.store
+    if not isinstance(opened.path, Path):
+        return [Check("encryption", "ok", POSTGRES_ENCRYPTION)]
+    enc = encryption_state(store)
+    key = store.key
+    if key is None:
+        if encryption.unavailable_reason():
+            return [Check("encryption", "warning", "plain file; this apsw module cannot encrypt",
+                          "pip install --force-reinstall apsw-sqlite3mc")]
+        return [Check("encryption", "ok", "none (plain file; `memsafe encrypt` encrypts it)"), _keyring_check()]
+    detail = f"encrypted, cipher {enc['cipher']}; key from {enc['key_source']}"
+    move = (f"move the key: `memsafe decrypt`, then `memsafe encrypt` with {encryption.KEY_FILE_ENV} set to a file "
+            f"outside {Path(os.path.realpath(opened.path)).parent} (or with a secure OS keyring)")
+    if key.weakness is not None:
+        return [Check("encryption", "warning", f"{detail}: {key.weakness}", move)]
+    if key.variable == encryption.KEY_FILE_ENV and (file := encryption.key_file()) is not None:
+        try:
+            mode = stat.S_IMODE(file.stat().st_mode)
+        except OSError:
+            mode = 0
+        if mode & 0o077:
+            return [Check("encryption", "warning", f"{detail}; the key file is mode {mode:o} (others can read it)",
+                          f"chmod 600 '{file}'")]
+        if Path(os.path.realpath(file)).parent == Path(os.path.realpath(opened.path)).parent:
+            return [Check("encryption", "warning", f"{detail}; the key file is in the store's own folder, so a copy "
+                          "of the folder (a backup, a synced folder) carries the key with the store",
+                          f"keep the key file elsewhere: move it and set {encryption.KEY_FILE_ENV} to its new path")]
+    return [Check("encryption", "ok", detail)]
+
+
+def _mib(n: int) -> str:
+    return f"{n / 1024 / 1024:,.1f} MiB"
+
+
+def _disk_checks(path: Path) -> list[Check]:
+    """Free space on the disk holding the store: an error below `DISK_FULL_BYTES` (writes fail
+    there, reads still work), a warning below DISK_LOW_BYTES."""
+    free = free_bytes(path)
+    if free is None:
+        return []
+    folder = Path(os.path.realpath(path)).parent
+    if free < DISK_FULL_BYTES:
+        return [Check("disk", "error", f"the disk holding {folder} is full ({_mib(free)} free): remember, import, "
+                      "decay and every other write fail; reading still works",
+                      "free some space on that disk, or move the store to another (--db, MEMSAFE_DB)")]
+    if free < DISK_LOW_BYTES:
+        return [Check("disk", "warning", f"{_mib(free)} free on the disk holding {folder}",
+                      "free some space before it fills: writes fail on a full disk")]
+    return [Check("disk", "ok", f"{_mib(free)} free on the disk holding {folder}")]
+
+
+def _keyring_check() -> Check:
+    """Where `memsafe encrypt` would keep a new key when no key variable is set (never a failure)."""
+    found = encryption.keyrings()
+    if not found:
+        return Check("keyring", "ok", f"none here; `memsafe encrypt` needs {encryption.KEY_FILE_ENV}")
+    kr = found[0]
+    if kr.weakness is None:
+        return Check("keyring", "ok", f"{kr.where}: `memsafe encrypt` keeps a new key there")
+    allowed = encryption.insecure_keyring_allowed()
+    return Check("keyring", "ok", f"{kr.where}: {kr.weakness}; `memsafe encrypt` "
+                 + (f"keeps a new key there ({encryption.INSECURE_KEYRING_ENV} is set)" if allowed
+                    else f"does not keep a key there (it needs {encryption.KEY_FILE_ENV})"))
+
+
 def doctor(opened: Opened, *, repo: str | Path | None = None, load_model: bool = True) -> DoctorReport:
     """Check the installation, the store and the git hook of `repo` (default: cwd).
 
-    Checks: schema version, the file and its indexes (`Store.consistency_problems`), file
-    permissions, WAL size, sqlite-vec, the embedding model (loads it unless `load_model` is
-    False), the vectors' model, pending embeddings, the token encoding, and the post-commit hook.
+    Checks: schema version, encryption and where the key lives, the file and its indexes
+    (`Store.consistency_problems`), file permissions, WAL size, free space on the store's disk,
+    sqlite-vec, the embedding model (loads it unless `load_model` is False), the vectors' model,
+    pending embeddings, the token encoding, and the post-commit hook.
     Never raises for a failed check."""
     store = opened.store
     checks: list[Check] = []
@@ -85,17 +158,7 @@ def doctor(opened: Opened, *, repo: str | Path | None = None, load_model: bool =
         checks.append(Check("schema", "error", f"v{version}, this memsafe writes v{store.latest_schema()}",
                             "upgrade memsafe, or open the store once with this version to migrate it"))
 
-    enc = encryption_state(store)
-    cipher_problem = encryption.unavailable_reason()
-    if not isinstance(opened.path, Path):
-        checks.append(Check("encryption", "ok", POSTGRES_ENCRYPTION))
-    elif enc["encrypted"]:
-        checks.append(Check("encryption", "ok", f"encrypted, cipher {enc['cipher']}; key from {enc['key_source']}"))
-    elif cipher_problem:
-        checks.append(Check("encryption", "warning", "plain file; this apsw module cannot encrypt",
-                            "pip install --force-reinstall apsw-sqlite3mc"))
-    else:
-        checks.append(Check("encryption", "ok", "none (plain file; `memsafe encrypt` encrypts it)"))
+    checks += _encryption_checks(opened)
 
     rescue = ("restore a backup, or rescue the data: `memsafe export -o rescue.jsonl` then import it into "
               "a new store" + (f" ({opened.path}.bak-v* files are backups taken before migrations)"
@@ -133,6 +196,9 @@ def doctor(opened: Opened, *, repo: str | Path | None = None, load_model: bool =
                             "a long-running reader blocks checkpoints; restart MCP servers (`memsafe serve`)"))
     else:
         checks.append(Check("wal", "ok", f"{wal_bytes:,} bytes"))
+
+    if not postgres:
+        checks += _disk_checks(opened.path)
 
     vectors = "pgvector" if postgres else "sqlite-vec"
     if store.vector_available:

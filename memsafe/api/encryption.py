@@ -22,7 +22,8 @@ NEW_KEY_ENV = "MEMSAFE_NEW_KEY"
 
 @dataclass
 class EncryptionReport:
-    """What a conversion did. `key_location` says where the key now lives (never the key)."""
+    """What a conversion did. `key_location` says where the key now lives (never the key);
+    `warnings` say what is unsafe about it (a key in a plain keyring file the user allowed)."""
 
     path: Path
     action: str  # encrypt | decrypt | rekey
@@ -31,19 +32,40 @@ class EncryptionReport:
     key_location: str | None
     backups: list[Path] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
 
-def _existing(db: str | None) -> Path:
+def _weak(kr: encryption.Keyring) -> list[str]:
+    """The warning for a key saved in `kr` when it is an insecure backend (allowed by the user)."""
+    if kr.weakness is None:
+        return []
+    return [f"the key is in {kr.where}, {kr.weakness} ({encryption.INSECURE_KEYRING_ENV} allowed it); "
+            f"a key file ({encryption.KEY_FILE_ENV}) outside the store's folder or a secure OS keyring is safer"]
+
+
+def _existing(db: str | None) -> tuple[Path, list[str]]:
+    """The store path `db` names (a SQLite file that exists) and notes for the report: where a
+    symbolic link led (`encryption.store_file`: the file is what is converted, the link stays).
+
+    Raises:
+        Refused: a PostgreSQL store; NotFound: no store there; StoreUnavailable: a dangling
+            link or a loop of links.
+    """
     path, _origin = settings.resolve_db_path(db)
     if isinstance(path, str):
         raise Refused("encryption is for SQLite stores only; a PostgreSQL store is protected by its server "
                            "(disk encryption, TLS, roles: docs/team.md)")
-    if not path.is_file():
+    if os.path.islink(path) or path.is_file():
+        real = encryption.store_file(path)  # a dangling link or a loop: one line
+    else:
+        real = path
+    if not real.is_file():
         raise NotFound(
             f"no store at {path}; to start an encrypted store, set {encryption.KEY_FILE_ENV} "
             "(or MEMSAFE_KEY) and any memsafe command creates it encrypted"
         )
-    return path
+    notes = [] if real == path else [f"{path} is a symbolic link: converted the file it points to, {real}"]
+    return path, notes
 
 
 def _convert_backups(path: Path, old: encryption.Key | None, new: encryption.Key | None) -> list[Path]:
@@ -65,17 +87,20 @@ def encrypt(db: str | None = None) -> EncryptionReport:
     """Encrypt a plain store in place, with its migration backups.
 
     The key is MEMSAFE_KEY, else the file MEMSAFE_KEY_FILE (a new key is generated into it when
-    the file does not exist yet), else a new key saved in the OS keyring.
+    the file does not exist yet), else a new key saved in the OS keyring, when its backend keeps
+    keys out of plain files (`encryption.keyring_for_new_key`; MEMSAFE_ALLOW_INSECURE_KEYRING=1
+    allows any). `key_location` names where the key is, the keyring backend and its file included.
 
     Raises:
         NotFound: no store at the path; Refused: already encrypted;
-        KeyUnavailable: nowhere to keep a new key; StoreUnavailable: in use, or the copy failed.
+        KeyUnavailable: nowhere safe to keep a new key; StoreUnavailable: in use, a dangling link,
+            or the copy failed.
     """
-    path = _existing(db)
+    path, notes = _existing(db)
     if encryption.is_encrypted(path):
         raise Refused(f"{path} is already encrypted; `memsafe rekey` changes its key")
     file = encryption.key_file()
-    undo = None
+    undo, warnings = None, []
     if os.environ.get(encryption.KEY_ENV) or (file is not None and file.exists()):
         key = encryption.explicit_keys()[0]
         location = key.source
@@ -84,9 +109,11 @@ def encrypt(db: str | None = None) -> EncryptionReport:
         encryption.write_key_file(file, key.secret + "\n")
         location, undo = f"a new key in {file} (mode 0600)", lambda: file.unlink(missing_ok=True)
     else:
-        key = encryption.Key(encryption.new_key(), "the OS keyring")
-        encryption.save_in_keyring(path, key.secret)
-        location = f"a new key in the OS keyring (service '{encryption.KEYRING_SERVICE}', user '{path}')"
+        keyring = encryption.keyring_for_new_key()
+        key = encryption.save_in_keyring(keyring, path, encryption.new_key())
+        location = (f"a new key in {key.source}, service '{encryption.KEYRING_SERVICE}', "
+                    f"user '{key.keyring_user}'")
+        warnings = _weak(keyring)
         undo = lambda: encryption.forget_keyring_key(path)  # noqa: E731
     try:
         count = encryption.convert(path, old=None, new=key)
@@ -95,7 +122,7 @@ def encrypt(db: str | None = None) -> EncryptionReport:
             undo()
         raise
     backups = _convert_backups(path, None, key)
-    return EncryptionReport(path, "encrypt", count, encryption.cipher_name(), location, backups)
+    return EncryptionReport(path, "encrypt", count, encryption.cipher_name(), location, backups, notes, warnings)
 
 
 def decrypt(db: str | None = None) -> EncryptionReport:
@@ -104,14 +131,13 @@ def decrypt(db: str | None = None) -> EncryptionReport:
     Raises:
         NotFound; Refused: not encrypted; KeyUnavailable / StoreUnavailable: no or wrong key, in use.
     """
-    path = _existing(db)
+    path, notes = _existing(db)
     if not encryption.is_encrypted(path):
         raise Refused(f"{path} is not encrypted")
     key = encryption.working_key(path, encryption.find_keys(path))
     count = encryption.convert(path, old=key, new=None)
     backups = _convert_backups(path, key, None)
-    notes = []
-    if key.source == "the OS keyring":
+    if key.keyring_user is not None:
         encryption.forget_keyring_key(path)
     elif key.variable:
         notes.append(f"unset {key.variable}: memsafe refuses to open a plain store while a key is set")
@@ -120,7 +146,8 @@ def decrypt(db: str | None = None) -> EncryptionReport:
 
 def rekey(db: str | None = None) -> EncryptionReport:
     """Re-encrypt a store with a new key, where the old one lived (the key file or the keyring:
-    a new key is generated; MEMSAFE_KEY: the new key is MEMSAFE_NEW_KEY).
+    a new key is generated; MEMSAFE_KEY: the new key is MEMSAFE_NEW_KEY). A new key goes to a
+    keyring backend only when `encryption.keyring_for_new_key` allows it.
 
     Crash safety: the key file or keyring entry first holds the new and the old key (both are
     tried on open), then the store is converted, then the old key is dropped.
@@ -129,10 +156,11 @@ def rekey(db: str | None = None) -> EncryptionReport:
         NotFound; Refused: not encrypted, or MEMSAFE_KEY without MEMSAFE_NEW_KEY;
         KeyUnavailable / StoreUnavailable.
     """
-    path = _existing(db)
+    path, notes = _existing(db)
     if not encryption.is_encrypted(path):
         raise Refused(f"{path} is not encrypted; `memsafe encrypt` encrypts it")
     old = encryption.working_key(path, encryption.find_keys(path))
+    warnings: list[str] = []
     if old.variable == encryption.KEY_ENV:
         secret = os.environ.get(NEW_KEY_ENV, "")
         if not secret.strip():
@@ -153,11 +181,24 @@ def rekey(db: str | None = None) -> EncryptionReport:
         restore = lambda: encryption.write_key_file(file, old.secret + "\n")  # noqa: E731
         location = f"a new key in {file}"
     else:
-        new = encryption.Key(encryption.new_key(), "the OS keyring")
-        stage = lambda: encryption.save_in_keyring(path, f"{new.secret}\n{old.secret}")  # noqa: E731
-        finish = lambda: encryption.save_in_keyring(path, new.secret)  # noqa: E731
-        restore = lambda: encryption.save_in_keyring(path, old.secret)  # noqa: E731
-        location = "a new key in the OS keyring"
+        try:
+            keyring = encryption.keyring_for_new_key()
+        except encryption.InsecureKeyring:
+            raise encryption.InsecureKeyring(
+                f"the key is in {old.source}, where memsafe does not put a new key; set "
+                f"{encryption.INSECURE_KEYRING_ENV}=1 to rekey it there anyway, or move it to a key file: "
+                f"`memsafe decrypt`, then `memsafe encrypt` with {encryption.KEY_FILE_ENV} set. Nothing was changed"
+            ) from None
+        new = encryption.Key(encryption.new_key(), keyring.where)
+        stage = lambda: encryption.save_in_keyring(keyring, path, f"{new.secret}\n{old.secret}")  # noqa: E731
+        restore = lambda: encryption.save_in_keyring(keyring, path, old.secret)  # noqa: E731
+
+        def finish():  # the new key alone, and no entry left elsewhere (another backend, the link's path)
+            encryption.save_in_keyring(keyring, path, new.secret)
+            encryption.forget_keyring_key(path, keep=keyring)
+
+        location = f"a new key in {keyring.where}"
+        warnings = _weak(keyring)
     stage()
     try:
         count = encryption.convert(path, old=old, new=new)
@@ -166,4 +207,4 @@ def rekey(db: str | None = None) -> EncryptionReport:
         raise
     backups = _convert_backups(path, old, new)
     finish()
-    return EncryptionReport(path, "rekey", count, encryption.cipher_name(), location, backups)
+    return EncryptionReport(path, "rekey", count, encryption.cipher_name(), location, backups, notes, warnings)

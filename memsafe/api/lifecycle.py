@@ -14,9 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from memsafe import clock
+from memsafe import clock, when
 from memsafe import decay as decay_rules
-from memsafe import history as past
 from memsafe.api.config import config_value
 from memsafe.api.core import (
     _check_id,
@@ -166,12 +165,13 @@ class ConsolidateReport:
 
 def parse_when(text: str, *, what: str = "time") -> str:
     """A time typed by a person (ISO-8601, date, or relative like `3 days ago`) as stored UTC
-    ISO-8601. Naive = local time; relative to the memsafe clock. See `past.parse_when`.
+    ISO-8601. Naive = local time; relative to the memsafe clock; a calendar name is its start in
+    local time. See `when.parse_when`.
 
     Raises:
         InvalidInput: unparseable or in the future.
     """
-    return clock.to_iso(past.parse_when(text, clock.now(), what=what))
+    return clock.to_iso(when.parse_when(text, clock.now(), what=what))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -72,7 +72,8 @@ def recall(
         scope.statuses = [Status.ACTIVE.value, Status.FORGOTTEN.value]
     notes: list[str] = []
     now = clock.now()
-    q = terms.parse_query(text, now)
+    q = terms.parse_query(text, now, lambda w: bool(store.created_between(
+        scope, clock.to_iso(w.start), clock.to_iso(w.end), 1)))
     cands, memories, used_mode = candidates.gather(store, q, scope, depth, mode, cfg, notes)
     ranked = scoring.score_candidates(cands, q, scoring.one_half_weight(cfg, used_mode, notes))
     heads = packing.Heads(store, [memories[c.id] for _, c in ranked], now, framed=framed, tagged=bool(scope.tags))
@@ -111,7 +112,7 @@ def recall_as_of(
     the fly for past texts. Usage counters (access_count) are today's. Writes nothing.
 
     Args:
-        as_of: a datetime, or text for `history.parse_when`.
+        as_of: a datetime, or text for `when.parse_when`.
         framed: as `recall`'s (ages in the headers are counted to now, not to `as_of`).
 
     Raises:
@@ -126,7 +127,8 @@ def recall_as_of(
                                                             since)
     visible = candidates.past_states(store, at, scope)
     notes = [f"as of {at}: {count_of(len(visible), 'memory')} in scope known and active then"]
-    q = terms.parse_query(text, at_dt)
+    q = terms.parse_query(text, at_dt, lambda w: any(
+        clock.to_iso(w.start) <= s.created_at < clock.to_iso(w.end) for s in visible.values()))
     cands, used_mode = candidates.gather_past(store, q, visible, depth, mode, cfg, notes)
     ranked = scoring.score_candidates(cands, q, scoring.one_half_weight(cfg, used_mode, notes))
     now = clock.now()
@@ -141,15 +143,15 @@ def _check_mode(mode: str) -> None:
 
 def _instant(as_of: str | datetime) -> datetime:
     """The aware instant `as_of` names: a datetime (refused in the future), or text read by
-    `history.parse_when`. Raises InvalidInput."""
+    `when.parse_when`. Raises InvalidInput."""
     if isinstance(as_of, datetime):
         at_dt = as_of.astimezone(clock.now().tzinfo)
         if at_dt > clock.now():
             raise InvalidInput(f"as-of {clock.to_iso(at_dt)} is in the future; memsafe cannot look ahead")
         return at_dt
-    from memsafe import history  # time travel only: a recall of now never loads it
+    from memsafe import when
 
-    return history.parse_when(as_of, clock.now(), what="as-of time")
+    return when.parse_when(as_of, clock.now(), what="as-of time")
 
 
 def _arguments(cfg: dict, budget: int | None, limit: int | None, project: str | None, all_projects: bool,

@@ -316,9 +316,12 @@ def export_to_path(store: Store, path: Path, *, overwrite: bool = True, **option
             raise Refused(f"{path} exists and is not a regular file; export to a new file")
         if not overwrite:
             raise Refused(f"{path} already exists; choose a new file name")
-    folder = path.parent if str(path.parent) else Path(".")
+    # Through a symbolic link the file it points to is replaced: renaming over the link would
+    # leave the old export, every memory it held in plain text, at the link's target.
+    target = resolved if path.is_symlink() else path
+    folder = target.parent if str(target.parent) else Path(".")
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
     except OSError as exc:
         raise Refused(f"cannot write in {folder}: {exc.strerror or exc}") from None
     try:
@@ -326,7 +329,7 @@ def export_to_path(store: Store, path: Path, *, overwrite: bool = True, **option
             report = export(store, f, **options)
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, path)
+        os.replace(tmp, target)
     except OSError as exc:
         raise Refused(f"cannot write {path}: {exc.strerror or exc}") from None
     finally:

@@ -120,16 +120,23 @@ def evidence_ids(raw: Sequence[str], known: Mapping[str, int]) -> list[str]:
 
 @contextmanager
 def _now(at: datetime) -> Iterator[None]:
-    """Fix memsafe's clock (MEMSAFE_NOW) for the duration: stored times and "now" follow it."""
-    old = os.environ.get("MEMSAFE_NOW")
-    os.environ["MEMSAFE_NOW"] = clock.to_iso(at)
+    """Fix memsafe's clock (MEMSAFE_NOW) for the duration: stored times and "now" follow it. Local
+    time is UTC meanwhile: the session times are read as UTC, and the dates a question names
+    ("on 7 May 2023", read in local time) are of the same calendar, whatever this machine's TZ."""
+    import time
+
+    old = {var: os.environ.get(var) for var in ("MEMSAFE_NOW", "TZ")}
+    os.environ.update(MEMSAFE_NOW=clock.to_iso(at), TZ="UTC")
+    time.tzset()
     try:
         yield
     finally:
-        if old is None:
-            os.environ.pop("MEMSAFE_NOW", None)
-        else:
-            os.environ["MEMSAFE_NOW"] = old
+        for var, value in old.items():
+            if value is None:
+                os.environ.pop(var, None)
+            else:
+                os.environ[var] = value
+        time.tzset()
 
 
 def build_store(db: str, item: Mapping) -> tuple[dict[str, int], datetime]:

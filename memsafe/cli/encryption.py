@@ -27,6 +27,8 @@ def _show(report: api.EncryptionReport, json_: bool) -> None:
         out().print(f"Also converted the migration backup {backup}", markup=False, highlight=False, soft_wrap=True)
     for note in report.notes:
         say("Note", note)
+    for warning in report.warnings:
+        say("Warning", warning)
 
 
 def _db(ctx: typer.Context) -> str | None:
@@ -38,9 +40,11 @@ def encrypt(ctx: typer.Context, json_: JsonOpt = False) -> None:
     """Encrypt the store in place (ChaCha20-Poly1305, SQLite3 Multiple Ciphers).
 
     The key comes from MEMSAFE_KEY, else from the file MEMSAFE_KEY_FILE (a new key is written
-    there if the file does not exist), else a new key is saved in the OS keyring. Stop running
-    `memsafe serve` processes first. All-or-nothing: the old file stays until the encrypted copy
-    is checked and renamed over it.
+    there if the file does not exist), else a new key is saved in the OS keyring, unless its
+    backend keeps keys in a plain file (keyrings.alt): then it refuses, changing nothing, unless
+    MEMSAFE_ALLOW_INSECURE_KEYRING=1. Stop running `memsafe serve` processes first.
+    All-or-nothing: the old file stays until the encrypted copy is checked and renamed over it;
+    a store reached through a symbolic link is converted where its file is.
 
     Examples:
 

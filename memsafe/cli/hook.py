@@ -133,8 +133,9 @@ def backfill(
     ctx: typer.Context,
     repo: RepoOpt = None,
     since: Annotated[
-        str | None, typer.Option("--since", help="Only commits after this time: a date (2024-01-31), ISO-8601 "
-                                 "or a relative time (3 months ago).")
+        str | None, typer.Option("--since", help="Only commits after this time: a date (2024-01-31), ISO-8601, "
+                                 "a calendar name (last week: from its local start) or a relative time "
+                                 "(3 months ago).")
     ] = None,
     max_: Annotated[int | None, typer.Option("--max", min=1, help="Only the most recent N commits.")] = None,
     json_: JsonOpt = False,

@@ -104,11 +104,13 @@ def recall(
     ] = False,
     as_of: Annotated[
         str | None,
-        typer.Option("--as-of", help="Answer from what was known then: ISO-8601, a date, '3 days ago' or "
-                     "'the past two weeks' (its start; no offset = local time)."),
+        typer.Option("--as-of", help="Answer from what was known then: ISO-8601, a date, 'yesterday', 'last week', "
+                     "'3 days ago' or 'the past two weeks' (a calendar name from its local start; no offset = "
+                     "local time)."),
     ] = None,
     since: Annotated[
-        str | None, typer.Option("--since", help="Only memories created since then (same formats, e.g. 24h).")
+        str | None, typer.Option("--since", help="Only memories created since then (same formats, e.g. today, "
+                                 "24h).")
     ] = None,
     json_: JsonOpt = False,
 ) -> None:

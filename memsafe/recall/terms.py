@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -193,15 +194,22 @@ class Query:
     only_time: bool = False  # it names a time and nothing else ("what did we do in the last 24 hours?")
 
 
-def parse_query(text: str, now: datetime) -> Query:
+def parse_query(text: str, now: datetime, held: Callable[[object], bool] | None = None) -> Query:
     """Step "time" (reading): the windows a query names and its text without them.
 
     A query that is only a date ("May 2023", "what happened in May 2023?": what is left is stop
     words, which `fts_terms` would search when nothing else is left, so every memory holding "in"
-    matched in full) keeps its text for the lexical half."""
+    matched in full) keeps its text for the lexical half. `held(window)` (`when.Window`) says
+    whether a memory in the recall's scope was created in it; a window with no memory near it
+    (`when.around(window)` holds none) is dropped, and a query left with none is read as one naming
+    no time (its date words searched as words), so a date that matches nothing widens the search
+    instead of emptying it or pulling the few memories least far from it to the top."""
     from memsafe import when
 
     windows, rest = when.find(text, now)
+    if held is not None and windows:
+        windows = [w for w in windows if held(when.around(w))]
+        rest = rest if windows else " ".join(text.split())
     says_more = any(w not in STOP_WORDS for w in query_terms(rest))
     return Query(text, rest if says_more else text, windows, now, query_words(text), bool(windows) and not says_more)
 

@@ -22,7 +22,6 @@ from hypothesis import strategies as st
 from test_server import is_error, text_of, with_session
 
 from memsafe import api, when
-from memsafe import history as past
 from memsafe.errors import InvalidInput
 
 pytestmark = pytest.mark.backends("sqlite", "postgres")
@@ -297,8 +296,8 @@ def test_a_clock_at_the_ends_of_the_calendar_counts_back_without_overflow(store,
     last = datetime.max.replace(tzinfo=timezone.utc)
     [w] = when.find("the last few days", last)[0]
     assert (w.start, w.end) == (last - timedelta(days=3), last)
-    assert past.parse_when("3 days ago", last) == last - timedelta(days=3)
-    assert past.parse_when("the last 30 days", last) == last - timedelta(days=30)
+    assert when.parse_when("3 days ago", last) == last - timedelta(days=3)
+    assert when.parse_when("the last 30 days", last) == last - timedelta(days=30)
     keys = remember_at("9999-12-30T00:00:00+00:00", "Rotated the payment gateway keys.")
     monkeypatch.setenv("MEMSAFE_NOW", "9999-12-31T23:59:59.999999+00:00")
     since = api.parse_when("3 days ago")
@@ -432,7 +431,7 @@ def test_a_query_naming_the_commonest_times_never_imports_dateparser():
             "'this month', 'the last 30 days', '2026-11-30', 'in May 2023', 'in June', 'last December', "
             "'early 2024')]; "
             "assert all(len(w) == 1 for w in ws), ws; "
-            "from memsafe import history; [history.parse_when(t, now) for t in ('2026-03-01', "
+            "[when.parse_when(t, now) for t in ('2026-03-01', "
             "'2026-03-01T10:00:00+02:00', 'the last 30 days')]; "  # --since / --as-of
             "print(any(m.startswith('dateparser') for m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
@@ -459,8 +458,8 @@ def test_since_reads_no_plural_without_a_count_as_a_query_reads_none():
     for text in ("past hours", "last hours", "past minutes", "the past days", "PAST  WEEKS"):
         assert when.find(text, now)[0] == [] and when.counted_back(text, now) is None, text
         with pytest.raises(InvalidInput, match="cannot read time"):
-            past.parse_when(text, now)
+            when.parse_when(text, now)
     for text, back in [("past hour", timedelta(hours=1)), ("the last hour", timedelta(hours=1)),
                        ("the past 3 hours", timedelta(hours=3)), ("past minute", timedelta(minutes=1))]:
-        assert past.parse_when(text, now) == now - back
+        assert when.parse_when(text, now) == now - back
         assert [w.start for w in when.find(text, now)[0]] == [now - back]

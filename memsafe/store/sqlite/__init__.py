@@ -43,6 +43,10 @@ from memsafe.store.sqlite.fulltext import SQLiteFullText
 from memsafe.store.sqlite.vectors import SQLiteVectors
 
 BUSY_TIMEOUT_MS = 30_000
+# Below this many free bytes on its file system a store counts as on a full disk: one write takes
+# tens of KiB (its row, word-index and vector pages, then as many WAL frames), and a WAL index
+# that grows needs 32 KiB more of shared memory (https://sqlite.org/walformat.html#shm).
+DISK_FULL_BYTES = 1024 * 1024
 PAGE_CACHE_KIB = 65_536  # PRAGMA cache_size of every connection, KiB (64 MiB)
 MMAP_BYTES = 268_435_456  # PRAGMA mmap_size of a plain (not encrypted) store: 256 MiB
 
@@ -56,6 +60,47 @@ def _sqlite_vec_path() -> str:
     if spec is None or not spec.submodule_search_locations:
         raise ImportError("the sqlite-vec package is not installed")
     return os.path.join(next(iter(spec.submodule_search_locations)), "vec0")
+
+
+class DiskFull(StoreUnavailable):
+    """A write failed because the file system holding the store is full; it was rolled back."""
+
+
+def free_bytes(path: Path) -> int | None:
+    """Bytes free for this user on the file system holding `path` (its folder when the file
+    does not exist; links followed), or None when that cannot be told (no such folder)."""
+    target = os.path.realpath(path)
+    folder = target if os.path.isdir(target) else os.path.dirname(target)
+    try:
+        found = os.statvfs(folder)
+    except (OSError, AttributeError):  # AttributeError: no statvfs (Windows)
+        import shutil
+
+        try:
+            return shutil.disk_usage(folder).free
+        except OSError:
+            return None
+    return found.f_bavail * found.f_frsize
+
+
+def disk_is_full(path: Path) -> bool:
+    """True when the file system holding `path` has under DISK_FULL_BYTES free."""
+    free = free_bytes(path)
+    return free is not None and free < DISK_FULL_BYTES
+
+
+def out_of_space(path: Path, exc: BaseException) -> bool:
+    """True when `exc`, raised by SQLite on the store at `path`, means its disk is full: SQLITE_FULL,
+    or an I/O error (growing the WAL index fails so) while the disk is full (`disk_is_full`)."""
+    return isinstance(exc, apsw.FullError) or (isinstance(exc, apsw.IOError) and disk_is_full(path))
+
+
+def disk_full_message(path: Path) -> str:
+    """One line: the disk holding `path` is full, how much is left, and what to do."""
+    free = free_bytes(path)
+    left = "" if free is None else f" ({free // 1024:,} KiB free)"
+    return (f"the disk holding {os.path.realpath(path)} is full{left}; nothing was written. "
+            "Free some space and try again (reading still works)")
 
 
 def _vec_disabled_reason() -> str | None:
@@ -86,6 +131,7 @@ class SQLiteStore(SQLMemories, SQLiteFullText, SQLiteVectors, SQLGraph, SQLHisto
         self.vector_error: str | None = None
         self.key: encryption.Key | None = None
         self._vec_checked = False
+        self.disk_was_full = False  # opened without shared memory: a full disk left no room for `-shm`
         self.conn = self._connect(create)
         try:
             self._identity = self._file_identity()  # what `still_current` compares with
@@ -135,13 +181,15 @@ class SQLiteStore(SQLMemories, SQLiteFullText, SQLiteVectors, SQLGraph, SQLHisto
                 if key is not None:
                     encryption.apply(conn, key)
                 try:
-                    # version and tables from one snapshot: a concurrent first opener commits both at once
-                    conn.execute("BEGIN")
                     try:
-                        version = conn.execute("PRAGMA user_version").fetchone()[0]
-                        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-                    finally:
-                        conn.execute("COMMIT")
+                        version, tables = self._header(conn)
+                    except (apsw.FullError, apsw.IOError) as exc:
+                        if not out_of_space(path, exc):
+                            raise
+                        conn.close()
+                        conn = self._open_on_full_disk(path, key)
+                        version, tables = self._header(conn)
+                        self.disk_was_full = True
                 except apsw.NotADBError:
                     conn.close()
                     if attempt < len(candidates):
@@ -172,7 +220,7 @@ class SQLiteStore(SQLMemories, SQLiteFullText, SQLiteVectors, SQLGraph, SQLHisto
             if self.key is not None:
                 conn.execute("PRAGMA temp_store = MEMORY")  # no plain-text temporary file, ever
             mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
-            if mode.lower() != "wal":
+            if mode.lower() != "wal" and not self.disk_was_full:
                 conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = FULL")
             # Page cache of this connection: up to 64 MiB, allocated only as pages are read (SQLite's
@@ -196,10 +244,60 @@ class SQLiteStore(SQLMemories, SQLiteFullText, SQLiteVectors, SQLGraph, SQLHisto
                 conn.close()
             raise
         except apsw.Error as exc:
+            if conn is not None:
+                conn.close()
+            if out_of_space(path, exc):
+                if self.created:  # the empty files this open made
+                    for made in (path, Path(f"{path}-wal"), Path(f"{path}-shm"), Path(f"{path}-journal")):
+                        if made.exists() and made.stat().st_size <= 32768:
+                            made.unlink()
+                if self.created or not path.exists() or path.stat().st_size == 0:
+                    raise DiskFull(f"cannot create {path}: the disk holding it is full; free some space "
+                                   "and try again") from None
+                raise DiskFull(f"cannot open {path}: {disk_full_message(path)}") from None
             raise StoreUnavailable(f"cannot open {path}: {exc}") from None
         finally:
             os.umask(old_umask)
         return conn
+
+    @staticmethod
+    def _open_on_full_disk(path: Path, key: encryption.Key | None) -> apsw.Connection:
+        """A connection that reads the store without its WAL index in shared memory (`-shm`), which
+        every WAL connection maps and a full disk cannot hold. It exists only while no process has
+        the store open (an open one keeps `-shm`), so the file holds everything committed unless
+        a WAL is left: then the main file is read as it is (`immutable`: no lock, no write, so
+        nothing waits for this reader), else the WAL is read into this connection's own memory in
+        exclusive locking mode (https://sqlite.org/wal.html#noshm), which locks others out until
+        it closes. Writes fail on either (`write` says the disk is full)."""
+        from urllib.parse import quote
+
+        wal = Path(f"{path}-wal")
+        frames = wal.exists() and wal.stat().st_size > 0
+        if frames:
+            conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READWRITE)
+        else:
+            conn = apsw.Connection(f"file:{quote(str(path))}?immutable=1",
+                                   flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
+        conn.setbusytimeout(BUSY_TIMEOUT_MS)
+        if key is not None:
+            encryption.apply(conn, key)
+        if frames:
+            conn.execute("PRAGMA locking_mode = EXCLUSIVE")
+            conn.config(apsw.SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1)  # a reader leaves the files as they are
+        return conn
+
+    @staticmethod
+    def _header(conn: apsw.Connection) -> tuple[int, set[str]]:
+        """(PRAGMA user_version, table names) read from one snapshot: a concurrent first opener
+        commits both at once. The first read of the file: it fails when the key is wrong."""
+        conn.execute("BEGIN")
+        try:
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        finally:
+            if conn.in_transaction:  # an error (a full disk, a wrong key) may have ended it
+                conn.execute("COMMIT")
+        return version, tables
 
     @staticmethod
     def _keys_for(path: Path) -> list[encryption.Key]:
@@ -255,6 +353,9 @@ class SQLiteStore(SQLMemories, SQLiteFullText, SQLiteVectors, SQLGraph, SQLHisto
                         fn(self.conn)
                         self.conn.execute(f"PRAGMA user_version = {number}")
         except apsw.Error as exc:
+            if out_of_space(self.path, exc):
+                raise DiskFull(f"cannot migrate {self.path} from schema {version} to {target}: "
+                               f"{disk_full_message(self.path)}") from None
             hint = " (the file or its folder is read-only)" if isinstance(exc, apsw.ReadOnlyError) else ""
             raise StoreUnavailable(
                 f"cannot migrate {self.path} from schema {version} to {target}{hint}: {exc}"
@@ -264,12 +365,14 @@ class SQLiteStore(SQLMemories, SQLiteFullText, SQLiteVectors, SQLGraph, SQLHisto
             self.conn.execute("PRAGMA foreign_keys = ON")
 
     def _backup(self, version: int) -> None:
-        """Copy the file (through SQLite's backup API, so WAL content is included) before migrating."""
-        dest = self.path.with_name(f"{self.path.name}.bak-v{version}")
+        """Copy the file (through SQLite's backup API, so WAL content is included) before migrating,
+        beside the file itself when the path is a symbolic link (where `encrypt` looks for it)."""
+        real = Path(os.path.realpath(self.path))
+        dest = real.with_name(f"{real.name}.bak-v{version}")
         n = 1
         while dest.exists():
             n += 1
-            dest = self.path.with_name(f"{self.path.name}.bak-v{version}.{n}")
+            dest = real.with_name(f"{real.name}.bak-v{version}.{n}")
         try:
             # Read through a second connection: this one holds the write lock of the migration
             # (SQLite cannot back up from a connection inside a write transaction); readers still
@@ -299,7 +402,11 @@ class SQLiteStore(SQLMemories, SQLiteFullText, SQLiteVectors, SQLGraph, SQLHisto
                 self.conn.enable_load_extension(True)
                 self.conn.load_extension(_sqlite_vec_path())
                 self.conn.enable_load_extension(False)
-            except Exception as exc:  # ImportError, apsw.ExtensionLoadingError, AttributeError
+            except (ImportError, apsw.ExtensionLoadingError) as exc:  # not installed, or no build for here
+                from memsafe import platforms
+
+                reason = platforms.vec_unavailable(exc)
+            except Exception as exc:  # AttributeError: an apsw without extension loading
                 reason = f"{type(exc).__name__}: {exc}"
         self.vector_error = reason
 
@@ -316,10 +423,16 @@ class SQLiteStore(SQLMemories, SQLiteFullText, SQLiteVectors, SQLGraph, SQLHisto
 
         Raises:
             StoreUnavailable: another writer held the lock for longer than `wait_ms` milliseconds.
+            DiskFull: the disk holding the store is full (`out_of_space`); the transaction was
+                rolled back. A StoreUnavailable too, so bookkeeping that skips a busy store skips this.
         """
         if self.conn.in_transaction:
             yield
             return
+        if self.disk_was_full:
+            raise (DiskFull(disk_full_message(self.path)) if disk_is_full(self.path)
+                   else StoreUnavailable(f"{self.path} was opened while its disk was full, to read only; "
+                                         "run the command again"))
         deadline = time.monotonic() + wait_ms / 1000
         self.conn.setbusytimeout(min(wait_ms, BUSY_TIMEOUT_MS))
         try:
@@ -333,16 +446,21 @@ class SQLiteStore(SQLMemories, SQLiteFullText, SQLiteVectors, SQLGraph, SQLHisto
                             f"{self.path} stayed locked by another writer for {wait_ms / 1000:g}s; try again"
                         ) from None
                     time.sleep(0.05)
+                except apsw.Error as exc:
+                    if out_of_space(self.path, exc):
+                        raise DiskFull(disk_full_message(self.path)) from None
+                    raise
         finally:
             self.conn.setbusytimeout(BUSY_TIMEOUT_MS)
         try:
             yield
-        except BaseException:
-            if self.conn.in_transaction:  # SQLite rolls back itself on some errors (a full disk): report those
+            self.conn.execute("COMMIT")  # a full disk may fail it: rolled back below like the body
+        except BaseException as exc:
+            if self.conn.in_transaction:  # SQLite rolls back itself on some errors (a full disk)
                 self.conn.execute("ROLLBACK")
+            if out_of_space(self.path, exc):
+                raise DiskFull(disk_full_message(self.path)) from None
             raise
-        else:
-            self.conn.execute("COMMIT")
 
     def schema_version(self) -> int:
         return self.conn.execute("PRAGMA user_version").fetchone()[0]
@@ -368,9 +486,12 @@ class SQLiteStore(SQLMemories, SQLiteFullText, SQLiteVectors, SQLGraph, SQLHisto
     def backup_files(self) -> list[Path]:
         """The copies of this database memsafe itself wrote: migration backups (`<db>.bak-v<N>`,
         `<db>.bak-v<N>.<n>`) and the `<db>.convert-tmp` of a conversion killed before its rename
-        (`encryption.convert`), with any journal or WAL beside them, sorted."""
-        name = glob.escape(self.path.name)
-        found = [*self.path.parent.glob(f"{name}.bak-v*"), *self.path.parent.glob(f"{name}.convert-tmp*")]
+        (`encryption.convert`), with any journal or WAL beside them, sorted: beside the file and,
+        when the path is a symbolic link, beside the link too."""
+        found: set[Path] = set()
+        for base in {Path(os.path.realpath(self.path)), Path(os.path.abspath(self.path))}:
+            name = glob.escape(base.name)
+            found.update([*base.parent.glob(f"{name}.bak-v*"), *base.parent.glob(f"{name}.convert-tmp*")])
         return sorted(p for p in found if p.is_file())  # a -journal or -wal beside a copy holds its pages too
 
     def backups_holding(self, uids: Sequence[str]) -> list[Path]:
@@ -493,7 +614,10 @@ class SQLiteStore(SQLMemories, SQLiteFullText, SQLiteVectors, SQLGraph, SQLHisto
 
     def still_current(self) -> bool:
         """See `Store.still_current`: no transaction open, the same file (device and inode) at the
-        path, the schema this code writes. False when the file is gone or cannot be read."""
+        path, the schema this code writes. False when the file is gone or cannot be read, and for a
+        connection opened on a full disk (`_open_on_full_disk`), which cannot write."""
+        if self.disk_was_full:
+            return False
         try:
             return not self.conn.in_transaction and self._file_identity() == self._identity \
                 and self.schema_version() == migrations.latest()

@@ -8,7 +8,14 @@ provided by the `apsw-sqlite3mc` distribution, which memsafe uses as its `apsw` 
 Keys, in order of precedence (never from a command-line argument, never logged or printed):
 1. `MEMSAFE_KEY`: the key itself (for scripts);
 2. `MEMSAFE_KEY_FILE`: a file holding the key (first line; made 0600 when memsafe writes it);
-3. the OS keyring (the `keyring` library), service "memsafe", user = the store's absolute path.
+3. the OS keyring (the `keyring` library), service "memsafe", user = the store file's absolute
+   path with symbolic links resolved (the path as given is also looked up, for entries saved
+   under it). memsafe saves a key only in a backend that keeps it out of plain files (`Keyring`):
+   not keyrings.alt's file backends, nor any backend `keyring` itself does not recommend
+   (priority < 1), unless MEMSAFE_ALLOW_INSECURE_KEYRING=1; it reads a key from any backend.
+
+A store reached through a symbolic link is converted where its file is (`store_file`): renaming
+a new file over the link would leave the old file, whole, at the link's target.
 
 A key memsafe generates is `msk1-` + 64 hex digits (256 random bits). Such a key needs no
 password stretching, so it is applied with one KDF iteration (opening costs < 1 ms); any other
@@ -28,6 +35,7 @@ from memsafe.errors import StoreUnavailable
 
 KEY_ENV = "MEMSAFE_KEY"
 KEY_FILE_ENV = "MEMSAFE_KEY_FILE"
+INSECURE_KEYRING_ENV = "MEMSAFE_ALLOW_INSECURE_KEYRING"
 KEYRING_SERVICE = "memsafe"
 CIPHER = "chacha20"
 _SQLITE_HEADER = b"SQLite format 3\x00"
@@ -38,12 +46,23 @@ class KeyUnavailable(StoreUnavailable):
     """No usable key: none configured, or its source cannot be read. The message says where a key is expected."""
 
 
+class InsecureKeyring(KeyUnavailable):
+    """The keyring backend here would keep a new key in a plain file (or is not recommended), and
+    the user has not opted in with INSECURE_KEYRING_ENV."""
+
+
 @dataclass(frozen=True)
 class Key:
-    """A store key and where it came from (`source` is safe to show; `secret` never is)."""
+    """A store key and where it came from (`source` is safe to show; `secret` never is).
+
+    `keyring_user` is the keyring entry's user name when the key came from a keyring;
+    `weakness` says why where it lives is unsafe (a keyring backend memsafe would not have
+    saved it in, `Keyring.weakness`), None when it is not known to be."""
 
     secret: str = field(repr=False)
     source: str
+    keyring_user: str | None = None
+    weakness: str | None = None
 
     @property
     def generated(self) -> bool:
@@ -135,7 +154,11 @@ def explicit_keys() -> list[Key]:
 
 
 def write_key_file(path: Path, text: str) -> None:
-    """Write a key file atomically (a temporary file renamed over it), mode 0600, folder 0700."""
+    """Write a key file atomically (a temporary file renamed over it), mode 0600, folder 0700.
+
+    A key file reached through a symbolic link is written where the link points: renaming over
+    the link would leave the old key at its target."""
+    path = Path(os.path.realpath(path))
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -147,62 +170,169 @@ def write_key_file(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def _keyring():
-    """The `keyring` module, or None when it is not installed or has no usable backend."""
+@dataclass(frozen=True)
+class Keyring:
+    """One keyring backend (`keyring.backend.KeyringBackend`) as memsafe judges it.
+
+    `file` is the file a file-backed backend (keyrings.alt) keeps its entries in; `weakness`
+    says why memsafe does not save keys there unless INSECURE_KEYRING_ENV is set (None: a
+    backend that keeps them out of plain files: macOS Keychain, Windows Credential Locker,
+    Secret Service, KWallet)."""
+
+    backend: object = field(repr=False)
+    name: str
+    file: Path | None
+    weakness: str | None
+
+    @property
+    def where(self) -> str:
+        """Where a key kept here lives, fit to show (never the key)."""
+        if self.weakness is None:
+            return f"the OS keyring ({self.name})"
+        if self.file is not None:
+            return f"the keyring file {self.file} ({self.name})"
+        return f"the keyring backend {self.name}"
+
+
+def _judge(backend) -> Keyring:
+    """`backend` as a `Keyring`: its name, its file if it keeps one, and its weakness if any.
+
+    Insecure: keyrings.alt's PlaintextKeyring (the key base64 in a file), its EncryptedKeyring
+    (a file whose password is asked on a terminal, which hooks, cron and `memsafe serve` do not
+    have), any other file backend, and any backend with priority < 1, which `keyring` itself
+    does not recommend (`keyring.core.recommended`; its docs: "a priority of one or greater is
+    recommended")."""
+    cls = type(backend)
+    file = getattr(backend, "file_path", None)
+    if file is not None:
+        scheme = str(getattr(backend, "scheme", ""))
+        if cls.__name__ == "PlaintextKeyring" or "no enc" in scheme:
+            weakness = "a plain file, the key only base64-encoded: anyone who can read the file has the key"
+        elif cls.__name__ == "EncryptedKeyring":
+            weakness = ("a file encrypted with a password typed at a terminal, which git hooks, cron and "
+                        "`memsafe serve` do not have")
+        else:
+            weakness = "a file"
+        return Keyring(backend, f"{cls.__module__}.{cls.__qualname__}", Path(file), weakness)
+    try:
+        priority = float(backend.priority)
+    except Exception:  # a backend whose viability check fails now
+        priority = 0.0
+    name = str(getattr(backend, "name", cls.__name__))
+    if priority < 1:
+        return Keyring(backend, f"{cls.__module__}.{cls.__qualname__}", None,
+                       f"not recommended by `keyring` (priority {priority:g})")
+    return Keyring(backend, name, None, None)
+
+
+def keyrings() -> list[Keyring]:
+    """The keyring backends `keyring` would use, in its order (a chain's members, best first);
+    [] when `keyring` is not installed or has no backend that can hold a key (its `fail` and
+    `null` backends keep nothing: a key saved there would be lost)."""
     try:
         import keyring
-        from keyring.backends import fail
+        from keyring.backends import chainer, fail, null
     except ImportError:
-        return None
+        return []
     try:
         backend = keyring.get_keyring()
+        members = list(backend.backends) if isinstance(backend, chainer.ChainerBackend) else [backend]
     except Exception:  # a broken backend configuration: treat as none
-        return None
-    if isinstance(backend, fail.Keyring):
-        return None
-    return keyring
+        return []
+    return [_judge(b) for b in members if not isinstance(b, (fail.Keyring, null.Keyring))]
+
+
+def insecure_keyring_allowed() -> bool:
+    """True when the user opted in to keys in an insecure keyring backend (INSECURE_KEYRING_ENV=1)."""
+    return os.environ.get(INSECURE_KEYRING_ENV, "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def keyring_user(path: Path) -> str:
+    """The keyring entry's user name for the store at `path`: its file's absolute path, links resolved."""
+    return os.path.realpath(path)
+
+
+def _users(path: Path) -> list[str]:
+    """The user names a key for `path` may be saved under: `keyring_user`, then the path as given."""
+    given = os.path.abspath(path)
+    return list(dict.fromkeys([keyring_user(path), given]))
 
 
 def keyring_keys(path: Path) -> list[Key]:
-    """The keys saved in the OS keyring for the store at `path` (current first), or []."""
-    kr = _keyring()
-    if kr is None:
-        return []
-    try:
-        text = kr.get_password(KEYRING_SERVICE, str(path))
-    except Exception:  # a locked or failing keyring: no key from it
-        return []
-    return [Key(k, "the OS keyring") for k in _lines(text, "the OS keyring")] if text else []
+    """The keys saved in a keyring for the store at `path` (current first), or []: the first
+    backend holding an entry under one of `_users(path)`. `Key.source` names that backend."""
+    for kr in keyrings():
+        for user in _users(path):
+            try:
+                text = kr.backend.get_password(KEYRING_SERVICE, user)
+            except Exception:  # a locked or failing keyring: no key from it
+                continue
+            if text:
+                where = kr.where
+                return [Key(k, where, keyring_user=user, weakness=kr.weakness) for k in _lines(text, where)]
+    return []
 
 
-def save_in_keyring(path: Path, text: str) -> None:
-    """Save the key entry for `path` in the OS keyring (replacing any).
+def keyring_for_new_key() -> Keyring:
+    """The keyring backend a new key is saved in: the first `keyring` would use.
 
     Raises:
-        KeyUnavailable: no keyring backend (the message says to use MEMSAFE_KEY_FILE instead).
+        KeyUnavailable: there is none; InsecureKeyring: it is insecure (`Keyring.weakness`) and the
+            user has not opted in (INSECURE_KEYRING_ENV). The message says what to do instead.
     """
-    kr = _keyring()
-    if kr is None:
+    found = keyrings()
+    if not found:
         raise KeyUnavailable(
             f"no OS keyring is available here; set {KEY_FILE_ENV} to a file path "
             "(memsafe writes a new key there, mode 0600) and run the command again. Nothing was changed"
         )
+    kr = found[0]
+    if kr.weakness is not None and not insecure_keyring_allowed():
+        raise InsecureKeyring(
+            f"the keyring here is {kr.name}, {kr.weakness}" + (f" ({kr.file})" if kr.file else "")
+            + f"; memsafe does not keep a key there. Set {KEY_FILE_ENV} to a file path (memsafe writes a new "
+            f"key there, mode 0600), or set {INSECURE_KEYRING_ENV}=1 to use that keyring anyway. Nothing was changed"
+        )
+    return kr
+
+
+def save_in_keyring(kr: Keyring, path: Path, text: str) -> Key:
+    """Save the key entry `text` for the store at `path` in `kr` (replacing any), and read it
+    back: a backend that does not keep what it is given must not be trusted with a store's only key.
+
+    Returns:
+        the entry's current key, with the source and user name it now has.
+
+    Raises:
+        KeyUnavailable: the backend failed or did not keep the entry (nothing was changed).
+    """
+    user = keyring_user(path)
     try:
-        kr.set_password(KEYRING_SERVICE, str(path), text)
+        kr.backend.set_password(KEYRING_SERVICE, user, text)
+        kept = kr.backend.get_password(KEYRING_SERVICE, user)
     except Exception as exc:
-        raise KeyUnavailable(f"cannot save the key in the OS keyring: {exc}. Nothing was changed") from None
+        raise KeyUnavailable(f"cannot save the key in {kr.where}: {exc}. Nothing was changed") from None
+    if kept != text:
+        raise KeyUnavailable(f"{kr.where} did not keep the key saved in it. Nothing was changed")
+    return Key(_lines(text, kr.where)[0], kr.where, keyring_user=user, weakness=kr.weakness)
 
 
-def forget_keyring_key(path: Path) -> bool:
-    """Remove the keyring entry for `path`; True if one was removed."""
-    kr = _keyring()
-    if kr is None:
-        return False
-    try:
-        kr.delete_password(KEYRING_SERVICE, str(path))
-    except Exception:
-        return False
-    return True
+def forget_keyring_key(path: Path, *, keep: Keyring | None = None) -> bool:
+    """Remove the keyring entries for the store at `path` (under each of `_users(path)`, in every
+    backend), except the one `save_in_keyring` makes in `keep`; True if one was removed."""
+    removed = False
+    for kr in keyrings():
+        for user in _users(path):
+            if keep is not None and type(kr.backend) is type(keep.backend) and user == keyring_user(path):
+                continue
+            try:
+                if kr.backend.get_password(KEYRING_SERVICE, user) is None:
+                    continue
+                kr.backend.delete_password(KEYRING_SERVICE, user)
+                removed = True
+            except Exception:
+                continue
+    return removed
 
 
 def find_keys(path: Path) -> list[Key]:
@@ -215,8 +345,28 @@ def no_key_message(path: Path) -> str:
     return (
         f"cannot open {path}: it is encrypted (or not a SQLite file) and no key was found; "
         f"memsafe reads the key from {KEY_ENV}, from the file named by {KEY_FILE_ENV}, "
-        f"or from the OS keyring (service '{KEYRING_SERVICE}', user '{path}')"
+        f"or from the OS keyring (service '{KEYRING_SERVICE}', user '{keyring_user(path)}')"
     )
+
+
+def store_file(path: Path) -> Path:
+    """The file the store path `path` names, with every symbolic link resolved (a chain, a link
+    to a link, a link into another folder): what a conversion must replace.
+
+    Raises:
+        StoreUnavailable: `path` is a link to nothing (dangling), or a loop of links.
+    """
+    try:
+        return Path(os.path.realpath(path, strict=True))
+    except FileNotFoundError:
+        if os.path.islink(path):
+            raise StoreUnavailable(
+                f"{path} is a symbolic link to {os.path.realpath(path)}, which does not exist; "
+                "point it (or --db) at the store"
+            ) from None
+        raise StoreUnavailable(f"no store at {path}") from None
+    except OSError as exc:  # ELOOP
+        raise StoreUnavailable(f"cannot follow {path}: {exc.strerror or exc}") from None
 
 
 def apply(conn: apsw.Connection, key: Key) -> None:
@@ -264,17 +414,29 @@ def convert(path: Path, *, old: Key | None, new: Key | None) -> int:
     over the old file (atomic on POSIX). Until that rename the old file is untouched and is the
     backup: a kill -9 at any instant leaves either the old or the new file, each complete.
     The store must not be open elsewhere (a running `memsafe serve`): that is checked first.
+    A `path` that is a symbolic link is followed (`store_file`): the file it points to is the one
+    replaced, the copy written beside it, and the link is left as it was. A file with other
+    hard links is refused: renaming over one name would leave the old content under the others.
 
     Returns:
         the number of memories in the converted store.
 
     Raises:
-        StoreUnavailable: the store is in use by another process, or the copy failed its check
-            (the old file is unchanged then).
+        StoreUnavailable: the store is in use by another process, is a dangling link or has other
+            hard links, or the copy failed its check (the old file is unchanged then).
     """
     reason = unavailable_reason()
     if reason:
         raise StoreUnavailable(reason)
+    given, path = path, store_file(path)
+    links = os.stat(path).st_nlink
+    if links > 1:
+        shown = f"{given} (the file {path})" if path != Path(os.path.abspath(given)) else f"{path}"
+        raise StoreUnavailable(
+            f"{shown} has {links - 1} other hard link{'s' if links > 2 else ''}, which would keep the "
+            "old content after the conversion; remove the other names (`find / -samefile` finds them) "
+            "and try again. Nothing was changed"
+        )
     tmp = path.with_name(path.name + ".convert-tmp")
     for leftover in (tmp, Path(f"{tmp}-journal"), Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
         _remove(leftover)  # from a conversion killed before its rename
@@ -283,6 +445,7 @@ def convert(path: Path, *, old: Key | None, new: Key | None) -> int:
     try:
         if old is not None:
             apply(lock, old)
+        lock.pragma("temp_store", "memory")  # no temporary file, plain or not (the build's default too)
         lock.setbusytimeout(2000)
         try:
             # Leaving WAL needs every other connection closed: this proves no server is using the
@@ -304,6 +467,7 @@ def convert(path: Path, *, old: Key | None, new: Key | None) -> int:
             try:
                 if old is not None:
                     apply(reader, old)
+                reader.pragma("temp_store", "memory")
                 if new is not None:
                     reader.execute(f"VACUUM INTO '{_target_uri(tmp, new)}'")
                 else:
@@ -366,5 +530,13 @@ def working_key(path: Path, keys: list[Key]) -> Key:
 
 
 def backups_of(path: Path) -> list[Path]:
-    """The migration backups memsafe wrote beside the store (`<db>.bak-vN[.M]`)."""
-    return sorted(p for p in path.parent.glob(path.name + ".bak-v*") if p.is_file() and not p.name.endswith("-journal"))
+    """The migration backups memsafe wrote beside the store (`<db>.bak-vN[.M]`): beside its file
+    (links resolved), and beside the path as given, where a memsafe that did not follow links
+    wrote them."""
+    import glob
+
+    found = set()
+    for base in {Path(os.path.realpath(path)), Path(os.path.abspath(path))}:
+        found.update(p for p in base.parent.glob(glob.escape(base.name) + ".bak-v*")
+                     if p.is_file() and not p.name.endswith("-journal"))
+    return sorted(found)
