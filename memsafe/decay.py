@@ -13,11 +13,11 @@ The model, in one place:
   memory) and review = 1 + log2(1 + stability / S1)
   after `confirm` (stability from the FSRS model, S1 = 2.3065 d, FSRS-6's stability after a first
   "Good"; review = 1 for a never-confirmed memory).
-* The bank B counts elapsed half-lives of idleness since the last real access (a recall that
-  returned the memory, or a confirm). Each run adds (now − last check) / H_eff to B, so time
-  spent at one rate is never re-priced at another, and nothing but a real access resets it:
-  an unrelated read (get, list, history, time travel, being a recall candidate that was not
-  returned, a metadata edit) forgives nothing. Strength  S = max(F, S0 · 2^(−B)): it halves
+* The bank B counts elapsed half-lives of idleness since the last real access, a use
+  (`last_accessed_at`: `get` or MCP `get_memory`, `confirm`, or an edit; being returned by
+  recall is not one, README "Recall"). Each run adds (now − last check) / H_eff to B, so time
+  spent at one rate is never re-priced at another, and nothing but a use resets it: any other
+  read (list, history, time travel, recall, the web page) forgives nothing. Strength  S = max(F, S0 · 2^(−B)): it halves
   after each half-life of idleness.
 * Levels by strength: 0 full text; S < 0.35 → 1 extractive summary; S < 0.2 → 2 first sentence
   plus entity names; S < 0.1 → 3 archived. Levels only rise (restore brings a memory back), a

@@ -720,7 +720,9 @@ def release_pid(folder: Path) -> None:
 
 def commit_note(info: CommitInfo, max_files: int = MAX_FILES) -> str:
     """The memory text for a commit: subject, body, short hash, branch, changed files (at most
-    `max_files` names, then a count)."""
+    `max_files` names, then a count). The body's lines are indented four spaces, as `git log`
+    shows them, so a message cannot imitate the note's own lines (a `git commit …` first line,
+    the `files (N): …` line)."""
     where = f" on {info.branch}" if info.branch else " (detached HEAD)"
     lines = [f"git commit {info.short}{where}: {info.subject or '(no message)'}"]
     body = info.body
@@ -735,7 +737,7 @@ def commit_note(info: CommitInfo, max_files: int = MAX_FILES) -> str:
             space = max(cut.rfind(" "), cut.rfind("\n"), cut.rfind("\t"))
             body = (cut[:space] if space > MAX_BODY_CHARS // 2 else cut[:MAX_BODY_CHARS]).rstrip() + " …"
     if body:
-        lines += ["", body]
+        lines += ["", "\n".join(f"    {line}" if line.strip() else "" for line in body.splitlines())]
     if info.files:
         shown = ", ".join(info.files[:max_files])
         more = len(info.files) - max_files

@@ -72,7 +72,8 @@ class Hit:
 
     Attributes:
         text: exactly the text returned (the content, or its truncation to fit the budget).
-        tokens: cl100k_base token count of `text`.
+        tokens: what it costs of the budget (cl100k_base): `text`, or in a framed recall its
+            block as a model reads it (header line and indented text, `memsafe.framing`).
         score: final ranking score (higher is better; comparable within one recall only).
         lexical_rank / vector_rank: 1-based rank in each retriever's list, None if absent.
         context_of: id of the adjacent turn of the same conversation, ranked highest, that lent
@@ -110,6 +111,7 @@ class RecallResult:
     notes: list[str] = field(default_factory=list)
     graph_context: str = ""  # compact relations among the entities of the hits ('' when none)
     graph_tokens: int = 0  # cl100k_base tokens of graph_context; included in tokens_used
+    at: str = ""  # UTC ISO-8601 instant of the recall: ages in a framed reply are counted to it
 
 
 @dataclass

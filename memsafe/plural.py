@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 _PLURALS = {"memory": "memories", "entity": "entities", "config": "config keys", "entry": "entries",
-            "full-text entry": "full-text entries"}
+            "full-text entry": "full-text entries", "match": "matches"}
 
 
 def count_of(n: int, noun: str) -> str:

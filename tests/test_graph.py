@@ -317,3 +317,26 @@ def test_graph_views_and_recall_relations_keep_each_projects_names(store):
     with pytest.raises(NotFound):
         api.graph_show(store, "AlphaVault")
     assert {e.name for e in api.graph_entities(store)} == {"Handmade"}
+
+
+def test_entities_and_list_show_fifty_and_say_how_to_see_the_rest(cli, store):
+    names = [f"svc{i:03d}" for i in range(63)]
+    api.remember(store, "The services of the shop", entities=names, project="shop")
+    api.relate_many(store, [(a, "calls", b) for a, b in zip(names, names[1:])])
+    listed = cli("graph", "entities", "-p", "shop")
+    assert listed.exit_code == 0, listed.stderr
+    assert listed.stdout.startswith("63 entities, the first 50 by name")
+    rows = [line for line in listed.stdout.splitlines() if line.startswith("│")]
+    assert [row.split("│")[2].strip() for row in rows] == names[:50]
+    assert listed.stderr.strip() == "… 13 more entities: --limit 63 shows them all; --json lists every one"
+    every = cli("graph", "entities", "-p", "shop", "--limit", "63")
+    assert every.stderr == "" and sum(line.startswith("│") for line in every.stdout.splitlines()) == 63
+    assert len(json.loads(cli("graph", "entities", "-p", "shop", "--json").stdout)) == 63
+    assert [e["name"] for e in json.loads(cli("graph", "entities", "-p", "shop", "--json", "-n", "2").stdout)] == \
+        names[:2]
+    both = cli("graph", "list", "-p", "shop")
+    assert both.exit_code == 0, both.stderr
+    assert sum(line.startswith("  svc") for line in both.stdout.splitlines()) == 50
+    assert both.stderr.splitlines() == ["… 13 more entities: --limit 63 shows them all; --json lists every one",
+                                        "… 12 more relations: --limit 62 shows them all; --json lists every one"]
+    assert cli("graph", "entities", "--limit", "0").exit_code == 2

@@ -102,7 +102,7 @@ def test_update_metadata_keeps_content_version_time_and_records_history(store, m
 def test_a_tag_only_update_shows_what_changed_and_when_in_history(store, monkeypatch, cli):
     """Issue 12.13: after a tag-only update, `history` showed two identical rows (same start,
     status and text; the tags were not shown and the current state kept the first one's start)."""
-    from memsafe import render
+    from memsafe import framing, render
 
     _at(monkeypatch, T0)
     m = api.remember(store, "Nightly builds publish to the staging bucket")
@@ -114,8 +114,8 @@ def test_a_tag_only_update_shows_what_changed_and_when_in_history(store, monkeyp
     assert [v.valid_from for v in versions] == [clock.to_iso(T0 + timedelta(days=d)) for d in (0, 1, 2)]
     assert [v.valid_to for v in versions[:-1]] == [v.valid_from for v in versions[1:]]
     assert render.version_changes(versions) == ["", "tags ci", "kind decision; tags ci, release"]
-    compact = render.compact_history(api.history(store, m.id)).splitlines()
-    assert "[changed tags ci]" in compact[2] and len(set(compact[1:])) == 3
+    heads = [r.head for r in framing.parse(render.compact_history(api.history(store, m.id))).records]
+    assert 'changed="tags ci"' in heads[1] and len(set(heads)) == 3
     rows = cli("history", "1").stdout
     assert "tags ci" in rows and "kind decision" in rows
 

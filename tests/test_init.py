@@ -228,3 +228,32 @@ def test_docs_agents_md_shows_what_init_writes(machine):
     assert f"claude {' '.join(add[:add.index('--') + 1])} /abs/path/to/memsafe serve" in doc
     rules = re.search(r"```markdown\n(.*?)```", doc, re.DOTALL).group(1)
     assert rules in (paths["repo"] / "CLAUDE.md").read_text()
+
+
+def test_yes_alone_makes_every_change_its_help_names_and_says_what_it_left_out(machine):
+    env, paths = machine
+    help_text = run_memsafe("init", "--help", env={**env, "COLUMNS": "200"}).stdout
+    assert "but shell completion, which needs --completions too" in help_text
+    r = run_memsafe("init", "--yes", env=env, cwd=paths["repo"])
+    assert r.returncode == 0, r.stdout + r.stderr
+    completion = paths["home"] / ".local/share/bash-completion/completions/memsafe"
+    assert not completion.exists()
+    shown = [line for line in r.stdout.splitlines() if "bash completion" in line]
+    assert shown == [f"- bash completion: left out with --yes alone (write {completion}): pass --completions for it"]
+    assert "complete -o default" not in r.stdout  # no diff of a change it does not make
+    assert r.stdout.rstrip().endswith("5 changes made (shell completion left out: pass --completions).")
+    again = run_memsafe("init", "--yes", env=env, cwd=paths["repo"])
+    assert again.returncode == 0
+    assert again.stdout.rstrip().endswith("Nothing to do: everything is already in place (shell completion left out: "
+                                          "pass --completions).")
+
+
+def test_a_refused_change_makes_init_exit_1_and_says_so(machine):
+    env, paths = machine
+    paths["cursor"].write_text("{not json")
+    r = run_memsafe("init", "--yes", "--no-hook", "--no-rules", "--no-completions", env=env, cwd=paths["repo"])
+    assert r.returncode == 1
+    assert r.stdout.rstrip().endswith("2 changes made, 1 refused.")  # Claude Code and Desktop; Cursor refused
+    assert paths["cursor"].read_text() == "{not json"
+    dry = run_memsafe("init", "--dry-run", "--no-hook", "--no-rules", env=env, cwd=paths["repo"])
+    assert dry.returncode == 0 and "not valid JSON" in dry.stdout  # a plan is not a failure

@@ -22,7 +22,7 @@ from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from typer.testing import CliRunner
 
-from memsafe import api
+from memsafe import api, framing
 from memsafe.bench.mcp import RawClient, tools_list_tokens
 from memsafe.cli import app
 from memsafe.mcp import tools as server
@@ -325,7 +325,7 @@ def test_non_utf8_locale_round_trips_code_points(paths, embedder, encoding):
                                       env)
     assert not is_error(stored), text_of(stored)
     assert UNICODE in text_of(recalled)
-    assert text_of(got).splitlines()[-1] == UNICODE
+    assert framing.texts_of(text_of(got)) == {1: UNICODE}
     opened = api.open_store(str(paths["db"]))
     try:
         assert api.get(opened.store, 1).content == UNICODE
@@ -1508,6 +1508,6 @@ def test_a_kept_connection_recalls_what_another_process_changed_since(paths, emb
 
     r = anyio.run(with_session, db, paths["cwd"], paths["home"], paths["err"], body)
     assert "#1 " in r["first"] and "--frozen-lockfile flag" in r["first"]
-    assert "tags=ci] CI installs" in r["updated"] and "--frozen-lockfile flag" not in r["updated"]
+    assert "tags=ci]\n  CI installs" in r["updated"] and "--frozen-lockfile flag" not in r["updated"]
     assert "#1 " in r["kind"] and "#1 " not in r["moved"] and "#1 " in r["back"]
     assert "#1 " not in r["forgotten"] and "#1 " in r["restored"] and "#1 " not in r["purged"]

@@ -85,8 +85,9 @@ class StoreCharts:
     Attributes:
         by_status: every memory by status. by_kind / by_decay / by_age: active memories.
         by_age: [(label, count)] by creation time, newest bin first.
-        recall_days: [(day, n)] over the last 30 days, n = memories whose *latest* recall fell on
-            that day (from `last_accessed_at`; a memory recalled on several days counts once).
+        recall_days: [(day, n)] over the last 30 days, n = memories whose *latest* use (`get`,
+            `confirm`, an edit; not being recalled) fell on that day (from `last_accessed_at`; a
+            memory used on several days counts once).
         event_days: [(day, {action: n})] audit events (remember, update, forget, …) per day.
     """
 

@@ -6,6 +6,8 @@ packing of time travel read the texts as they were.
 
 from __future__ import annotations
 
+import dataclasses
+from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime
 
@@ -13,7 +15,7 @@ from memsafe import clock
 from memsafe.api.config import _config_snapshot
 from memsafe.api.hygiene import MAX_QUERY_CHARS, _shown, _whole, clean_text, make_scope
 from memsafe.errors import InvalidInput
-from memsafe.models import Hit, RecallResult, Scope, Status
+from memsafe.models import Hit, RecallResult, Scope, Status, in_scope
 from memsafe.plural import count_of
 from memsafe.recall import candidates, packing, scoring, terms
 from memsafe.store import Store
@@ -36,6 +38,7 @@ def recall(
     limit: int | None = None,
     mode: str = "hybrid",
     include_forgotten: bool = False,
+    framed: bool = False,
 ) -> RecallResult:
     """Find the memories most relevant to `query`, packed into a token budget.
 
@@ -53,6 +56,9 @@ def recall(
         mode: 'hybrid' (default), 'lexical' or 'vector'.
         budget: tokens; default from config `token_budget`.
         limit: maximum memories; default from config `recall_limit`.
+        framed: each memory costs its block in a reply framed for a model (`memsafe.framing`:
+            header line and indented text, as MCP replies and agent hooks show it), and the graph
+            context its `[graph]` block; otherwise the text alone (the CLI's table and JSON).
 
     Raises:
         InvalidInput: empty query, budget or limit < 1, unknown kind or mode.
@@ -65,15 +71,19 @@ def recall(
     if include_forgotten:  # forgotten memories are otherwise invisible to every path (FIELD-CASES F10)
         scope.statuses = [Status.ACTIVE.value, Status.FORGOTTEN.value]
     notes: list[str] = []
-    q = terms.parse_query(text, clock.now(), lambda w: bool(store.created_between(
+    now = clock.now()
+    q = terms.parse_query(text, now, lambda w: bool(store.created_between(
         scope, clock.to_iso(w.start), clock.to_iso(w.end), 1)))
     cands, memories, used_mode = candidates.gather(store, q, scope, depth, mode, cfg, notes)
     ranked = scoring.score_candidates(cands, q, scoring.one_half_weight(cfg, used_mode, notes))
+    heads = packing.Heads(store, [memories[c.id] for _, c in ranked], now, framed=framed, tagged=bool(scope.tags))
     hits, graph_text, graph_tokens = packing.pack_hits(store, ranked, memories, effective, cfg["graph_share"],
-                                                       limit_v, scope, notes)
+                                                       limit_v, scope, notes, heads)
     if ranked and not hits:
         notes.append(f"a budget of {count_of(budget_v, 'token')} is too small for any memory")
-    return _result(text, budget_v, effective, hits, used_mode, scope, notes, graph_text, graph_tokens)
+    elif not ranked and scope.projects is not None:
+        notes += _found_elsewhere(store, q.lexical_text, scope)
+    return _result(text, budget_v, effective, hits, used_mode, scope, notes, now, graph_text, graph_tokens)
 
 
 def recall_as_of(
@@ -89,6 +99,7 @@ def recall_as_of(
     budget: int | None = None,
     limit: int | None = None,
     mode: str = "hybrid",
+    framed: bool = False,
 ) -> RecallResult:
     """Recall from what was known at instant `as_of`: memories created by then and active then
     (not forgotten, archived or purged), each with the text and metadata it had then.
@@ -102,6 +113,7 @@ def recall_as_of(
 
     Args:
         as_of: a datetime, or text for `when.parse_when`.
+        framed: as `recall`'s (ages in the headers are counted to now, not to `as_of`).
 
     Raises:
         InvalidInput: empty query, unparseable/future `as_of`, bad budget/limit/mode/kind.
@@ -119,8 +131,9 @@ def recall_as_of(
         clock.to_iso(w.start) <= s.created_at < clock.to_iso(w.end) for s in visible.values()))
     cands, used_mode = candidates.gather_past(store, q, visible, depth, mode, cfg, notes)
     ranked = scoring.score_candidates(cands, q, scoring.one_half_weight(cfg, used_mode, notes))
-    hits = packing.pack_past(ranked, visible, at, effective, limit_v, notes)
-    return _result(text, budget_v, effective, hits, used_mode, scope, notes)
+    now = clock.now()
+    hits = packing.pack_past(ranked, visible, at, effective, limit_v, notes, framed=framed, now=now)
+    return _result(text, budget_v, effective, hits, used_mode, scope, notes, now)
 
 
 def _check_mode(mode: str) -> None:
@@ -156,7 +169,7 @@ def _arguments(cfg: dict, budget: int | None, limit: int | None, project: str | 
 
 
 def _result(text: str, budget: int, effective: int, hits: list[Hit], mode: str, scope: Scope, notes: list[str],
-            graph_text: str = "", graph_tokens: int = 0) -> RecallResult:
+            now: datetime, graph_text: str = "", graph_tokens: int = 0) -> RecallResult:
     return RecallResult(
         query=text,
         budget=budget,
@@ -168,4 +181,32 @@ def _result(text: str, budget: int, effective: int, hits: list[Hit], mode: str, 
         notes=notes,
         graph_context=graph_text,
         graph_tokens=graph_tokens,
+        at=clock.to_iso(now),
     )
+
+
+ELSEWHERE_CAP = 100  # keyword matches counted in other projects when a recall finds nothing in its own
+
+
+def _found_elsewhere(store: Store, text: str, scope: Scope) -> list[str]:
+    """For a recall that found nothing in `scope` (a project and global memories): a note saying
+    how many memories of other projects match `text` by keyword (the same filters; one word-index
+    query of at most ELSEWHERE_CAP hits, and their rows; no vector search) and how to reach them,
+    as `core.reachable` says for ids; no note when none does."""
+    match, exact = terms.fts_query(text), terms.exact_terms(text)
+    if match is None and not exact:
+        return []
+    hits = store.fts_search(match, dataclasses.replace(scope, projects=None, include_global=True), ELSEWHERE_CAP,
+                            exact)
+    found = store.get_memories([i for i, _ in hits], tags=False)
+    projects = Counter(m.project for m in found.values() if not in_scope(m.project, scope))
+    if not projects:
+        return []
+    n = sum(projects.values())
+    here = (f"project {scope.projects[0]} or global memories" if scope.projects
+            else "global memories (no project here)")
+    most = sorted(projects.items(), key=lambda item: (-item[1], item[0]))[:3]  # most matches first, then by name
+    named = ", ".join(f"{name} {k}" for name, k in most) + (", …" if len(projects) > 3 else "")
+    return [f"nothing in {here}; {'at least ' if len(hits) >= ELSEWHERE_CAP else ''}"
+            f"{count_of(n, 'match')} in other projects ({named}): --all-projects (MCP: all_projects=true) "
+            "searches them"]

@@ -131,25 +131,53 @@ def show(
         console.print(line, markup=False, highlight=False)
 
 
+LISTED = 50  # entities (and relations) a table shows unless --limit says otherwise
+
+ListLimitOpt = Annotated[
+    int | None,
+    typer.Option("--limit", "-n", min=1, help=f"Show at most this many (default: {LISTED} in the table, every one "
+                 "with --json)."),
+]
+
+
+def _title(shown: int, total: int) -> str:
+    return render.count_of(total, "entity") + (f", the first {shown:,} by name" if shown < total else "")
+
+
+def _more(shown: int, total: int, noun: str, limit: int | None) -> None:
+    """The line after a listing cut at its limit: how many more, and how to see them (stderr)."""
+    if total > shown:
+        n = total - shown
+        how = "--json lists every one" if limit is None else "--json without --limit lists every one"
+        err.print(f"… {n:,} more {render.count_of(n, noun).split(' ', 1)[1]}: --limit {total} shows them all; {how}",
+                  markup=False, highlight=False)
+
+
 @graph_app.command()
 def entities(
     ctx: typer.Context,
     project: ProjectOpt = None,
     project_path: ProjectPathOpt = None,
     all_projects: AllProjectsOpt = False,
+    limit: ListLimitOpt = None,
     json_: JsonOpt = False,
 ) -> None:
     """List entities with how many active memories mention each (current project plus global,
-    or --all-projects)."""
+    or --all-projects), by name.
+
+    The table shows the first 50; a line on stderr says how many more there are.
+    """
     with _session(ctx) as opened:
         scope = _scope(opened, project, project_path, all_projects)
         rows = api.graph_entities(opened.store, **_options(scope))
     if json_:
-        _emit_json(rows)
+        _emit_json(rows if limit is None else rows[:limit])
     elif not rows:
         err.print("No entities.")
     else:
-        out().print(render.entities_table(rows))
+        shown = rows[: limit or LISTED]
+        out().print(render.entities_table(shown, title=_title(len(shown), len(rows))))
+        _more(len(shown), len(rows), "entity", limit)
 
 
 @graph_app.command("list")
@@ -158,18 +186,28 @@ def list_(
     project: ProjectOpt = None,
     project_path: ProjectPathOpt = None,
     all_projects: AllProjectsOpt = False,
+    limit: ListLimitOpt = None,
     json_: JsonOpt = False,
 ) -> None:
-    """List the entities and relations of the current project plus global ones (--all-projects: all)."""
+    """List the entities and relations of the current project plus global ones (--all-projects: all).
+
+    The first 50 of each are shown; a line on stderr says how many more there are.
+    """
     with _session(ctx) as opened:
         scope = _scope(opened, project, project_path, all_projects)
         listing = api.graph_list(opened.store, **_options(scope))
     if json_:
+        if limit is not None:
+            listing.entities, listing.relations = listing.entities[:limit], listing.relations[:limit]
         _emit_json(listing)
         return
     console = out()
+    cap = limit or LISTED
     if listing.entities:
-        console.print(render.entities_table(listing.entities))
+        console.print(render.entities_table(listing.entities[:cap],
+                                            title=_title(min(cap, len(listing.entities)), len(listing.entities))))
+        _more(min(cap, len(listing.entities)), len(listing.entities), "entity", limit)
     console.print(render.count_of(len(listing.relations), "relation"), markup=False)
-    for line in render.relations_lines(listing.relations):
+    for line in render.relations_lines(listing.relations[:cap]):
         console.print("  " + line, markup=False, highlight=False)
+    _more(min(cap, len(listing.relations)), len(listing.relations), "relation", limit)

@@ -21,7 +21,8 @@ def _step_flag(name: str, help: str):
 @app.command()
 def init(
     ctx: typer.Context,
-    yes: Annotated[bool, typer.Option("--yes", "-y", help="Make every change without asking (for scripts).")]
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Make every change without asking (for scripts), but "
+                                      "shell completion, which needs --completions too.")]
     = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Show every change, make none.")] = False,
     undo: Annotated[bool, typer.Option("--undo", help="Remove what init added (backups of edited files are kept).")]
@@ -46,6 +47,7 @@ def init(
     Shows each change first (a diff for every file) and asks; edited config files keep a backup
     and their other entries. The agents are given the absolute path of this memsafe, so they
     find it even when it is not on PATH. Ends with the crontab line for nightly decay.
+    Exits 1 when a change failed or was refused (a config file it cannot edit safely).
 
     Examples:
 
@@ -80,9 +82,16 @@ def init(
     line(f"memsafe command:  {shlex.join(plan.command)}")
     line(f"database:         {plan.db or 'the default store (see `memsafe status`)'}")
     line(f"repository:       {plan.repo or '(none: not in a git repository)'}")
+    def held_back(change) -> bool:  # --yes alone leaves the user's shell set-up as it is
+        return change.state == "change" and change.step == "completions" and completions is None and yes \
+            and not undo
+
     made = failed = 0
     for change in plan.changes:
         line()
+        if held_back(change):
+            line(f"- {change.target}: left out with --yes alone ({change.summary}): pass --completions for it", "dim")
+            continue
         mark = {"change": "•", "ok": "✓", "skip": "-", "refused": "!"}[change.state]
         style = {"change": "bold", "ok": "green", "skip": "dim", "refused": "yellow"}[change.state]
         line(f"{mark} {change.target}: {change.summary}", style)
@@ -94,9 +103,6 @@ def init(
             colour = "green" if diff_line.startswith("+") else "red" if diff_line.startswith("-") else None
             line(f"  {diff_line}", colour)
         if dry_run:
-            continue
-        if change.step == "completions" and completions is None and yes and not undo:
-            line("  skipped: pass --completions to install it with --yes", "dim")
             continue
         if not yes and not typer.confirm(f"  {'Undo' if undo else 'Apply'} this ({change.target})?", default=True):
             line("  skipped", "dim")
@@ -111,11 +117,15 @@ def init(
         line()
         line("Nightly decay (compress and archive what nobody uses): add this line with `crontab -e`:")
         line(f"  {plan.cron}")
+    refused = sum(c.state == "refused" for c in plan.changes)
     if not dry_run:
         line()
-        if not any(c.state == "change" for c in plan.changes):
-            line("Nothing to do: " + ("nothing init added is left." if undo else "everything is already in place."))
+        left_out = " (shell completion left out: pass --completions)" if any(map(held_back, plan.changes)) else ""
+        if not any(c.state == "change" and not held_back(c) for c in plan.changes) and not refused:
+            line("Nothing to do: " + ("nothing init added is left." if undo else
+                                      f"everything is already in place{left_out}."))
         else:
-            line(f"{count_of(made, 'change')} made" + (f", {failed} failed" if failed else "") + ".")
-    if failed:
+            line(f"{count_of(made, 'change')} made" + (f", {failed} failed" if failed else "")
+                 + (f", {refused} refused" if refused else "") + left_out + ".")
+    if failed or (refused and not dry_run):
         raise typer.Exit(1)

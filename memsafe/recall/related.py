@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from memsafe import graph, tokens
+from memsafe import framing, graph, tokens
 from memsafe.models import Scope
 from memsafe.store import Store
 
@@ -52,12 +52,13 @@ def one_hop(store: Store, entity_ids: Sequence[int], scope: Scope, per_entity: i
     return hops, direct
 
 
-def context_text(store: Store, memory_ids: Sequence[int], max_tokens: int, scope: Scope | None = None
-                 ) -> tuple[str, int]:
+def context_text(store: Store, memory_ids: Sequence[int], max_tokens: int, scope: Scope | None = None,
+                 *, framed: bool = False) -> tuple[str, int]:
     """Compact graph context for recalled memories: relations among their entities first, then
     relations with one endpoint among them, heavier first, one `source relation target` line
-    each, as many as fit in `max_tokens` (cl100k_base). Returns (text, tokens); ('', 0) if none fit.
-    With `scope`, only relations whose two ends the scope may see (as `graph_show`).
+    each, as many as fit in `max_tokens` (cl100k_base; with `framed`, counted as the `[graph]`
+    block of a reply framed for a model, `memsafe.framing`). Returns (text, tokens); ('', 0) if
+    none fit. With `scope`, only relations whose two ends the scope may see (as `graph_show`).
     """
     if max_tokens <= 0 or not memory_ids:
         return "", 0
@@ -74,9 +75,10 @@ def context_text(store: Store, memory_ids: Sequence[int], max_tokens: int, scope
     lines = graph.format_relations([(names[r[1]]["name"], r[2], names[r[3]]["name"], r[4]) for r in rows])
     chosen: list[str] = []
     used = 0
+    head = framing.head_tokens(framing.GRAPH_HEAD) if framed else 0
     for line in lines:
         candidate = "\n".join([*chosen, line])
-        n = tokens.count(candidate)
+        n = head + (framing.body_tokens(candidate) if framed else tokens.count(candidate))
         if n > max_tokens:
             break
         chosen.append(line)
