@@ -143,7 +143,7 @@ def test_a_corpus_of_prompts_in_projects_at_times_is_measured_as_captured(cli, t
             {"id": "beta", "project": "beta", "at": "2025-01-20T09:00:00+00:00", "source": "hook",
              "content": "Our gateway keeps its latency budget of 80 ms."},
             {"id": "pasted", "project": "alpha", "source": "hook", "at": "2025-02-04T09:00:00+00:00",
-             "content": 'my test: create_user(email="a@example.com", password="mysecretpassword") fails'},
+             "content": 'my test: create_user(email="a@example.com", password="Xk9mQ2vL7pRt") fails'},
         ],
         "queries": [
             {"id": "u", "type": "update", "project": "alpha", "query": "what is the checkout latency budget?",

@@ -243,14 +243,14 @@ def test_compacting_on_a_full_disk_stops_and_a_write_says_the_disk_is_full(store
     """The compaction rewrites the whole index: on a full disk it stops (rolled back, False) instead
     of failing the command that ran it; and a write that fills the disk says so, not "cannot
     rollback - no transaction is active" (SQLite had rolled the transaction back itself)."""
-    import apsw
+    from memsafe.store.sqlite import DiskFull
 
     _written_one_by_one(store)
     store.checkpoint()
     store.conn.execute(f"PRAGMA max_page_count = {store.conn.execute('PRAGMA page_count').fetchone()[0]}")
     assert store.compact_word_index() is False  # the merged index needs pages the file cannot have
     assert not store.conn.in_transaction
-    with pytest.raises(apsw.FullError), store.write():
+    with pytest.raises(DiskFull, match="cannot grow"), store.write():
         api.remember(store, "a text too long for the pages left " * 200, embed_now=False)
     store.conn.execute("PRAGMA max_page_count = 1073741823")
     assert store.consistency_problems() == []

@@ -330,9 +330,11 @@ class ServerState:
             _close_quietly(opened)
 
     def _give_back(self, opened: api.Opened, reusable: bool) -> None:
-        """Keep `opened` for a later call, or close it (not reusable, stopping, SQLite only, enough kept)."""
+        """Keep `opened` for a later call, or close it (not reusable, stopping, SQLite only, enough
+        kept, or opened on a full disk: such a reader may hold the file in exclusive locking mode,
+        and kept idle it would lock out the next connection, the warm thread's or a call's)."""
         if reusable and not self.stopping.is_set() and not settings.is_db_url(self.db) \
-                and opened.store.still_current():
+                and not getattr(opened.store, "disk_was_full", False) and opened.store.still_current():
             with self._idle_lock:
                 if len(self._idle) < IDLE_STORES:
                     self._idle.append(opened)

@@ -98,6 +98,12 @@ def out_of_space(path: Path, exc: BaseException) -> bool:
 def disk_full_message(path: Path) -> str:
     """One line: the disk holding `path` is full, how much is left, and what to do."""
     free = free_bytes(path)
+    if free is not None and free >= DISK_FULL_BYTES:
+        # SQLITE_FULL with room on the disk: a page limit (PRAGMA max_page_count) or a file-size
+        # limit (ulimit -f, a quota) stopped the file growing
+        return (f"{os.path.realpath(path)} cannot grow: SQLite reports it full although its disk has "
+                f"{free // 1024:,} KiB free (a file-size limit or quota?); nothing was written "
+                "(reading still works)")
     left = "" if free is None else f" ({free // 1024:,} KiB free)"
     return (f"the disk holding {os.path.realpath(path)} is full{left}; nothing was written. "
             "Free some space and try again (reading still works)")
