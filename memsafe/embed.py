@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import numpy as np
 
+from memsafe import textform
 from memsafe.errors import MemsafeError
 
 MAX_TOKENS = 256
@@ -544,7 +545,9 @@ class Embedder:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         # The model reads MAX_TOKENS word pieces; tokenizing a whole 1 MB text first took ~1 s.
-        texts = [t[:MAX_TEXT_CHARS] for t in texts]
+        # In the model's form (`textform.embed_form`: NFKC, invisible characters dropped), so
+        # full-width `ＰＯＳＴＧＲＥＳ` reads as the `postgres` the vocabulary holds.
+        texts = [textform.embed_form(t[:MAX_TEXT_CHARS]) for t in texts]
         encodings = self._encode(texts)
         order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
         out = np.empty((len(texts), self.dim), dtype=np.float32)

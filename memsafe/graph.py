@@ -15,6 +15,7 @@ import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from memsafe import textform
 from memsafe.recall.terms import STOP_WORDS
 
 MAX_ENTITY_CHARS = 120
@@ -25,11 +26,13 @@ TEXT_CHARS = 100_000  # a memory's entities are looked for in its first 100,000 
 
 
 def entity_key(name: str) -> str:
-    """Identity key of an entity name: NFKC, casefold, whitespace trimmed and runs collapsed.
+    """Identity key of an entity name: its matching form (`textform.fold`: NFKC, case fold,
+    invisible characters dropped), whitespace trimmed and runs collapsed.
 
-    `MyService`, `myservice ` and full-width `ＭｙＳｅｒｖｉｃｅ` share one key (FIELD-CASES F14).
+    `MyService`, `myservice `, full-width `ＭｙＳｅｒｖｉｃｅ`, `Café` with a decomposed accent and
+    `My\u200bService` share one key. The store's migrations recompute keys when this form changes.
     """
-    return " ".join(unicodedata.normalize("NFKC", name).casefold().split())
+    return textform.name_key(name)
 
 
 def clean_name(name: str) -> str:

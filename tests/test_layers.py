@@ -24,7 +24,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
                 "memsafe.safety", "memsafe.framing", "memsafe.hooks")),
     ("store", ("memsafe.store",)),
     ("base", ("memsafe", "memsafe.embed", "memsafe.tokens", "memsafe.when", "memsafe.clock", "memsafe.models",
-              "memsafe.errors", "memsafe.settings", "memsafe.plural", "memsafe.caches")),
+              "memsafe.errors", "memsafe.settings", "memsafe.plural", "memsafe.caches", "memsafe.textform")),
 ]
 EDGES = LAYERS[1][1]
 

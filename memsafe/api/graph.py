@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-from memsafe import clock, graph
+from memsafe import clock, graph, textform
 from memsafe.api.hygiene import _controls_to_space, _fix_surrogates, clean_text, make_scope, refuse_secret
 from memsafe.errors import InvalidInput, NotFound
 from memsafe.models import (
@@ -65,7 +65,8 @@ def clean_entity_names(names: Sequence[str]) -> list[str]:
 
 
 def _clean_relation(relation: str) -> str:
-    text = " ".join(_controls_to_space(_fix_surrogates(str(relation))).split())
+    # NFC: a relation type typed with a decomposed accent is the same relation
+    text = " ".join(textform.canonical(_controls_to_space(_fix_surrogates(str(relation)))).split())
     if not text:
         raise InvalidInput("relation type is empty")
     if len(text) > MAX_RELATION_CHARS:

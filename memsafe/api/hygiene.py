@@ -6,14 +6,13 @@ all build on it without importing each other in a circle."""
 from __future__ import annotations
 
 import functools
-import hashlib
 import math
 import os
 import re
 import unicodedata
 from collections.abc import Sequence
 
-from memsafe import settings
+from memsafe import settings, textform
 from memsafe.api.config import CONFIG_KEYS
 from memsafe.errors import InvalidInput, SecretDetected
 from memsafe.models import Kind, Scope
@@ -29,7 +28,7 @@ MAX_AUTHOR_CHARS = 200  # a person's or service account's name, as a token file 
 def clean_text(text: str, what: str = "content", max_chars: int = MAX_CONTENT_CHARS) -> str:
     """Text fit to store: lone surrogates become U+FFFD, control characters (NUL included; tab,
     newline and carriage return kept) become a space, so `retry\\0backoff` stays two words; outer
-    whitespace trimmed.
+    whitespace trimmed; NFC (`textform.canonical`: `e` + U+0301 is stored as `é`, which looks the same).
 
     Raises:
         InvalidInput: empty after trimming (or only invisible characters: zero-width, format,
@@ -37,7 +36,7 @@ def clean_text(text: str, what: str = "content", max_chars: int = MAX_CONTENT_CH
     """
     if not isinstance(text, str):
         raise InvalidInput(f"{what} must be text")
-    cleaned = _controls_to_space(_fix_surrogates(text)).strip()
+    cleaned = textform.canonical(_controls_to_space(_fix_surrogates(text)).strip())
     if not _visible(cleaned):
         raise InvalidInput(f"{what} is empty")
     if len(cleaned) > max_chars:
@@ -67,13 +66,18 @@ def _fix_surrogates(text: str) -> str:
 
 
 def content_hash(content: str) -> str:
-    """sha256 of the NFC-normalised content with whitespace runs collapsed (duplicate detection)."""
-    normal = " ".join(unicodedata.normalize("NFC", content).split())
-    return hashlib.sha256(normal.encode("utf-8")).hexdigest()
+    """sha256 (hex) of `textform.duplicate_form(content)` (NFKC, invisible characters dropped,
+    whitespace runs collapsed): the same note typed in full-width letters, with a zero-width space
+    or decomposed accents is a duplicate. Stored as `content_hash`; the store's migrations
+    recompute it when this form changes."""
+    return textform.duplicate_key(content)
 
 
 def clean_tags(tags: Sequence[str]) -> list[str]:
-    """Trimmed, lower-cased, de-duplicated tags. Raises InvalidInput for an empty or over-long tag."""
+    """Trimmed, de-duplicated tags in matching form (`textform.fold`: case, full-width letters,
+    decomposed accents and invisible characters aside, so `Résumé` given either way and `ＲＥＬＥＡＳＥ`
+    are the tags `résumé` and `release`), as stored and as a `--tag` filter reads them.
+    Raises InvalidInput for an empty or over-long tag."""
     out: dict[str, None] = {}
     if len(tags) > MAX_TAGS:
         raise InvalidInput(f"{len(tags)} tags; at most {MAX_TAGS} are allowed")
@@ -81,7 +85,10 @@ def clean_tags(tags: Sequence[str]) -> list[str]:
         tag = _controls_to_space(_fix_surrogates(str(raw))).strip()
         if not tag:
             raise InvalidInput("empty tag")
-        tag = refuse_secret(tag, "tag").lower()  # scanned before lower-casing, which some patterns need
+        # scanned before folding, which some patterns need
+        tag = textform.name_key(refuse_secret(tag, "tag"))
+        if not tag:
+            raise InvalidInput("empty tag")
         if len(tag) > MAX_TAG_CHARS:
             raise InvalidInput(f"tag {tag[:20]!r}… is longer than {MAX_TAG_CHARS} characters")
         out.setdefault(tag, None)
@@ -141,11 +148,12 @@ def current_project(store, cwd=None, mode: str = "git-root") -> str | None:
 
 def clean_project(project: str | None, *, mode: str = "git-root", path: bool = False,
                   check_secrets: bool = True, store=None) -> str | None:
-    """A project name or path as stored: a path (containing / or \\, `.`, `..`, `~`, or any text
-    with `path=True`, as `--project-path` gives) becomes `settings.project_for_path` (symlinks
-    resolved, up to the repository root in mode 'git-root'), the key `detect_project` gives
-    inside that folder. Every way a project is named (CLI, MCP, `serve --project`, import
-    records) comes through here: control characters become spaces, credentials are refused.
+    """A project name or path as stored: a name is NFC (`textform.canonical`); a path (containing
+    / or \\, `.`, `..`, `~`, or any text with `path=True`, as `--project-path` gives) becomes
+    `settings.project_for_path` (symlinks resolved, up to the repository root in mode
+    'git-root'), the key `detect_project` gives inside that folder. Every way a project is named
+    (CLI, MCP, `serve --project`, import records) comes through here: control characters become
+    spaces, credentials are refused.
 
     `store`: a path into a repository keyed by its origin remote also moves the memories `store`
     keeps under the repository's path key to that key (`current_project` from inside it), so
@@ -182,7 +190,7 @@ def clean_project(project: str | None, *, mode: str = "git-root", path: bool = F
             folder = os.path.realpath(os.path.expanduser(text))
             current_project(store, folder if os.path.isdir(folder) else os.path.dirname(folder), mode)
         return key
-    return text
+    return textform.canonical(text)  # a name: NFC, as stored (a path or remote names a file: kept as it is)
 
 
 def refuse_secret(text: str, what: str) -> str:

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from memsafe import textform
 from memsafe.store.common.tokenizer import CJK_RUN
 from memsafe.tokens import SHORT_TEXT  # texts up to this long are kept by the per-process caches here too
 
@@ -36,13 +37,13 @@ _WORD = re.compile(r"\w+", re.UNICODE)
 
 
 def query_terms(text: str) -> list[str]:
-    """Word tokens of a free-text query, lower-cased, in order, without duplicates.
+    """Word tokens of a free-text query, case-folded (`textform.fold`), in order, without duplicates.
 
     Mirrors FTS5's unicode61 tokenizer closely enough: runs of letters, digits and underscore.
     Every FTS5 operator character is dropped, so no input can form FTS5 syntax.
     """
     seen: dict[str, None] = {}
-    for word in _WORD.findall(text.lower()):
+    for word in _WORD.findall(textform.fold(text)):
         seen.setdefault(word, None)
     return list(seen)
 
@@ -68,7 +69,7 @@ def fts_terms(text: str) -> list[str]:
     so no input can form FTS5 syntax.
     """
     seen: dict[str, None] = {}
-    lowered = text.lower()
+    lowered = textform.fold(text)  # the word index folds texts the same way (full-width, ligatures)
     done = 0
     for run in [*CJK_RUN.finditer(lowered), None]:
         for word in _COMPOUND.findall(lowered[done : run.start() if run else len(lowered)]):
@@ -113,9 +114,10 @@ def exact_terms(text: str) -> list[str]:
       session 6: "데이터베이스 연결 안 됨" put two greetings holding 안 first).
 
     Terms of 3+ characters are looked up in the trigram index (`memories_tri`), a 1-character
-    CJK term through the trigrams it starts (`Store.exact_search`).
+    CJK term through the trigrams it starts (`Store.exact_search`). Terms are in matching form
+    (`textform.fold`), as the trigram index holds texts: `ＳＮＡＫＥ＿ＣＡＳＥ` is `snake_case`.
     """
-    lowered = text.lower()
+    lowered = textform.fold(text)
     seen: dict[str, None] = {}
     for word in _COMPOUND.findall(CJK_RUN.sub(" ", lowered)):
         word = word.strip("_")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from memsafe import textform
 from memsafe.models import Scope
 from memsafe.store.common import sql
 from memsafe.store.common.tokenizer import CJK_RUN
@@ -20,11 +21,12 @@ def _edge_class(ch: str) -> str:
 
 
 def holds_exact(content: str, term: str) -> bool:
-    """True if `term` (from `recall.terms.exact_terms`) occurs in `content` (case-insensitive) as a whole:
+    """True if `term` (from `recall.terms.exact_terms`) occurs in `content` (in matching form,
+    `textform.fold`: case, full-width and invisible characters aside) as a whole:
     not continued by a character of the same kind as its edge. `v1.9` is not in `v1.90`,
     `get_user_by_id` is not in `get_user_by_ids`, but `2.4.7` is in `deploy-v2.4.7-hotfix` (a
     letter before a digit is a boundary). CJK terms match anywhere (no spaces between words)."""
-    text = content.lower()
+    text = textform.fold(content)
     if CJK_RUN.fullmatch(term):
         return term in text
     first, last = _edge_class(term[0]), _edge_class(term[-1])

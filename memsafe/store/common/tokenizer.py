@@ -19,6 +19,12 @@ the ones FTS5's own tokenizer makes; a text with CJK is cut into its CJK runs (`
 and the pieces between them, each piece tokenized by the base tokenizer, so `redis缓存` is the
 tokens `redi` (Porter) and `缓存`.
 
+Before cutting, a text is read in its matching form (`memsafe.textform.fold`: NFKC case fold,
+invisible characters dropped), so `ＡＰＩ ｖ２`, `ﬁle` and `pass\u200bword` are the tokens of `api v2`,
+`file` and `password`, and the index agrees with the trigram index and exact identifiers. ASCII
+text is handed to the base tokenizer as it is (its fold is its lower case, which unicode61 makes).
+Offsets point into the original text (a token inside a run of changed characters spans the run).
+
 The tokens are part of the stored index (FTS5 is fed the same tokens again to delete an entry):
 changing `CJK_RUN` or this module needs a migration that rebuilds the word index on both
 backends (as SQLite's m007 and PostgreSQL's m003 do).
@@ -27,8 +33,11 @@ backends (as SQLite's m007 and PostgreSQL's m003 do).
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from collections.abc import Callable
 from itertools import accumulate
+
+from memsafe import textform
 
 # Chinese, Japanese and Korean letters (Han, kana, Hangul): written without spaces between words,
 # so unicode61 keeps a whole run as one token. The word index cuts each run into overlapping
@@ -42,6 +51,7 @@ CJK_RUN = re.compile(f"[{_CJK}]+")
 _WORD_CHAR = re.compile(r"\w")
 
 NAME = "cjk_bigram"
+FOLD_FUNCTION = "memsafe_fold"  # SQL function `textform.fold`: the trigram index reads texts through it
 BASE = "porter unicode61 remove_diacritics 2"  # FTS5's own tokenizer for everything else
 TOKENIZE = f"{NAME} {BASE}"  # the `tokenize=` option of SQLite's `memories_fts` since m007
 # CJK runs are cut into bigrams in the first this many characters of a text (as the trigram index
@@ -55,6 +65,12 @@ def register(conn) -> None:
     that writes memories or searches `memories_fts` needs it (SQLite refuses with "no such
     tokenizer: cjk_bigram" otherwise); reading rows, backups and VACUUM do not."""
     conn.register_fts5_tokenizer(NAME, _factory)
+    conn.create_scalar_function(FOLD_FUNCTION, _fold_sql, 1, deterministic=True)
+
+
+def _fold_sql(text):
+    """`textform.fold` as SQL sees it (NULL and non-text pass through unchanged)."""
+    return textform.fold(text) if isinstance(text, str) else text
 
 
 def _factory(conn, args: list[str]) -> Callable:
@@ -69,11 +85,57 @@ def _factory(conn, args: list[str]) -> Callable:
             text = utf8.decode("utf-8", "surrogatepass")
         except UnicodeDecodeError:  # not valid UTF-8 (never written by memsafe): FTS5's own tokens
             return base(utf8, flags, locale)
-        if CJK_RUN.search(text) is None:
+        if text.isascii():
             return base(utf8, flags, locale)
-        return _split(text, lambda piece: base(piece, flags, locale))
+        folded, where = _fold_mapped(text)
+        if CJK_RUN.search(folded) is None:
+            found = base(folded.encode("utf-8", "surrogatepass"), flags, locale)
+        else:
+            found = _split(folded, lambda piece: base(piece, flags, locale))
+        return [(*where(start, end), *rest) for start, end, *rest in found]
 
     return tokenize
+
+
+_CHANGED_RUN = re.compile(r"[\x21-\x7e]?[^\x00-\x7f]+")  # with the character before: `e` + U+0301
+
+
+def _fold_mapped(text: str) -> tuple[str, Callable[[int, int], tuple[int, int]]]:
+    """(`textform.fold` of `text`, a map of (start, end) UTF-8 byte offsets in the folded text to
+    offsets in `text`). Runs of non-ASCII characters are folded whole (so combining sequences and
+    Hangul jamo compose), ASCII between them is lower-cased in place (same bytes)."""
+    pieces: list[str] = []
+    starts: list[int] = []  # folded byte offset where each piece starts
+    spans: list[tuple[int, int, bool]] = []  # (original byte start, original byte end, unchanged)
+    at = done = done_bytes = 0
+
+    def add(piece: str, folded: str, same: bool) -> None:
+        nonlocal at, done_bytes
+        size = len(piece.encode("utf-8", "surrogatepass"))
+        starts.append(at)
+        spans.append((done_bytes, done_bytes + size, same))
+        pieces.append(folded)
+        at += len(folded.encode("utf-8", "surrogatepass"))
+        done_bytes += size
+
+    for run in _CHANGED_RUN.finditer(text):
+        if run.start() > done:
+            plain = text[done : run.start()]
+            add(plain, plain.lower(), True)
+        folded = textform.fold(run.group())
+        add(run.group(), folded, folded == run.group())
+        done = run.end()
+    if done < len(text):
+        add(text[done:], text[done:].lower(), True)
+
+    def where(start: int, end: int) -> tuple[int, int]:
+        i = max(0, bisect_right(starts, start) - 1)
+        j = max(0, bisect_right(starts, max(start, end - 1)) - 1)
+        s0, e0, same0 = spans[i]
+        s1, e1, same1 = spans[j]
+        return (s0 + start - starts[i] if same0 else s0), (s1 + end - starts[j] if same1 else e1)
+
+    return "".join(pieces), where
 
 
 def _split(text: str, base: Callable[[bytes], list]) -> list[tuple]:
@@ -116,6 +178,6 @@ def has_word_terms(text: str) -> bool:
     """True when the word index holds a term of `text` as a query cuts it (`recall.terms.fts_terms`
     is not empty): a word outside CJK runs, or a CJK run of 2+ characters (its bigrams). A lone
     CJK character is no such term: the trigram index finds it (`Store.exact_search`)."""
-    lowered = text.lower()
+    lowered = textform.fold(text)
     return any(len(run) > 1 for run in CJK_RUN.findall(lowered)) or \
         _WORD_CHAR.search(CJK_RUN.sub(" ", lowered)) is not None

@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator, Sequence
 
+from memsafe import textform
 from memsafe.models import Scope
 from memsafe.store.common.fulltext import FullTextFusion, holds_exact
 from memsafe.store.common.tokenizer import NAME
@@ -34,7 +35,6 @@ from memsafe.store.sqlite.fulltext import SQLiteFullText
 BM25_K1, BM25_B = 1.2, 0.75  # FTS5's bm25() defaults
 TEXT_BATCH = 500  # memories per statement when the word index is rebuilt or checked
 _QUOTED = re.compile(r'"((?:[^"]|"")*)"')
-_INDEXED = f"left(content, {TRIGRAM_MAX_CHARS})"  # the expression pg_trgm's index holds (migrations)
 
 # Terms → per-term tsquery, lexemes and idf → every matching memory in scope with its BM25.
 _BM25_SQL = """
@@ -77,23 +77,34 @@ def match_terms(match: str) -> list[str]:
 _ENTRIES = "unnest(?::bigint[], ?::text[], ?::int[]) AS e(id, tsv, dl)"  # the parameters `_entries` makes
 
 
-def index_rows(conn, rows: Sequence[tuple[int, str]], *, named: bool = True) -> None:
+def index_rows(conn, rows: Sequence[tuple[int, str]], *, named: bool = True, folded: bool = True) -> None:
     """Write the word-index entries of `rows` ([(memory id, text)]) into `memory_fts`, replacing
     any there, each naming the tokenizer that made it (`tokenizer.NAME`, the column migration m003
-    adds; `named=False` for migration m002, which runs before it exists): one statement (the
-    caller's transaction)."""
+    adds; `named=False` for migration m002, which runs before it exists) and holding the text's
+    first TRIGRAM_MAX_CHARS characters in matching form (`textform.fold`; the column `folded`
+    and its trigram index, migration m005; `folded=False` for migrations before it): one
+    statement (the caller's transaction)."""
     if rows and not named:
         conn.execute(
             "INSERT INTO memory_fts(memory_id, tsv, dl) SELECT e.id, e.tsv::tsvector, e.dl "
             f"FROM {_ENTRIES} ON CONFLICT (memory_id) DO UPDATE SET tsv = excluded.tsv, dl = excluded.dl",
             _entries(rows),
         )
-    elif rows:
+    elif rows and not folded:
         conn.execute(
             "INSERT INTO memory_fts(memory_id, tsv, dl, tokenizer) SELECT e.id, e.tsv::tsvector, e.dl, ? "
             f"FROM {_ENTRIES} ON CONFLICT (memory_id) DO UPDATE SET tsv = excluded.tsv, dl = excluded.dl, "
             "tokenizer = excluded.tokenizer",
             [NAME, *_entries(rows)],
+        )
+    elif rows:
+        conn.execute(
+            "INSERT INTO memory_fts(memory_id, tsv, dl, tokenizer, folded) "
+            "SELECT e.id, e.tsv::tsvector, e.dl, ?, f.folded "
+            f"FROM {_ENTRIES} JOIN unnest(?::bigint[], ?::text[]) AS f(id, folded) ON f.id = e.id "
+            "ON CONFLICT (memory_id) DO UPDATE SET tsv = excluded.tsv, dl = excluded.dl, "
+            "tokenizer = excluded.tokenizer, folded = excluded.folded",
+            [NAME, *_entries(rows), [i for i, _ in rows], [textform.fold(t[:TRIGRAM_MAX_CHARS]) for _, t in rows]],
         )
 
 
@@ -127,6 +138,11 @@ def text_batches(conn, size: int = TEXT_BATCH) -> Iterator[list[tuple[int, str]]
 def _queries(terms: Sequence[str]) -> list[tuple[str, list[str]]]:
     """The `words.tsquery` of each term that has one, in order."""
     return [q for q in map(words.tsquery, terms) if q is not None]
+
+
+def _like_escaped(term: str) -> str:
+    """`%term%` for LIKE with the pattern characters of `term` escaped (escape char `\\`)."""
+    return "%" + term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
 
 
 def _like_pattern(term: str) -> str:
@@ -166,24 +182,28 @@ class PostgresFullText(FullTextFusion):
         return [(r[0], r[1]) for r in self.conn.execute(sql, [tq, lx, *params, limit])]
 
     def exact_search(self, terms: Sequence[str], scope: Scope, limit: int) -> dict[str, tuple[int, set[int]]]:
-        """See `Store.exact_search`. Each term is an ILIKE pattern, served by pg_trgm's GIN index
-        over the first TRIGRAM_MAX_CHARS characters (as on SQLite) plus the memories longer than
-        that (a term shorter than a trigram, a single CJK character, is a scan), every candidate checked
-        with `holds_exact`; the document frequency counts the candidates in the whole store."""
+        """See `Store.exact_search`. Each term (in matching form, `recall.terms.exact_terms`) is a
+        LIKE pattern on the first TRIGRAM_MAX_CHARS characters of each text in matching form
+        (`memory_fts.folded`, pg_trgm's GIN index, as SQLite's trigram index reads them), plus an
+        ILIKE on the memories longer than that (a term shorter than a trigram, a single CJK
+        character, is a scan); every candidate is checked with `holds_exact`; the document
+        frequency counts the candidates in the whole store."""
         out: dict[str, tuple[int, set[int]]] = {}
         if not terms or limit <= 0:
             return out
         where, params = self._scope_sql(scope)
+        folded_held = "f.folded LIKE ?"
+        long_held = f"length(m.content) > {TRIGRAM_MAX_CHARS} AND m.content ILIKE ?"
         for term in terms:
-            pattern = _like_pattern(term)
-            # the index holds each memory's first TRIGRAM_MAX_CHARS characters; the few longer
-            # memories (their own partial index) are searched whole
-            held = (f"({_INDEXED} ILIKE ? OR (length(content) > {TRIGRAM_MAX_CHARS} AND content ILIKE ?))")
-            (df,) = self.conn.execute(f"SELECT count(*) FROM memories WHERE {held}", (pattern, pattern)).fetchone()
+            folded, pattern = _like_escaped(term), _like_pattern(term)
+            (df,) = self.conn.execute(
+                f"SELECT (SELECT count(*) FROM memory_fts f WHERE {folded_held}) "
+                f"+ (SELECT count(*) FROM memories m WHERE {long_held})", (folded, pattern)).fetchone()
             rows = self.conn.execute(
-                f"SELECT m.id, m.content FROM memories m WHERE {held.replace('content', 'm.content')} "
-                f"AND {where} ORDER BY m.id DESC LIMIT ?",  # newest first, as on SQLite
-                [pattern, pattern, *params, limit],
+                f"(SELECT m.id, m.content FROM memory_fts f JOIN memories m ON m.id = f.memory_id "
+                f"WHERE {folded_held} AND {where} ORDER BY m.id DESC LIMIT ?) UNION "
+                f"(SELECT m.id, m.content FROM memories m WHERE {long_held} AND {where} ORDER BY m.id DESC LIMIT ?)",
+                [folded, *params, limit, pattern, *params, limit],
             )
             out[term] = (df, {i for i, text in rows if holds_exact(text, term)})
         return out

@@ -215,7 +215,7 @@ def m003_cjk_bigrams(conn) -> None:
     conn.execute(f"ALTER TABLE memory_fts ADD COLUMN tokenizer text NOT NULL DEFAULT '{NAME}'")
     conn.execute("ALTER TABLE memory_fts ALTER COLUMN tokenizer DROP DEFAULT")
     for batch in text_batches(conn):
-        index_rows(conn, [(i, text) for i, text in batch if CJK_RUN.search(text)])
+        index_rows(conn, [(i, text) for i, text in batch if CJK_RUN.search(text)], folded=False)
 
 
 @migration
@@ -223,6 +223,26 @@ def m004_created_by_status(conn) -> None:
     """An index of memories by status and creation time, as SQLite's m011: the memories created
     in the window a query names (`created_between`) are one range of it, latest first."""
     conn.execute("CREATE INDEX IF NOT EXISTS memories_created_by_status ON memories(status, created_at)")
+
+
+@migration
+def m005_unicode_forms(conn) -> None:
+    """Matching reads every text in one Unicode form (`memsafe.textform.fold`), as SQLite's m012:
+    `memory_fts.folded` holds each text's first TRIGRAM_MAX_CHARS characters in that form with a
+    pg_trgm index (exact identifiers are looked up there, no longer by ILIKE on the text, whose
+    case folding is the server's locale's and knows no full-width letters); every entry is
+    rewritten (the word index's tokenizer folds non-ASCII texts now); tags, entity keys and
+    duplicate hashes are recomputed (`forms.refold_rows`). The old trigram index on the text
+    goes. In the migration's one transaction: all or nothing."""
+    from memsafe.store.common.forms import refold_rows
+    from memsafe.store.postgres.fulltext import index_rows, text_batches
+
+    conn.script("ALTER TABLE memory_fts ADD COLUMN folded text; DROP INDEX IF EXISTS memories_trgm;")
+    for batch in text_batches(conn):
+        index_rows(conn, batch)
+    conn.script("ALTER TABLE memory_fts ALTER COLUMN folded SET NOT NULL;"
+                "CREATE INDEX memory_fts_folded ON memory_fts USING gin (folded gin_trgm_ops);")
+    refold_rows(conn)
 
 
 def latest() -> int:

@@ -390,6 +390,47 @@ def m011_created_by_status(conn: apsw.Connection) -> None:
     conn.execute(f"CREATE INDEX IF NOT EXISTS {CREATED_BY_STATUS} ON memories(status, created_at)")
 
 
+@migration
+def m012_unicode_forms(conn: apsw.Connection) -> None:
+    """Matching reads every text in one Unicode form (`memsafe.textform.fold`: NFKC case fold,
+    invisible characters dropped), so full-width, decomposed and ligature spellings agree:
+
+    - the trigram index reads each text through the SQL function `memsafe_fold` (registered with
+      the tokenizer, `tokenizer.register`): its view and sync triggers are re-created on it;
+    - both full-text indexes are rebuilt from the texts when a text holds a non-ASCII character
+      (the word index's tokenizer folds such texts now; an ASCII text's tokens are unchanged);
+    - tags, entity keys and duplicate hashes stored in an older form are recomputed
+      (`memsafe.store.common.forms.refold_rows`, shared with PostgreSQL's m005). The memories' texts are kept as
+      written: they are read through the fold, and new texts are stored NFC.
+
+    One transaction with the version bump, after the backup copy: a crash leaves the old file."""
+    from memsafe.store.common import forms
+    from memsafe.store.common.tokenizer import FOLD_FUNCTION
+
+    n = TRIGRAM_MAX_CHARS
+    text = f"{FOLD_FUNCTION}(substr({{}}.content, 1, {n})) || ' '"
+    conn.execute(f"""
+        DROP TRIGGER memories_tri_ai; DROP TRIGGER memories_tri_ad; DROP TRIGGER memories_tri_au;
+        DROP VIEW memories_tri_text;
+        CREATE VIEW memories_tri_text(id, content) AS SELECT id, {text.format('memories')} FROM memories;
+        CREATE TRIGGER memories_tri_ai AFTER INSERT ON memories BEGIN
+            INSERT INTO memories_tri(rowid, content) VALUES (new.id, {text.format('new')});
+        END;
+        CREATE TRIGGER memories_tri_ad AFTER DELETE ON memories BEGIN
+            INSERT INTO memories_tri(memories_tri, rowid, content) VALUES ('delete', old.id, {text.format('old')});
+        END;
+        CREATE TRIGGER memories_tri_au AFTER UPDATE OF content ON memories BEGIN
+            INSERT INTO memories_tri(memories_tri, rowid, content) VALUES ('delete', old.id, {text.format('old')});
+            INSERT INTO memories_tri(rowid, content) VALUES (new.id, {text.format('new')});
+        END;
+    """)
+    if conn.execute("SELECT EXISTS (SELECT 1 FROM memories WHERE content GLOB ?)", (forms.NON_ASCII_GLOB,)
+                    ).fetchone()[0]:
+        conn.execute("INSERT INTO memories_tri(memories_tri) VALUES ('rebuild')")
+        conn.execute("INSERT INTO memories_fts(memories_fts) VALUES ('rebuild')")
+    forms.refold_rows(conn)
+
+
 SCOPE_BY_ID = "memories_scope_by_id"  # m010
 CREATED_BY_STATUS = "memories_created_by_status"  # m011
 

@@ -1,0 +1,81 @@
+"""Responsibility: the Unicode forms of text, in one place: the form memsafe stores (`canonical`),
+the key it matches on (`fold`), the form duplicates are recognised by (`duplicate_form`) and the
+form the embedding model reads (`embed_form`). Pure: no database, no model.
+
+One text, one meaning, whatever its Unicode form:
+- stored text is NFC (`canonical`): `café` typed as `e` + U+0301 (macOS file names, some input
+  methods) looks the same and is stored as the one code point `é`; nothing visible changes;
+- matching (word index tokens, trigram index, exact identifiers, tags, entity names, query
+  terms) reads the NFKC case fold (`fold`, close to Unicode's NFKC_Casefold): full-width
+  `ＡＰＩ ｖ２` is `api v2`, the ligature `ﬁ` is `fi`, superscript `²` is `2`, `ß` is `ss`,
+  invisible characters inside a word (zero-width space U+200B, joiners, a BOM U+FEFF, soft
+  hyphen, emoji variation selectors: Unicode's Default_Ignorable_Code_Point) are dropped, so
+  `pass\\u200bword` is `password` and `❤️` is `❤`;
+- Turkish: dotted capital `İ` and dotless `ı` both fold to `i` (so `İSTANBUL`, `istanbul`,
+  `ISTANBUL` agree, and a capitalised Turkish `KIRMIZI` finds `kırmızı`): a case fold that does
+  not know the text's language cannot tell Turkish `I` (lower `ı`) from English `I` (lower `i`),
+  and a missed memory costs more than a word matched with its dotless twin.
+
+What Unicode itself keeps apart stays apart: letters of different scripts, and accents (the word
+index removes them, `remove_diacritics 2`, as it always did; exact identifiers keep them).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import unicodedata
+
+# Unicode's Default_Ignorable_Code_Point (DerivedCoreProperties.txt, Unicode 15.1): characters that
+# render as nothing (zero-width space, joiners, bidi marks, BOM, soft hyphen, variation selectors,
+# Hangul fillers, tags). NFKC_Casefold removes them; so does `fold`.
+_IGNORABLE = re.compile(
+    "[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e\u2060-\u206f"
+    "\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufff8\U0001bca0-\U0001bca3\U0001d173-\U0001d17a"
+    "\U000e0000-\U000e0fff]"
+)
+# After the case fold: `İ` became `i` + combining dot above; dotless `ı` (see the module docstring).
+_TURKISH_I = re.compile("i\u0307|\u0131")
+
+
+def canonical(text: str) -> str:
+    """`text` as stored: NFC (canonically equivalent, looks the same). ASCII returns unchanged."""
+    return text if text.isascii() else unicodedata.normalize("NFC", text)
+
+
+def fold(text: str) -> str:
+    """The matching key of `text`: default-ignorable characters removed, NFKC, case-folded (`ß` is
+    `ss`, final `ς` is `σ`), `İ`/`ı` as `i`, NFKC again (a case fold may leave text unnormalised).
+    Its length may differ from `text`'s (`ﬁ` → `fi`). ASCII text: `str.lower`."""
+    if text.isascii():
+        return text.lower()
+    folded = unicodedata.normalize("NFKC", _IGNORABLE.sub("", text)).casefold()
+    return unicodedata.normalize("NFKC", _TURKISH_I.sub("i", folded))
+
+
+def name_key(name: str) -> str:
+    """The matching key of a name (a tag, an entity): `fold`, whitespace trimmed and runs collapsed."""
+    return " ".join(fold(name).split())
+
+
+def duplicate_form(text: str) -> str:
+    """The form two texts must share to be duplicates: NFKC, default-ignorable characters removed,
+    whitespace runs collapsed to one space. Case is kept (`Deploy` and `deploy` notes are told
+    apart, as they always were)."""
+    if not text.isascii():
+        text = unicodedata.normalize("NFKC", _IGNORABLE.sub("", text))
+    return " ".join(text.split())
+
+
+def duplicate_key(text: str) -> str:
+    """sha256 (64 hex digits) of `duplicate_form(text)`: a memory's `content_hash`."""
+    return hashlib.sha256(duplicate_form(text).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def embed_form(text: str) -> str:
+    """The text the embedding model reads: NFKC with default-ignorable characters removed. Its
+    word-piece vocabulary has `api` and `postgres`, not full-width `ＡＰＩ`; the model lower-cases
+    by itself."""
+    if text.isascii():
+        return text
+    return unicodedata.normalize("NFKC", _IGNORABLE.sub("", text))
