@@ -341,3 +341,138 @@ def test_ascii_text_gets_exactly_fts5s_own_tokens():
     base = conn.fts5_tokenizer(name, args)
     text = "Deploy v2.4.7 of checkout-API; see /etc/harbor/config.toml"
     assert _tokenize(text) == base(text.encode(), apsw.FTS5_TOKENIZE_DOCUMENT, None)
+
+
+# -- stores made before the forms ---------------------------------------------------------------
+
+OLD_ROWS = [  # (content, tags, project) as an older memsafe stored them: no NFC, tags lower-cased only
+    (FULL_WIDTH, ["ｄｂ"], None),
+    (nfd(CAFE), [nfd("résumé")], nfd("café-app")),
+    ("call ｓｎａｋｅ＿ｃａｓｅ＿ｎａｍｅ() after login", ["road\u200bmap", "release  notes"], None),
+    ("The deploy script reads its settings from deploy.yml.", ["ops"], None),
+]
+
+
+def _old_hash(content: str) -> str:
+    import hashlib
+
+    return hashlib.sha256(" ".join(nfc(content).split()).encode()).hexdigest()
+
+
+def _old_rows(conn, mark: str = "?") -> None:
+    for n, (content, tags, project) in enumerate(OLD_ROWS, start=1):
+        conn.execute(
+            "INSERT INTO memories(id, uid, content, project, created_at, updated_at, content_updated_at, content_hash) "
+            f"VALUES ({mark}, {mark}, {mark}, {mark}, '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z', "
+            f"'2026-01-01T00:00:00Z', {mark})", (n, f"u{n}", content, project, _old_hash(content)))
+        for tag in tags:
+            conn.execute(f"INSERT INTO memory_tags(memory_id, tag) VALUES ({mark}, {mark})", (n, tag))
+    conn.execute("INSERT INTO entities(name, key, type, created_at) VALUES "
+                 f"({mark}, {mark}, 'entity', '2026-01-01T00:00:00Z')", ("Road\u200bmap", "road\u200bmap"))
+    conn.execute("INSERT INTO entities(name, key, type, created_at) VALUES "
+                 f"({mark}, {mark}, 'entity', '2026-01-01T00:00:00Z')", ("Ops", "ops"))
+
+
+def _check_migrated(store) -> None:
+    """What an older store's rows answer once migrated."""
+    everywhere = {"all_projects": True}
+    assert store.conn.execute("SELECT content FROM memories ORDER BY id").fetchall() == [
+        (c,) for c, _t, _p in OLD_ROWS]  # texts as written
+    assert store.consistency_problems() == []
+    assert _ids(api.recall(store, "postgres", mode="lexical", **everywhere)) == [1]
+    assert _ids(api.recall(store, nfc("café crème"), mode="lexical", **everywhere)) == [2]
+    assert _ids(api.recall(store, "snake_case_name", mode="lexical", **everywhere)) == [3]
+    assert _ids(api.recall(store, "deploy.yml", mode="lexical", **everywhere)) == [4]
+    for tag, query, memory_id in (("db", "sessions", 1), ("ＤＢ", "sessions", 1), (nfc("résumé"), "gare", 2),
+                                  ("roadmap", "login", 3), ("release notes", "login", 3)):
+        assert _ids(api.recall(store, query, tags=[tag], mode="lexical", **everywhere)) == [memory_id], tag
+    assert _ids(api.recall(store, nfc("café"), project=nfc("café-app"), mode="lexical")) == [2]
+    for text, memory_id in (("API v2 stores sessions in POSTGRES", 1), (nfc(CAFE), 2)):
+        project = nfc("café-app") if memory_id == 2 else None
+        with pytest.raises(Duplicate) as caught:
+            api.remember(store, text, project=project, embed_now=False)
+        assert caught.value.existing_id == memory_id
+    again = api.add_entity(store, "ROADMAP")
+    assert again.name == "Road\u200bmap" and not again.created  # the old entity, its key refolded
+    added = api.remember(store, "a new note about ＰＯＳＴＧＲＥＳ", embed_now=False)
+    assert set(_ids(api.recall(store, "postgres", mode="lexical", **everywhere))) == {1, added.id}
+    assert store.consistency_problems() == []
+
+
+@pytest.mark.backends("sqlite")  # SQLite's m012; PostgreSQL's m005 below
+def test_a_schema_11_sqlite_store_is_brought_to_the_forms_with_nothing_lost(tmp_path, embedder, monkeypatch):
+    """A file as m001-m011 made it, its word index cut without folding, is migrated: backup first,
+    texts as written, both text indexes rebuilt, tags, entity keys, project names and hashes
+    refolded; a migration that fails after it leaves the file as it was."""
+    from memsafe.store.sqlite import migrations
+
+    path = tmp_path / "old" / "memory.db"
+    path.parent.mkdir()
+    conn = apsw.Connection(str(path))
+    with monkeypatch.context() as patch:  # the word index as an older memsafe cut it: no folding
+        patch.setattr(tokenizer, "_fold_mapped", lambda text: (text, lambda start, end: (start, end)))
+        tokenizer.register(conn)
+        conn.execute("BEGIN")
+        for number, (_name, fn) in enumerate(migrations.MIGRATIONS[:11], start=1):
+            fn(conn)
+            conn.execute(f"PRAGMA user_version = {number}")
+        _old_rows(conn)
+        conn.execute("COMMIT")
+        assert conn.execute("SELECT count(*) FROM memories_fts WHERE memories_fts MATCH '\"postgres\"'"
+                            ).fetchone()[0] == 0  # not found before
+    before = conn.execute("SELECT id, content FROM memories ORDER BY id").fetchall()
+    conn.close()
+
+    def crash(conn):
+        raise apsw.IOError("simulated crash after the forms")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(migrations, "MIGRATIONS", [*migrations.MIGRATIONS, ("m999_crash", crash)])
+        with pytest.raises(Exception, match="simulated crash"):
+            api.open_store(str(path))
+    conn = apsw.Connection(str(path))
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 11
+    assert conn.execute("SELECT tag FROM memory_tags WHERE memory_id = 1").fetchall() == [("ｄｂ",)]
+    conn.close()
+
+    opened = api.open_store(str(path))
+    store = opened.store
+    try:
+        assert store.schema_version() == migrations.latest()
+        assert store.backup_path is not None and store.backup_path.exists()
+        assert store.conn.execute("SELECT id, content FROM memories ORDER BY id").fetchall() == before
+        _check_migrated(store)
+    finally:
+        store.close()
+
+
+@pytest.mark.backends("postgres")  # PostgreSQL's m005; SQLite's m012 above
+def test_a_schema_4_postgres_store_is_brought_to_the_forms_with_nothing_lost(pg_server, embedder, monkeypatch):
+    import psycopg
+
+    from memsafe.store.postgres import PgConnection, close_pool, migrations
+    from memsafe.store.postgres.fulltext import index_rows
+
+    pg_server.admin("CREATE DATABASE schema_four")
+    url = pg_server.url("schema_four")
+    try:
+        with psycopg.connect(url, autocommit=True) as raw, monkeypatch.context() as patch:
+            patch.setattr(tokenizer, "_fold_mapped", lambda text: (text, lambda start, end: (start, end)))
+            conn = PgConnection(raw)
+            conn.script("CREATE EXTENSION vector; CREATE EXTENSION pg_trgm;")
+            for _name, fn in migrations.MIGRATIONS[:4]:
+                fn(conn)
+            conn.script("CREATE TABLE memsafe_schema (version INTEGER NOT NULL); "
+                        "INSERT INTO memsafe_schema VALUES (4);")
+            _old_rows(conn)
+            conn.execute("SELECT setval(pg_get_serial_sequence('memories', 'id'), 4)")
+            index_rows(conn, conn.execute("SELECT id, content FROM memories ORDER BY id").fetchall(), folded=False)
+        store = api.open_store(url).store
+        try:
+            assert store.schema_version() == migrations.latest()
+            _check_migrated(store)
+        finally:
+            store.close()
+    finally:
+        close_pool(url)
+        pg_server.admin("DROP DATABASE schema_four WITH (FORCE)")

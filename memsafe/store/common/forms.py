@@ -5,6 +5,8 @@ texts are kept as written; everything that matches them reads them through `text
 
 from __future__ import annotations
 
+import unicodedata
+
 from memsafe import textform
 
 # A GLOB pattern matching any text that holds a character outside ASCII (GLOB reads code points).
@@ -47,8 +49,14 @@ def refold_rows(conn) -> None:
                 if "/" not in p and "\\" not in p and textform.canonical(p) != p]
     for project in projects:  # a name, stored NFC by `api.hygiene.clean_project` (a path is left as it is)
         conn.execute("UPDATE memories SET project = ? WHERE project = ?", (textform.canonical(project), project))
-    for rows in _batches(conn, "SELECT id, content, content_hash FROM memories WHERE id > ? ORDER BY id LIMIT ?"):
-        for memory_id, content, digest in rows:
-            if not content.isascii() and textform.duplicate_key(content) != digest:
+    for rows in _batches(conn, "SELECT id, content FROM memories WHERE id > ? ORDER BY id LIMIT ?"):
+        for memory_id, content in rows:
+            if not content.isascii() and textform.duplicate_form(content) != _nfc_form(content):
                 conn.execute("UPDATE memories SET content_hash = ? WHERE id = ?",
                              (textform.duplicate_key(content), memory_id))
+
+
+def _nfc_form(content: str) -> str:
+    """The form duplicates were told by before `textform.duplicate_form` (NFC, whitespace runs
+    collapsed): a text whose form is unchanged keeps its hash."""
+    return " ".join(unicodedata.normalize("NFC", content).split())
