@@ -29,13 +29,26 @@ import unicodedata
 # Unicode's Default_Ignorable_Code_Point (DerivedCoreProperties.txt, Unicode 15.1): characters that
 # render as nothing (zero-width space, joiners, bidi marks, BOM, soft hyphen, variation selectors,
 # Hangul fillers, tags). NFKC_Casefold removes them; so does `fold`.
-_IGNORABLE = re.compile(
-    "[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e\u2060-\u206f"
-    "\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufff8\U0001bca0-\U0001bca3\U0001d173-\U0001d17a"
-    "\U000e0000-\U000e0fff]"
+_IGNORABLE_RANGES = (
+    (0x00AD, 0x00AD), (0x034F, 0x034F), (0x061C, 0x061C), (0x115F, 0x1160), (0x17B4, 0x17B5),
+    (0x180B, 0x180F), (0x200B, 0x200F), (0x202A, 0x202E), (0x2060, 0x206F), (0x3164, 0x3164),
+    (0xFE00, 0xFE0F), (0xFEFF, 0xFEFF), (0xFFA0, 0xFFA0), (0xFFF0, 0xFFF8), (0x1BCA0, 0x1BCA3),
+    (0x1D173, 0x1D17A), (0xE0000, 0xE0FFF),
 )
+_IGNORABLE = re.compile("[" + "".join(f"{chr(a)}-{chr(b)}" for a, b in _IGNORABLE_RANGES) + "]")
+# Those of the Basic Multilingual Plane one by one: most texts hold none, and looking for each (a C
+# substring search) is several times faster than running the pattern over a long text.
+_IGNORABLE_BMP = [chr(c) for a, b in _IGNORABLE_RANGES if b <= 0xFFFF for c in range(a, b + 1)]
+
 # After the case fold: `İ` became `i` + combining dot above; dotless `ı` (see the module docstring).
 _TURKISH_I = re.compile("i\u0307|\u0131")
+
+
+def _visible_only(text: str) -> str:
+    """`text` without default-ignorable characters."""
+    if max(text) >= "\U00010000" or any(c in text for c in _IGNORABLE_BMP):
+        return _IGNORABLE.sub("", text)
+    return text
 
 
 def canonical(text: str) -> str:
@@ -49,8 +62,10 @@ def fold(text: str) -> str:
     Its length may differ from `text`'s (`ﬁ` → `fi`). ASCII text: `str.lower`."""
     if text.isascii():
         return text.lower()
-    folded = unicodedata.normalize("NFKC", _IGNORABLE.sub("", text)).casefold()
-    return unicodedata.normalize("NFKC", _TURKISH_I.sub("i", folded))
+    folded = unicodedata.normalize("NFKC", _visible_only(text)).casefold()
+    if "\u0131" in folded or "\u0307" in folded:
+        folded = _TURKISH_I.sub("i", folded)
+    return unicodedata.normalize("NFKC", folded)
 
 
 def name_key(name: str) -> str:
@@ -63,7 +78,7 @@ def duplicate_form(text: str) -> str:
     whitespace runs collapsed to one space. Case is kept (`Deploy` and `deploy` notes are told
     apart, as they always were)."""
     if not text.isascii():
-        text = unicodedata.normalize("NFKC", _IGNORABLE.sub("", text))
+        text = unicodedata.normalize("NFKC", _visible_only(text))
     return " ".join(text.split())
 
 
@@ -78,4 +93,4 @@ def embed_form(text: str) -> str:
     by itself."""
     if text.isascii():
         return text
-    return unicodedata.normalize("NFKC", _IGNORABLE.sub("", text))
+    return unicodedata.normalize("NFKC", _visible_only(text))

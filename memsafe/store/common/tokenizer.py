@@ -23,7 +23,8 @@ Before cutting, a text is read in its matching form (`memsafe.textform.fold`: NF
 invisible characters dropped), so `ＡＰＩ ｖ２`, `ﬁle` and `pass\u200bword` are the tokens of `api v2`,
 `file` and `password`, and the index agrees with the trigram index and exact identifiers. ASCII
 text is handed to the base tokenizer as it is (its fold is its lower case, which unicode61 makes).
-Offsets point into the original text (a token inside a run of changed characters spans the run).
+Offsets point into the original text (a token in a stretch whose size folding changed spans the
+stretch, `_moved`).
 
 The tokens are part of the stored index (FTS5 is fed the same tokens again to delete an entry):
 changing `CJK_RUN` or this module needs a migration that rebuilds the word index on both
@@ -33,7 +34,6 @@ backends (as SQLite's m007 and PostgreSQL's m003 do).
 from __future__ import annotations
 
 import re
-from bisect import bisect_right
 from collections.abc import Callable
 from itertools import accumulate
 
@@ -87,55 +87,62 @@ def _factory(conn, args: list[str]) -> Callable:
             return base(utf8, flags, locale)
         if text.isascii():
             return base(utf8, flags, locale)
-        folded, where = _fold_mapped(text)
+        folded, spans = _fold_mapped(text)
         if CJK_RUN.search(folded) is None:
             found = base(folded.encode("utf-8", "surrogatepass"), flags, locale)
         else:
             found = _split(folded, lambda piece: base(piece, flags, locale))
-        return [(*where(start, end), *rest) for start, end, *rest in found]
+        return found if spans is None else _moved(found, spans)
 
     return tokenize
 
 
-_CHANGED_RUN = re.compile(r"[\x21-\x7e]?[^\x00-\x7f]+")  # with the character before: `e` + U+0301
+# Texts are folded a chunk at a time, each cut at whitespace (never part of a combining sequence, so
+# folding the chunks is folding the text), at about this many characters.
+FOLD_CHUNK_CHARS = 1024
+_SPACE = re.compile(r"\s")
 
 
-def _fold_mapped(text: str) -> tuple[str, Callable[[int, int], tuple[int, int]]]:
-    """(`textform.fold` of `text`, a map of (start, end) UTF-8 byte offsets in the folded text to
-    offsets in `text`). Runs of non-ASCII characters are folded whole (so combining sequences and
-    Hangul jamo compose), ASCII between them is lower-cased in place (same bytes)."""
+def _fold_mapped(text: str) -> tuple[str, list[tuple[int, int, int, bool]] | None]:
+    """(`textform.fold` of `text`, how its UTF-8 byte offsets map back to `text`'s: None when
+    the folded text has the same bytes per character as `text` (offsets carry over: NFC text in
+    most scripts, whose case fold keeps each letter's size), else [(folded start, original
+    start, original end, same size)] per chunk, in order (`_moved`)."""
+    folded = textform.fold(text)
+    if len(folded) == len(text) and len(folded.encode("utf-8", "surrogatepass")) == \
+            len(text.encode("utf-8", "surrogatepass")):
+        return folded, None
     pieces: list[str] = []
-    starts: list[int] = []  # folded byte offset where each piece starts
-    spans: list[tuple[int, int, bool]] = []  # (original byte start, original byte end, unchanged)
+    spans: list[tuple[int, int, int, bool]] = []
     at = done = done_bytes = 0
+    while done < len(text):
+        space = _SPACE.search(text, min(done + FOLD_CHUNK_CHARS, len(text)))
+        end = space.end() if space else len(text)
+        chunk = text[done:end]
+        piece = textform.fold(chunk)
+        size, new = len(chunk.encode("utf-8", "surrogatepass")), len(piece.encode("utf-8", "surrogatepass"))
+        spans.append((at, done_bytes, done_bytes + size, size == new and len(chunk) == len(piece)))
+        pieces.append(piece)
+        at, done, done_bytes = at + new, end, done_bytes + size
+    return "".join(pieces), spans
 
-    def add(piece: str, folded: str, same: bool) -> None:
-        nonlocal at, done_bytes
-        size = len(piece.encode("utf-8", "surrogatepass"))
-        starts.append(at)
-        spans.append((done_bytes, done_bytes + size, same))
-        pieces.append(folded)
-        at += len(folded.encode("utf-8", "surrogatepass"))
-        done_bytes += size
 
-    for run in _CHANGED_RUN.finditer(text):
-        if run.start() > done:
-            plain = text[done : run.start()]
-            add(plain, plain.lower(), True)
-        folded = textform.fold(run.group())
-        add(run.group(), folded, folded == run.group())
-        done = run.end()
-    if done < len(text):
-        add(text[done:], text[done:].lower(), True)
-
-    def where(start: int, end: int) -> tuple[int, int]:
-        i = max(0, bisect_right(starts, start) - 1)
-        j = max(0, bisect_right(starts, max(start, end - 1)) - 1)
-        s0, e0, same0 = spans[i]
-        s1, e1, same1 = spans[j]
-        return (s0 + start - starts[i] if same0 else s0), (s1 + end - starts[j] if same1 else e1)
-
-    return "".join(pieces), where
+def _moved(found: list[tuple], spans: list[tuple[int, int, int, bool]]) -> list[tuple]:
+    """Tokens `found` in the folded text ([(start, end, token, ...)], in order) with offsets in the
+    original text (`_fold_mapped`'s chunks): exact in a chunk whose size folding kept, else the
+    chunk's span (nothing in memsafe reads offsets: FTS5's highlight() and snippet() would)."""
+    out: list[tuple] = []
+    i, last = 0, len(spans) - 1
+    for start, end, *rest in found:
+        while i < last and spans[i + 1][0] <= start:
+            i += 1
+        j = i
+        while j < last and spans[j + 1][0] < end:
+            j += 1
+        f0, o0, _e0, same0 = spans[i]
+        fj, oj, ej, samej = spans[j]
+        out.append((o0 + start - f0 if same0 else o0, oj + end - fj if samej else ej, *rest))
+    return out
 
 
 def _split(text: str, base: Callable[[bytes], list]) -> list[tuple]:
