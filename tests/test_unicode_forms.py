@@ -305,6 +305,16 @@ def test_canonical_keeps_what_was_written_visually():
     assert textform.canonical("ship it ❤️") == "ship it ❤️"
 
 
+@pytest.mark.backends("sqlite")  # no store
+@pytest.mark.parametrize("text, form", [
+    ("ＡＰＩ ｖ２ ＰＯＳＴＧＲＥＳ", "API v2 POSTGRES"), ("ﬁle x² ①", "file x2 1"), ("pass\u200bword", "password"),
+    (nfd("café"), "café"), ("ｶﾞｲﾄﾞを読む", "ガイドを読む"),
+    ("wait… then", "wait… then"), ("全角，标点", "全角，标点"),  # punctuation: read as punctuation either way
+])
+def test_the_model_reads_letters_and_digits_in_their_compatibility_form(text, form):
+    assert textform.embed_form(text) == form
+
+
 def _tokenize(text: str) -> list[tuple]:
     conn = apsw.Connection(":memory:")
     tokenizer.register(conn)
