@@ -186,13 +186,13 @@ def test_the_fast_path_takes_only_command_lines_it_reads_exactly_as_the_typer_ap
     from memsafe.cli import fast
 
     command, db, kwargs = fast.parse(["--db=x.db", "recall", "-n", "3", "q", "--kind", "fact", "-k", "task", "--json"])
-    assert (command, db, kwargs["query"], kwargs["limit"], kwargs["kinds"], kwargs["json_"]) == (
+    assert (command, db, kwargs["query"], kwargs["limit"], kwargs["kind"], kwargs["json_"]) == (
         "recall", "x.db", "q", 3, ["fact", "task"], True)
     command, db, kwargs = fast.parse(["remember", "-", "--importance", ".5", "-e", "A", "--entity=B", "--global"])
-    assert (command, db, kwargs["content"], kwargs["importance"], kwargs["entities"], kwargs["global_"]) == (
+    assert (command, db, kwargs["content"], kwargs["importance"], kwargs["entity"], kwargs["global_"]) == (
         "remember", None, "-", 0.5, ["A", "B"], True)
     command, db, kwargs = fast.parse(["import", "f.jsonl", "-f", "server-memory", "--dry-run", "-p", "web", "--json"])
-    assert (command, db, kwargs["file"], kwargs["fmt"], kwargs["dry_run"], kwargs["project"], kwargs["json_"],
+    assert (command, db, kwargs["file"], kwargs["format_"], kwargs["dry_run"], kwargs["project"], kwargs["json_"],
             kwargs["no_embed"]) == ("import", None, "f.jsonl", "server-memory", True, "web", True, False)
     for argv in (["recall"], ["recall", "a", "b"], ["recall", "q", "--help"], ["recall", "q", "-h"],
                  ["recall", "--", "q"],

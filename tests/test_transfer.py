@@ -923,7 +923,7 @@ def test_ctrl_c_just_after_the_import_committed_says_it_was_kept(tmp_path, monke
     monkeypatch.setenv("MEMSAFE_NO_MODEL", "1")
     db = tmp_path / "memory.db"
     with pytest.raises(fast.Failed) as failed:
-        fast.import_(str(db), source, fmt="auto", dry_run=False, skip_invalid=False, project=None, no_embed=True,
+        fast.import_(str(db), source, format_="auto", dry_run=False, skip_invalid=False, project=None, no_embed=True,
                      redact=False, allow_purged=False, json_=False)
     assert failed.value.code == 130
     err = capsys.readouterr().err
@@ -941,7 +941,7 @@ def _import_interrupted(tmp_path, monkeypatch, json_: bool = False):
     _write(source, _bulk_records(20))
     db = tmp_path / "memory.db"
     with pytest.raises(fast.Failed) as failed:
-        fast.import_(str(db), source, fmt="auto", dry_run=False, skip_invalid=False, project=None, no_embed=True,
+        fast.import_(str(db), source, format_="auto", dry_run=False, skip_invalid=False, project=None, no_embed=True,
                      redact=False, allow_purged=False, json_=json_)
     assert failed.value.code == 130
     return db
