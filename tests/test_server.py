@@ -869,7 +869,8 @@ def _cancel_line(request_id: int) -> str:
 
 def test_pipelined_calls_take_effect_in_the_order_sent(paths):
     """A remember and a recall written at once: the recall sees the memory, and the replies come
-    in the order sent (recall answered first, without it, 5 runs of 5)."""
+    in the order sent (without that ordering, the recall was answered first, without the memory,
+    in 5 runs of 5)."""
     with RawClient(paths["db"], env=server_env(paths["home"]), cwd=paths["cwd"]) as c:
         c.initialize()
         for round_ in range(3):
@@ -1017,9 +1018,9 @@ def test_serve_on_a_terminal_says_it_waits_for_a_client_and_ctrl_c_stops_it(path
     assert "Traceback" not in rest and "still running" not in rest, rest[-6000:]
 
 
-# A bug seen in full test runs: in them, `serve` on a terminal sometimes did not exit after
-# Ctrl-C. Two ways a signal could be lost were found; each is forced here (the start-up is
-# patched in a wrapper script), and both hung before.
+# `serve` on a terminal must exit on Ctrl-C; in full test runs it sometimes did not. Two ways a
+# signal could be lost were found; each is forced here (the start-up is patched in a wrapper
+# script), and both hung before.
 _SIGNAL_CASES = {
     # a library that swallows the KeyboardInterrupt raised in one of the start-up's imports
     "swallowed during start-up": """
