@@ -58,7 +58,7 @@ def console(*, stderr: bool = False):
 
 
 def keep_figures(table):
-    """Lay out a rich Table of figures so that no cell is cut to "0.0…" (issue 12.13: the bench
+    """Lay out a rich Table of figures so that no cell is cut to "0.0…" (the bench
     table cut its own numbers at 80 columns): a light box without side padding, and each column
     at least as wide as its widest cell. Returns the table."""
     from rich import box
@@ -236,7 +236,7 @@ def compact_recall(result: RecallResult) -> str:
                              graph=result.graph_context, now=_recalled_at(result))
 
 
-# -- compact text for MCP clients (issue 5) -------------------------------------------------------
+# -- compact text for MCP clients -------------------------------------------------------
 
 
 def compact_memory(memory: Memory, *, full: bool = True) -> str:
@@ -256,7 +256,7 @@ def version_changes(versions) -> list[str]:
     """What each version (`api.history`) changed from the one before, one string each ("" for the
     first): "content", "kind decision", "tags ops, ci", "importance 0.8", "status forgotten",
     "level 2", "project", joined by "; "; "no change" when none of them differs. A tag-only update
-    showed two identical rows (issue 12.13)."""
+    showed two identical rows."""
     out: list[str] = []
     previous = None
     for v in versions:
@@ -343,7 +343,7 @@ def compact_import(report, max_listed: int = 10) -> str:
     return "\n".join(lines)
 
 
-# -- knowledge graph (issue 3) -------------------------------------------------------------------
+# -- knowledge graph -------------------------------------------------------------------
 
 
 def entities_table(entities: list, title: str | None = None):

@@ -81,7 +81,7 @@ def test_bash_completion_completes_commands():
     ("memsafe import x --format ", ["auto", "memsafe", "server-memory"]),
 ])
 def test_bash_completion_completes_option_choices(words, expected):
-    """New-user trial: `recall --mode <TAB>` offered nothing and its help said `<str>`, while
+    """`recall --mode <TAB>` offered nothing and its help said `<str>`, while
     `import --format <TAB>` listed its formats; both are choices now, in help and in TAB."""
     import os
     import sys
