@@ -177,7 +177,7 @@ def extract_entities(text: str, extra: Iterable[str] = ()) -> list[Entity]:
 
     # At most MAX_ENTITIES_PER_TEXT are kept, in order of first appearance: the start of a long
     # text names them (a 1 MB memory would cost ~1 s to read whole, for nothing).
-    # Full-width and other compatibility forms read as their plain letters (F14).
+    # Full-width and other compatibility forms read as their plain letters.
     text = unicodedata.normalize("NFKC", text[:TEXT_CHARS])
     # Mask spans as they are consumed so smaller patterns don't re-read them.
     masked = list(text)
