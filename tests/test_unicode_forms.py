@@ -232,7 +232,7 @@ def test_emoji_with_a_variation_selector_is_one_emoji(store):
     assert _ids(api.recall(store, "party", tags=["🎉"], mode="lexical")) == [memory.id]
 
 
-def test_dotless_i_and_accents_stay_where_identifiers_are_exact(store):
+def test_accents_count_in_exact_identifiers(store):
     """Identifiers are matched exactly in matching form: accents are letters there (`café_v2` is not
     `cafe_v2`), while the word index removes them (as it always did)."""
     accented = api.remember(store, "set café_v2 in the config")
