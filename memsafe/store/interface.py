@@ -17,8 +17,12 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from memsafe.models import Memory, Scope
+
+if TYPE_CHECKING:
+    from memsafe.store.sqlite.encryption import Key
 
 
 class LexicalHits(list):
@@ -552,6 +556,7 @@ class Store(Memories, FullText, Vectors, Graph, History, Config, Browse):
         created: True when opening created a new, empty store.
         backup_path: the copy written before a migration, or None.
         vector_error: why vectors are unavailable (None when they are available).
+        key: the key the data is encrypted with at rest (SQLite only), or None.
 
     A store is a context manager: `with connect(...) as store:` closes it at the end.
 
@@ -568,6 +573,7 @@ class Store(Memories, FullText, Vectors, Graph, History, Config, Browse):
     created: bool
     backup_path: Path | None
     vector_error: str | None
+    key: Key | None
 
     def __enter__(self) -> Store:
         return self
