@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from memsafe import render
 from memsafe.cli._plain import (
@@ -86,7 +87,7 @@ _OPTIONS = {
     },
 }
 _POSITIONAL = {"recall": "query", "remember": "content", "import": "file"}
-_DEFAULTS = {
+_DEFAULTS: dict[str, dict[str, Any]] = {
     "recall": dict(limit=None, budget=None, project=None, project_path=None, all_projects=False, kinds=[], tags=[],
                    mode="hybrid", include_forgotten=False, as_of=None, since=None, json_=False),
     "remember": dict(kind="general", tags=[], project=None, project_path=None, global_=False, source="user",
@@ -183,7 +184,8 @@ def run(argv: list[str]) -> int | None:
     command, db, kwargs = parsed
     safe_streams()
     try:
-        {"recall": recall, "remember": remember, "import": import_}[command](db, **kwargs)
+        commands: dict[str, Callable[..., object]] = {"recall": recall, "remember": remember, "import": import_}
+        commands[command](db, **kwargs)
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else 1
     except KeyboardInterrupt:
