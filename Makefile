@@ -32,9 +32,10 @@ install-check: $(BIN)/memsafe
 	  && venv/bin/memsafe recall "did the install check run?" | grep -q "install check ran"
 	@echo "install-check: the wheel installs and runs"
 
-## lint: ruff
+## lint: ruff, then mypy (its settings: [tool.mypy] in pyproject.toml); both must report nothing
 lint: $(BIN)/memsafe
 	$(BIN)/ruff check memsafe tests scripts
+	$(BIN)/mypy
 
 ## docs: regenerate completions/ and man/ from the CLI (run after changing any command or option)
 docs: $(BIN)/memsafe

@@ -64,15 +64,15 @@ def main() -> None:
 
         sys.stdout.write(f"memsafe {__version__}\n")
         return
-    fast = _serve_args(sys.argv[1:])
-    if fast is not None:
+    serve_args = _serve_args(sys.argv[1:])
+    if serve_args is not None:
         try:
             from memsafe.errors import MemsafeError
             from memsafe.mcp.stdio import STOP, serve
         except KeyboardInterrupt:
             sys.exit(130)
         try:
-            serve(*fast)
+            serve(*serve_args)
         except MemsafeError as exc:
             sys.stderr.write(f"Error: {exc}\n")
             sys.exit(exc.exit_code)

@@ -118,7 +118,7 @@ def _onnx_subset():
     many, one = field.LABEL_REPEATED, field.LABEL_OPTIONAL
     text, message, number64 = field.TYPE_STRING, field.TYPE_MESSAGE, field.TYPE_INT64
     schema = descriptor_pb2.FileDescriptorProto(name="memsafe_onnx_subset.proto", package="memsafe_onnx")
-    kinds = {
+    kinds: dict[str, list[tuple[str, int, int, int | str]]] = {  # message: [(field, number, label, type)]
         "TensorProto": [("dims", 1, many, number64), ("name", 8, one, text)],
         "AttributeProto": [("name", 1, one, text), ("t", 5, one, "TensorProto"), ("g", 6, one, "GraphProto"),
                            ("graphs", 11, many, "GraphProto")],
@@ -190,7 +190,7 @@ def without_nan_guards(model_bytes: bytes) -> bytes:
                                                      or (node.attribute[0].name == "value"
                                                          and not node.attribute[0].t.dims)))
     passed: dict[str, str] = {}  # a guard's output -> the softmax output it passes through
-    dropped = set()
+    dropped: set[int] = set()  # id() of the nodes to drop
     for node in graph.node:
         if node.op_type != "Where" or node.domain or len(node.input) != 3 or len(node.output) != 1:
             continue

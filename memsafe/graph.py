@@ -243,9 +243,9 @@ def extract_entities(text: str, extra: Iterable[str] = ()) -> list[Entity]:
     snapshot = current()
     for m in _WORD.finditer(snapshot):
         word = m.group(0)
-        kind = _is_identifier(word)
-        if kind:
-            add(word, kind, m.start())
+        ident = _is_identifier(word)
+        if ident:
+            add(word, ident, m.start())
             continue
         if (
             word[0].isupper()

@@ -59,8 +59,8 @@ def states_at(at: str, rows: list[dict], versions: list[dict], status_events: li
     Returns: one PastState per memory that existed then (any status then).
     """
     first: dict[int, dict] = {}
-    for v in versions:
-        first.setdefault(v["memory_id"], v)
+    for version in versions:
+        first.setdefault(version["memory_id"], version)
     status: dict[int, str] = {}
     for memory_id, action, _ in status_events:
         status[memory_id] = STATUS_AFTER[action]

@@ -39,6 +39,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 
 from memsafe import settings
@@ -176,14 +177,16 @@ def hooks_path_setting(root: Path) -> tuple[str | None, str | None, str | None]:
 def _shared(value: str | None, scope: str | None) -> bool:
     """A core.hooksPath every repository resolves to one folder: set outside the repository's own
     config, as an absolute path (a relative one names a folder inside each repository)."""
-    return bool(value) and scope in SHARED_SCOPES and os.path.isabs(os.path.expanduser(value))
+    if not value:
+        return False
+    return scope in SHARED_SCOPES and os.path.isabs(os.path.expanduser(value))
 
 
 def scope_words(current: HookStatus) -> str:
     """Where core.hooksPath comes from, for a message: `the global git config (/home/u/.gitconfig)`."""
     origin = f" ({current.hooks_path_origin})" if current.hooks_path_origin not in (None, "command line") else ""
     what = {"command": "the environment's git config (git -c or GIT_CONFIG_COUNT)"}.get(
-        current.hooks_path_scope, f"the {current.hooks_path_scope} git config")
+        current.hooks_path_scope or "", f"the {current.hooks_path_scope} git config")
     return what + origin
 
 
@@ -299,7 +302,7 @@ def status(path: str | Path | None = None) -> HookStatus:
     text = _read(hook)
     ours = text is not None and MARKER in text
     configured, scope, origin = hooks_path_setting(root)
-    python, db = _baked_call(text) if ours else (None, None)
+    python, db = _baked_call(text) if ours and text is not None else (None, None)
     rewrite = _read(folder / REWRITE_HOOK) or ""
     rewrite_ours = MARKER in rewrite
     return HookStatus(
@@ -553,10 +556,16 @@ def uninstall(path: str | Path | None = None, *, shared: bool = False) -> HookSt
     return after
 
 
-_CURRENT = object()  # read_commit's default branch: the one checked out now
+class _Current(Enum):
+    """The type of `_CURRENT` (an enum member, so a type checker tells it from a branch name)."""
+
+    BRANCH = "the branch checked out now"
 
 
-def read_commit(repo: str | Path, commit: str = "HEAD", branch: str | None | object = _CURRENT) -> CommitInfo:
+_CURRENT = _Current.BRANCH  # read_commit's default branch: the one checked out now
+
+
+def read_commit(repo: str | Path, commit: str = "HEAD", branch: str | None | _Current = _CURRENT) -> CommitInfo:
     """Read one commit through git (messages re-encoded to UTF-8 by git when they declare an
     encoding, else decoded as UTF-8 or Latin-1). `branch`: the branch the commit was made on, as
     the hook read it when the commit was made (None: detached HEAD); by default the branch checked

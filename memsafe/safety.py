@@ -48,6 +48,8 @@ import unicodedata
 from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass
+from types import EllipsisType
+from typing import Generic, TypeVar
 
 __all__ = ["Finding", "TokenFormat", "TOKEN_FORMATS", "scan", "redact", "redact_for_capture", "describe"]
 
@@ -214,7 +216,7 @@ def _required(items, folded: bool = False) -> list[frozenset[str]]:
         elif op is _sre.BRANCH:
             best = [max(_required(b, folded), key=lambda x: min(map(len, x)), default=None) for b in arg[1]]
             if all(best):
-                out.append(frozenset().union(*best))
+                out.append(frozenset().union(*(b for b in best if b)))
     if run:
         out.append(frozenset({"".join(run)}))
     return out
@@ -242,19 +244,23 @@ def _literals_of(pattern: re.Pattern) -> tuple[frozenset[str], ...]:
     return tuple(dict.fromkeys(found))
 
 
-class _Plan:
-    """For one tuple of patterns: their requirements and every literal they name, split by how it
-    is looked for (in the text as is, or lower-cased)."""
+_T = TypeVar("_T")
 
-    def __init__(self, requirements: list[tuple[object, tuple[frozenset[str], ...]]]) -> None:
+
+class _Plan(Generic[_T]):
+    """For one tuple of items (patterns, or the indices of the gates read from the cache folder):
+    their requirements and every literal they name, split by how it is looked for (in the text as
+    is, or lower-cased)."""
+
+    def __init__(self, requirements: list[tuple[_T, tuple[frozenset[str], ...]]]) -> None:
         self.requirements = requirements
         keys = {k for _, reqs in self.requirements for r in reqs for k in r}
         self.exact = tuple(k for k in keys if not k.startswith(_FOLDED))
         self.folded = tuple((k, k[1:]) for k in keys if k.startswith(_FOLDED))
-        self.passing: dict[frozenset[str], tuple[re.Pattern, ...]] = {}  # by the literals present
+        self.passing: dict[frozenset[str], tuple[_T, ...]] = {}  # by the literals present
 
 
-_plans: dict[tuple[re.Pattern, ...], _Plan] = {}
+_plans: dict[tuple[re.Pattern, ...], _Plan[re.Pattern]] = {}
 
 
 class _Literals:
@@ -284,6 +290,10 @@ class _Literals:
             if len(_plans) >= 256:  # bounded: `scan` plans each text's subset of the gates
                 _plans.clear()
             plan = _plans.setdefault(patterns, _Plan([(p, _literals_of(p)) for p in patterns]))
+        return self.through(plan)
+
+    def through(self, plan: _Plan[_T]) -> tuple[_T, ...]:
+        """The items of `plan` that may match the text (in their order)."""
         text, folded = self.text, self.folded
         present = [k for k in plan.exact if k in text]
         present += [k for k, x in plan.folded if x in folded]
@@ -522,7 +532,8 @@ def _gate_hits(gates: tuple[re.Pattern, ...], text: str, whole: bool = False) ->
     return tuple(hits)
 
 
-def _library_findings(line: str, gates: tuple[re.Pattern, ...] | None = ...) -> list[tuple[str, str, str]]:
+def _library_findings(line: str, gates: tuple[re.Pattern, ...] | EllipsisType | None = ...
+                      ) -> list[tuple[str, str, str]]:
     """[(type, secret value, plugin)] from detect-secrets for one line (inside `_library_settings`).
     Lines none of the plugins' own patterns can match skip the library (see `_prefilter`); `gates`:
     the patterns worth trying (default all of them; None: no shortcut)."""
@@ -594,10 +605,6 @@ def _library_settings():
         yield
 
 
-_GATES = ("gates read from the cache folder",)  # `_plans` keys of the cached requirements: the gates,
-_KEYWORD = ("keyword regexes read from the cache folder",)  # the keyword plugin's regexes
-
-
 def _gates_file():
     """Where the prefilter's requirements are kept: `<settings.cache_dir()>/secret-gates-<key>.json`,
     the key a hash of what they depend on (this file, detect-secrets' files, the plugins and
@@ -643,12 +650,12 @@ def _save_gates() -> None:
 
 
 @functools.cache
-def _cached_gates() -> tuple[_Plan, list[tuple[str, int]], int, _Plan] | None:
+def _cached_gates() -> tuple[_Plan[int], list[tuple[str, int]], int, _Plan[int]] | None:
     """(plan of the gates' requirements, their (pattern, flags), the keyword gate's index, plan of
     the keyword regexes' requirements) as `_save_gates` kept them, or None."""
     import json
 
-    def plan(items) -> _Plan:
+    def plan(items) -> _Plan[int]:
         requirements = [(i, tuple(frozenset(r) for r in reqs)) for i, reqs in enumerate(items)]
         if not all(isinstance(x, str) for _, reqs in requirements for r in reqs for x in r):
             raise TypeError("not a list of strings")
@@ -656,7 +663,9 @@ def _cached_gates() -> tuple[_Plan, list[tuple[str, int]], int, _Plan] | None:
 
     try:
         path = _gates_file()
-        data = json.loads(path.read_text()) if path is not None else None
+        if path is None:
+            return None
+        data = json.loads(path.read_text())
         gates = plan([g[0] for g in data["gates"]])
         sources = [(str(g[1]), int(g[2])) for g in data["gates"]]
         return (gates, sources, int(data["keyword"]), plan(data["keyword_regexes"])) if sources else None
@@ -676,10 +685,9 @@ def _library_free(text: str) -> bool:
     if cached is None:
         return False
     gates, sources, keyword, keyword_regexes = cached
-    _plans[_GATES], _plans[_KEYWORD] = gates, keyword_regexes  # again: `_plans` is cleared when it grows
     literals = _Literals(text)
-    for i in literals.passing(_GATES):
-        if i == keyword and not literals.passing(_KEYWORD):
+    for i in literals.through(gates):
+        if i == keyword and not literals.through(keyword_regexes):
             continue
         pattern, flags = sources[i]
         if re.compile(pattern, flags | re.MULTILINE).search(text):
@@ -709,7 +717,7 @@ class _Seen:
         self.pieces: dict[str, list[tuple[str, int, int, str]]] = {}
 
 
-def _scan_line(line: str, gates: tuple[re.Pattern, ...] | None = ..., rules: tuple = _OWN_RULES,
+def _scan_line(line: str, gates: tuple[re.Pattern, ...] | EllipsisType | None = ..., rules: tuple = _OWN_RULES,
                seen: _Seen | None = None) -> list[tuple[str, int, int, str]]:
     """[(type, start, end, detector)] for one line, offsets within the line (a long line is scanned
     window by window, see WINDOW; a library finding is widened to its whole token in the line).
@@ -754,7 +762,7 @@ def _quoted(line: str, start: int, end: int) -> tuple[int, int]:
     return start, end
 
 
-def _scan_piece(line: str, gates: tuple[re.Pattern, ...] | None = ..., rules: tuple = _OWN_RULES
+def _scan_piece(line: str, gates: tuple[re.Pattern, ...] | EllipsisType | None = ..., rules: tuple = _OWN_RULES
                 ) -> list[tuple[str, int, int, str]]:
     """[(type, start, end, detector)] for one line or window, offsets within it; library findings
     are not yet widened (see `_scan_line`). `gates`, `rules`: the prefilter patterns and memsafe's
@@ -877,10 +885,10 @@ def scan(text: str) -> list[Finding]:
         gates = None if _prefilter is None else _gate_hits(_prefilter, view, whole=True)
         rules = _rules_for(view)
         seen = _Seen()
-        for line in view.split("\n"):
-            for secret_type, start, end, detector in _scan_line(line, gates, rules, seen):
+        for view_line in view.split("\n"):
+            for secret_type, start, end, detector in _scan_line(view_line, gates, rules, seen):
                 raw.append((secret_type, offset + start, offset + end, detector))
-            offset += len(line) + 1
+            offset += len(view_line) + 1
     if any(t == "private-key" for t, *_ in raw):
         raw = [f for f in raw if f[0] != "private-key" or "PuTTY" in view[f[1] : f[2]]]
         for m in _PRIVATE_KEY_BLOCK.finditer(view):

@@ -123,7 +123,7 @@ def db_target(raw: str | os.PathLike) -> Path | str:
     Raises:
         InvalidInput: see `expand_path`.
     """
-    return raw.strip() if is_db_url(raw) else expand_path(raw)
+    return raw.strip() if isinstance(raw, str) and is_db_url(raw) else expand_path(raw)
 
 
 def read_user_config() -> dict:
@@ -199,7 +199,8 @@ class ConfigKey:
             raise InvalidInput(f"{self.name} must be {noun}, got {shown}") from None
         if isinstance(value, float) and value != value:  # NaN
             raise InvalidInput(f"{self.name} must be a number, got NaN")
-        if self.low is not None and value < self.low or self.high is not None and value > self.high:
+        if isinstance(value, (int, float)) and (self.low is not None and value < self.low
+                                                or self.high is not None and value > self.high):
             raise InvalidInput(f"{self.name} must be between {self.low:g} and {self.high:g}, got {raw}")
         if self.choices and value not in self.choices:
             raise InvalidInput(f"{self.name} must be one of {', '.join(self.choices)}, got {raw!r}")
@@ -286,7 +287,9 @@ def remote_key(url: str) -> str | None:
         path = parts.path
     else:
         match = _SCP_REMOTE.match(text)
-        host = match and (match["host"] or match["ipv6"])
+        if match is None:
+            return None
+        host = match["host"] or match["ipv6"]
         if not host or len(host) == 1:  # `C:/path` is a Windows path, not host C
             return None
         path = match["path"]

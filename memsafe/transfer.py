@@ -27,8 +27,9 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from enum import Enum
 from pathlib import Path
-from typing import IO
+from typing import IO, Literal, overload
 
 from memsafe import clock
 from memsafe.graph import entity_key
@@ -221,6 +222,10 @@ class _Checker:
         text = json.dumps(value, ensure_ascii=False)
         return text if len(text) <= 60 else text[:57] + "..."
 
+    @overload
+    def text(self, field: str, *, optional: Literal[False] = ..., src: dict | None = ...) -> str: ...
+    @overload
+    def text(self, field: str, *, optional: bool, src: dict | None = ...) -> str | None: ...
     def text(self, field: str, *, optional: bool = False, src: dict | None = None) -> str | None:
         value = (src if src is not None else self.obj).get(field)
         if value is None and optional:
@@ -269,7 +274,7 @@ class _Checker:
             raise self.fail(field, f"{self._shown(value)} must be an integer {bound}")
         return value
 
-    def choice(self, field: str, enum: type, *, default=None, src: dict | None = None) -> str:
+    def choice(self, field: str, enum: type[Enum], *, default=None, src: dict | None = None) -> str:
         value = (src if src is not None else self.obj).get(field, default)
         allowed = _VALUES.get(enum)
         if allowed is None:

@@ -211,7 +211,8 @@ def find(text: str, now: datetime) -> tuple[list[Window], str]:
         if key not in read:
             if len(read) >= MAX_SPANS:
                 break
-            read[key] = _read(m.group(0), now) if outer is None else _ending(tail, outer.group(0), now, text[start:pos])
+            read[key] = (_read(m.group(0), now) if outer is None or tail is None  # (both None, or neither)
+                         else _ending(tail, outer.group(0), now, text[start:pos]))
             windows += read[key]
         if not read[key]:
             continue
@@ -237,7 +238,8 @@ def _plausible(text: str, m: re.Match) -> bool:
         word = re.search(rf"(?i)\b(?:{_MONTHS})\b", m["dm"])
         verb = word is not None and word.group(0).lower() in ("may", "march")
         ordinal = re.search(r"\d(?:st|nd|rd|th)\b", m["dm"], re.IGNORECASE) is not None
-        return not verb or ordinal or word.group(0)[0].isupper() or bool(before[-1:]) and before[-1] in _DAY_MONTH_PREPS
+        return (not verb or ordinal or word is not None and word.group(0)[0].isupper()
+                or bool(before[-1:]) and before[-1] in _DAY_MONTH_PREPS)
     return True
 
 
@@ -880,6 +882,7 @@ def _elapsed(text: str, now: datetime, locale: str | None) -> datetime | None:
                                         ).get_date_data(text).date_obj)
         except Exception:  # dateparser raises assorted errors (a base at an end of the calendar)
             return None
-    if None in found or found[1] - found[0] != step:
+    first, second = found
+    if first is None or second is None or second - first != step:
         return None
-    return found[0].replace(tzinfo=timezone.utc)
+    return first.replace(tzinfo=timezone.utc)

@@ -333,6 +333,7 @@ def text_as_of(store: Store, memory_id: int, at: str) -> PastText:
     memory = get(store, _check_id(memory_id))
     instant = clock.to_iso(when.parse_when(at, clock.now(), what="time"))
     row = store.raw_row(memory_id)
+    assert row is not None  # `get` found it
     if row["created_at"] > instant:
         return PastText(instant, False)
     versions = [v for v in store.versions(memory_id) if v.get("origin_id") is None and v["valid_to"] > instant]

@@ -197,7 +197,7 @@ def doctor(opened: Opened, *, repo: str | Path | None = None, load_model: bool =
     else:
         checks.append(Check("wal", "ok", f"{wal_bytes:,} bytes"))
 
-    if not postgres:
+    if isinstance(opened.path, Path):  # (not on PostgreSQL, whose path is its URL)
         checks += _disk_checks(opened.path)
 
     vectors = "pgvector" if postgres else "sqlite-vec"

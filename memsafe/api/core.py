@@ -212,7 +212,7 @@ def _background_embedder(db_path: str) -> None:
     try:
         import fcntl
     except ImportError:  # Windows: no advisory lock; a second embedder only repeats work, never loses it
-        fcntl = None
+        fcntl = None  # type: ignore[assignment]  # a module or None: an optional import mypy cannot type
     lock_path = f"{db_path}.embed.lock"
     if settings.is_db_url(db_path):  # one lock per database URL, in the user's data folder
         import hashlib
@@ -340,12 +340,13 @@ def remember(
             },
             tag_list,
         )
-        if vector is not None:
+        if vector is not None and embedder is not None:  # (a vector only from an embedder)
             store.ensure_vector_table(embedder.model_id, embedder.dim)
             store.put_vector(memory_id, vector_bytes(vector))
         graph_api.link_entities(store, memory_id, text, entity_names, now)
         store.add_event(now, "remember", memory_id, f"source={source_v}")
     memory = store.get_memory(memory_id)
+    assert memory is not None  # written just above
     memory.near_duplicate = near
     return memory
 

@@ -8,6 +8,7 @@ converted while nothing has it open.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -100,6 +101,7 @@ def encrypt(db: str | None = None) -> EncryptionReport:
     if encryption.is_encrypted(path):
         raise Refused(f"{path} is already encrypted; `memsafe rekey` changes its key")
     file = encryption.key_file()
+    undo: Callable[[], object] | None
     undo, warnings = None, []
     if os.environ.get(encryption.KEY_ENV) or (file is not None and file.exists()):
         key = encryption.explicit_keys()[0]
@@ -171,10 +173,14 @@ def rekey(db: str | None = None) -> EncryptionReport:
         new = encryption.Key(secret.strip("\r\n"), NEW_KEY_ENV)
         if new.secret == old.secret:
             raise Refused(f"{NEW_KEY_ENV} is the same as {encryption.KEY_ENV}")
+        stage: Callable[[], object]
+        finish: Callable[[], object]
+        restore: Callable[[], object]
         stage = finish = restore = lambda: None  # noqa: E731
         location = f"{NEW_KEY_ENV}: set {encryption.KEY_ENV} to it from now on"
     elif old.variable == encryption.KEY_FILE_ENV:
         file = encryption.key_file()
+        assert file is not None  # the old key came from it
         new = encryption.Key(encryption.new_key(), old.source)
         stage = lambda: encryption.write_key_file(file, f"{new.secret}\n{old.secret}\n")  # noqa: E731
         finish = lambda: encryption.write_key_file(file, new.secret + "\n")  # noqa: E731

@@ -69,7 +69,7 @@ def _store_commit(store: Store, info: CommitInfo, project: str | None) -> Memory
 
 
 def remember_commit(store: Store, repo: str | Path, *, commit: str = "HEAD",
-                    branch: str | None | object = hooks._CURRENT) -> Memory | None:
+                    branch: str | None | hooks._Current = hooks._CURRENT) -> Memory | None:
     """Remember one commit: subject, body, short hash, branch and changed files, with source=git,
     tag `commit`, project = the repository (its main worktree's root), vector deferred. A credential
     in the message is stored redacted (`[REDACTED:<type>]`): a hook cannot ask what to do.

@@ -11,6 +11,8 @@ import os
 import re
 import unicodedata
 from collections.abc import Sequence
+from enum import Enum
+from typing import overload
 
 from memsafe import settings, textform
 from memsafe.api.config import CONFIG_KEYS
@@ -95,6 +97,12 @@ def clean_tags(tags: Sequence[str]) -> list[str]:
     return list(out)
 
 
+@overload
+def clean_author(author: str) -> str: ...
+@overload
+def clean_author(author: None) -> None: ...
+@overload
+def clean_author(author: str | None) -> str | None: ...
 def clean_author(author: str | None) -> str | None:
     """Who wrote a memory (the user a team server's token stands for), as stored: one
     line, whitespace runs collapsed, at most MAX_AUTHOR_CHARS characters; None stays None (unknown).
@@ -109,7 +117,7 @@ def clean_author(author: str | None) -> str | None:
     return refuse_secret(name, "author")
 
 
-def _enum_value(enum: type, value, what: str) -> str:
+def _enum_value(enum: type[Enum], value, what: str) -> str:
     try:
         return enum(value).value
     except ValueError:
@@ -146,6 +154,15 @@ def current_project(store, cwd=None, mode: str = "git-root") -> str | None:
     return key
 
 
+@overload
+def clean_project(project: str, *, mode: str = ..., path: bool = ..., check_secrets: bool = ...,
+                  store=...) -> str: ...
+@overload
+def clean_project(project: None, *, mode: str = ..., path: bool = ..., check_secrets: bool = ...,
+                  store=...) -> None: ...
+@overload
+def clean_project(project: str | None, *, mode: str = ..., path: bool = ..., check_secrets: bool = ...,
+                  store=...) -> str | None: ...
 def clean_project(project: str | None, *, mode: str = "git-root", path: bool = False,
                   check_secrets: bool = True, store=None) -> str | None:
     """A project name or path as stored: a name is NFC (`textform.canonical`); a path (containing
@@ -242,6 +259,7 @@ def _whole(value, key: str, what: str) -> int:
     """An integer argument within the bounds of config key `key` (e.g. limit within recall_limit's).
     Raises InvalidInput naming the range."""
     spec = CONFIG_KEYS[key]
+    assert spec.low is not None and spec.high is not None  # a key that bounds a whole number has both bounds
     if not isinstance(value, int) or isinstance(value, bool) or not spec.low <= value <= spec.high:
         raise InvalidInput(f"{what} must be a whole number from {spec.low:g} to {spec.high:g}, got {_shown(value)}")
     return value

@@ -463,6 +463,7 @@ def _backup(path: Path) -> Path:
 
 
 def _write(change: Change) -> str:
+    assert change.path is not None  # a `write` change names its file
     path = Path(change.path)
     if _read(path) != change.old:
         raise Refused(f"{path} changed since init read it; nothing written (run init again)")
@@ -492,6 +493,7 @@ def init_apply(change: Change, *, db: str | None = None) -> str:
         if change.action == "write":
             return _write(change)
         if change.action == "run":
+            assert change.command is not None  # a `run` change names its command
             done = subprocess.run(change.command, capture_output=True, text=True, timeout=120,
                                   stdin=subprocess.DEVNULL)
             if done.returncode != 0:

@@ -180,6 +180,7 @@ def parse_when(text: str, *, what: str = "time") -> str:
 
 def _snapshot(store: Store, memory_id: int) -> tuple[dict, list[str]]:
     row = store.raw_row(memory_id)
+    assert row is not None  # every caller found the memory first, in the same transaction
     return row, store.tags_of([memory_id]).get(memory_id, [])
 
 
@@ -236,7 +237,7 @@ def update(
                            "or --global (MCP/API: content, tags, kind, importance)")
 
     embedder = embedder_for(store) if text is not None and embed_now else None
-    vector = embedder.embed_one(text) if embedder is not None else None
+    vector = embedder.embed_one(text) if embedder is not None and text is not None else None
     now = clock.now_iso()
     with store.write():
         memory = get(store, memory_id, scope=scope)
@@ -266,7 +267,7 @@ def update(
         if tag_list is not None:
             store.set_tags(memory_id, tag_list)
         if "content" in changes:
-            if vector is not None:
+            if vector is not None and embedder is not None:  # (a vector only from an embedder)
                 store.ensure_vector_table(embedder.model_id, embedder.dim)
                 store.put_vector(memory_id, vector_bytes(vector))
             else:
@@ -291,6 +292,7 @@ def history(store: Store, memory_id: int, *, scope: Scope | None = None) -> Hist
     """
     memory = get(store, _check_id(memory_id), scope=scope)
     row = store.raw_row(memory_id)
+    assert row is not None  # `get` found it
     out = []
     own_end = None  # when the memory's own previous state ended: the next one began then
     for n, v in enumerate(store.versions(memory_id), start=1):
@@ -460,6 +462,7 @@ def restore(store: Store, memory_id: int, *, scope: Scope | None = None) -> Memo
         if memory.status == Status.ACTIVE.value and memory.decay_level == 0:
             raise Refused(f"memory {memory_id} is already active")
         row = store.raw_row(memory_id)
+        assert row is not None  # `get` found it, in this transaction
         other = store.find_duplicate(row["content_hash"], row["project"])
         if other is not None and other != memory_id:
             raise Duplicate(f"memory {other} holds the same content; forget it first", other)
@@ -500,6 +503,7 @@ def uncompress_apply(store: Store, memory_id: int, prepared: tuple[str, bytes | 
     if "content" in change:
         if vec is not None:
             embedder = embedder_for(store)
+            assert embedder is not None  # `vec` was embedded for this store: it has vectors
             store.ensure_vector_table(embedder.model_id, embedder.dim)
             store.put_vector(memory_id, vec)
         else:
@@ -528,6 +532,7 @@ def confirm(store: Store, memory_id: int, *, reason: str | None = None, scope: S
         if memory.status != Status.ACTIVE.value:
             raise Refused(f"memory {memory_id} is {memory.status}; restore it before confirming")
         row = store.raw_row(memory_id)
+        assert row is not None  # found above, in this transaction
         before = row["stability"]
         if before:
             last = store.last_event_at(memory_id, "confirm") or row["created_at"]
@@ -536,6 +541,7 @@ def confirm(store: Store, memory_id: int, *, reason: str | None = None, scope: S
         else:
             card = Card()
         card, _ = scheduler.review_card(card, Rating.Good, now_dt)
+        assert card.stability is not None  # a reviewed card has a stability
         after = float(card.stability)
         store.update_memory(memory_id, {"stability": after, "last_accessed_at": now, "updated_at": now})
         store.add_event(now, "confirm", memory_id, _detail(f"stability {before or 0:.2f} -> {after:.2f} d", reason))

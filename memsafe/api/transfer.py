@@ -269,7 +269,7 @@ def export(store: Store, out: IO[str], *, project: str | None = None, all_projec
             tags, entities, versions = store.tags_of(ids), store.entity_keys_of(ids), store.versions_of(ids)
             stored_vectors = store.get_vectors(ids) if embedding else {}
             for row in rows:
-                record = {"type": "memory"}
+                record: dict[str, object] = {"type": "memory"}
                 record.update({f: row[f] for f in transfer.MEMORY_FIELDS})
                 record["tags"] = tags[row["id"]]
                 record["entities"] = entities[row["id"]]
@@ -543,8 +543,8 @@ def _import_memsafe(store: Store, path: Path, report: ImportReport, problems: li
                 known[entity["key"]] = _apply_entity(store, entity, report)
             elif kind == "relation":
                 rel = transfer.check_relation(value, number, record_no, now=now)
-                for end in ("source", "target"):
-                    rel[end] = keys.get(rel[end], rel[end])
+                for side in ("source", "target"):
+                    rel[side] = keys.get(rel[side], rel[side])
                 ends = [store.entity_id_by_key(rel["source"]), store.entity_id_by_key(rel["target"])]
                 if None in ends:
                     missing = rel["source"] if ends[0] is None else rel["target"]
@@ -555,7 +555,9 @@ def _import_memsafe(store: Store, path: Path, report: ImportReport, problems: li
                     refuse_secret(rel["relation"], "relation type")
                 except MemsafeError as exc:
                     raise RecordError(str(exc), line=number, record=record_no, field="relation") from None
-                if store.add_relation(ends[0], rel["relation"], ends[1], rel["weight"], rel["created_at"],
+                source_id, target_id = ends
+                assert source_id is not None and target_id is not None  # `None in ends` raised above
+                if store.add_relation(source_id, rel["relation"], target_id, rel["weight"], rel["created_at"],
                                       rel["updated_at"]):
                     report.relations_added += 1
             elif kind == "config":
@@ -745,8 +747,10 @@ def _import_server_memory(store: Store, path: Path, report: ImportReport, proble
     if transfer.first_char(path) == "[":
         try:
             values = json.loads(path.read_text(encoding="utf-8-sig", errors="replace"))
-        except ValueError as exc:
+        except json.JSONDecodeError as exc:
             raise Refused(f"{path.name}: not a valid JSON array (line {exc.lineno}: {exc.msg})") from None
+        except ValueError as exc:  # not a syntax error: an integer past Python's digit limit
+            raise Refused(f"{path.name}: not a valid JSON array ({exc})") from None
         except RecursionError:
             raise Refused(f"{path.name}: nested too deeply to be a memory-server file") from None
         items = list(enumerate(values, start=1))
@@ -799,8 +803,8 @@ def _import_server_memory(store: Store, path: Path, report: ImportReport, proble
                                author)
     for rel in relations:
         ends = []
-        for end in (rel.source, rel.target):
-            key = _key_of(end)
+        for name in (rel.source, rel.target):
+            key = _key_of(name)
             ends.append(ids.get(key) or store.entity_id_by_key(key))
         if None in ends:
             missing = rel.source if ends[0] is None else rel.target
@@ -812,7 +816,9 @@ def _import_server_memory(store: Store, path: Path, report: ImportReport, proble
         except MemsafeError as exc:
             problems.append(Notice(rel.line, str(exc), fatal=True))
             continue
-        if store.add_relation(ends[0], relation, ends[1], 1.0, now, now):
+        source_id, target_id = ends
+        assert source_id is not None and target_id is not None  # `None in ends` skipped it above
+        if store.add_relation(source_id, relation, target_id, 1.0, now, now):
             report.relations_added += 1
 
 

@@ -16,6 +16,7 @@ load from several real MCP clients, and its recall latency beside the same store
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import re
 import secrets
@@ -25,6 +26,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import cast
 
 from memsafe.bench import python_m
 from memsafe.bench.timing import percentile
@@ -82,7 +84,8 @@ class HttpServer:
                 raise RuntimeError(f"memsafe serve --transport http did not start: {self.stderr[-2000:]}")
 
     def _drain(self) -> None:
-        while chunk := self.proc.stderr.read1(65536):
+        stderr = cast(io.BufferedReader, self.proc.stderr)  # a PIPE with the default buffering
+        while chunk := stderr.read1(65536):
             self._err += chunk
             if not self._ready.is_set():
                 found = READY.search(self.stderr)

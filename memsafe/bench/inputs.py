@@ -34,6 +34,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 __all__ = ["SHAPES", "make_input", "run_inputs", "inputs_table"]
 
@@ -83,7 +84,10 @@ def make_input(shape: str, size: int = SIZE, seed: int = 0) -> str:
     raise ValueError(f"unknown input shape {shape!r}; use one of {', '.join(SHAPES)}")
 
 
-def _timed(fn: Callable, *args, **kwargs) -> tuple[float, object]:
+_T = TypeVar("_T")
+
+
+def _timed(fn: Callable[..., _T], *args, **kwargs) -> tuple[float, _T]:
     start = time.perf_counter()
     value = fn(*args, **kwargs)
     return time.perf_counter() - start, value

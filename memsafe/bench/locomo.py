@@ -91,9 +91,10 @@ def session_time(text: str) -> datetime:
     except ValueError:
         import dateparser
 
-        parsed = dateparser.parse(raw)
-        if parsed is None:
+        read = dateparser.parse(raw)
+        if read is None:
             raise ValueError(f"cannot read the session time {text!r}") from None
+        parsed = read
     return parsed.replace(tzinfo=timezone.utc) if parsed.tzinfo is None else parsed.astimezone(timezone.utc)
 
 
@@ -173,6 +174,11 @@ def _score(ranked: Sequence[int], relevant: set[int]) -> dict[str, float]:
     first = next((n for n, m in enumerate(ranked[:10], 1) if m in relevant), None)
     out["mrr@10"] = 1.0 / first if first else 0.0
     return out
+
+
+def _category_is(category: int) -> Callable[[dict], bool]:
+    """Whether a scored question row is of LoCoMo `category`."""
+    return lambda r: r["_category"] == category
 
 
 def _mean(rows: Sequence[dict[str, float]]) -> dict[str, float]:
@@ -267,7 +273,7 @@ def run_locomo(path: str | Path, *, modes: Sequence[str] = MODES, config: Mappin
             "overall": pick(lambda r: r["_category"] in (1, 2, 3, 4)),
             "adversarial": pick(lambda r: r["_category"] == 5),
             "dated": pick(lambda r: r["_dated"]),
-            "categories": {CATEGORIES.get(c, str(c)): pick(lambda r, c=c: r["_category"] == c)
+            "categories": {CATEGORIES.get(c, str(c)): pick(_category_is(c))
                            for c in sorted({r["_category"] for r in rows})},
             "latency_ms_p50": round(percentile(latencies[mode], 0.5), 2),
             "latency_ms_p95": round(percentile(latencies[mode], 0.95), 2),

@@ -9,6 +9,7 @@ and nothing of an SDK client's own overhead. Token counts use `memsafe.tokens.co
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import queue
@@ -17,6 +18,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import cast
 
 from memsafe import tokens
 from memsafe.bench import python_m
@@ -58,13 +60,16 @@ class RawClient:
             threading.Thread(target=self._read_stderr, daemon=True).start()
 
     def _read_stdout(self) -> None:
-        for line in self.proc.stdout:
+        stdout = self.proc.stdout
+        assert stdout is not None  # opened with PIPE
+        for line in stdout:
             self.lines.append(line)
             self._inbox.put(line)
         self._inbox.put(None)
 
     def _read_stderr(self) -> None:
-        while chunk := self.proc.stderr.read1(65536):
+        stderr = cast(io.BufferedReader, self.proc.stderr)  # a PIPE with the default buffering
+        while chunk := stderr.read1(65536):
             self.stderr += chunk
 
     def send(self, method: str, params: dict | None = None, *, notify: bool = False) -> int | None:
@@ -81,8 +86,10 @@ class RawClient:
 
     def write_raw(self, line: str) -> None:
         """Write one line exactly as given (UTF-8), for hand-made requests."""
-        self.proc.stdin.write(line.encode("utf-8") + b"\n")
-        self.proc.stdin.flush()
+        stdin = self.proc.stdin
+        assert stdin is not None  # opened with PIPE
+        stdin.write(line.encode("utf-8") + b"\n")
+        stdin.flush()
 
     def receive(self, request_id: int | None, timeout: float = 60.0) -> dict:
         """The response to `request_id` (notifications in between are skipped).
@@ -123,7 +130,8 @@ class RawClient:
     def close(self, timeout: float = 15.0) -> int:
         """Close stdin and wait for the process to exit; returns its exit code."""
         try:
-            self.proc.stdin.close()
+            if self.proc.stdin is not None:  # opened with PIPE: always
+                self.proc.stdin.close()
         except OSError:
             pass
         try:

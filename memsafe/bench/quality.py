@@ -367,6 +367,7 @@ def bm25_reference(store: Store, corpus: Mapping, ids: Mapping[str, int], *, lim
     with conn:
         for memory_id in ids.values():
             memory = store.get_memory(memory_id)
+            assert memory is not None  # stored by this run
             conn.execute("INSERT INTO m(rowid, content, project) VALUES (?, ?, ?)",
                          (memory_id, memory.content, memory.project))
     from memsafe.api.hygiene import clean_project

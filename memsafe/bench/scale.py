@@ -41,6 +41,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from memsafe.bench import python_m
@@ -165,6 +166,8 @@ def _phase_import(db: str, n: int, full_embed_limit: int, batch_size: int) -> di
     opened = api.open_store(db)
     store = opened.store
     embedder = embed.get_embedder()
+    if embedder is None:
+        raise embed.ModelUnavailable(embed.load_error() or "the embedding model is unavailable")
     embedder.embed(["warm up"])
     t0, c0 = time.perf_counter(), time.process_time()
     for start in range(0, n, 500):
@@ -427,7 +430,7 @@ def _timed_process(args: list[str]) -> tuple[float, float, int]:
 
 
 def run_scale(
-    sizes: list[int] = (1000, 10000, 100000),
+    sizes: Sequence[int] = (1000, 10000, 100000),
     *,
     work_dir: str | None = None,
     queries: int = 40,

@@ -67,7 +67,7 @@ def run_process(argv: Sequence[str], *, env: Mapping[str, str] | None = None, cw
     try:
         import resource
     except ImportError:  # Windows
-        resource = None
+        resource = None  # type: ignore[assignment]  # a module or None: an optional import mypy cannot type
 
     def children_cpu() -> float | None:
         if resource is None:

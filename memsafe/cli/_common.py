@@ -8,13 +8,16 @@ import typing
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from memsafe import __version__, api
 from memsafe.cli import _plain
 from memsafe.models import Kind
+
+if TYPE_CHECKING:  # for the type checker only: at run time the class is found from Typer's public ones
+    from typer._click.exceptions import UsageError
 
 
 def _stack(choices: str, width: int = 16) -> str:
@@ -79,8 +82,9 @@ def _tidy_help() -> None:
             return None
         return shown(self, ctx)
 
-    display_type_rich._memsafe = True  # patched once, even if this module is reloaded
-    TyperOption.display_type_rich = display_type_rich
+    # Patching a library's method is what a type checker is there to flag; here it is the point.
+    display_type_rich._memsafe = True  # type: ignore[attr-defined]  # patched once, even if this module is reloaded
+    TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]
 
     from rich.table import Table
     from typer import rich_utils
@@ -100,7 +104,7 @@ def _tidy_help() -> None:
                     self.columns[-2].max_width = 16
 
     if getattr(rich_utils, "Table", None) is Table:
-        rich_utils.Table = HelpTable
+        rich_utils.Table = HelpTable  # type: ignore[misc]  # (a patch of Typer's help rendering, as above)
     import rich.text
 
     format_help = rich_utils.rich_format_help
@@ -165,7 +169,8 @@ def _refuse_blank(param) -> None:
     param.callback = check
 
 
-_UsageError = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")  # Typer's Click's
+_UsageError: type[UsageError] = next(  # Typer's Click's
+    c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
 
 
 class Group(typer.core.TyperGroup):
@@ -177,7 +182,8 @@ class Group(typer.core.TyperGroup):
         super().__init__(*args, **{**kwargs, "suggest_commands": False})  # `resolve_command` suggests
         commands = [c for c in self.commands.values() if not isinstance(c, typer.core.TyperGroup)]
         for param in [p for command in (self, *commands) for p in command.params]:
-            if not param.type_descriptor.is_choice and _is_text(param.type_descriptor.annotation):
+            descriptor = param.type_descriptor  # type: ignore[attr-defined]  # on Typer's own parameter classes
+            if not descriptor.is_choice and _is_text(descriptor.annotation):
                 _refuse_blank(param)
 
     def resolve_command(self, ctx, args):

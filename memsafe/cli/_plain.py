@@ -21,6 +21,8 @@ from memsafe import render
 class Failed(SystemExit):
     """A command failed and has said why: exit with `code` (the Typer app turns it into typer.Exit)."""
 
+    code: int
+
 
 @functools.cache
 def err_console():
@@ -220,6 +222,6 @@ def safe_streams() -> None:
     """Never die on a legacy console encoding: unencodable characters are replaced (FIELD-CASES F02)."""
     for stream in (sys.stdout, sys.stderr):
         try:
-            stream.reconfigure(errors="replace")
+            stream.reconfigure(errors="replace")  # type: ignore[union-attr]  # absent: AttributeError, caught
         except (AttributeError, ValueError):
             pass

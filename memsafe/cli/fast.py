@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -56,6 +56,7 @@ def _value(spec, raw: str):
     if kind == "choice":
         return raw if raw in limits[0] else None
     low, high = limits
+    value: float
     if kind == "int":
         if not (raw.isascii() and raw.isdigit()):
             return None
@@ -132,7 +133,8 @@ def run(argv: list[str]) -> int | None:
     command, db, kwargs = parsed
     safe_streams()
     try:
-        {"recall": recall, "remember": remember, "import": import_}[command](db, **kwargs)
+        commands: dict[str, Callable[..., object]] = {"recall": recall, "remember": remember, "import": import_}
+        commands[command](db, **kwargs)
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else 1
     except KeyboardInterrupt:

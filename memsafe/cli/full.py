@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -18,6 +19,9 @@ from memsafe.cli import init  # noqa: F401,E402  (registers `memsafe init`)
 
 from memsafe.cli import _plain
 from memsafe.cli._common import app, close_matches, err, error
+
+if TYPE_CHECKING:  # for the type checker only: at run time the classes are found from Typer's public ones
+    from typer._click.exceptions import ClickException
 
 __all__ = ["app", "main"]
 
@@ -50,7 +54,7 @@ def _place_in_panels() -> None:
 _place_in_panels()
 
 
-def _click_exception_types() -> tuple[type, type]:
+def _click_exception_types() -> tuple[type[ClickException], type[typer.Abort]]:
     """(ClickException, Abort) from Typer's own Click, found without importing its private module."""
     base = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
     return base, typer.Abort
@@ -73,7 +77,8 @@ def main() -> None:
         hint = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
         if hasattr(exc, "possibilities") and ctx is not None:  # an unknown option: suggest close ones only
             names = [name for param in ctx.command.get_params(ctx) for name in (*param.opts, *param.secondary_opts)]
-            matches = close_matches(exc.option_name, [name for name in names if name.startswith("--")])
+            matches = close_matches(exc.option_name, [  # type: ignore[attr-defined]  # NoSuchOption's
+                name for name in names if name.startswith("--")])
             exc.possibilities = None
             exc.message += f". Did you mean {', '.join(matches)}?" if matches else ""
         message = exc.format_message()

@@ -13,9 +13,12 @@ import typer
 from memsafe.cli._common import _emit_json, _errors, _fail, _note_json, app, is_terminal, out
 from memsafe.plural import count_of
 
-
-def _step_flag(name: str, help: str):
-    return Annotated[bool, typer.Option(f"--{name}/--no-{name}", help=help, show_default=False)]
+_HookFlag = Annotated[bool, typer.Option("--hook/--no-hook", show_default=False,
+                                         help="Install the git hook in this repository (default: yes).")]
+_AgentsFlag = Annotated[bool, typer.Option("--agents/--no-agents", show_default=False, help=(
+    "Register the MCP server with Claude Code, Claude Desktop, Cursor (default: yes)."))]
+_RulesFlag = Annotated[bool, typer.Option("--rules/--no-rules", show_default=False,
+                                          help="Add a memsafe block to CLAUDE.md / AGENTS.md (default: yes).")]
 
 
 @app.command()
@@ -27,10 +30,9 @@ def init(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Show every change, make none.")] = False,
     undo: Annotated[bool, typer.Option("--undo", help="Remove what init added (backups of edited files are kept).")]
     = False,
-    hook: _step_flag("hook", "Install the git hook in this repository (default: yes).") = True,
-    agents: _step_flag("agents", "Register the MCP server with Claude Code, Claude Desktop, Cursor (default: yes).")
-    = True,
-    rules: _step_flag("rules", "Add a memsafe block to CLAUDE.md / AGENTS.md (default: yes).") = True,
+    hook: _HookFlag = True,
+    agents: _AgentsFlag = True,
+    rules: _RulesFlag = True,
     completions: Annotated[
         bool | None,
         typer.Option("--completions/--no-completions", show_default=False,

@@ -235,6 +235,7 @@ def build_app(db: str | None = None, project: str | None = None, *, host: str = 
     from mcp.server.auth.middleware.auth_context import get_access_token
     from mcp.server.auth.provider import AccessToken
     from mcp.server.auth.settings import AuthSettings
+    from pydantic import AnyHttpUrl
     from starlette.responses import JSONResponse
 
     from memsafe import __version__
@@ -242,12 +243,13 @@ def build_app(db: str | None = None, project: str | None = None, *, host: str = 
 
     options: dict = {}
     if tokens is not None:
+        table = tokens
 
         class Verifier:
             """The SDK's TokenVerifier over a `TokenTable`: the token's user is the client id."""
 
             async def verify_token(self, token: str) -> AccessToken | None:
-                user = tokens.user_of(token)
+                user = table.user_of(token)
                 if user is None:
                     log.warning("refused a request: its token is unknown (401)")
                     return None
@@ -255,7 +257,7 @@ def build_app(db: str | None = None, project: str | None = None, *, host: str = 
 
         # The issuer URL is required by the SDK's settings but unused: no OAuth routes are served.
         options = dict(token_verifier=Verifier(), auth=AuthSettings(
-            issuer_url=f"http://{host if ':' not in host else f'[{host}]'}", resource_server_url=None))
+            issuer_url=AnyHttpUrl(f"http://{host if ':' not in host else f'[{host}]'}"), resource_server_url=None))
     instructions = INSTRUCTIONS.replace("kept on this machine", "kept on your team's memsafe server, shared with "
                                         "your teammates' agents")
     server = build_server(db, project, instructions=instructions, **options)

@@ -54,7 +54,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypedDict
 
 from pydantic import Field, ValidationError
 
@@ -62,6 +62,9 @@ from memsafe import __version__, api, embed, framing, render, settings, tokens
 from memsafe.errors import InvalidInput, MemsafeError
 
 __all__ = ["INSTRUCTIONS", "CallOrder", "ServerState", "build_server", "serve", "strict_schema"]
+
+if TYPE_CHECKING:  # anyio is imported inside the event loop
+    import anyio
 
 log = logging.getLogger("memsafe.server")
 
@@ -104,6 +107,14 @@ KindName = Literal["fact", "preference", "decision", "task", "conversation", "ep
 _CALL: contextvars.ContextVar[dict | None] = contextvars.ContextVar("memsafe_call", default=None)
 
 
+class _Hints(TypedDict, total=False):
+    """The `ToolAnnotations` hints a tool sets (those left out stay unset in its listing)."""
+
+    read_only_hint: bool
+    destructive_hint: bool
+    idempotent_hint: bool
+
+
 class _NotRun(Exception):
     """A tool call cancelled by the client before its turn came."""
 
@@ -135,7 +146,7 @@ class CallOrder:
         self._cancelled: set[str] = set()  # cancelled while waiting or running
         self._finished: dict[str, str] = {}  # finished, reply not yet written: key -> outcome
         self._closed = False  # stopping: no call starts any more
-        self._changed = None  # anyio.Event, made on first wait (inside the event loop)
+        self._changed: anyio.Event | None = None  # made on first wait (inside the event loop)
 
     def read(self, request_id) -> None:
         """A `tools/call` with this id was read from the client."""
@@ -168,7 +179,7 @@ class CallOrder:
         return len(self._queue)
 
     @contextlib.asynccontextmanager
-    async def turn(self, request_id, name: str):
+    async def turn(self, request_id, name: str | None):
         """Wait until every call read before this one has finished, then run it (the body).
 
         Raises:
@@ -704,7 +715,7 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
                 notices = [] if state.shared else state.take_notices()
                 return "\n".join([result, *(f"Note: {n}" for n in notices)]) if notices else result
 
-            flags: dict[str, bool] = {"read_only_hint": True} if read_only else {"destructive_hint": destructive}
+            flags: _Hints = {"read_only_hint": True} if read_only else {"destructive_hint": destructive}
             if idempotent:
                 flags["idempotent_hint"] = True
             hints = ToolAnnotations(**flags)
@@ -895,7 +906,7 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
         middleware=[warm_after_handshake, in_order],
         **options,
     )
-    server.memsafe = state
+    server.memsafe = state  # type: ignore[attr-defined]  # the state rides on the server for its transports
     return server
 
 
@@ -905,7 +916,7 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
 
 def _log_level() -> Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]:
     level = os.environ.get("MEMSAFE_LOG_LEVEL", "WARNING").strip().upper()
-    return level if level in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL") else "WARNING"  # type: ignore
+    return level if level in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL") else "WARNING"  # type: ignore[return-value]  # `in` on a tuple of literals does not narrow str
 
 
 class _CapFilter(logging.Filter):
@@ -948,7 +959,7 @@ def _claim_stdio() -> tuple[int, int]:
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(AttributeError, ValueError):  # None, or not a TextIOWrapper
             try:
-                stream.reconfigure(errors="backslashreplace")
+                stream.reconfigure(errors="backslashreplace")  # type: ignore[union-attr]  # absent: AttributeError, caught
             except OSError:  # opened on a seekable file (`serve > out`), now a pipe or terminal
                 stream.flush()
                 setattr(sys, "stdout" if stream is sys.stdout else "stderr", io.TextIOWrapper(
@@ -1049,7 +1060,7 @@ class _Answers:
             self.owed[key] -= 1
 
     async def write(self, text: str) -> None:
-        reply = None
+        reply: Any = None  # a JSON value
         with contextlib.suppress(ValueError, RecursionError):
             reply = json.loads(text)
         if self.early is not None and self.early.swallow(reply):  # answered before the SDK loaded

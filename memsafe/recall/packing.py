@@ -158,6 +158,7 @@ class Heads:
         m = self.memories[index]
         if m.id not in self._tags:
             batch = [x.id for x in self.memories[index:index + self.BATCH] if x.id not in self._tags]
+            assert self.store is not None  # memories without their tags come from a store
             self._tags.update(self.store.tags_of(batch))
         return dataclasses.replace(m, tags=list(self._tags[m.id]))
 

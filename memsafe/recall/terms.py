@@ -15,10 +15,14 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from memsafe import textform
 from memsafe.store.common.tokenizer import CJK_RUN
 from memsafe.tokens import SHORT_TEXT  # texts up to this long are kept by the per-process caches here too
+
+if TYPE_CHECKING:
+    from memsafe.when import Window
 
 # Words too common to help BM25 rank; dropped from a query unless nothing else is left.
 STOP_WORDS = frozenset(
@@ -196,7 +200,7 @@ class Query:
     only_time: bool = False  # it names a time and nothing else ("what did we do in the last 24 hours?")
 
 
-def parse_query(text: str, now: datetime, held: Callable[[object], bool] | None = None) -> Query:
+def parse_query(text: str, now: datetime, held: Callable[[Window], bool] | None = None) -> Query:
     """Step "time" (reading): the windows a query names and its text without them.
 
     A query that is only a date ("May 2023", "what happened in May 2023?": what is left is stop

@@ -11,7 +11,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from memsafe import embed, tokens
 from memsafe.embed import embed_within
@@ -129,7 +129,8 @@ def backfill(store: Store, *, limit: int | None = BACKFILL_BATCH, batch_size: in
     return done
 
 
-def _no_write():
+def _no_write(most_ms: int = 0) -> NoReturn:
+    """What `backfill` writes with once the lock was not free in time: nothing (`most_ms` as `write`'s)."""
     raise StoreUnavailable("no time left to wait for the write lock")
 
 
@@ -250,11 +251,11 @@ def embed_query_async(store: Store, text: str, scope: Scope | None = None, k: in
 
     if embed.loaded() and store.vector_available:
         embedder = embed.get_embedder()
-        vector = _known_query_vector(embedder, text)
+        vector = _known_query_vector(embedder, text) if embedder is not None else None
         if vector is not None:
             from concurrent.futures import Future
 
-            done = Future()
+            done: Future = Future()
             done.set_result((embedder, vector))
             return done
 

@@ -17,8 +17,12 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from memsafe.models import Memory, Scope
+
+if TYPE_CHECKING:
+    from memsafe.store.sqlite.encryption import Key
 
 
 class LexicalHits(list):
@@ -85,14 +89,6 @@ class Memories(ABC):
     @abstractmethod
     def fill_tags(self, memories: Sequence[Memory]) -> None:
         """Set each memory's `tags` (sorted) from the store, in place."""
-
-    def recall_rows(self, ids: Sequence[int], *, kind: str | None = None) -> tuple[dict[int, Memory], dict[int, int]]:
-        """What a recall reads of its candidates: ({id: memory without tags (any status; only
-        those of `kind` if given)}, {id: `entity_degrees`}). A backend may keep them while the
-        store is unchanged, so the memories may be shared with later calls: read them, never
-        change them (copy one to fill its tags)."""
-        memories = self.get_memories(ids, tags=False, kind=kind)
-        return memories, self.entity_degrees(list(memories))
 
     def get_memory(self, memory_id: int) -> Memory | None:
         """One memory by id (any status), or None."""
@@ -243,15 +239,6 @@ class Vectors(ABC):
         """Create the vector table for `model_id` with `dim` dimensions, or empty it (every memory
         pending again) if the stored vectors came from another model; records both in config
         (`_embedding_model`, `_embedding_dim`). Call inside `write()`."""
-
-    def vectors_ready(self, model_id: str) -> bool:
-        """True when vectors can be searched and written for `model_id`: the backend has vector
-        support, and the vector table exists and holds that model's vectors."""
-        return (
-            self.vector_available
-            and self.vector_table_exists()
-            and self.config_get("_embedding_model") == model_id
-        )
 
     @abstractmethod
     def put_vector(self, memory_id: int, vector_bytes: bytes) -> None:
@@ -564,10 +551,12 @@ class Store(Memories, FullText, Vectors, Graph, History, Config, Browse):
     """An open memsafe store: every concern above, plus opening state, transactions and checks.
 
     Attributes every implementation sets when it opens:
-        path: where the data lives (a file path for SQLite), for messages and `status`.
+        path: where the data lives (a file `Path` for SQLite, the URL for PostgreSQL), for messages
+            and `status`.
         created: True when opening created a new, empty store.
         backup_path: the copy written before a migration, or None.
         vector_error: why vectors are unavailable (None when they are available).
+        key: the key the data is encrypted with at rest (SQLite only), or None.
 
     A store is a context manager: `with connect(...) as store:` closes it at the end.
 
@@ -580,16 +569,36 @@ class Store(Memories, FullText, Vectors, Graph, History, Config, Browse):
     uses, the query's embedding, runs no SQL on it (`prepare_vector_search`).
     """
 
-    path: Path
+    path: Path | str
     created: bool
     backup_path: Path | None
     vector_error: str | None
+    key: Key | None
 
     def __enter__(self) -> Store:
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+    # Defaults that combine several concerns (memories and the graph; vectors and config)
+
+    def recall_rows(self, ids: Sequence[int], *, kind: str | None = None) -> tuple[dict[int, Memory], dict[int, int]]:
+        """What a recall reads of its candidates: ({id: memory without tags (any status; only
+        those of `kind` if given)}, {id: `entity_degrees`}). A backend may keep them while the
+        store is unchanged, so the memories may be shared with later calls: read them, never
+        change them (copy one to fill its tags)."""
+        memories = self.get_memories(ids, tags=False, kind=kind)
+        return memories, self.entity_degrees(list(memories))
+
+    def vectors_ready(self, model_id: str) -> bool:
+        """True when vectors can be searched and written for `model_id`: the backend has vector
+        support, and the vector table exists and holds that model's vectors."""
+        return (
+            self.vector_available
+            and self.vector_table_exists()
+            and self.config_get("_embedding_model") == model_id
+        )
 
     @property
     @abstractmethod

@@ -93,14 +93,15 @@ def radial(view: GraphView, *, size: float = 720.0) -> tuple[list[Node], list[Ed
         angle[n.entity.name] = -math.pi / 2 + i * sector
     parent: dict[str, str] = {}
     for r in view.relations:
-        for a, b in ((r.source, r.target), (r.target, r.source)):
-            if a in by_name and b in angle and by_name[a].distance >= 2:
-                parent.setdefault(a, b)
+        for end, other in ((r.source, r.target), (r.target, r.source)):
+            if end in by_name and other in angle and by_name[end].distance >= 2:
+                parent.setdefault(end, other)
     groups: dict[str | None, list[str]] = {}
     for n in second:
         groups.setdefault(parent.get(n.entity.name), []).append(n.entity.name)
     orphans = groups.pop(None, [])
     for p, names in groups.items():
+        assert p is not None  # the orphans' group (None) was popped above
         span = sector * 0.9
         for j, name in enumerate(names):
             offset = 0.0 if len(names) == 1 else -span / 2 + span * j / (len(names) - 1)
@@ -112,10 +113,10 @@ def radial(view: GraphView, *, size: float = 720.0) -> tuple[list[Node], list[Ed
         if n.distance == 0:
             x, y = c, c
         else:
-            r = rings[min(n.distance, 2)]
-            x, y = c + r * math.cos(angle[n.entity.name]), c + r * math.sin(angle[n.entity.name])
-        r = 22.0 if n.distance == 0 else 9.0 + min(n.entity.memories, 12)
-        node = Node(n.entity.name, n.entity.type, n.distance, n.entity.memories, round(x, 1), round(y, 1), r)
+            ring = rings[min(n.distance, 2)]
+            x, y = c + ring * math.cos(angle[n.entity.name]), c + ring * math.sin(angle[n.entity.name])
+        radius = 22.0 if n.distance == 0 else 9.0 + min(n.entity.memories, 12)
+        node = Node(n.entity.name, n.entity.type, n.distance, n.entity.memories, round(x, 1), round(y, 1), radius)
         node.lx, node.ly, node.anchor = _label_at(node, c)
         nodes.append(node)
     at = {n.name: n for n in nodes}

@@ -21,6 +21,7 @@ from __future__ import annotations
 import difflib
 import hmac
 from pathlib import Path
+from typing import overload
 from urllib.parse import parse_qs, urlencode
 
 from jinja2 import Environment, FileSystemBytecodeCache, FileSystemLoader, select_autoescape
@@ -187,9 +188,16 @@ def _diff(old: str, new: str) -> list[tuple[str, str]]:
     return out
 
 
+@overload
+def _int(value: str | None, default: int) -> int: ...
+@overload
+def _int(value: str | None, default: None = None) -> int | None: ...
 def _int(value: str | None, default: int | None = None) -> int | None:
+    """`value` as an integer, `default` when absent or empty. Raises InvalidInput."""
+    if value is None or value == "":
+        return default
     try:
-        return int(value) if value not in (None, "") else default
+        return int(value)
     except ValueError:
         raise InvalidInput(f"{value[:20]!r} is not a whole number") from None
 
@@ -198,7 +206,7 @@ def _int(value: str | None, default: int | None = None) -> int | None:
 # The app
 
 
-def build_app(state: UiState) -> Starlette:
+def build_app(state: UiState) -> Guard:
     """The Starlette app for one run (routes, Guard, static files)."""
     env = _environment()
     store = lambda: state.opened.store  # noqa: E731
@@ -316,6 +324,7 @@ def build_app(state: UiState) -> Starlette:
         with state.lock:
             try:
                 memory_id = _int(request.path_params["id"])
+                assert memory_id is not None  # the route's {id} is never empty
                 msg = _apply(store(), memory_id, action, form, state)
             except MemsafeError as exc:
                 return failure(request, exc)

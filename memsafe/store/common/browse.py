@@ -8,9 +8,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from memsafe.models import Scope
+from memsafe.store.common.base import SQLStoreBase
 
 
-class SQLBrowse:
+class SQLBrowse(SQLStoreBase):
     """Read-only browsing queries; see the module docstring."""
 
     @staticmethod

@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+from memsafe.store.common.base import SQLStoreBase
 
-class SQLConfig:
+
+class SQLConfig(SQLStoreBase):
     """See the module docstring."""
 
     def config_items(self) -> dict[str, str]:

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from memsafe import textform
 from memsafe.models import Scope
 from memsafe.store.common import sql
+from memsafe.store.common.base import SQLStoreBase
 from memsafe.store.common.tokenizer import CJK_RUN
 from memsafe.store.interface import LexicalHits
 
@@ -56,7 +57,7 @@ def exact_hits(hits: Sequence[tuple[int, float]], held: dict[int, int], terms: i
     return (out + [(i, s) for i, s in hits if i not in held])[:limit]
 
 
-class FullTextFusion:
+class FullTextFusion(SQLStoreBase):
     """See the module docstring."""
 
     def fts_search(self, match: str | None, scope: Scope, limit: int, exact: Sequence[str] = ()) -> LexicalHits:

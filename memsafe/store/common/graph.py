@@ -7,10 +7,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 
 from memsafe.models import Scope
+from memsafe.store.common.base import SQLStoreBase
 from memsafe.store.common.sql import chunked
 
 
-class SQLGraph:
+class SQLGraph(SQLStoreBase):
     """See the module docstring."""
 
     def entity_degrees(self, ids: Sequence[int]) -> dict[int, int]:
@@ -161,6 +162,7 @@ class SQLGraph:
         )
 
     def delete_relations(self, source_id: int, relation: str | None, target_id: int) -> int:
+        params: tuple[int | str, ...]
         if relation is None:
             sql, params = "DELETE FROM relations WHERE source_id = ? AND target_id = ?", (source_id, target_id)
         else:

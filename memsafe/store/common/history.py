@@ -7,10 +7,11 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
+from memsafe.store.common.base import SQLStoreBase
 from memsafe.store.common.sql import chunked
 
 
-class SQLHistory:
+class SQLHistory(SQLStoreBase):
     """See the module docstring."""
 
     _VERSION_COLUMNS = ("content", "kind", "project", "tags", "importance", "confidence", "decay_level", "status",

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from memsafe.models import Memory, Scope, Status
+from memsafe.store.common.base import SQLStoreBase
 from memsafe.store.common.sql import chunked
 
 _MEMORY_COLUMNS = (
@@ -15,7 +16,7 @@ _MEMORY_COLUMNS = (
 )
 
 
-class SQLMemories:
+class SQLMemories(SQLStoreBase):
     """See the module docstring."""
 
     _ROWS_PER_INSERT = 100  # rows of one multi-row INSERT (× ≤ 23 columns: far under either engine's limit)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from typing import Any
 
 # Post-filtering (fts_search, the in-memory vector search): rank everything, take the best
 # max(limit × OVERFETCH, OVERFETCH_MIN), keep those in scope by primary key. If `limit` of them are
@@ -19,3 +20,16 @@ def chunked(ids: Iterable, size: int = 500) -> Iterator[tuple[list, str]]:
     for start in range(0, len(unique), size):
         chunk = unique[start : start + size]
         yield chunk, ",".join("?" * len(chunk))
+
+
+def one(cursor: Any) -> tuple:
+    """The row of a query that always yields one (an aggregate, a PRAGMA, `SELECT EXISTS`): a
+    cursor's `fetchone()` is typed as possibly None, which such a query never is."""
+    row = cursor.fetchone()
+    assert row is not None, "an aggregate or PRAGMA query returned no row"
+    return row
+
+
+def scalar(cursor: Any) -> Any:
+    """The first column of `one(cursor)`."""
+    return one(cursor)[0]

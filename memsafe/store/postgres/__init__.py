@@ -22,6 +22,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from memsafe.errors import InvalidInput, Refused, SchemaTooNew, StoreUnavailable
 from memsafe.plural import count_of
@@ -35,12 +36,15 @@ from memsafe.store.postgres import migrations
 from memsafe.store.postgres.fulltext import PostgresFullText, stale_rows, text_batches
 from memsafe.store.postgres.vectors import PostgresVectors
 
+if TYPE_CHECKING:  # psycopg is the optional `postgres` extra, imported when a store opens
+    from psycopg_pool import ConnectionPool
+
 URL_SCHEMES = ("postgresql://", "postgres://")
 WRITE_LOCK = 0x6D656D73_6166651  # pg_advisory_xact_lock key every memsafe write transaction takes
 BUSY_TIMEOUT_MS = 30_000
 CONNECT_TIMEOUT_S = 10
 POOL_MAX = 16  # connections per process and URL: a server's concurrent tool calls each hold one
-_pools: dict[str, object] = {}
+_pools: dict[str, ConnectionPool] = {}
 _pools_lock = threading.Lock()
 _migrated: set[str] = set()
 

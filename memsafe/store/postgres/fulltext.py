@@ -29,6 +29,7 @@ from memsafe.models import Scope
 from memsafe.store.common.fulltext import FullTextFusion, holds_exact
 from memsafe.store.common.tokenizer import NAME
 from memsafe.store.postgres import words
+from memsafe.store.postgres.base import PostgresBase
 from memsafe.store.postgres.migrations import TRIGRAM_MAX_CHARS
 from memsafe.store.sqlite.fulltext import SQLiteFullText
 
@@ -155,7 +156,7 @@ def _like_pattern(term: str) -> str:
     return "%" + escaped.replace("σ", "_").replace("ς", "_") + "%"
 
 
-class PostgresFullText(FullTextFusion):
+class PostgresFullText(FullTextFusion, PostgresBase):
     """See the module docstring."""
 
     scratch_lexical = staticmethod(SQLiteFullText.scratch_lexical)  # in memory, touches no stored data

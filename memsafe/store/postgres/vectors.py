@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from contextlib import contextmanager
 
 from memsafe.models import Scope
+from memsafe.store.postgres.base import PostgresBase
 
 EF_SEARCH_MIN, EF_SEARCH_MAX = 40, 1000  # pgvector's default and upper bound of hnsw.ef_search
 
@@ -33,7 +34,7 @@ def vector_bytes(values: Sequence[float]) -> bytes:
     return np.asarray(values, dtype=np.float32).tobytes()
 
 
-class PostgresVectors:
+class PostgresVectors(PostgresBase):
     """See the module docstring."""
 
     def vector_table_exists(self) -> bool:

@@ -32,7 +32,7 @@ from memsafe.store.common.config import SQLConfig
 from memsafe.store.common.graph import SQLGraph
 from memsafe.store.common.history import SQLHistory
 from memsafe.store.common.memories import SQLMemories
-from memsafe.store.common.sql import chunked
+from memsafe.store.common.sql import chunked, scalar
 from memsafe.store.interface import Store
 from memsafe.store.sqlite import encryption
 
@@ -140,7 +140,7 @@ class SQLiteStore(SQLMemories, SQLiteFullText, SQLiteVectors, SQLGraph, SQLHisto
         self.disk_was_full = False  # opened without shared memory: a full disk left no room for `-shm`
         self.conn = self._connect(create)
         try:
-            self._identity = self._file_identity()  # what `still_current` compares with
+            self._identity: tuple[int, int] | None = self._file_identity()  # what `still_current` compares with
         except OSError:  # gone already (removed by another process): never reused
             self._identity = None
         try:
@@ -208,6 +208,7 @@ class SQLiteStore(SQLMemories, SQLiteFullText, SQLiteVectors, SQLGraph, SQLHisto
                     raise StoreUnavailable(f"{path} is not a SQLite database; point --db at a memsafe file") from None
                 self.key = key
                 break
+            assert conn is not None  # `candidates or [None]` holds a key (or None) to try at least
             # Refuse foreign files before anything writes to them (switching to WAL would).
             if version < 0 or (version > 0 and "memories" not in tables) or (version == 0 and tables):
                 conn.close()
@@ -225,7 +226,7 @@ class SQLiteStore(SQLMemories, SQLiteFullText, SQLiteVectors, SQLGraph, SQLHisto
             conn.execute("PRAGMA secure_delete = ON")
             if self.key is not None:
                 conn.execute("PRAGMA temp_store = MEMORY")  # no plain-text temporary file, ever
-            mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
+            mode = scalar(conn.execute("PRAGMA journal_mode"))
             if mode.lower() != "wal" and not self.disk_was_full:
                 conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = FULL")
@@ -298,7 +299,7 @@ class SQLiteStore(SQLMemories, SQLiteFullText, SQLiteVectors, SQLGraph, SQLHisto
         commits both at once. The first read of the file: it fails when the key is wrong."""
         conn.execute("BEGIN")
         try:
-            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            version = scalar(conn.execute("PRAGMA user_version"))
             tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         finally:
             if conn.in_transaction:  # an error (a full disk, a wrong key) may have ended it
@@ -349,7 +350,7 @@ class SQLiteStore(SQLMemories, SQLiteFullText, SQLiteVectors, SQLGraph, SQLHisto
                 version = self.schema_version()  # another process may have migrated meanwhile
                 if version >= target:
                     return
-                if version == 0 and self.conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
+                if version == 0 and scalar(self.conn.execute("SELECT count(*) FROM sqlite_master")):
                     # checked under the write lock: a concurrent first opener may have just created it
                     raise StoreUnavailable(f"{self.path} is a SQLite file but not a memsafe database")
                 if version != 0:
@@ -469,7 +470,7 @@ class SQLiteStore(SQLMemories, SQLiteFullText, SQLiteVectors, SQLGraph, SQLHisto
             raise
 
     def schema_version(self) -> int:
-        return self.conn.execute("PRAGMA user_version").fetchone()[0]
+        return scalar(self.conn.execute("PRAGMA user_version"))
 
     def sqlite_version(self) -> str:
         return apsw.sqlite_lib_version()
@@ -477,7 +478,7 @@ class SQLiteStore(SQLMemories, SQLiteFullText, SQLiteVectors, SQLGraph, SQLHisto
     def vec_version(self) -> str | None:
         if not self.vector_available:
             return None
-        return self.conn.execute("SELECT vec_version()").fetchone()[0]
+        return scalar(self.conn.execute("SELECT vec_version()"))
 
     def integrity_check(self) -> str:
         return "; ".join(r[0] for r in self.conn.execute("PRAGMA integrity_check"))
@@ -547,7 +548,7 @@ class SQLiteStore(SQLMemories, SQLiteFullText, SQLiteVectors, SQLGraph, SQLHisto
         vector copy found current) holds while the file is unchanged."""
         if self.conn.in_transaction:
             return None
-        return self.conn.execute("PRAGMA data_version").fetchone()[0], self.conn.total_changes()
+        return scalar(self.conn.execute("PRAGMA data_version")), self.conn.total_changes()
 
     # What `recall_rows` read, valid while the file is unchanged (`_file_state`): an agent's
     # recalls come back to the same memories (80% of the candidates of `bench --scale 10000`'s
@@ -568,7 +569,7 @@ class SQLiteStore(SQLMemories, SQLiteFullText, SQLiteVectors, SQLGraph, SQLHisto
         state = self._file_state()
         if state is None:
             return super().recall_rows(ids, kind=kind)
-        if state != self._rows_state:
+        if state != self._rows_state or self._rows is None:  # (None only with its state None)
             self._rows, self._rows_state, self._rows_chars = {}, state, 0
         kept = self._rows
         missing = [i for i in ids if i not in kept]
@@ -591,8 +592,8 @@ class SQLiteStore(SQLMemories, SQLiteFullText, SQLiteVectors, SQLGraph, SQLHisto
     def _fits_page_cache(self) -> bool:
         """Whether the main file (pages × page size, bytes) fits this connection's page cache
         (`PAGE_CACHE_KIB`): then a read by primary key costs no I/O call. Two header reads."""
-        pages = self.conn.execute("PRAGMA page_count").fetchone()[0]
-        return pages * self.conn.execute("PRAGMA page_size").fetchone()[0] <= PAGE_CACHE_KIB * 1024
+        pages = scalar(self.conn.execute("PRAGMA page_count"))
+        return pages * scalar(self.conn.execute("PRAGMA page_size")) <= PAGE_CACHE_KIB * 1024
 
     def memory_columns(self) -> list[str]:
         return [r[1] for r in self.conn.execute("PRAGMA table_info(memories)")]
@@ -651,14 +652,14 @@ class SQLiteStore(SQLMemories, SQLiteFullText, SQLiteVectors, SQLGraph, SQLHisto
         fk = self.conn.execute("PRAGMA foreign_key_check").fetchall()
         if fk:
             problems.append(f"foreign_key_check: {len(fk)} dangling rows")
-        rows = self.conn.execute("SELECT count(*) FROM memories").fetchone()[0]
+        rows = scalar(self.conn.execute("SELECT count(*) FROM memories"))
         for table, what in (("memories_fts", "full-text"), ("memories_tri", "trigram")):
             try:
                 with self.write():
                     self.conn.execute(f"INSERT INTO {table}({table}, rank) VALUES ('integrity-check', 1)")
             except apsw.Error as exc:
                 problems.append(f"{what} index integrity-check: {exc}")
-            indexed = self.conn.execute(f"SELECT count(*) FROM {table}_docsize").fetchone()[0]
+            indexed = scalar(self.conn.execute(f"SELECT count(*) FROM {table}_docsize"))
             if rows != indexed:
                 problems.append(f"{count_of(rows, 'memory')} but {count_of(indexed, what + ' entry')}")
         if self.vector_table_exists() and self.vector_available:
@@ -673,10 +674,10 @@ class SQLiteStore(SQLMemories, SQLiteFullText, SQLiteVectors, SQLGraph, SQLHisto
                  "vector", "for memories marked not embedded"),
             )
             for sql, noun, wrong in checks:
-                count = self.conn.execute(sql).fetchone()[0]
+                count = scalar(self.conn.execute(sql))
                 if count:
                     problems.append(f"{count_of(count, noun)} {wrong}")
-        elif self.conn.execute("SELECT count(*) FROM memories WHERE embedded = 1").fetchone()[0]:
+        elif scalar(self.conn.execute("SELECT count(*) FROM memories WHERE embedded = 1")):
             if not self.vector_table_exists():
                 problems.append("memories marked embedded but there is no vector table")
         return problems

@@ -28,10 +28,15 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import apsw
 
 from memsafe.errors import StoreUnavailable
+from memsafe.store.common.sql import scalar
+
+if TYPE_CHECKING:  # `keyring` is an optional dependency (the `encryption` extra)
+    from keyring.backend import KeyringBackend
 
 KEY_ENV = "MEMSAFE_KEY"
 KEY_FILE_ENV = "MEMSAFE_KEY_FILE"
@@ -179,7 +184,7 @@ class Keyring:
     backend that keeps them out of plain files: macOS Keychain, Windows Credential Locker,
     Secret Service, KWallet)."""
 
-    backend: object = field(repr=False)
+    backend: KeyringBackend = field(repr=False)
     name: str
     file: Path | None
     weakness: str | None
@@ -460,7 +465,7 @@ def convert(path: Path, *, old: Key | None, new: Key | None) -> int:
                 f"{path} is in use by another process (a running `memsafe serve` or `memsafe ui`?); "
                 "stop it and try again. Nothing was changed"
             )
-        count = lock.execute("SELECT count(*) FROM memories").fetchone()[0]
+        count = scalar(lock.execute("SELECT count(*) FROM memories"))
         lock.execute("BEGIN IMMEDIATE")  # no writer may change the file until the rename
         try:
             reader = apsw.Connection(str(path), flags=flags)
@@ -483,8 +488,8 @@ def convert(path: Path, *, old: Key | None, new: Key | None) -> int:
                     check.pragma("rekey", "")  # the copy is decrypted in place (a rollback journal)
                     check.close()
                     check = apsw.Connection(str(tmp), flags=flags)
-                result = check.execute("PRAGMA integrity_check").fetchone()[0]
-                copied = check.execute("SELECT count(*) FROM memories").fetchone()[0]
+                result = scalar(check.execute("PRAGMA integrity_check"))
+                copied = scalar(check.execute("SELECT count(*) FROM memories"))
             finally:
                 check.close()
             if result != "ok" or copied != count:
@@ -535,7 +540,7 @@ def backups_of(path: Path) -> list[Path]:
     wrote them."""
     import glob
 
-    found = set()
+    found: set[Path] = set()
     for base in {Path(os.path.realpath(path)), Path(os.path.abspath(path))}:
         found.update(p for p in base.parent.glob(glob.escape(base.name) + ".bak-v*")
                      if p.is_file() and not p.name.endswith("-journal"))

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import apsw
 
@@ -16,7 +16,8 @@ from memsafe.models import Scope
 from memsafe.store.common import sql as shared
 from memsafe.store.common import tokenizer
 from memsafe.store.common.fulltext import FullTextFusion, holds_exact
-from memsafe.store.common.sql import chunked
+from memsafe.store.common.sql import chunked, one, scalar
+from memsafe.store.sqlite.base import SQLiteBase
 from memsafe.store.sqlite.migrations import SCOPE_BY_ID, TRIGRAM_MAX_CHARS
 
 # A 1-character CJK query term is shorter than a trigram: it is looked up as the OR of the indexed
@@ -31,7 +32,7 @@ COMPACT_STEP_PAGES = 256
 COMPACT_WAIT_MS = 1000
 
 
-class SQLiteFullText(FullTextFusion):
+class SQLiteFullText(FullTextFusion, SQLiteBase):
     """See the module docstring."""
 
     def exact_search(self, terms: Sequence[str], scope: Scope, limit: int) -> dict[str, tuple[int, set[int]]]:
@@ -66,8 +67,8 @@ class SQLiteFullText(FullTextFusion):
                 match = " OR ".join('"' + t.replace('"', '""') + '"' for t in starts)
             df, ids = 0, set()
             if match:
-                (df,) = self.conn.execute("SELECT count(*) FROM memories_tri WHERE memories_tri MATCH ?", (match,)
-                                          ).fetchone()
+                (df,) = one(self.conn.execute("SELECT count(*) FROM memories_tri WHERE memories_tri MATCH ?",
+                                                  (match,)))
                 rows = self.conn.execute(
                     "SELECT m.id, m.content FROM memories_tri JOIN memories m ON m.id = memories_tri.rowid "
                     f"WHERE memories_tri MATCH ? AND {where} ORDER BY m.id DESC LIMIT ?",
@@ -84,7 +85,7 @@ class SQLiteFullText(FullTextFusion):
             # (`unique_tail_token`, `v2.4.7`) is looked up there as a phrase of the word index
             # instead, among those long memories only (CJK words of 2+ characters are word-index
             # terms, `recall.terms.fts_terms`, found in a memory of any length).
-            longer = self.conn.execute(
+            longer: Iterable[tuple[int, str]] = self.conn.execute(
                 "SELECT m.id, m.content FROM memories_fts JOIN memories m ON m.id = memories_fts.rowid "
                 f"WHERE memories_fts MATCH ? AND length(m.content) > ? AND {where} LIMIT ?",
                 ['"' + term.replace('"', '""') + '"', TRIGRAM_MAX_CHARS, *params, limit],
@@ -126,7 +127,7 @@ class SQLiteFullText(FullTextFusion):
                 if not merged:
                     break
                 if left is None:  # two rewrites of its pages (index rows), and the step that finds none left
-                    pages = self.conn.execute(f"SELECT count(*) FROM {table}_data").fetchone()[0]
+                    pages = scalar(self.conn.execute(f"SELECT count(*) FROM {table}_data"))
                     left = 2 * -(-pages // COMPACT_STEP_PAGES) + 1
             else:
                 return False  # out of steps: another writer keeps restarting the merge
@@ -210,9 +211,9 @@ class SQLiteFullText(FullTextFusion):
             df: dict[str, int] = {}
             matches: dict[str, set[int]] = {}
             for term in terms:
-                count, found = scratch.execute(
+                count, found = one(scratch.execute(
                     "SELECT count(*), group_concat(rowid) FILTER (WHERE rowid IN (SELECT value FROM json_each(?2))) "
-                    "FROM d WHERE d MATCH ?1", (term, wanted)).fetchone()
+                    "FROM d WHERE d MATCH ?1", (term, wanted)))
                 df[term] = count
                 matches[term] = {int(x) for x in found.split(",")} if found else set()
             return hits, df, matches
@@ -238,25 +239,26 @@ class SQLiteFullText(FullTextFusion):
         if state is None:
             known: dict[str, int] = {}
         else:
-            if state != self._term_counts_state or len(self._term_counts) > self.TERM_COUNTS_KEPT:
+            if (state != self._term_counts_state or self._term_counts is None
+                    or len(self._term_counts) > self.TERM_COUNTS_KEPT):
                 self._term_counts, self._term_counts_state = {}, state
             known = self._term_counts
         if "" not in known:  # "" is no FTS5 term: the number of memories
-            known[""] = self.conn.execute("SELECT count(*) FROM memories").fetchone()[0]
+            known[""] = scalar(self.conn.execute("SELECT count(*) FROM memories"))
         df: dict[str, int] = {}
         matches: dict[str, set[int]] = {}
         wanted = json.dumps(list(ids))
         for term in terms:
             if not ids:
                 if term not in known:
-                    known[term] = self.conn.execute(
-                        "SELECT count(*) FROM memories_fts WHERE memories_fts MATCH ?", (term,)).fetchone()[0]
+                    known[term] = scalar(self.conn.execute(
+                        "SELECT count(*) FROM memories_fts WHERE memories_fts MATCH ?", (term,)))
                 df[term], matches[term] = known[term], set()
                 continue
-            count, found = self.conn.execute(
+            count, found = one(self.conn.execute(
                 "SELECT count(*), group_concat(rowid) FILTER (WHERE rowid IN (SELECT value FROM json_each(?2))) "
                 "FROM memories_fts WHERE memories_fts MATCH ?1", (term, wanted),
-            ).fetchone()
+            ))
             df[term] = known[term] = count
             matches[term] = {int(x) for x in found.split(",")} if found else set()
         return known[""], df, matches

@@ -9,13 +9,18 @@ import threading
 import weakref
 from collections import Counter, OrderedDict
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import apsw
 
 from memsafe.errors import StoreUnavailable
 from memsafe.models import Scope
 from memsafe.store.common import sql as shared
-from memsafe.store.common.sql import chunked
+from memsafe.store.common.sql import chunked, scalar
+from memsafe.store.sqlite.base import SQLiteBase
+
+if TYPE_CHECKING:  # numpy is imported where vectors are used (it costs start-up time)
+    import numpy as np
 
 KNN_MAX_K = 4096  # sqlite-vec's upper bound on `k` in a KNN query (v0.1.x)
 # From this many vectors, a process's second search loads them into memory (n × dim × 4 bytes). At
@@ -25,7 +30,7 @@ NEAREST_BATCH_MAX = 20_000  # vectors `nearest_each` reads at once (~30 MB at 38
 EXACT_SCAN_RATIO = 24  # score a scope row by row when it holds under 1/24 of the vectors (see vector_search)
 
 
-class SQLiteVectors:
+class SQLiteVectors(SQLiteBase):
     """See the module docstring."""
 
     def vector_table_exists(self) -> bool:
@@ -81,9 +86,9 @@ class SQLiteVectors:
         if not (self.vector_available and self.vector_table_exists()):
             return 0
         try:  # vec0's rowid shadow table: a b-tree count instead of a scan of every vector chunk
-            return self.conn.execute("SELECT count(*) FROM vec_memories_rowids").fetchone()[0]
+            return scalar(self.conn.execute("SELECT count(*) FROM vec_memories_rowids"))
         except apsw.SQLError:
-            return self.conn.execute("SELECT count(*) FROM vec_memories").fetchone()[0]
+            return scalar(self.conn.execute("SELECT count(*) FROM vec_memories"))
 
     def vector_search(self, query_bytes: bytes, scope: Scope, k: int) -> list[tuple[int, float]]:
         """The k nearest memories in scope by cosine distance. Returns [(id, distance)] nearest first.
@@ -221,7 +226,7 @@ class SQLiteVectors:
         return bool(self.conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'vector_log'").fetchone())
 
     def _vector_log_tail(self) -> int:
-        return self.conn.execute("SELECT coalesce(max(seq), 0) FROM vector_log").fetchone()[0]
+        return scalar(self.conn.execute("SELECT coalesce(max(seq), 0) FROM vector_log"))
 
     # (query bytes, a weak reference to the copy, its `_distances`, the scope and k asked for, the
     # search's answer or None) from `prepare_vector_search`, for the next search: weak, so an idle
@@ -324,7 +329,8 @@ class SQLiteVectors:
                     columns[:, filled] = np.frombuffer(blob, dtype=np.float32)
                     filled += 1
                 loaded = ids[:filled], np.ascontiguousarray(columns[:, :filled])
-            return _keep(key, _VectorCache.built(*loaded, self._scopes(None), tail, self._log_row(tail), mark))
+            return _keep(key, _VectorCache.built(loaded[0], loaded[1], self._scopes(None), tail, self._log_row(tail),
+                                                 mark))
 
     def _mark(self) -> str | None:
         """What tells this file from another at the same path: the uid of its oldest memory."""
@@ -338,7 +344,7 @@ class SQLiteVectors:
         row = self.conn.execute("SELECT memory_id, token FROM vector_log WHERE seq = ?", (seq,)).fetchone()
         return (row[0], row[1]) if row else None
 
-    def _chunks_of(self, n: int, dim: int):
+    def _chunks_of(self, n: int, dim: int) -> tuple[np.ndarray, np.ndarray] | None:
         """(ids (n,) int64, vectors as columns (dim, n) float32) read straight from vec0's shadow tables, chunk
         by chunk (sqlite-vec 0.1.x: `vec_memories_chunks` holds per chunk a validity bitmap, bit i
         of byte i // 8 from the low bit, and its rowids as int64; `vec_memories_vector_chunks00`
@@ -388,7 +394,7 @@ class SQLiteVectors:
                 out[memory_id] = blob
         return out
 
-    def _scopes(self, ids: list[int] | None) -> list[tuple[str, str | None, object]]:
+    def _scopes(self, ids: list[int] | None) -> list[tuple[str, str | None, np.ndarray]]:
         """[(status, project, memory ids (m,) int64)] of the embedded memories among `ids` (None:
         all), a group per scope: a memory not embedded, or gone, has no scope a search may find
         its vector in. Grouped by SQL (one scan of the covering index memories_scope_embedded):
@@ -396,6 +402,7 @@ class SQLiteVectors:
         import numpy as np
 
         sql = "SELECT status, project, group_concat(id) FROM memories WHERE embedded = 1{} GROUP BY status, project"
+        rows: list[tuple]  # (status text, project text or NULL, group_concat's ids: text)
         if ids is None:
             rows = self.conn.execute(sql.format("")).fetchall()
         else:
@@ -524,7 +531,7 @@ class _VectorCache:
         self.status, self.project, self.status_codes, self.project_codes = status, project, status_codes, project_codes
 
     @classmethod
-    def built(cls, ids, columns, scopes: list[tuple[str, str | None, object]], seq: int,
+    def built(cls, ids, columns, scopes: list[tuple[str, str | None, np.ndarray]], seq: int,
               last: tuple[int, int | None] | None, mark: str | None) -> _VectorCache:
         """A copy of the vectors `ids`/`columns` whose memories' scopes are `scopes` ((status,
         project, memory ids) of the embedded memories, `SQLiteVectors._scopes`)."""
@@ -536,7 +543,7 @@ class _VectorCache:
         copy._set_scopes(scopes)
         return copy
 
-    def _set_scopes(self, scopes: list[tuple[str, str | None, object]]) -> None:
+    def _set_scopes(self, scopes: list[tuple[str, str | None, np.ndarray]]) -> None:
         """Set the scope of each vector whose memory `scopes` names ((status, project, memory ids)),
         coding new names. Only while the copy is being built: copies in use never change."""
         import numpy as np
@@ -573,7 +580,7 @@ class _VectorCache:
         return allowed
 
     def updated(self, revectored: list[int], vectors: dict[int, bytes], named: list[int],
-                scopes: list[tuple[str, str | None, object]], seq: int, last: tuple[int, int | None] | None,
+                scopes: list[tuple[str, str | None, np.ndarray]], seq: int, last: tuple[int, int | None] | None,
                 mark: str | None) -> _VectorCache:
         """A new copy: the vectors of the `revectored` memory ids replaced by `vectors` (absent:
         deleted), and the scope of every memory the log `named` since this copy (`revectored`
