@@ -808,9 +808,11 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
 
     @tool()
     def relate_entities(relations: list[list[str]], create: bool = False) -> str:
-        """Relate entities by [source, relation, target] triples; create adds missing entities."""
+        """Relate entities by [source, relation, target] triples; create adds missing entities.
+        Sees this project's and global entities, as recall does."""
         with state.store() as opened:
-            stored = api.relate_many(opened.store, [tuple(r) for r in relations], create=create)
+            stored = api.relate_many(opened.store, [tuple(r) for r in relations], create=create,
+                                     scope=state.scope(opened))
         return "Related: " + "; ".join(framing.inline(f"{r.source} {r.relation} {r.target}") for r in stored)
 
     @tool(read_only=True)
