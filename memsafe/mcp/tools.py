@@ -829,7 +829,7 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
     def transfer(path: str, direction: Literal["export", "import"], all_projects: bool = False,
                  skip_invalid: bool = False) -> str:
         """Export memories to a new JSONL file, or import one (memsafe or memory-server)."""
-        full = settings.expand_path(os.path.join(state.cwd, os.path.expanduser(path)))
+        full = settings.expand_path(path, what=f"{direction} file", base=state.cwd)
         with state.store() as opened:
             if direction == "export":
                 key = None if all_projects else state.project(opened)[0]
