@@ -259,3 +259,15 @@ def test_mcp_server_scoped_to_a_cannot_see_or_attach_to_bs_entity(tmp_path, embe
         assert "leaks to" not in recall_b.graph_context
     finally:
         opened.store.close()
+
+
+def test_a_query_naming_another_projects_entity_leads_nowhere_in_scope(seeded):
+    """Recall's graph hop starts from entities the scope sees: in a, a query naming b's
+    LedgerVault does not reach a's memory about Handmade through b's relation LedgerVault -> Handmade."""
+    from memsafe.recall import related
+
+    mine = api.remember(seeded, "the nightly reports run there", project="a", entities=["Handmade"],
+                        embed_now=False)
+    named = related.query_entities(seeded, "what about LedgerVault")
+    assert related.one_hop(seeded, named, api.make_scope(project="a")) == ({}, set())
+    assert mine.id in related.one_hop(seeded, named, EVERY)[0]
