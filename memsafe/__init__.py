@@ -14,7 +14,7 @@ __version__ = "0.1.0"
 # and run beside the embedding model's own threads: at 10,000 vectors on a 2-core machine under
 # load, OpenBLAS's threads made `q @ vectors` take 6.7 ms p50 instead of 0.5 ms, and a server's
 # near-duplicate check of 20 new memories against 1,000 (20x384 by 384x1,000) 23 ms instead of
-# 0.4 ms (session 7). The model's own threads (onnxruntime's) are not affected.
+# 0.4 ms. The model's own threads (onnxruntime's) are not affected.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 __all__ = ["__version__"]

@@ -60,7 +60,7 @@ def shift(at: datetime, delta: timedelta) -> datetime:
     """`at + delta`, held to the instants a datetime holds: past year 9999 it is `datetime.max`,
     before year 1 `datetime.min` (with `at`'s tzinfo). A clock set near either end (`MEMSAFE_NOW`
     9999-12-31T23:59:59.999999) made "the last 3 days", `--since "3 days ago"` and `import`
-    raise OverflowError (break-it, session 13)."""
+    raise OverflowError."""
     try:
         return at + delta
     except OverflowError:

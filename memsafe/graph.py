@@ -27,7 +27,7 @@ TEXT_CHARS = 100_000  # a memory's entities are looked for in its first 100,000 
 def entity_key(name: str) -> str:
     """Identity key of an entity name: NFKC, casefold, whitespace trimmed and runs collapsed.
 
-    `MyService`, `myservice ` and full-width `ＭｙＳｅｒｖｉｃｅ` share one key (FIELD-CASES F14).
+    `MyService`, `myservice ` and full-width `ＭｙＳｅｒｖｉｃｅ` share one key.
     """
     return " ".join(unicodedata.normalize("NFKC", name).casefold().split())
 
@@ -174,7 +174,7 @@ def extract_entities(text: str, extra: Iterable[str] = ()) -> list[Entity]:
 
     # At most MAX_ENTITIES_PER_TEXT are kept, in order of first appearance: the start of a long
     # text names them (a 1 MB memory would cost ~1 s to read whole, for nothing).
-    # Full-width and other compatibility forms read as their plain letters (F14).
+    # Full-width and other compatibility forms read as their plain letters.
     text = unicodedata.normalize("NFKC", text[:TEXT_CHARS])
     # Mask spans as they are consumed so smaller patterns don't re-read them.
     masked = list(text)

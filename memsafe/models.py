@@ -192,7 +192,7 @@ def admits(scope: Scope, m) -> bool:
             and set(scope.tags) <= set(m.tags) and not (scope.since and m.created_at < scope.since))
 
 
-# -- knowledge graph (issue 3) -----------------------------------------------------------------
+# -- knowledge graph -----------------------------------------------------------------
 
 
 @dataclass

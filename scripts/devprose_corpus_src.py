@@ -1,4 +1,4 @@
-"""Build memsafe/data/devprose_corpus.json: the developer-prose corpus of `memsafe bench` (issue 11).
+"""Build memsafe/data/devprose_corpus.json: the developer-prose corpus of `memsafe bench`.
 
     .venv/bin/python scripts/devprose_corpus_src.py > memsafe/data/devprose_corpus.json
 
@@ -10,7 +10,7 @@ Memories are real developer text, nothing templated:
 Queries were written by hand the way a person asks: paraphrases that share few words with the
 answer ("semantic") and questions that name an identifier, flag or message ("keyword"). They are
 listed below with the memories they should find. Queries d47 on were written blind: committed before
-any recall, bench or ranking code had run on them (session 13), so no query was tuned to the ranking.
+any recall, bench or ranking code had run on them, so no query was tuned to the ranking.
 """
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ QUERIES = [
     ("keyword", "Panel.fit", ["rPanel.fit"]),
     ("semantic", "pretty print the traceback of the exception I just caught", ["rConsole.print_exception"]),
     ("semantic", "write the recorded console output to a plain text file", ["rConsole.save_text"]),
-    # d47 on: written blind (session 13), before any recall or bench ran on them.
+    # d47 on: written blind, before any recall or bench ran on them.
     ("semantic", "hitting Ctrl-C while the Postgres server was in the middle of a write dumped a stack trace",
      ["c762be81"]),
     ("semantic", "I asked for one project and for all of them at the same time and it quietly searched everything",

@@ -11,7 +11,7 @@ Checks afterwards: the exact number of memories, every acknowledged id present, 
 "database is locked" (or any other error), `Store.consistency_problems()` empty (integrity_check,
 FTS rows, vector rows).
 
-    python scripts/stress.py run --writers 4 --cli-writers 2 --serve-writers 2 --json   # issue 7: 8 x 250
+    python scripts/stress.py run --writers 4 --cli-writers 2 --serve-writers 2 --json   # 8 x 250
     python scripts/stress.py run --writers 4 --count 50 --cli-writers 2 --cli-count 10
 """
 

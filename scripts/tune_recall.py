@@ -1,4 +1,4 @@
-"""Choose recall's ranking defaults by cross-validation over several corpora together (issue 11).
+"""Choose recall's ranking defaults by cross-validation over several corpora together.
 
     .venv/bin/python scripts/tune_recall.py collect [--locomo FILE] [--out /tmp/recall-cands.pkl] [--keep DIR]
     .venv/bin/python scripts/tune_recall.py cv [--cands /tmp/recall-cands.pkl]
@@ -136,10 +136,10 @@ def corpus_scores(data: dict, params: dict) -> dict[str, float]:
     (`fits`): `_floors` (the own corpus's floors, as `memsafe bench` checks them: semantic R@1 ≥
     0.95, keyword R@1 ≥ 0.95, graph R@3 ≥ 0.90, and hybrid at least each half alone on R@1, R@3
     and MRR of every query type), `_halves_ok` (the same rule on the developer-prose corpus:
-    issue 11, "default recall ≥ the better of lexical and vector on every corpus the bench runs")
+    "default recall ≥ the better of lexical and vector on every corpus the bench runs")
     and `_lexical_ok` (on LoCoMo, hybrid at least its lexical half, the same point with
     weight_vector 0, on R@5 and R@10 of categories 1–4, adversarial R@5 and R@5 of the questions
-    naming a month or year: issue 11's rule)."""
+    naming a month or year)."""
     types = {t: [r for r in data["own"] if r["type"] == t] for t in ("semantic", "keyword", "graph")}
     own = {t: metrics(rows, params) for t, rows in types.items()}
     out = {"own": (own["semantic"]["s@1"] + own["keyword"]["s@1"] + own["graph"]["s@3"]) / 3,
@@ -224,7 +224,7 @@ def cv(cands: str, grid: dict) -> None:
           file=sys.stderr)
     chosen = max(kept, key=lambda t: statistics.fmean(t[1][n] / best[n] for n in names))
     print("chosen:", chosen[0], {n: round(v, 3) for n, v in chosen[1].items() if not n.startswith("_")})
-    if "devprose" in data:  # issue 11: hybrid at least the better half on every corpus (reported, not a constraint)
+    if "devprose" in data:  # hybrid at least the better half on every corpus (reported, not a constraint)
         for t in ("semantic", "keyword"):
             rows = [r for r in data["devprose"] if r["type"] == t]
             halves = {label: metrics(rows, {**chosen[0], **zero}) for label, zero in

@@ -1,4 +1,4 @@
-"""Attribution (issue 14.6): who wrote each memory and each earlier version is stored, shown by
+"""Attribution: who wrote each memory and each earlier version is stored, shown by
 get and history, carried by export and import; None (unknown) is the local default."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Chinese, Japanese and Korean text is found by keyword (issue 17 item 3): the word index cuts CJK
+"""Chinese, Japanese and Korean text is found by keyword: the word index cuts CJK
 runs into overlapping bigrams (`memsafe.store.common.tokenizer`), on both backends, through every
 path (CLI, api, time travel), and stores made before it are migrated with nothing lost."""
 
@@ -18,7 +18,7 @@ from memsafe.store.common import tokenizer
 
 pytestmark = pytest.mark.backends("sqlite", "postgres")  # conftest: once per store backend
 
-# The issue's four memories: `recall 引用` missed the first, `--mode lexical` returned [].
+# Four memories where `recall 引用` once missed the first and `--mode lexical` returned [].
 FOUR = [
     "我们在项目里使用引用计数来管理内存。",
     "悬空指针会导致程序崩溃，释放后要置空",
@@ -39,7 +39,7 @@ def _ids(result) -> list[int]:
 
 
 @pytest.mark.parametrize("mode", ["hybrid", "lexical"])
-def test_the_issues_four_memories_on_the_command_line(cli, mode):
+def test_a_cjk_word_finds_each_memory_holding_it_on_the_command_line(cli, mode):
     for text in FOUR:
         assert cli("remember", text).exit_code == 0
     r = cli("recall", "引用", "--mode", mode, "--json")
@@ -112,7 +112,7 @@ def test_a_korean_word_with_a_particle_attached_is_found(store):
      "設定ファイル の 場所"),
 ])
 def test_a_lone_cjk_character_beside_words_does_not_outrank_the_words(store, mode, texts, query):
-    """Break-it (session 6): a 1-character run was an exact term, and a memory holding an exact
+    """A 1-character run was an exact term, and a memory holding an exact
     term ranks first, so greetings holding the particle 안 came before the memory holding
     데이터베이스 and 연결. Beside longer CJK words a lone character is a plain word."""
     ids = [api.remember(store, text).id for text in texts]
@@ -120,7 +120,7 @@ def test_a_lone_cjk_character_beside_words_does_not_outrank_the_words(store, mod
 
 
 def test_a_single_cjk_character_ending_a_text_is_found(store):
-    """Break-it (session 6): on SQLite a character ending a text started no trigram, so `recall 猫`
+    """On SQLite a character ending a text started no trigram, so `recall 猫`
     found only the memory where 猫 stood inside the text (PostgreSQL found all three)."""
     ids = [api.remember(store, text).id for text in ("猫", "我喜欢猫", "我的猫很可爱")]
     api.remember(store, "狗每天早上要散步。")
@@ -175,7 +175,7 @@ def test_imported_cjk_memories_are_found_by_keyword(store, tmp_path):
 
 
 def test_the_mcp_server_finds_cjk_words(db_path, tmp_path, embedder):
-    """Through a real MCP client over stdio: remember the issue's four memories, recall `引用`."""
+    """Through a real MCP client over stdio: remember the four memories, recall `引用`."""
     import anyio
     from mcp import ClientSession
     from mcp.client.stdio import StdioServerParameters, stdio_client
@@ -355,7 +355,7 @@ def test_a_schema_2_postgres_store_gets_bigrams_with_nothing_lost(pg_server, emb
             assert [i for i, _ in store.fts_search('"引用"', Scope(), 5)] == [1]
             assert _ids(api.recall(store, "悬空", mode="lexical", all_projects=True)) == [2]
             # a memsafe from before m003 still running writes entries without the tokenizer's name:
-            # refused (before: it wrote '旧进程在迁移之后写入' whole, found by no search; break-it)
+            # refused (before: it wrote '旧进程在迁移之后写入' whole, found by no search)
             for memory_id in (1, 10**9):  # an update of an entry, a new entry
                 with pytest.raises(psycopg.errors.NotNullViolation):
                     store.conn.execute("INSERT INTO memory_fts(memory_id, tsv, dl) VALUES (?, ?::tsvector, ?) "

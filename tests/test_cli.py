@@ -1,5 +1,5 @@
 """The command line: output contracts, exit codes, one-line errors for bad input, encodings
-(FIELD-CASES F02), offline token counting (F05), project scoping (F20)."""
+, offline token counting, project scoping."""
 
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ def test_remember_reads_stdin_and_prints_the_id(cli):
 
 
 def test_update_reads_stdin_like_remember(cli):
-    """Break-it (session 6): `update --content -` stored a literal "-"."""
+    """`update --content -` stored a literal "-"."""
     assert cli("remember", "Rotate the signing key yearly").exit_code == 0
     r = cli("update", "1", "--content", "-", input="Rotate the signing key every six months\n")
     assert r.exit_code == 0, r.stderr
@@ -120,7 +120,7 @@ def test_config_set_is_validated_and_used(cli):
 
 
 def test_a_negative_setting_is_refused_as_a_value_not_read_as_an_option(cli):
-    # Session 14 (new-user trial): `config set weight_lexical -1` answered "No such option: -1".
+    # `config set weight_lexical -1` answered "No such option: -1".
     r = cli("config", "set", "weight_lexical", "-1")
     assert r.exit_code == 2 and "weight_lexical must be between 0 and 100, got -1" in r.stderr
     assert "No such option" not in r.stderr and "Traceback" not in r.stderr
@@ -191,7 +191,7 @@ def test_token_counting_works_offline(db_path, memsafe_proc, tmp_path):
     assert json.loads(r.stdout)["results"][0]["tokens"] == 3  # real cl100k count, not the estimate
 
 
-# -- projects (F20) --------------------------------------------------------------------------------
+# -- projects ------------------------------------------------------------------------------------
 
 
 def test_project_keys_are_stable_across_spellings():
@@ -237,7 +237,7 @@ def test_project_defaults_to_the_git_root(tmp_path, monkeypatch, cli):
     assert json.loads(cli("recall", "eslint config", "--json").stdout)["results"] == []
 
 
-# -- one scope rule on every read path (issue 12, item 1) ----------------------------------------
+# -- one scope rule on every read path ----------------------------------------
 
 #: Commands that print memory text, entity names or relations: each follows recall's scope.
 SCOPED_READS = {"recall", "get", "history", "list", "graph show", "graph entities", "graph list", "export"}
@@ -414,7 +414,7 @@ def test_project_paths_resolve_symlinks_and_subfolders(tmp_path, monkeypatch, cl
 
 def test_control_characters_become_spaces_on_every_input_path(db_path, embedder, tmp_path):
     """`printf 'retry\\0backoff policy' | memsafe remember -` stored `retrybackoff policy`, so
-    neither word was found (issue 17, item 10). Every input path keeps the words apart."""
+    neither word was found. Every input path keeps the words apart."""
     from memsafe import transfer
 
     proc = subprocess.run([sys.executable, "-m", "memsafe", "--db", str(db_path), "remember", "-"],
@@ -482,7 +482,7 @@ def _json_commands():
 
 
 def test_every_json_command_reports_errors_as_one_json_document(tmp_path, embedder):
-    """Issue 12.13: with --json, errors were still plain text on stderr. Each command that takes
+    """With --json, errors were still plain text on stderr. Each command that takes
     --json is run against a store that cannot open (a directory): the error is one document
     {"error": {"type", "message"}} on stdout, with the exit code of the plain run, whose error
     stays one line on stderr. bench and hook are covered below (they never open the store)."""
@@ -585,3 +585,19 @@ def test_project_names_and_paths_are_bounded_on_every_path(tmp_path, cli):
     refused = cli("import", str(tmp_path / "bad.jsonl"))
     assert refused.exit_code == 1 and "at most 4,096" in refused.stderr and huge not in refused.stderr
     assert "huge project" not in cli("list", "--all-projects", "--json").stdout
+
+
+def test_help_groups_every_command_in_panels_daily_use_first():
+    """`memsafe --help` shows the commands in panels (daily use, curation, maintenance,
+    integration, development), each command in exactly one, none left in a catch-all panel."""
+    from typer.main import get_command
+
+    from memsafe.cli import full
+
+    names = set(get_command(full.app).commands)
+    placed = [name for group in full.PANELS.values() for name in group]
+    assert sorted(placed) == sorted(names), set(placed) ^ names
+    text = run_memsafe("--help", env={"COLUMNS": "100", "MEMSAFE_CLI_CACHE": "0"}).stdout
+    starts = [text.index(f"─ {panel} ") for panel in full.PANELS]
+    assert starts == sorted(starts) and "─ Commands " not in text
+    assert text.index("│ remember ") < starts[1] < text.index("│ history ") < starts[2] < text.index("│ decay ")

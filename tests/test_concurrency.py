@@ -1,4 +1,4 @@
-"""Concurrency with real processes (FIELD-CASES F09): several writer processes — api loops with
+"""Concurrency with real processes: several writer processes — api loops with
 and without embeddings, one CLI process per memory, and an MCP client of `memsafe serve` —
 remember at once while recalls run; the
 count is exact, every acknowledged id is there, nobody sees "database is locked", and the file,

@@ -104,7 +104,7 @@ def test_kill_during_backfill(tmp_path, embedder):
         opened = _check(db, set(range(1, 1201)))
         opened.store.close()
     assert killed, "no kill landed during the backfill"
-    # The re-run finishes without errors and leaves exactly one vector per memory (F11).
+    # The re-run finishes without errors and leaves exactly one vector per memory.
     opened = api.open_store(str(db))
     store = opened.store
     api.backfill(store, limit=None)

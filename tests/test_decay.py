@@ -49,7 +49,7 @@ def test_each_policy_row_strength_halves_after_one_half_life(kind):
     assert _plan(_row(kind), 2 * row.half_life_days).strength == pytest.approx(max(row.floor, s0 / 4))
 
 
-def test_policy_matches_the_issue_table():
+def test_the_default_policy_has_the_documented_half_lives():
     days = {k: r.half_life_days for k, r in decay.DEFAULT_POLICY.items()}
     assert days == {"ephemeral": 10, "task": 30, "conversation": 45, "general": 60, "preference": 90,
                     "decision": 105, "fact": 120}
@@ -157,7 +157,7 @@ def test_levels_in_order_and_restore_after_level_2_gives_exact_bytes(store, monk
     assert seen == [0, 1, 2]
     causes = [(v.decay_level, v.cause) for v in api.history(store, m.id).versions]
     assert causes == [(0, "decay"), (1, "decay"), (2, "current")]
-    # the compressed text is what FTS and the vector index now hold (F11: rewrite = DELETE + INSERT)
+    # the compressed text is what FTS and the vector index now hold (a rewrite is DELETE + INSERT)
     vec = np.frombuffer(store.get_vector(m.id), dtype=np.float32)
     assert float(vec @ embedder.embed_one(decay.brief(ORIGINAL, store.entity_names(m.id)))) > 0.9999
     assert store.vector_count() == 1
@@ -242,7 +242,7 @@ def test_remainder_is_banked_and_not_forgiven_by_unrelated_reads(store, monkeypa
     api.set_confidence(store, m.id, value=0.8)  # metadata edit, same value
     hits = api.recall(store, "lunch fridays noon", limit=1)  # returns the other memory only
     assert [h.memory.id for h in hits.hits] == [other.id]
-    api.get(store, other.id, use=True)  # explicit use (being recalled is not one: issue 11)
+    api.get(store, other.id, use=True)  # explicit use (being recalled is not one)
     api.recall_as_of(store, "staging database", as_of="2026-01-20")
     report = api.decay(store, now=T0 + timedelta(days=61))
     assert m.id in [c.id for c in report.changes]  # 61 idle days: nothing was forgiven
@@ -250,7 +250,7 @@ def test_remainder_is_banked_and_not_forgiven_by_unrelated_reads(store, monkeypa
 
 
 def test_memory_used_every_week_keeps_high_strength(store, monkeypatch):
-    # Issue 11: only explicit use (here `get`, as `memsafe get` and MCP get_memory do) counts;
+    # Only explicit use (here `get`, as `memsafe get` and MCP get_memory do) counts;
     # being recalled alone neither ranks a memory up nor protects it from decay.
     daily = _remember(store, monkeypatch, "Run make lint before every push.")
     idle = _remember(store, monkeypatch, "Run the nightly fuzzers before releases.")

@@ -1,5 +1,5 @@
 """The model graph memsafe hands onnxruntime (`embed.without_nan_guards`) and the optimised graph it
-caches on disk (`embed._session`): break-it 10. Tiny ONNX models are built here with protobuf
+caches on disk (`embed._session`). Tiny ONNX models are built here with protobuf
 (onnxruntime's own dependency) and a subset of ONNX's schema, since `onnx` is no dependency."""
 
 from __future__ import annotations
@@ -115,7 +115,7 @@ CASES = {
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_only_the_softmax_guards_that_cannot_change_the_outputs_go(case):
-    """break-it 10: `without_nan_guards` took any `Where(IsNaN(x), c, x)` out: a guard on a value
+    """`without_nan_guards` took any `Where(IsNaN(x), c, x)` out: a guard on a value
     that holds a NaN (outputs changed), an IsNaN the graph outputs or a Where a subgraph reads
     (onnxruntime refused the graph: ModelUnavailable), a `c` that widens the output (another shape)."""
     nodes, outputs, initializers, removed = CASES[case]
@@ -164,7 +164,7 @@ def test_a_cache_that_cannot_be_written_leaves_the_model_working(tmp_path):
 
 def test_two_installations_sharing_the_cache_keep_both_graphs(tmp_path, monkeypatch):
     """Two models of one file name (or two onnxruntime versions) used in turn: each run removed
-    the other's graph, so every run rebuilt its own (break-it 10)."""
+    the other's graph, so every run rebuilt its own."""
     model, tokenizer = embed.model_files()
     monkeypatch.setenv("MEMSAFE_CACHE_DIR", str(tmp_path / "cache"))
     copy = tmp_path / "other" / "model.onnx"

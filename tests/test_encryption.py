@@ -1,4 +1,4 @@
-"""Encryption at rest (issue 18): an opt-in encrypted store (SQLite3 Multiple Ciphers through
+"""Encryption at rest: an opt-in encrypted store (SQLite3 Multiple Ciphers through
 apsw-sqlite3mc) that the CLI, MCP, hooks and cron keep using without a typed password; keys from
 MEMSAFE_KEY, MEMSAFE_KEY_FILE or the OS keyring; no plain text on disk.
 
@@ -245,7 +245,7 @@ def test_migration_backups_are_encrypted_too_and_new_ones_are_born_encrypted(tmp
 
 
 def test_purge_of_an_encrypted_store_reads_its_backups_with_its_key(tmp_path, monkeypatch):
-    """Purge names the copies that still hold the text (issue 17, item 5). An encrypted store's
+    """Purge names the copies that still hold the text. An encrypted store's
     backups are read with its key, so only those that hold a purged memory are named (they were
     all named, unreadable); a conversion killed before its rename leaves `<db>.convert-tmp`,
     which is named too."""

@@ -40,7 +40,7 @@ def local_tz(monkeypatch):
 
 
 # ---------------------------------------------------------------------------------------------
-# F11: update re-embeds; vec0 upsert is DELETE + INSERT
+# update re-embeds; vec0 upsert is DELETE + INSERT
 
 
 def test_f11_update_reembeds_and_fts_follows(store, monkeypatch, embedder):
@@ -100,7 +100,7 @@ def test_update_metadata_keeps_content_version_time_and_records_history(store, m
 
 
 def test_a_tag_only_update_shows_what_changed_and_when_in_history(store, monkeypatch, cli):
-    """Issue 12.13: after a tag-only update, `history` showed two identical rows (same start,
+    """After a tag-only update, `history` showed two identical rows (same start,
     status and text; the tags were not shown and the current state kept the first one's start)."""
     from memsafe import framing, render
 
@@ -272,7 +272,7 @@ def test_consolidate_merges_and_keeps_both_histories(store, monkeypatch):
 
 def test_consolidate_merges_a_whole_cluster_in_one_run(store):
     """Three near-copies (cosines 0.985-0.996, threshold 0.92) merge in one run, into the oldest,
-    with every history kept; a second run finds nothing (issue 17, item 7)."""
+    with every history kept; a second run finds nothing."""
     texts = ["The deploy script retries three times before failing.",
              "The deploy script retries 3 times before failing.",
              "The deploy script retries three times before it fails."]
@@ -294,7 +294,7 @@ def test_consolidate_merges_a_whole_cluster_in_one_run(store):
 
 def test_consolidate_compares_memories_still_waiting_for_their_vector(store):
     """Near-copies remembered with --no-embed (or imported, or from the git hook) have no vector
-    yet: consolidate skipped them silently, so a run after `memsafe embed` found more (issue 17,
+    yet: consolidate skipped them silently, so a run after `memsafe embed` found more (
     item 7). A dry run embeds them in memory and stores nothing; a run stores their vectors and
     merges the whole cluster."""
     texts = ["The deploy script retries three times before failing.",
@@ -355,8 +355,7 @@ def test_update_without_vectors_leaves_memory_pending_then_backfill_fixes_it(db_
 
 
 def test_as_of_finds_exact_identifiers_and_cjk_words_first(store, monkeypatch):
-    """Time travel ranks past texts without the trigram index; the exact-first rule still holds
-    (issue 12 item 9, issue 17 item 3)."""
+    """Time travel ranks past texts without the trigram index; the exact-first rule still holds."""
     _at(monkeypatch, T0)
     twin = api.remember(store, "get_users_by_ids looks up many users: pass a list of ids").id
     exact = api.remember(store, "get_user_by_id raises NotFound for an unknown id").id
@@ -370,7 +369,7 @@ def test_as_of_finds_exact_identifiers_and_cjk_words_first(store, monkeypatch):
 
 
 def test_a_relative_time_counts_elapsed_time_across_a_dst_change(store, db_path, monkeypatch, local_tz, memsafe_proc):
-    # Break-it, session 14: dateparser counts in local wall-clock time, so on the day New York left
+    # dateparser counts in local wall-clock time, so on the day New York left
     # DST (2026-11-01 06:00Z) `--since 24h` reached 25 hours back, while "the last 24 hours" (and a
     # recall query) reached 24. A relative time is elapsed time; one naming a clock time is local.
     now = datetime(2026, 11, 1, 12, 0, tzinfo=timezone.utc)

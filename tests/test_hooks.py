@@ -258,7 +258,7 @@ def short(repo: Path, rev: str = "HEAD") -> str:
 
 
 def test_rebase_and_amend_update_memories_in_place(repo, db_path):
-    """Issue 17.1: a rebase or an amend updates each rewritten commit's memory (its history keeps
+    """A rebase or an amend updates each rewritten commit's memory (its history keeps
     the old note); nothing is duplicated, and the memory follows the new hash."""
     assert api.hook_install(repo, db=str(db_path)).rewrite_installed
     commit(repo, b"base")
@@ -295,7 +295,7 @@ def test_rebase_and_amend_update_memories_in_place(repo, db_path):
 
 
 def test_branch_and_order_are_read_when_the_commit_is_made(repo, db_path):
-    """Issue 12.10: `commit && checkout -b` records the branch the commit was made on, and commits
+    """`commit && checkout -b` records the branch the commit was made on, and commits
     made in a burst are remembered in the order they were made."""
     api.hook_install(repo, db=str(db_path))
     commit(repo, b"first on main")
@@ -310,7 +310,7 @@ def test_branch_and_order_are_read_when_the_commit_is_made(repo, db_path):
 
 
 def test_backfill_is_idempotent_and_skips_what_the_hook_remembered(repo, db_path, cli):
-    """Issue 16.3: `hook backfill` remembers the history as the hook would have; a second run adds
+    """`hook backfill` remembers the history as the hook would have; a second run adds
     nothing, and a commit the hook already remembered is not added again."""
     for i in range(6):
         commit(repo, f"old change {i}\n\nwhy {i}".encode(), {f"d/{i}.py": str(i), "README.md": str(i)})
@@ -359,7 +359,7 @@ def test_queue_entries_are_drained_in_order_once(repo, store):
     assert api.drain_queue(store, repo).remembered == 0
 
 
-# Issue 17.1 at the issue's size: a 40-commit rebase and an amend
+# At a realistic size: a 40-commit rebase and an amend
 
 
 def feature_branch(repo: Path, n: int) -> None:
@@ -383,7 +383,7 @@ def fake_python(tmp_path: Path) -> tuple[Path, Path]:
 
 
 def test_a_40_commit_rebase_starts_one_process_for_one_queue_entry(repo, tmp_path):
-    """Issue 17.1: a 40-commit rebase started a memsafe process per rewritten commit (about 5 s,
+    """A 40-commit rebase started a memsafe process per rewritten commit (about 5 s,
     50 processes at once). Now post-commit starts none during the rebase; post-rewrite queues the
     whole old->new list once and starts one run; an amend is one entry and one run too."""
     fake, calls = fake_python(tmp_path)
@@ -415,7 +415,7 @@ def test_a_40_commit_rebase_starts_one_process_for_one_queue_entry(repo, tmp_pat
 
 
 def test_a_40_commit_rebase_and_an_amend_leave_one_memory_per_commit(repo, db_path):
-    """Issue 17.1: every rebase added one duplicate memory per rewritten commit, and an amend one
+    """Every rebase added one duplicate memory per rewritten commit, and an amend one
     more. With the hooks running for real: 42 commits, 42 memories after the rebase and after the
     amend; each rewritten commit's memory names its new hash, and its history the old one."""
     api.hook_install(repo, db=str(db_path))
@@ -464,7 +464,7 @@ exit $status
 
 
 def test_a_hook_from_an_older_memsafe_is_reported_and_upgraded_by_install(repo, db_path, cli, tmp_path):
-    """Issue 17.1: installs made before post-rewrite existed kept the storm. `hook status`,
+    """Installs made before post-rewrite existed kept the storm. `hook status`,
     `doctor` and `init` say so; `hook install` upgrades in place, keeping the database."""
     import sys
 

@@ -1,5 +1,5 @@
-"""Faults found by handing the finished foundation to a hostile tester ("break it"); each test
-covers the whole kind of fault, not only the input that found it."""
+"""Hostile inputs and misuse: each test covers the whole kind of fault, not only one input that
+shows it."""
 
 from __future__ import annotations
 
@@ -145,7 +145,7 @@ def test_recall_answers_while_another_process_holds_the_write_lock(store, db_pat
     finally:
         other.execute("ROLLBACK")
         other.close()
-    assert [h.memory.id for h in result.hits] == [m.id]  # recall writes nothing (no self-feeding: issue 11)
+    assert [h.memory.id for h in result.hits] == [m.id]  # recall writes nothing (no self-feeding)
 
 
 def test_too_many_tags_is_an_error_not_a_crash(store):

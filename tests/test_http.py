@@ -90,7 +90,7 @@ def test_remember_over_http_is_recalled_by_a_teammate(team, embedder):
 
 
 def test_calls_at_once_on_kept_connections_recall_what_changed_since(team, embedder):
-    """Break-it, session 12: the server keeps SQLite connections between calls, each keeping the
+    """The server keeps SQLite connections between calls, each keeping the
     rows its recalls read while the file is unchanged (`SQLiteStore.recall_rows`). Calls at once
     (two clients, several recalls each) after each change another connection made, however the
     kept connections are shared out among them, all see the change."""
@@ -139,7 +139,7 @@ def test_every_memory_written_over_http_records_its_tokens_user(team, embedder, 
             assert not updated.is_error, text_of(updated)
             history = text_of(await bob.call_tool("get_memory", {"id": number, "history": True}))
             glued = text_of(await bob.call_tool("remember", {"content": "retry\x00backoff policy for the wiki"}))
-            assert "#" in glued, glued  # issue 17.10: a control character becomes a space on this path too
+            assert "#" in glued, glued  # a control character becomes a space on this path too
             found = text_of(await bob.call_tool("recall", {"query": "backoff"}))
             assert "retry backoff policy for the wiki" in found, found
         return number, shown, history

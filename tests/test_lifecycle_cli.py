@@ -1,5 +1,6 @@
 """The lifecycle commands end to end: update/history, list, decay (dry run, quiet, policy,
-idempotence), confidence/confirm, consolidate, recall --as-of/--since; F19; and decay running
+idempotence), confidence/confirm, consolidate, recall --as-of/--since;
+decay never wiping pinned or important memories; and decay running
 in a real process while another real process writes."""
 
 from __future__ import annotations
@@ -77,7 +78,7 @@ def test_recall_as_of_and_since_flags(cli, monkeypatch):
     assert [(h["id"], h["content"]) for h in old["results"]] == [(1, "The JavaScript runtime is Node 18")]
     new = json.loads(cli("recall", "JavaScript", "--since", "2026-01-20", "--json").stdout)
     assert [h["id"] for h in new["results"]] == [2]
-    # session 13: dateparser read the invalid ISO date 2026-13-01 as January 13
+    # dateparser read the invalid ISO date 2026-13-01 as January 13
     for bad, why in (("tomorrow", "future"), ("when pigs fly", "cannot read"), ("2026-13-01", "not a date"),
                      ("2026-02-30T10:00", "not a date")):
         r = cli("recall", "runtime", "--as-of", bad)
@@ -132,11 +133,11 @@ def test_f19_pinned_untouched_dry_run_dry_apply_idempotent(cli, db_path, monkeyp
         api.remember(store, f"Ordinary note {i}: the build step {i} takes {i + 3} minutes. It is cached.",
                      kind="task" if i % 2 else "general")
     daily = api.remember(store, "The release checklist lives in docs/release.md").id
-    for day in range(1, 397, 7):  # F19's daily use, sampled weekly to keep the test fast
+    for day in range(1, 397, 7):  # a year of daily use, sampled weekly to keep the test fast
         _now(monkeypatch, T0 + timedelta(days=day))
         hits = api.recall(store, "release checklist", limit=1)
         assert hits.hits[0].memory.id == daily
-        # Issue 11: being recalled is not a use (recall would feed itself); the agent's explicit
+        # Being recalled is not a use (recall would feed itself); the agent's explicit
         # read of what it recalled is (`memsafe get`, MCP get_memory).
         api.get(store, daily, use=True)
     store.close()
@@ -241,7 +242,7 @@ def test_update_with_the_same_tags_in_another_order_or_case_changes_nothing(cli)
 
 
 def test_a_purged_id_is_said_to_be_purged_not_missing(cli, db_path):
-    """New-user trial: `get`/`restore` of a purged id said "no memory with id 3 among global memories;
+    """`get`/`restore` of a purged id said "no memory with id 3 among global memories;
     --all-projects ... looks in every project", which cannot find it either. Every command taking an
     id now says it was purged, when, and the one way back (an import of a file that holds it)."""
     for text in ("the staging bucket is s3://acme-staging", "deploys go out on Tuesdays"):

@@ -1,4 +1,4 @@
-"""Per-memory steps stay linear on long, repetitive or unbroken text (issues 12.8 and 17.11); the
+"""Per-memory steps stay linear on long, repetitive or unbroken text; the
 speed itself is measured by `memsafe bench --inputs`. These tests pin what the linear versions
 must still compute."""
 
@@ -47,7 +47,7 @@ def _long_memory(marker: str) -> str:
 
 
 def test_the_trigram_index_holds_a_bounded_prefix_and_stays_consistent(store):
-    """Issue 17.11: the trigram index holds the first TRIGRAM_MAX_CHARS characters of a memory,
+    """The trigram index holds the first TRIGRAM_MAX_CHARS characters of a memory,
     so a 1 MB unbroken text is not indexed as ~260,000 terms. A CJK word in that prefix is still
     found by keyword, and update, forget and purge keep the index consistent with its rows."""
     text = _long_memory("悬空") + " 尾部标记"  # a word past the bound

@@ -1,4 +1,4 @@
-"""No network, ever (DESIGN.md Safety; FIELD-CASES F05): every command runs as a real process with
+"""No network, ever (DESIGN.md Safety): every command runs as a real process with
 a guard installed through `sitecustomize` that records and refuses any internet socket connection
 or DNS lookup, on a fresh HOME with no tiktoken or model cache and a dead proxy in the environment.
 The guard log must stay empty and every command must succeed."""

@@ -1,4 +1,4 @@
-"""One project across machines (issue 14.7): a repository is keyed by its normalised `origin`
+"""One project across machines: a repository is keyed by its normalised `origin`
 remote, so every clone of it (any path, ssh or https) shares one project; without an origin, by
 its path. Stores keyed by path before move to the new key with nothing lost."""
 
@@ -151,8 +151,8 @@ def test_a_project_path_given_from_outside_moves_its_path_keyed_memories(cli, tm
     ["recall", "deploy"], ["list"], ["recall", "deploy", "--json"], ["get", "1"], ["export", "-o", "out.jsonl"],
 ])
 def test_a_project_and_every_project_at_once_is_refused_by_every_command(cli, command, tmp_path, monkeypatch):
-    # recall and list took `--project web --all-projects` and silently searched every project
-    # (session 12); every other command already refused it.
+    # recall and list took `--project web --all-projects` and silently searched every project;
+    # every other command already refused it.
     monkeypatch.chdir(tmp_path)
     assert cli("remember", "We deploy on Fridays", "--project", "web").exit_code == 0
     r = cli(*command, "--project", "web", "--all-projects")

@@ -1,7 +1,7 @@
 """The MCP server (`memsafe serve`): tools through a real stdio client and a real subprocess,
-stdout hygiene at the descriptor level (FIELD-CASES F01), non-UTF-8 locales (F02), large replies
-to a slow reader (F03), lone surrogates (F08), several servers and the CLI on one file, project
-scope (F20); plus in-process checks of the tool list (annotations, token cost, optional tools)."""
+stdout hygiene at the descriptor level, non-UTF-8 locales, large replies
+to a slow reader, lone surrogates, several servers and the CLI on one file, project
+scope; plus in-process checks of the tool list (annotations, token cost, optional tools)."""
 
 from __future__ import annotations
 
@@ -98,7 +98,7 @@ def test_every_tool_through_a_real_stdio_client(paths, embedder):
         out["global"] = await call("remember", {"content": "The user prefers tabs", "kind": "preference",
                                                 "is_global": True})
         # a recall loads the model at normal priority: the warning below then waits only for its
-        # embedding, not for the low-priority warm thread's model load (CI, session 11: on a loaded
+        # embedding, not for the low-priority warm thread's model load (on a loaded
         # machine that load outlasted a call's wait, and the warning came one call late)
         await call("recall", {"query": "tabs"})
         out["near"] = await call("remember", {"content": "The user prefers tabs.", "is_global": True})
@@ -176,7 +176,7 @@ def test_every_tool_through_a_real_stdio_client(paths, embedder):
 
 
 # ---------------------------------------------------------------------------------------------
-# F01 + F08: raw stdout holds only JSON-RPC; a lone surrogate is stored as U+FFFD
+# Raw stdout holds only JSON-RPC; a lone surrogate is stored as U+FFFD
 
 
 def test_stdout_is_only_jsonrpc_and_lone_surrogates_become_fffd(paths, embedder):
@@ -269,7 +269,7 @@ def test_claimed_stdio_sends_native_writes_and_prints_to_stderr(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------
-# F04: nothing heavy before the handshake; pending embeddings are filled in the background
+# Nothing heavy before the handshake; pending embeddings are filled in the background
 
 
 def test_initialize_touches_nothing_and_backfill_runs_after_the_handshake(paths, tmp_path):
@@ -308,7 +308,7 @@ def test_initialize_touches_nothing_and_backfill_runs_after_the_handshake(paths,
 
 
 # ---------------------------------------------------------------------------------------------
-# F02: legacy locales
+# Legacy locales
 
 
 @pytest.mark.parametrize("encoding", ["cp1252", "ascii"])
@@ -334,7 +334,7 @@ def test_non_utf8_locale_round_trips_code_points(paths, embedder, encoding):
 
 
 # ---------------------------------------------------------------------------------------------
-# F03: a reply over 250 KB to a reader that waits, with stderr never read
+# A reply over 250 KB to a reader that waits, with stderr never read
 
 
 def test_large_reply_reaches_a_slow_reader_and_the_server_stays_up(paths):
@@ -406,7 +406,7 @@ def test_two_servers_and_the_cli_share_one_file(paths, embedder):
 
 
 def test_a_kept_connection_follows_the_file_at_the_path_and_its_schema(paths, tmp_path):
-    """Issue 13: the server keeps its SQLite connection open between tool calls (no open per call).
+    """The server keeps its SQLite connection open between tool calls (no open per call).
     A kept connection must never write to a file no longer at the path, nor use a schema another
     memsafe migrated past this one: the file replaced by another store is the one the next call
     reads and writes; a removed file is created anew as on a first open; a newer schema is refused
@@ -508,7 +508,7 @@ def test_graph_tools_call_the_graph_handlers(db_path, tmp_path, embedder):
     listing = list_tools(srv)
     assert {t["name"] for t in listing["tools"]} == CORE_TOOLS | GRAPH_TOOLS
     ghost = call(srv, "relate_entities", {"relations": [["Ghost_A", "knows", "Ghost_B"]]})
-    assert is_error(ghost) and "Ghost_A" in text_of(ghost)  # F15: never a silent dangling edge
+    assert is_error(ghost) and "Ghost_A" in text_of(ghost)  # never a silent dangling edge
     related = call(srv, "relate_entities", {"relations": [["api", "uses", "postgres"]], "create": True})
     assert not is_error(related) and text_of(related) == "Related: api uses postgres"
     shown = text_of(call(srv, "query_graph", {"entity": "API", "depth": 1}))  # names match case-insensitively
@@ -555,7 +555,7 @@ def test_serve_project_through_a_symlink_or_subfolder_is_the_repository(db_path,
 
 
 def test_status_names_where_the_database_came_from(tmp_path, monkeypatch, embedder):
-    """Issue 12.13: a database set by MEMSAFE_DB was labelled "(--db)"."""
+    """A database set by MEMSAFE_DB was labelled "(--db)"."""
     monkeypatch.setenv("MEMSAFE_DB", str(tmp_path / "env.db"))
     from_env = text_of(call(inproc(None, project="p"), "status"))
     assert f"{tmp_path / 'env.db'}  (MEMSAFE_DB)" in from_env
@@ -633,7 +633,7 @@ def test_piped_requests_are_all_answered_before_the_server_exits(paths):
 
 
 def test_a_script_piped_into_serve_reads_its_own_writes(paths):
-    """Issue 17.4, as `memsafe serve < requests.jsonl` scripts run it: remember, recall, forget,
+    """As `memsafe serve < requests.jsonl` scripts run it: remember, recall, forget,
     recall, all in one file read at once. Each call takes effect in the order written: the first
     recall finds the new memory, the second (after the forget) does not, and the replies come in
     that order. Before: the recall was answered first, without the memory (5 runs of 5)."""
@@ -656,7 +656,7 @@ def test_a_script_piped_into_serve_reads_its_own_writes(paths):
 
 
 # ---------------------------------------------------------------------------------------------
-# One scope rule on every read tool (issue 12, item 1)
+# One scope rule on every read tool
 
 #: Tools that return memory text, entity names or relations; each follows recall's scope.
 SCOPED_READ_TOOLS = {"recall", "get_memory", "get_memory history", "query_graph", "transfer export"}
@@ -714,7 +714,7 @@ def test_every_read_tool_has_recalls_scope_even_when_started_in_root(tmp_path, e
             assert failed == (name in ("get_memory", "get_memory history")), (tag, name, text)
             assert not wide_failed and "alphavault" in wide.casefold(), (tag, name, wide)
         assert is_error(got["query_graph A"]) and "all_projects" in text_of(got["query_graph A"])
-# Issue 12.6: strict clients. The published tools/list of a real server is checked against the
+# Strict clients. The published tools/list of a real server is checked against the
 # rules of OpenAI strict function calling and of Gemini function declarations.
 
 # OpenAI, "Structured Outputs: supported schemas" (platform.openai.com/docs/guides/structured-outputs):
@@ -794,7 +794,7 @@ def gemini_problems(schema: dict, where: str = "") -> list[str]:
 
 
 def test_checkers_catch_what_strict_clients_reject():
-    """The rule checks themselves, on the schemas that failed (issue 12.6)."""
+    """The rule checks themselves, on the schemas that failed."""
     loose = {"type": "object", "properties": {"q": {"type": "string"}, "n": {"type": "integer", "default": 5}},
              "required": ["q"]}
     assert {p.split(": ", 1)[1].split(" ")[0] for p in openai_strict_problems(loose)} >= {
@@ -854,7 +854,7 @@ def cost_ok(cost: dict) -> bool:
 
 
 # ---------------------------------------------------------------------------------------------
-# Issue 17.4 and 12.5: order within one connection, and cancellation
+# Order within one connection, and cancellation
 
 
 def _call_line(request_id: int, tool: str, arguments: dict) -> str:
@@ -869,7 +869,8 @@ def _cancel_line(request_id: int) -> str:
 
 def test_pipelined_calls_take_effect_in_the_order_sent(paths):
     """A remember and a recall written at once: the recall sees the memory, and the replies come
-    in the order sent (issue 17.4: recall answered first, without it, 5 runs of 5)."""
+    in the order sent (without that ordering, the recall was answered first, without the memory,
+    in 5 runs of 5)."""
     with RawClient(paths["db"], env=server_env(paths["home"]), cwd=paths["cwd"]) as c:
         c.initialize()
         for round_ in range(3):
@@ -890,7 +891,7 @@ def test_pipelined_calls_take_effect_in_the_order_sent(paths):
 
 
 def test_a_burst_of_remembers_is_embedded_in_batches_and_searchable_after_it(paths):
-    """Issue 13: the warm thread embedded each remember of a burst on its own (one model run and
+    """The warm thread embedded each remember of a burst on its own (one model run and
     one write each, taking CPU and the write lock from the replies). Twelve remembers in a row
     are embedded in a few batches; the recall after them finds one by meaning."""
     env = server_env(paths["home"], MEMSAFE_LOG_LEVEL="DEBUG")
@@ -911,7 +912,7 @@ def test_a_burst_of_remembers_is_embedded_in_batches_and_searchable_after_it(pat
 
 
 def test_a_cancelled_call_waiting_its_turn_never_runs_and_a_running_one_completes(paths):
-    """Issue 12.5. Before: a remember queued behind a slow call and cancelled is never stored.
+    """Before: a remember queued behind a slow call and cancelled is never stored.
     After: a remember cancelled once it has started is stored whole, and the log says so; no reply
     is sent for it either way (MCP: the receiver does not answer a cancelled request)."""
     env = server_env(paths["home"], MEMSAFE_SERVE_WARM="0", MEMSAFE_LOG_LEVEL="DEBUG")
@@ -940,7 +941,7 @@ def test_a_cancelled_call_waiting_its_turn_never_runs_and_a_running_one_complete
 
 
 # ---------------------------------------------------------------------------------------------
-# Issue 12.7: Ctrl-C and SIGTERM
+# Ctrl-C and SIGTERM
 
 
 @pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
@@ -1017,9 +1018,9 @@ def test_serve_on_a_terminal_says_it_waits_for_a_client_and_ctrl_c_stops_it(path
     assert "Traceback" not in rest and "still running" not in rest, rest[-6000:]
 
 
-# Session 5's open bug: in full test runs, `serve` on a terminal sometimes did not exit after
-# Ctrl-C. Two ways a signal could be lost were found; each is forced here (the start-up is
-# patched in a wrapper script), and both hung before.
+# `serve` on a terminal must exit on Ctrl-C; in full test runs it sometimes did not. Two ways a
+# signal could be lost were found; each is forced here (the start-up is patched in a wrapper
+# script), and both hung before.
 _SIGNAL_CASES = {
     # a library that swallows the KeyboardInterrupt raised in one of the start-up's imports
     "swallowed during start-up": """
@@ -1136,7 +1137,7 @@ def test_serve_huge_integer_id_is_an_invalid_request_not_a_parse_error(srv):
 
 
 def test_serve_many_malformed_lines_with_an_undrained_stderr(srv):
-    """FIELD-CASES F03 again: each malformed line logged a warning to stderr; a client that never
+    """Each malformed line logged a warning to stderr; a client that never
     reads stderr filled the pipe after ~1,000 of them and the server blocked forever."""
     with RawClient(srv["db"], env=srv["env"], cwd=srv["cwd"], drain_stderr=False) as c:
         c.initialize()
@@ -1217,7 +1218,7 @@ def test_mcp_errors_name_tool_arguments_not_cli_flags(tmp_path, embedder):
 
 
 def test_true_or_false_where_a_tool_takes_a_number_is_refused_and_nothing_changes(tmp_path, embedder):
-    # Session 13: pydantic reads JSON true as 1, so `purge_memory {"ids": [true], "confirm": true}`
+    # pydantic reads JSON true as 1, so `purge_memory {"ids": [true], "confirm": true}`
     # purged memory 1 for good, `forget {"id": true}` forgot it, and `recall {"budget": true}` cut
     # every memory to one token.
     cwd = tmp_path / "srv"
@@ -1247,7 +1248,7 @@ def test_true_or_false_where_a_tool_takes_a_number_is_refused_and_nothing_change
 
 
 # ---------------------------------------------------------------------------------------------
-# Tools that take an id reach the server's scope only (issue 12: the write side)
+# Tools that take an id reach the server's scope only (the write side)
 
 
 def memory_state(db: Path, memory_id: int) -> tuple:
@@ -1317,7 +1318,7 @@ def test_tools_taking_an_id_never_read_or_change_another_projects_memory(tmp_pat
 
 
 # ---------------------------------------------------------------------------------------------
-# `initialize` answered before the SDK is imported (issue 13 item 4, memsafe.mcp.stdio)
+# `initialize` answered before the SDK is imported (memsafe.mcp.stdio)
 
 
 def _piped(paths, lines: list[str], cache: Path, **env: str) -> list[dict]:
@@ -1477,7 +1478,7 @@ def test_memsafe_gives_numpy_one_blas_thread_unless_told_otherwise():
 
 
 def test_a_kept_connection_recalls_what_another_process_changed_since(paths, embedder):
-    """Break-it, session 12: the server keeps its SQLite connection between calls, and that
+    """The server keeps its SQLite connection between calls, and that
     connection keeps the rows its recalls read while the file is unchanged
     (`SQLiteStore.recall_rows`). Each change another process makes between two recalls (the CLI
     here) shows in the next one through a real stdio client: new text and tags, a new kind, a

@@ -1,4 +1,4 @@
-"""Issue 13: what each command imports, deferred embedding that is never lost (kill -9), the cached
+"""What each command imports, deferred embedding that is never lost (kill -9), the cached
 optimised model graph, and cached --help / TAB answers. Nothing here is timed: speed is measured by
 `memsafe bench --startup`."""
 
@@ -143,7 +143,7 @@ def test_the_fast_path_prints_and_exits_exactly_as_the_typer_app(tmp_path, seede
 
 
 def test_import_on_the_fast_path_prints_and_exits_exactly_as_the_typer_app(tmp_path, seeded, store):
-    """`memsafe import` runs without the Typer app (issue 13: its start-up was half of an import of
+    """`memsafe import` runs without the Typer app (its start-up was half of an import of
     1,000 memories) and says the same: the report, --json, --dry-run, a refused file, a partial
     import (exit 3), a missing file, a usage error, and an import that embeds."""
     export = tmp_path / "export.jsonl"
@@ -186,13 +186,13 @@ def test_the_fast_path_takes_only_command_lines_it_reads_exactly_as_the_typer_ap
     from memsafe.cli import fast
 
     command, db, kwargs = fast.parse(["--db=x.db", "recall", "-n", "3", "q", "--kind", "fact", "-k", "task", "--json"])
-    assert (command, db, kwargs["query"], kwargs["limit"], kwargs["kinds"], kwargs["json_"]) == (
+    assert (command, db, kwargs["query"], kwargs["limit"], kwargs["kind"], kwargs["json_"]) == (
         "recall", "x.db", "q", 3, ["fact", "task"], True)
     command, db, kwargs = fast.parse(["remember", "-", "--importance", ".5", "-e", "A", "--entity=B", "--global"])
-    assert (command, db, kwargs["content"], kwargs["importance"], kwargs["entities"], kwargs["global_"]) == (
+    assert (command, db, kwargs["content"], kwargs["importance"], kwargs["entity"], kwargs["global_"]) == (
         "remember", None, "-", 0.5, ["A", "B"], True)
     command, db, kwargs = fast.parse(["import", "f.jsonl", "-f", "server-memory", "--dry-run", "-p", "web", "--json"])
-    assert (command, db, kwargs["file"], kwargs["fmt"], kwargs["dry_run"], kwargs["project"], kwargs["json_"],
+    assert (command, db, kwargs["file"], kwargs["format_"], kwargs["dry_run"], kwargs["project"], kwargs["json_"],
             kwargs["no_embed"]) == ("import", None, "f.jsonl", "server-memory", True, "web", True, False)
     for argv in (["recall"], ["recall", "a", "b"], ["recall", "q", "--help"], ["recall", "q", "-h"],
                  ["recall", "--", "q"],
@@ -360,7 +360,7 @@ def test_cached_model_graph_is_bit_identical_and_rebuilt_when_corrupt(tmp_path, 
 
 
 def test_the_graph_without_nan_guards_is_bit_identical_to_the_shipped_model(tmp_path, monkeypatch, embedder):
-    """issue 13: the softmax NaN guards (`Where(IsNaN(p), 0, p)`) go, and the vectors stay those of
+    """The softmax NaN guards (`Where(IsNaN(p), 0, p)`) go, and the vectors stay those of
     onnxruntime running the shipped file, for single texts and a padded batch."""
     import onnxruntime as ort
 
@@ -390,7 +390,7 @@ def test_the_graph_without_nan_guards_is_bit_identical_to_the_shipped_model(tmp_
 
 
 def test_a_one_query_session_gives_the_same_vectors_within_rounding(embedder):
-    """A CLI recall's session skips prepacking (`Embedder(one_query=True)`, issue 13): another
+    """A CLI recall's session skips prepacking (`Embedder(one_query=True)`): another
     matrix kernel, so not bit-identical, but within 1e-6, and it ranks texts as the default does."""
     model, tokenizer = embed.model_files()
     quick = embed.Embedder(model, tokenizer, one_query=True)
@@ -473,7 +473,7 @@ def test_the_cache_folder_is_platformdirs_without_importing_it(monkeypatch, env)
 
 def test_a_query_that_names_no_time_is_answered_without_the_date_pattern():
     """`when.find` skips compiling its date pattern for an ASCII query with no digit and none of
-    the words every date alternative needs (issue 13): only where the pattern finds nothing."""
+    the words every date alternative needs: only where the pattern finds nothing."""
     import random
     from datetime import datetime, timezone
 

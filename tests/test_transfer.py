@@ -1,5 +1,5 @@
 """Export/import: lossless round trip, idempotent re-import, all-or-nothing, the MCP
-memory-server format with its odd cases (FIELD-CASES F16, F17), and deferred embedding."""
+memory-server format with its odd cases, and deferred embedding."""
 
 from __future__ import annotations
 
@@ -87,7 +87,8 @@ def _fresh(tmp_path, name="other.db"):
 
 
 def test_round_trip_is_identical(rich_store, tmp_path, db_path, backend):
-    """F17: memsafe export a; memsafe --db new import a; memsafe --db new export b; a == b but exported_at."""
+    """A round trip loses nothing: memsafe export a; memsafe --db new import a; memsafe --db new
+    export b; a == b but exported_at."""
     rich_store.close()
     db, new = db_path, tmp_path / "new.db"
     runner = CliRunner()
@@ -164,7 +165,7 @@ def _bulk_records(n: int) -> list[dict]:
 
 
 def test_a_batched_import_checks_each_record_as_if_the_ones_before_were_stored(store, tmp_path):
-    """Import inserts new memories many rows per statement (issue 13.5: ~0.5 ms per statement per
+    """Import inserts new memories many rows per statement (~0.5 ms per statement per
     word index); a record is still checked against every earlier one: a text repeated 290 records
     later is a duplicate of the first, an exported id is kept when free and never taken by a
     memory given a new id (those come after), and tags, history, entity links and the word index
@@ -265,9 +266,9 @@ def test_export_fields_cover_every_column(store):
     assert set(store.version_columns()) == set(transfer.VERSION_FIELDS) | {"id", "memory_id"}
 
 
-# -- server-memory format (F16) ----------------------------------------------------------------
+# -- server-memory format --------------------------------------------------------------------
 
-F16 = (
+SERVER_MEMORY_JSONL = (
     '{"type":"entity","name":"Project_X","entityType":"Project","observations":["Started 2023","Focus on NLP"]}\n'
     '{"type":"entity","name":"Ops_Team","observations":[null,"owns deploys"]}\n'
     '{"type":"relation","from":"Ops_Team","to":"Project_X","relationType":"maintains"}\n'
@@ -281,7 +282,7 @@ F16 = (
 
 def test_f16_refused_without_skip_invalid(cli, tmp_path, store):
     path = tmp_path / "memory.json"
-    path.write_text(F16, encoding="utf-8")
+    path.write_text(SERVER_MEMORY_JSONL, encoding="utf-8")
     result = cli("import", str(path), "--format", "auto", "--no-embed")
     assert result.exit_code == 1
     assert "nothing imported" in result.stderr
@@ -291,7 +292,7 @@ def test_f16_refused_without_skip_invalid(cli, tmp_path, store):
 
 def test_f16_skip_invalid_imports_the_rest_and_reports_each_line(cli, tmp_path, store):
     path = tmp_path / "memory.json"
-    path.write_text(F16, encoding="utf-8")
+    path.write_text(SERVER_MEMORY_JSONL, encoding="utf-8")
     result = cli("import", str(path), "--format", "auto", "--skip-invalid", "--no-embed")
     assert result.exit_code == 3, result.stderr
     err = result.stderr
@@ -482,7 +483,7 @@ def test_a_uid_twice_in_one_file_is_reported_and_the_first_kept(store, tmp_path)
     assert [m.content for m in api.list_memories(other)] == ["the first text"]
 
 
-# -- purge is a promise (issue 12, item 2) ---------------------------------------------------------
+# -- purge is a promise ---------------------------------------------------------
 
 
 def test_an_import_never_brings_back_a_purged_memory(cli, tmp_path, store):
@@ -520,7 +521,7 @@ def test_an_import_never_brings_back_a_purged_memory(cli, tmp_path, store):
     assert api.import_file(store, sm, allow_purged=True).memories_added == 1
 
 
-# -- what an import checks (issue 17, items 8 and 9) ----------------------------------------------------
+# -- what an import checks ----------------------------------------------------
 
 
 def test_entity_keys_in_a_file_are_recomputed_from_names(tmp_path, store, cli):
@@ -581,7 +582,7 @@ def test_an_inconsistent_file_is_refused_naming_the_line(store, tmp_path, change
     assert store.counts()["total"] == 0
 
 
-# -- Ctrl-C during an import (issue 12, item 11) --------------------------------------------------
+# -- Ctrl-C during an import --------------------------------------------------
 
 
 def _interrupt_when(proc, ready, timeout=60.0, signal_number: int = signal.SIGINT) -> None:
@@ -657,7 +658,7 @@ def test_an_interrupted_embed_says_what_it_kept_and_the_next_goes_on(tmp_path, e
     """`memsafe embed` stopped by Ctrl-C or SIGTERM once some batches are written: exit 130 or 143
     and one line saying how many were embedded and how many are pending (before: Ctrl-C exited
     130 saying nothing, SIGTERM killed it silently); the batches written stay, and the next
-    `memsafe embed` fills the rest (issue 13.5: an interrupted fill resumes)."""
+    `memsafe embed` fills the rest (an interrupted fill resumes)."""
     db = tmp_path / "db" / "memory.db"
     source = tmp_path / "bulk.jsonl"
     _write(source, _bulk_records(3_000))
@@ -887,7 +888,7 @@ def test_import_dry_run_does_not_create_the_database(tmp_path, embedder):
 
 def test_import_never_takes_an_id_purged_here(store, tmp_path):
     """Import keeps a file's memory ids when they are free, but an id purged here is not free
-    (issue 12 item 3): the imported memory gets a new id, and nothing answers to the purged one."""
+   : the imported memory gets a new id, and nothing answers to the purged one."""
     a = api.remember(store, "local alpha about caching").id
     b = api.remember(store, "local beta about queues").id
     api.purge(store, [b])
@@ -923,7 +924,7 @@ def test_ctrl_c_just_after_the_import_committed_says_it_was_kept(tmp_path, monke
     monkeypatch.setenv("MEMSAFE_NO_MODEL", "1")
     db = tmp_path / "memory.db"
     with pytest.raises(fast.Failed) as failed:
-        fast.import_(str(db), source, fmt="auto", dry_run=False, skip_invalid=False, project=None, no_embed=True,
+        fast.import_(str(db), source, format_="auto", dry_run=False, skip_invalid=False, project=None, no_embed=True,
                      redact=False, allow_purged=False, json_=False)
     assert failed.value.code == 130
     err = capsys.readouterr().err
@@ -941,7 +942,7 @@ def _import_interrupted(tmp_path, monkeypatch, json_: bool = False):
     _write(source, _bulk_records(20))
     db = tmp_path / "memory.db"
     with pytest.raises(fast.Failed) as failed:
-        fast.import_(str(db), source, fmt="auto", dry_run=False, skip_invalid=False, project=None, no_embed=True,
+        fast.import_(str(db), source, format_="auto", dry_run=False, skip_invalid=False, project=None, no_embed=True,
                      redact=False, allow_purged=False, json_=json_)
     assert failed.value.code == 130
     return db
@@ -949,7 +950,7 @@ def _import_interrupted(tmp_path, monkeypatch, json_: bool = False):
 
 def test_ctrl_c_during_the_compaction_after_an_import_reports_the_import(tmp_path, monkeypatch, capsys):
     """The import committed and then compacts the word index (it wrote most of the store): a Ctrl-C
-    there stops the compaction only, and the message is the import's own report (CI, session 10:
+    there stops the compaction only, and the message is the import's own report (in CI:
     the interrupt landed there and the report was lost)."""
     from memsafe.store.sqlite import SQLiteStore
 
@@ -967,7 +968,7 @@ def test_ctrl_c_during_the_compaction_after_an_import_reports_the_import(tmp_pat
 def test_ctrl_c_as_the_import_commits_reports_the_import(tmp_path, monkeypatch, capsys, json_):
     """A Ctrl-C during the COMMIT of a large import (SQLite checkpoints it as it commits; the
     interrupt lands when the COMMIT returns) gave the fallback message without the import's report,
-    and with --json no document on stdout (break-it 10). Now: the report, as the JSON error with
+    and with --json no document on stdout. Now: the report, as the JSON error with
     --json, exit 130, and the store holds what it says."""
     from contextlib import contextmanager
 
@@ -998,7 +999,7 @@ def test_ctrl_c_as_the_import_commits_reports_the_import(tmp_path, monkeypatch, 
 
 def test_ctrl_c_while_the_model_loads_prints_no_traceback(tmp_path):
     """A Ctrl-C while onnxruntime's native module imported numpy: it printed the interrupt's
-    traceback before swallowing it (break-it 10). The import says what was kept, exit 130."""
+    traceback before swallowing it. The import says what was kept, exit 130."""
     source = tmp_path / "some.jsonl"
     _write(source, _bulk_records(20))
     db = tmp_path / "memory.db"

@@ -1,4 +1,4 @@
-"""How `memsafe ui` starts (issue 15: usable within 1 s): `memsafe [--db P] ui [--port N] [--no-open]`
+"""How `memsafe ui` starts (usable within 1 s): `memsafe [--db P] ui [--port N] [--no-open]`
 is served by `memsafe.ui.start` without loading the CLI, with every check of the page kept (the
 token, the host, CSRF), on both backends; any other command line (help, a bad option) still goes
 through the CLI; errors stay one line; compiled templates are cached. Nothing here is timed: the
@@ -158,7 +158,7 @@ def test_compiled_templates_are_cached_and_a_missing_cache_is_no_cache(tmp_path,
 
 
 def test_without_a_browser_the_start_says_to_open_the_url_itself(db_path, store, tmp_path):
-    """New-user trial: over ssh (no display, no $BROWSER that works) `memsafe ui` printed the URL and
+    """Over ssh (no display, no $BROWSER that works) `memsafe ui` printed the URL and
     nothing else, while the README says it opens the page; the user waited for a browser. It now
     says no browser could be started, and how to reach the page from another machine."""
     env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}

@@ -1,4 +1,4 @@
-"""Upgrades and paths (FIELD-CASES F18): the committed v1 fixture (tests/fixtures/v1.db, written
+"""Upgrades and paths: the committed v1 fixture (tests/fixtures/v1.db, written
 by tests/fixtures/make_v1.py with the first released schema) opens with today's code with every
 memory intact, and migrates with a backup; a file from a newer memsafe is refused and left
 byte-identical; a read-only file that needs a migration gives a clear error and is not touched,
@@ -145,7 +145,7 @@ def _read_only(*paths: Path):
 
 @pytest.mark.parametrize("folder_writable", [False, True])
 def test_read_only_file_needing_migration(tmp_path, monkeypatch, folder_writable):
-    """F18.2: clear error, no partial migration, no new empty store."""
+    """A failed upgrade: clear error, no partial migration, no new empty store."""
     monkeypatch.setattr(migrations, "MIGRATIONS", [*migrations.MIGRATIONS, ("m002_probe", _probe_migration)])
     folder = tmp_path / "ro"
     folder.mkdir()
@@ -175,7 +175,7 @@ def test_missing_folder_without_create_is_not_created(tmp_path):
 
 
 def test_tilde_and_space_path(tmp_path, memsafe_proc):
-    """F18.3: `~` expanded, the folder with a space created, status shows the absolute path."""
+    """A path with `~` and a space: `~` expanded, the folder with a space created, status shows the absolute path."""
     home = tmp_path / "userhome"
     home.mkdir()
     env = {"HOME": str(home), "MEMSAFE_DB": "~/mem safe/dir/test.db"}
@@ -191,7 +191,7 @@ def test_tilde_and_space_path(tmp_path, memsafe_proc):
 
 
 def test_upgrade_keeps_ids_history_and_links_and_never_reuses_ids_purged_before_it(v1_copy, embedder):
-    """m004 rebuilds `memories` with AUTOINCREMENT (issue 12 item 3): every id, tag, history
+    """m004 rebuilds `memories` with AUTOINCREMENT: every id, tag, history
     version, graph link and FTS entry survives, and ids purged under the old schema, the largest
     one included, are never handed out again."""
     conn = apsw.Connection(str(v1_copy))

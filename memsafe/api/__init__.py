@@ -7,7 +7,7 @@ time travel, decay; transfer: export/import; hooks; checkup: doctor; encryption;
 the UI's pages); this package re-exports them all.
 
 The re-export is lazy (PEP 562 `__getattr__`): `api.recall` imports `memsafe.api.core` on first
-use, and nothing else, so a command pays only for the handlers it runs (issue 13: a lexical
+use, and nothing else, so a command pays only for the handlers it runs (a lexical
 `recall` must not import the handlers of import, doctor or the UI). No submodule has a function
 of its own name, so an import of a submodule never hides a handler.
 """

@@ -1,5 +1,5 @@
-"""Responsibility: the handlers behind browsing and curating the store as a whole (`memsafe ui`,
-issue 15): filtered, keyset-paginated listing; search that uses `recall` for active memories;
+"""Responsibility: the handlers behind browsing and curating the store as a whole (`memsafe ui`):
+filtered, keyset-paginated listing; search that uses `recall` for active memories;
 facets; store aggregates for charts; one memory's provenance, audit trail and past text.
 
 Only reads. Changes go through the same handlers as the CLI (update, forget, restore, purge,
@@ -103,7 +103,7 @@ class StoreCharts:
 class Provenance:
     """Where a memory came from: `source` (user, agent, git, …); for git notes the commit and
     branch read from the note; `author`: the user a team server's token stands for (memories
-    written over HTTP, issue 14.6), None when not recorded (local use)."""
+    written over HTTP), None when not recorded (local use)."""
 
     source: str
     created_at: str

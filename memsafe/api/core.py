@@ -90,7 +90,7 @@ def open_store(db: str | None = None, *, create: bool = True, origin: str | None
     resolves it once at start: MEMSAFE_DB, config, default), instead of "--db".
 
     A store created somewhere other than the default path while a store already exists at the
-    default path yields a loud warning (FIELD-CASES F18), never a silent fresh store; any other new
+    default path yields a loud warning, never a silent fresh store; any other new
     store a note with its path (so a mistyped `--db` is noticed).
 
     Raises:
@@ -121,7 +121,7 @@ def open_store(db: str | None = None, *, create: bool = True, origin: str | None
 def embed_new(store: Store, *, limit: int = embed.BATCH_SIZE) -> tuple[int, list[tuple[int, dict]]]:
     """Embed the `limit` newest pending memories (taken in id order) and report the near-duplicates among
     them: what `remember` would have said had it embedded inline (a server's remember replies
-    before its vector exists; its warm thread calls this, FIELD-CASES/issue 13).
+    before its vector exists; its warm thread calls this).
 
     Each memory's nearest neighbour is looked up among the stored vectors (one pass for the whole
     batch, `Store.nearest_each`) and among the memories embedded before it in this batch (their
@@ -181,7 +181,7 @@ def embed_in_background(db_path: str | os.PathLike) -> bool:
     per database at a time: it holds `<db>.embed.lock`; a second one exits at once, and the holder
     looks for new pending memories after releasing the lock, so none is left behind). It walks
     what is pending newest first (the memory just remembered first), each memory once a round, at
-    most 10 rounds and BACKGROUND_EMBED_SECONDS in all (issue 17.2: opportunistic embedding is
+    most 10 rounds and BACKGROUND_EMBED_SECONDS in all (opportunistic embedding is
     bounded in attempts and time); a backlog beyond that is `memsafe embed`'s work.
 
     Nothing is lost if it never runs or is killed: the memories stay pending, `status` counts them,
@@ -378,7 +378,7 @@ def get(store: Store, memory_id: int, *, scope: Scope | None = None, use: bool =
             or every project); None reaches any project (internal callers). See `reachable`.
         use: a person or an agent asked for this memory explicitly (CLI `get`, MCP get_memory):
             count it as used (access_count + 1, last used now), the only use signal besides
-            `confirm` and `update`; being returned by `recall` is not one (issue 11: recall
+            `confirm` and `update`; being returned by `recall` is not one (recall
             would feed itself). Bookkeeping only: a busy store skips it rather than fail the read.
 
     Raises: NotFound, InvalidInput.
@@ -397,7 +397,7 @@ def reachable(store: Store, memory_ids: Sequence[int], scope: Scope | None, *, a
     """The memories of `memory_ids` (checked ids) that a caller with `scope` may read or change:
     the one scope check of every handler that takes an id (get, history, update, forget,
     restore, purge, confirm, confidence), so a write can never read or edit another project's
-    memory by guessing its id (issue 12).
+    memory by guessing its id.
 
     Args:
         scope: see `get`; None reaches any project.

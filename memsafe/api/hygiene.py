@@ -89,7 +89,7 @@ def clean_tags(tags: Sequence[str]) -> list[str]:
 
 
 def clean_author(author: str | None) -> str | None:
-    """Who wrote a memory (issue 14.6: the user a team server's token stands for), as stored: one
+    """Who wrote a memory (the user a team server's token stands for), as stored: one
     line, whitespace runs collapsed, at most MAX_AUTHOR_CHARS characters; None stays None (unknown).
 
     Raises:
@@ -124,8 +124,8 @@ _USER_AT_HOST = re.compile(r"^[^@/\s]+@(?:\[[0-9A-Fa-f:.]+\]|[^:/\s]+):")  # git
 def current_project(store, cwd=None, mode: str = "git-root") -> str | None:
     """The project key of the working directory `cwd` (default: the current one), as
     `settings.detect_project` gives it, after moving the memories a store keeps under the
-    repository's former key (its path, before repositories were keyed by their origin remote,
-    issue 14.7) to that key: once, in one transaction, nothing lost; nothing to do costs one
+    repository's former key (its path, before repositories were keyed by their origin remote)
+    to that key: once, in one transaction, nothing lost; nothing to do costs one
     indexed lookup. A read-only store keeps its old keys (recall then finds them under `--project
     PATH` only after a write-capable run)."""
     import apsw

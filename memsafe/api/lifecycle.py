@@ -295,7 +295,7 @@ def history(store: Store, memory_id: int, *, scope: Scope | None = None) -> Hist
     own_end = None  # when the memory's own previous state ended: the next one began then
     for n, v in enumerate(store.versions(memory_id), start=1):
         # (a tag-only update leaves content_updated_at alone, so the stored start repeated the
-        # previous state's: two identical rows, issue 12.13)
+        # previous state's: two identical rows)
         began = own_end if own_end and not v.get("origin_id") else v["valid_from"]
         out.append(Version(n, v["content"], v["kind"], v["project"], v["tags"], v["importance"], v["confidence"],
                            v["decay_level"], v["status"], began, v["valid_to"], v["cause"], v.get("origin_id"),

@@ -48,7 +48,7 @@ def recall(
     and graph terms, then the multi-signal score (`scoring.score_candidates`) → packing into
     effective budget = budget × safety_multiplier (tokens, cl100k_base, counted on the exact
     returned text), of which `graph_share` is reserved for graph context (`packing.pack_hits`). No
-    bookkeeping: being returned by recall is not a use (it would feed itself: issue 11); only
+    bookkeeping: being returned by recall is not a use (it would feed itself); only
     explicit use counts (`get` from a person or an agent, `confirm`, `update`).
     `tokens_used` = memory tokens + `graph_tokens` ≤ effective.
 
@@ -68,7 +68,7 @@ def recall(
     _check_mode(mode)
     budget_v, limit_v, scope, effective, depth = _arguments(cfg, budget, limit, project, all_projects, kinds, tags,
                                                             since)
-    if include_forgotten:  # forgotten memories are otherwise invisible to every path (FIELD-CASES F10)
+    if include_forgotten:  # forgotten memories are otherwise invisible to every path
         scope.statuses = [Status.ACTIVE.value, Status.FORGOTTEN.value]
     notes: list[str] = []
     now = clock.now()

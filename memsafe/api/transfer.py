@@ -346,7 +346,7 @@ def export_to_path(store: Store, path: Path, *, overwrite: bool = True, **option
 
 
 # An import that wrote at least this share of the store's memories compacts the word index after
-# it (`Store.compact_word_index` rewrites the whole index: ~2.5 s at 100,000 memories, break-it 9;
+# it (`Store.compact_word_index` rewrites the whole index: ~2.5 s at 100,000 memories;
 # a small import adds a piece or two, which cost a query term ~8 µs each).
 COMPACT_IMPORT_SHARE = 0.1
 
@@ -866,6 +866,6 @@ def embed_pending(store: Store, *, progress: Progress | None = None) -> EmbedRep
     if total and embed.get_embedder() is None:
         return EmbedReport(0, total, f"embedding model unavailable: {embed.load_error()}")
     # One walk: each pending memory is tried once; a memory another process changes meanwhile (an
-    # update, a decay) stays pending and is counted below, never retried without end (issue 17.2).
+    # update, a decay) stays pending and is counted below, never retried without end.
     done = backfill(store, limit=None, progress=(lambda n: progress(n, max(total, n))) if progress else None)
     return EmbedReport(done, store.pending_count())

@@ -13,7 +13,7 @@ import sys
 def python_m(module: str) -> list[str]:
     """The argv of `python -m MODULE` for a measuring subprocess, never importing from the
     current folder: run from a folder holding a checkout's `memsafe/`, plain `-m` imported that
-    copy instead of the installed one and died with ImportError (issue 12.12). `-P` (Python
+    copy instead of the installed one and died with ImportError. `-P` (Python
     3.11+) leaves the current folder off sys.path; on 3.10, a `-c` shim drops it and runs the
     module as `-m` would."""
     if sys.version_info >= (3, 11):

@@ -1,4 +1,4 @@
-"""Responsibility: measuring the team path (issue 14.8): `memsafe serve --transport http` under
+"""Responsibility: measuring the team path: `memsafe serve --transport http` under
 load from several real MCP clients, and its recall latency beside the same store over stdio.
 
 - `HttpServer` runs `python -m memsafe --db DB serve --transport http --port 0` as a child process

@@ -1,6 +1,6 @@
 """Responsibility: the input-shape benchmark (`memsafe bench --inputs`): how long one large memory
 takes to store, for each shape of text that has made a per-memory step super-linear before
-(FIELD issues 12.8 and 17.11: entity extraction rebuilt the text per match, the secret scan
+(entity extraction rebuilt the text per match, the secret scan
 backtracked on long unbroken runs).
 
 Each shape is a 1,000,000-character text (memsafe's content limit), made deterministically:
@@ -9,7 +9,7 @@ Each shape is a 1,000,000-character text (memsafe's content limit), made determi
 - hex: one unbroken run of random hex digits;
 - base64: one unbroken base64 line;
 - prose: developer sentences with names, paths and versions, wrapped in lines;
-- repeated: the token "Node 1.2 " repeated (the field case);
+- repeated: the token "Node 1.2 " repeated (a real store's degenerate case);
 - long-line: words joined by punctuation and no space (`a.b/c-d_e…`), one line;
 - key-run: one fake AWS access key repeated with no separator (each window of the scan holds
   hundreds of findings: widening each across the whole run was quadratic);

@@ -5,14 +5,14 @@ LoCoMo: Maharana et al., "Evaluating Very Long-Term Conversational Memory of LLM
 ACL 2024 (github.com/snap-research/LoCoMo, licence CC BY-NC 4.0: memsafe ships none of it; the
 user gives the file).
 
-Protocol (the same as the figures in issue 11, so numbers compare):
+Protocol (fixed, so figures of different versions compare):
 
 - One fresh store per conversation; one memory per dialogue turn, text `"<speaker>: <text>"`,
   created at its session's date-time. A turn whose text repeats an earlier turn of the same
   conversation maps to the memory already stored.
 - Questions are the raw `question` strings, asked "now" = the last session's date-time, in
   three modes (lexical, vector, hybrid), each on its own copy of the built store. Recalls run as
-  a user's do, in the dataset's order (a recall writes nothing since issue 11, so no recall
+  a user's do, in the dataset's order (a recall writes nothing, so no recall
   changes a later one's ranking).
 - Recall@k = |evidence ∩ top k| / |evidence| per question, averaged; Hit@5 = share of
   questions with any evidence in the top 5; MRR@10 = mean 1/rank of the first evidence in the

@@ -1,4 +1,4 @@
-"""Responsibility: `memsafe bench --rebase`: what memsafe's git hooks add to a `git rebase` (issue 17.1).
+"""Responsibility: `memsafe bench --rebase`: what memsafe's git hooks add to a `git rebase`.
 
 For each size N (default 40 and 120 commits) and each of `runs` rounds, three real temporary
 repositories are built alike (one commit on main, N on a feature branch, one more on main) and
@@ -13,7 +13,7 @@ load weighs on all three:
   by post-rewrite), the most `hook run` processes alive at once, and whether the store holds
   exactly one active memory per commit (no duplicate).
 
-Target (issue 17.1): a 120-commit rebase with memsafe under 2x the time without it (a shorter
+Target: a 120-commit rebase with memsafe under 2x the time without it (a shorter
 one is not held to it: there git's own start-up of a hook per commit weighs most). The figures
 are medians; say the load beside them. Needs git; works in a temporary folder with its own
 MEMSAFE_HOME and git config (your store and your repositories are never touched).
@@ -35,7 +35,7 @@ from memsafe.bench import python_m
 __all__ = ["SIZES", "LIMIT_RATIO", "run_rebase", "rebase_table"]
 
 SIZES = (40, 120)
-LIMIT_RATIO = 2.0  # issue 17.1: a 120-commit rebase with memsafe under 2x the one without it
+LIMIT_RATIO = 2.0  # a 120-commit rebase with memsafe under 2x the one without it
 LIMIT_COMMITS = 120  # the limit holds from this size on (a short rebase is mostly git's own start-up
 # of a hook per commit: the "empty hook" column, which no hook can avoid)
 SETTLE_S = 180.0  # longest wait for the background run to follow a rebase

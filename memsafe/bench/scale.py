@@ -279,7 +279,7 @@ def _phase_restore(db: str, target: str) -> dict:
     }
 
 
-# Chinese and Japanese sentences appended to every 50th memory of the lexical phase (issue 17 item 3).
+# Chinese and Japanese sentences appended to every 50th memory of the lexical phase.
 CJK_NOTES = [
     "我们在项目里使用引用计数来管理内存。", "悬空指针会导致程序崩溃，释放后要置空。",
     "数据库连接池的大小设置为二十。", "日本語のドキュメントは来週までに翻訳する予定です。",
@@ -294,7 +294,7 @@ LEXICAL_QUERIES = {
 def _phase_lexical(db: str, n: int, queries: int) -> dict:
     """The full-text indexes alone (no model): remember cost, bytes per memory of the word (porter)
     and trigram indexes (dbstat), and lexical recall latency for plain words, exact identifiers
-    and CJK words (the trigram index's jobs: issue 12 item 9, issue 17 item 3)."""
+    and CJK words (the trigram index's jobs)."""
     os.environ["MEMSAFE_NO_MODEL"] = "1"
     from memsafe import api
 
@@ -330,8 +330,8 @@ def _phase_lexical(db: str, n: int, queries: int) -> dict:
     return out
 
 
-# A corpus of Chinese and Japanese memories written for this benchmark from templates (issue 17
-# item 3): what the word index (CJK bigrams) and the trigram index cost when every memory is CJK,
+# A corpus of Chinese and Japanese memories written for this benchmark from templates:
+# what the word index (CJK bigrams) and the trigram index cost when every memory is CJK,
 # and whether a lexical recall of a word puts a memory holding it first.
 CJK_SLOTS = {
     "svc": ["认证服务", "计费服务", "搜索服务", "通知服务", "网关", "调度器", "报表服务", "支付服务",

@@ -15,7 +15,7 @@ Measures inside one process (a warm `memsafe serve`, or this process):
   once) and the embedding throughput of filling the seed's vectors (texts/s).
 
 Everything runs on a temporary store seeded with SEED synthetic memories (`bench.scale`); your
-own store is never touched. Targets are those of issue 13; `met` says whether a median meets them.
+own store is never touched. Targets are those of docs/performance.md; `met` says whether a median meets them.
 memsafe's own modules are byte-compiled first (as `pip install` does; an editable install under
 PYTHONDONTWRITEBYTECODE=1 would otherwise compile them in every process), and each whole-process
 measure runs once untimed, so caches a first run fills (answers, token counts, secret gates) are

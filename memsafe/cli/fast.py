@@ -1,14 +1,16 @@
 """Responsibility: the hot commands, `recall` and `remember`, as a shell, a git hook or an agent
-calls them many times a session, and `import`, without building the Typer app (issue 13: Typer,
-rich and the handlers nobody runs were most of a whole-process recall, and half of an import of
-1,000 memories).
+calls them many times a session, and `import`, without building the Typer app (Typer, rich and
+the handlers nobody runs were most of a whole-process recall, and half of an import of 1,000
+memories).
 
 `run(argv)` reads a command line of the plain shape those callers use:
 `[--db PATH] recall|remember|import`, known options each as `--name VALUE`, `--name=VALUE`,
 `-x VALUE` or a flag, and one argument. For anything else (`--help`, an unknown or malformed
 option, a value out of range, a second argument, `--`, a completion request) it returns None and
 `memsafe.__main__` hands the command line to the Typer app, so help texts, usage errors and exit
-codes come from one place (`MEMSAFE_CLI_FAST=0` sends every command line there). The commands'
+codes come from one place (`MEMSAFE_CLI_FAST=0` sends every command line there). The options
+are those the Typer commands declare, read from `fast_spec` (generated from them by `make docs`),
+so each is written once. The commands'
 bodies (`recall`, `remember`, `import_`) are shared: the Typer commands in `memsafe.cli.memory`
 and `memsafe.cli.transfer` call them too.
 """
@@ -22,6 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from memsafe import render
+from memsafe.cli import fast_spec
 from memsafe.cli._plain import (
     BOTH_SCOPES,
     Failed,
@@ -43,80 +46,26 @@ from memsafe.cli._plain import (
     session,
 )
 
-# option → (parameter, type); types: flag, text, texts (repeatable), count (int ≥ 1), unit (0–1),
-# kind, kinds (repeatable), source, format, mode. Names and types are those of the Typer commands (cli/memory.py).
-_OPTIONS = {
-    "recall": {
-        "--limit": ("limit", "count"), "-n": ("limit", "count"),
-        "--budget": ("budget", "count"), "-b": ("budget", "count"),
-        "--project": ("project", "text"), "-p": ("project", "text"),
-        "--project-path": ("project_path", "text"),
-        "--all-projects": ("all_projects", "flag"),
-        "--kind": ("kinds", "kinds"), "-k": ("kinds", "kinds"),
-        "--tag": ("tags", "texts"), "-t": ("tags", "texts"),
-        "--mode": ("mode", "mode"),
-        "--include-forgotten": ("include_forgotten", "flag"),
-        "--as-of": ("as_of", "text"),
-        "--since": ("since", "text"),
-        "--json": ("json_", "flag"),
-    },
-    "remember": {
-        "--kind": ("kind", "kind"), "-k": ("kind", "kind"),
-        "--tag": ("tags", "texts"), "-t": ("tags", "texts"),
-        "--project": ("project", "text"), "-p": ("project", "text"),
-        "--project-path": ("project_path", "text"),
-        "--global": ("global_", "flag"),
-        "--source": ("source", "source"),
-        "--importance": ("importance", "unit"),
-        "--no-embed": ("no_embed", "flag"),
-        "--pin": ("pin", "flag"),
-        "--entity": ("entities", "texts"), "-e": ("entities", "texts"),
-        "--redact": ("redact", "flag"),
-        "--json": ("json_", "flag"),
-    },
-    "import": {
-        "--format": ("fmt", "format"), "-f": ("fmt", "format"),
-        "--dry-run": ("dry_run", "flag"),
-        "--skip-invalid": ("skip_invalid", "flag"),
-        "--project": ("project", "text"), "-p": ("project", "text"),
-        "--no-embed": ("no_embed", "flag"),
-        "--redact": ("redact", "flag"),
-        "--allow-purged": ("allow_purged", "flag"),
-        "--json": ("json_", "flag"),
-    },
-}
-_POSITIONAL = {"recall": "query", "remember": "content", "import": "file"}
-_DEFAULTS = {
-    "recall": dict(limit=None, budget=None, project=None, project_path=None, all_projects=False, kinds=[], tags=[],
-                   mode="hybrid", include_forgotten=False, as_of=None, since=None, json_=False),
-    "remember": dict(kind="general", tags=[], project=None, project_path=None, global_=False, source="user",
-                     importance=None, no_embed=False, pin=False, entities=[], redact=False, json_=False),
-    "import": dict(fmt="auto", dry_run=False, skip_invalid=False, project=None, no_embed=False, redact=True,
-                   allow_purged=False, json_=False),
-}
-IMPORT_FORMATS = ("auto", "memsafe", "server-memory")  # the choices of `import --format` (cli/transfer.py)
-RECALL_MODES = ("hybrid", "lexical", "vector")  # the choices of `recall --mode` (cli/memory.py)
 
-
-def _value(kind: str, raw: str):
-    """`raw` converted as the Typer option would, or None when Typer might judge it otherwise."""
-    if kind == "text" or kind == "texts":
+def _value(spec, raw: str):
+    """`raw` converted as its Typer option would (`spec` from `fast_spec`), or None when Typer
+    might judge it otherwise (it then answers, with its own message and exit code)."""
+    if spec == "text":
         return raw if raw.strip() else None  # empty: Typer refuses it (`_common._refuse_blank`)
-    if kind == "format":
-        return raw if raw in IMPORT_FORMATS else None
-    if kind == "mode":
-        return raw if raw in RECALL_MODES else None
-    if kind == "count":
-        return int(raw) if raw.isascii() and raw.isdigit() and int(raw) >= 1 else None
-    if kind == "unit":
+    kind, *limits = spec
+    if kind == "choice":
+        return raw if raw in limits[0] else None
+    low, high = limits
+    if kind == "int":
+        if not (raw.isascii() and raw.isdigit()):
+            return None
+        value = int(raw)
+    else:
         digits = raw.replace(".", "", 1)
-        if raw.isascii() and digits.isdigit() and not raw.endswith(".") and 0.0 <= float(raw) <= 1.0:
-            return float(raw)
-        return None
-    from memsafe.models import Kind, Source
-
-    choices = Source if kind == "source" else Kind
-    return raw if raw in choices._value2member_map_ else None
+        if not (raw.isascii() and digits.isdigit() and not raw.endswith(".")):
+            return None
+        value = float(raw)
+    return value if (low is None or value >= low) and (high is None or value <= high) else None
 
 
 def parse(argv: list[str]) -> tuple[str, str | None, dict] | None:
@@ -131,10 +80,10 @@ def parse(argv: list[str]) -> tuple[str, str | None, dict] | None:
             db, i = argv[i][5:], i + 1
         else:
             return None
-    if i >= len(argv) or argv[i] not in _OPTIONS:
+    if i >= len(argv) or argv[i] not in fast_spec.OPTIONS:
         return None
-    command, options = argv[i], _OPTIONS[argv[i]]
-    kwargs = {k: (list(v) if isinstance(v, list) else v) for k, v in _DEFAULTS[command].items()}
+    command, options = argv[i], fast_spec.OPTIONS[argv[i]]
+    kwargs = {k: (list(v) if isinstance(v, list) else v) for k, v in fast_spec.DEFAULTS[command].items()}
     positional: list[str] = []
     i += 1
     while i < len(argv):
@@ -146,11 +95,11 @@ def parse(argv: list[str]) -> tuple[str, str | None, dict] | None:
         name, eq, inline = arg.partition("=") if arg.startswith("--") else (arg, "", "")
         if name not in options:
             return None  # --help, --, -n5, an unknown option: Typer answers
-        param, kind = options[name]
-        if kind == "flag":
+        param, spec, repeatable = options[name]
+        if spec in ("flag", "off"):
             if eq:
                 return None
-            kwargs[param] = True
+            kwargs[param] = spec == "flag"
             i += 1
             continue
         if eq:
@@ -159,16 +108,16 @@ def parse(argv: list[str]) -> tuple[str, str | None, dict] | None:
             raw, i = argv[i + 1], i + 2
         else:
             return None
-        value = _value(kind, raw)
+        value = _value(spec, raw)
         if value is None:
             return None
-        if kind in ("texts", "kinds"):
+        if repeatable:
             kwargs[param].append(value)
         else:
             kwargs[param] = value
     if len(positional) != 1 or not positional[0].strip():
         return None
-    kwargs[_POSITIONAL[command]] = positional[0]
+    kwargs[fast_spec.POSITIONAL[command]] = positional[0]
     return command, db, kwargs
 
 
@@ -198,9 +147,9 @@ def run(argv: list[str]) -> int | None:
 # -- the commands' bodies (the Typer commands in cli/memory.py call these too) -------------------
 
 
-def remember(db: str | None, content: str, *, kind: str, tags: list[str], project: str | None,
+def remember(db: str | None, content: str, *, kind: str, tag: list[str], project: str | None,
              project_path: str | None, global_: bool, source: str, importance: float | None, no_embed: bool,
-             pin: bool, entities: list[str], redact: bool, json_: bool) -> None:
+             pin: bool, entity: list[str], redact: bool, json_: bool) -> None:
     """`memsafe remember`: store CONTENT, print its id, start its embedding in the background.
 
     Raises:
@@ -212,9 +161,9 @@ def remember(db: str | None, content: str, *, kind: str, tags: list[str], projec
     with session(db, json_) as opened:
         key = None if global_ else project_key(opened, project, project_path)[0]
         memory = api.remember(
-            opened.store, text, kind=kind, project=key, tags=[*tags, *(["pinned"] if pin else [])],
+            opened.store, text, kind=kind, project=key, tags=[*tag, *(["pinned"] if pin else [])],
             source=source, importance=importance, embed_now=False if no_embed else "if-loaded",
-            entities=entities, redact=redact,
+            entities=entity, redact=redact,
         )
     if not (no_embed or memory.embedded):
         api.embed_in_background(opened.path)  # vector-searchable in seconds; keyword-searchable now
@@ -229,7 +178,7 @@ def remember(db: str | None, content: str, *, kind: str, tags: list[str], projec
 
 
 def recall(db: str | None, query: str, *, limit: int | None, budget: int | None, project: str | None,
-           project_path: str | None, all_projects: bool, kinds: list[str], tags: list[str], mode: str,
+           project_path: str | None, all_projects: bool, kind: list[str], tag: list[str], mode: str,
            include_forgotten: bool, as_of: str | None, since: str | None, json_: bool) -> None:
     """`memsafe recall`: the memories relevant to QUERY as a table, or one JSON document.
 
@@ -247,7 +196,7 @@ def recall(db: str | None, query: str, *, limit: int | None, budget: int | None,
     with session(db, json_) as opened:
         key = None if all_projects else project_key(opened, project, project_path)[0]
         since_at = api.parse_when(since, what="--since time") if since else None
-        options = dict(project=key, all_projects=all_projects, kinds=kinds, tags=tags, budget=budget, limit=limit,
+        options = dict(project=key, all_projects=all_projects, kinds=kind, tags=tag, budget=budget, limit=limit,
                        mode=mode, since=since_at)
         if as_of:
             if include_forgotten:
@@ -302,7 +251,7 @@ def _sizes(store) -> tuple[int, int]:
     return counts["total"], counts["versions"]
 
 
-def import_(db: str | None, file: str | Path, *, fmt: str, dry_run: bool, skip_invalid: bool, project: str | None,
+def import_(db: str | None, file: str | Path, *, format_: str, dry_run: bool, skip_invalid: bool, project: str | None,
             no_embed: bool, redact: bool, allow_purged: bool, json_: bool) -> None:
     """`memsafe import`: FILE in one transaction, then its vectors (unless --no-embed or --dry-run);
     the report on stderr, or one JSON document on stdout with --json.
@@ -320,7 +269,7 @@ def import_(db: str | None, file: str | Path, *, fmt: str, dry_run: bool, skip_i
         try:
             with progress("importing") as bar:
                 report = api.import_file(
-                    opened.store, file, fmt=fmt, dry_run=dry_run, skip_invalid=skip_invalid,
+                    opened.store, file, fmt=format_, dry_run=dry_run, skip_invalid=skip_invalid,
                     project=project, progress=bar, redact=redact, allow_purged=allow_purged,
                 )
             if not (dry_run or no_embed) and report.memories_added + report.memories_updated:

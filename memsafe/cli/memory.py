@@ -32,7 +32,7 @@ from memsafe.models import Kind, Source
 
 
 class RecallMode(str, Enum):
-    """`recall --mode` (fast.RECALL_MODES, api.recall's `mode`)."""
+    """`recall --mode` (api.recall's `mode`)."""
 
     hybrid = "hybrid"
     lexical = "lexical"
@@ -78,9 +78,9 @@ def remember(
 
       git log -1 --format=%B | memsafe remember - --source git
     """
-    fast.remember(ctx.obj.db if ctx.obj else None, content, kind=kind.value, tags=tag or [], project=project,
+    fast.remember(ctx.obj.db if ctx.obj else None, content, kind=kind.value, tag=tag or [], project=project,
                   project_path=project_path, global_=global_, source=source.value, importance=importance,
-                  no_embed=no_embed, pin=pin, entities=entity or [], redact=redact, json_=json_)
+                  no_embed=no_embed, pin=pin, entity=entity or [], redact=redact, json_=json_)
 
 
 @app.command()
@@ -128,8 +128,8 @@ def recall(
       memsafe recall "which runtime?" --as-of 2026-03-01
     """
     fast.recall(ctx.obj.db if ctx.obj else None, query, limit=limit, budget=budget, project=project,
-                project_path=project_path, all_projects=all_projects, kinds=[k.value for k in kind or []],
-                tags=tag or [], mode=mode.value, include_forgotten=include_forgotten, as_of=as_of, since=since,
+                project_path=project_path, all_projects=all_projects, kind=[k.value for k in kind or []],
+                tag=tag or [], mode=mode.value, include_forgotten=include_forgotten, as_of=as_of, since=since,
                 json_=json_)
 
 
@@ -149,7 +149,7 @@ def get(
     """
     with _session(ctx) as opened:
         memory = api.get(opened.store, memory_id, scope=_scope(opened, project, project_path, all_projects), use=True)
-    emit(memory, json_, render.memory_table(memory))
+    emit(memory, json_, render.memory_table(memory), lambda: render.memory_lines(memory))
 
 
 @app.command()

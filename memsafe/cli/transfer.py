@@ -135,7 +135,7 @@ def import_(
       memsafe import ~/.mcp/memory.json --format server-memory --skip-invalid
     """
     try:
-        fast.import_(ctx.obj.db if ctx.obj else None, file, fmt=format_.value, dry_run=dry_run,
+        fast.import_(ctx.obj.db if ctx.obj else None, file, format_=format_.value, dry_run=dry_run,
                      skip_invalid=skip_invalid, project=project, no_embed=no_embed, redact=redact,
                      allow_purged=allow_purged, json_=json_)
     except _plain.Failed as exc:

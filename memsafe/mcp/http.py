@@ -1,5 +1,5 @@
 """Responsibility: `memsafe serve --transport http`, the MCP server of `memsafe.mcp.tools` on the MCP
-SDK's streamable-HTTP transport, for a team sharing one memory (issue 14.6, docs/team.md).
+SDK's streamable-HTTP transport, for a team sharing one memory (docs/team.md).
 
 The tools are those of stdio (`build_server`), with the same handlers, minus `transfer` (its paths
 would be the server's files, not the caller's). What HTTP adds, each through the SDK where it has

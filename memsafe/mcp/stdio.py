@@ -2,8 +2,8 @@
 SDK is imported.
 
 Importing the SDK (its pydantic protocol types) and memsafe's handlers takes most of the 1 s a
-server took from spawn to its `initialize` reply, and clients time out on that reply (issue 13:
-at most 0.5 s). The reply itself is a pure function of the installed memsafe and SDK and of the
+server took from spawn to its `initialize` reply, and clients time out on that reply (the
+target is at most 0.5 s). The reply itself is a pure function of the installed memsafe and SDK and of the
 protocol version the client asks for. So:
 
 - The first time, the SDK answers as usual and `Early.record` keeps its `result`, in one JSON

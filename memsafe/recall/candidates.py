@@ -81,7 +81,7 @@ def link_turns(cands: dict[int, Candidate], visible: dict) -> None:
     the turns just before and after it (ids ± 1) when `same_conversation`, setting
     `Candidate.before` / `after` and adding those turns as candidates with no retriever features.
     A turn added so is not linked back: only a turn a retriever found gains its neighbours'
-    relevance (`in_context`). Linking it back (session 12) moved LoCoMo dev categories 1–4
+    relevance (`in_context`). Linking it back moved LoCoMo dev categories 1–4
     R@3/5/10 by −0.9/+0.2/−0.2 and MRR@10 by −0.1, so it was not kept.
 
     Args:
@@ -158,7 +158,7 @@ def gather(store: Store, q: terms.Query, scope: Scope, depth: int, mode: str, cf
     # Everything that does not need the query's vector runs before waiting for it, the rows and
     # features of the lexical and graph candidates included: a new query's embedding (~8 ms on 2
     # cores) outlasts the BM25 search at 10,000 memories, and what follows the wait is the latency
-    # that remains (session 12: 6.6 ms after the wait, of 16.4 at the median).
+    # that remains (6.6 ms after the wait, of 16.4 at the median).
     query_vector = (vectors.embed_query_async(store, vectors.query_text(store, q.text), scope, depth)
                     if mode in ("hybrid", "vector") else None)
     lexical = _lexical(store, q.lexical_text, scope, depth) if mode in ("hybrid", "lexical") else []
@@ -196,7 +196,7 @@ def gather(store: Store, q: terms.Query, scope: Scope, depth: int, mode: str, cf
 def _dated(store: Store, q: terms.Query, scope: Scope, depth: int) -> list[int]:
     """Step "time", as a candidate source: the `depth` latest memories in `scope` created in each
     window the query names. A query such as "what happened last week?" says nothing a memory
-    holds but its time, and found nothing (session 12); these rank below every memory that
+    holds but its time, and found nothing; these rank below every memory that
     matches what the query says (`scoring.fuse`), and one that does gains the time term."""
     ids: dict[int, None] = {}
     for w in q.windows:
@@ -243,7 +243,7 @@ class _Rows:
     def read(self, ids: Sequence[int]) -> None:
         """Read the rows of those of `ids` (candidates) not read yet, and with `turns` those of the
         turns just before and after each candidate turn: a turn first read as another's neighbour
-        is read again only for its own neighbours (break-it, session 12)."""
+        is read again only for its own neighbours."""
         ids = list(dict.fromkeys(ids))
         new = [i for i in ids if i not in self._read and i not in self.memories]
         if new:
@@ -326,7 +326,7 @@ def _unheld_notes(text: str, found: dict[str, tuple[int, set[int]]]) -> list[str
 
 def _coverage(store: Store, text: str, hits: list[tuple[int, float]]) -> tuple[dict[int, float], float]:
     """`lexical_scale` of the BM25 hits: the term statistics of the word index, with an
-    exact term counted by its exact matches (issue 12.9)."""
+    exact term counted by its exact matches."""
     exact = getattr(hits, "exact", {})
     wanted = [t for t in terms.fts_terms(text) if t[1:-1].replace('""', '"') not in exact]
     n, df, matches = store.fts_term_stats(wanted, [i for i, _ in hits])
@@ -358,7 +358,7 @@ def gather_past(store: Store, q: terms.Query, visible: dict[int, PastState], dep
     held, exact = _exact_held(texts, exact_terms)
     lexical = [] if mode == "vector" else exact_hits(words, held, len(exact_terms), depth)
     common = terms.common_words(df, len(texts))
-    for term in exact:  # an exact term counts by its exact matches, as in `recall` (issue 12.9)
+    for term in exact:  # an exact term counts by its exact matches, as in `recall`
         df.pop(f'"{term}"', None)
         matches.pop(f'"{term}"', None)
     vector: list[tuple[int, float]] = []

@@ -43,10 +43,9 @@ def pack(texts: Sequence[str], budget: int, count: Callable[[str], int],
 
     1. Whole texts that fit, greedily in rank order.
     2. The best text left out gets an excerpt (cut to what is left) when at least
-       EXCERPT_MIN_TOKENS are left for its text, so a large relevant memory shows instead of vanishing
-       (issue 17, item 6).
+       EXCERPT_MIN_TOKENS are left for its text, so a large relevant memory shows instead of vanishing.
     3. The best text of all is always returned: when it did not fit and too little is left for
-       its excerpt, the lowest-ranked whole texts make room for it (issue 11, item 6).
+       its excerpt, the lowest-ranked whole texts make room for it.
 
     At most `limit` items; `unfitted` names the texts the budget left out. The sum of
     `tokens` never exceeds `budget`; a budget too small for one visible character returns nothing.
@@ -180,7 +179,7 @@ class Heads:
 def pack_notes(packed: Sequence[Packed], ids: Sequence[int], whole: Callable[[int], int], limit: int) -> list[str]:
     """What a recall's packing (`pack` of the ranked memories `ids`, best first) cut or left out
     for lack of budget, as notes naming the memories and their size (`whole(index)`: tokens of one
-    whole, as packing counts it), so nothing relevant vanishes silently (issue 17.6): a memory cut
+    whole, as packing counts it), so nothing relevant vanishes silently: a memory cut
     to fit, better matches that did not fit, and lower-ranked matches that did not fit while the
     limit left room for them."""
     notes = []

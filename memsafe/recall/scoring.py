@@ -90,7 +90,7 @@ def in_context(cands: Sequence[Candidate], relevance: dict[int, float], weight: 
     shares no word and little meaning with a query that repeats the question. A turn a retriever
     found with no relevance of its own (a vector match below the floor) can enter this way; one
     only `link_turns` added cannot (it has no links). Relevances are those of `fuse` (before the lift:
-    one step away, never chained). Issue 11: on the LoCoMo development split, with the other
+    one step away, never chained). On the LoCoMo development split, with the other
     defaults, weight 0.4 raised R@5 of categories 1–4 by about 5 points (weights.KEYS).
 
     Returns `relevance` unchanged when `weight` ≤ 0 or no candidate has a neighbour, else new
@@ -112,7 +112,7 @@ def answers_first(relevance: dict[int, float], cands: Sequence[Candidate], weigh
     relevance: rel' = rel · (1 − weight · asks). It runs after `in_context`, so the turn that
     answers a question still gains from the question's full relevance ("What dance were you
     doing?" → "Contemporary, it is so expressive"). A memory that is nothing but the question
-    asked is still found, below a statement of equal relevance. Session 14: on the LoCoMo
+    asked is still found, below a statement of equal relevance. On the LoCoMo
     development split, where a fifth of the turns ask something, question turns were 45% of the
     wrong first hits; weight and figures in weights.KEYS (`weight_question`).
 
@@ -133,7 +133,7 @@ def time_first(relevance: dict[int, float], cands: Sequence[Candidate], query: Q
     together, as `exact_first`). Applied after `in_context` and `answers_first`, so neither a
     neighbour's lift nor a question's damping crosses the tier. An old memory holding the query's
     time words ("Summary of the last 24 hours"; a word match and a near meaning) came before
-    every memory of that time (break-it, session 14).
+    every memory of that time.
 
     Returns `relevance` unchanged when the query says more than a time, `weight_time` ≤ 0 (time
     turned off: config `weight_time`) or no candidate is inside a window, else new scores.
@@ -150,7 +150,7 @@ def exact_first(relevance: dict[int, float], held: dict[int, int]) -> dict[int, 
     `Store.fts_search`'s `held`) above the rest, keeping the fused order inside each tier:
     rel' = rel + h · (R + 1), h = terms held, R = the highest relevance. Tiers are at least 1
     apart whatever the scale of `relevance` (absolute, `fuse`), more than the other signals of
-    `final_score` add together (≤ 0.16 by default), so they never reorder tiers. Issue 12 item 9:
+    `final_score` add together (≤ 0.16 by default), so they never reorder tiers. So
     an exact identifier in the query finds the memory holding it first, whatever the vectors say.
     A holder without a relevance of its own (`score_candidates` gives it 0) is lifted too.
 
@@ -207,7 +207,7 @@ def one_half_weight(cfg: dict, mode: str, notes: list[str]) -> dict:
     default when it is set to 0, and a note saying so. A fusion weight scales one half against the
     other; 0 is allowed beside a non-zero other half (`check_config_pair`), and alone it ranked
     nothing: `weight_lexical 0` made every recall without the model, and `--mode lexical`, return
-    nothing (break-it, session 11). `cfg` itself is returned unchanged otherwise."""
+    nothing. `cfg` itself is returned unchanged otherwise."""
     key = {"lexical": "weight_lexical", "vector": "weight_vector"}.get(mode)
     if key is None or cfg[key] > 0:
         return cfg

@@ -52,7 +52,7 @@ def backfill(store: Store, *, limit: int | None = BACKFILL_BATCH, batch_size: in
     is what a recall is likely asked about). Each batch is embedded outside any transaction, then
     written in one short transaction; a memory changed meanwhile (an update, a decay step) is
     skipped: it stays pending for a later call and is not retried in this one (the walk goes on
-    past it). So the work is bounded whatever other processes do (issue 17.2):
+    past it). So the work is bounded whatever other processes do:
 
     - `limit` counts the memories embedded (written or skipped), not only those written;
     - `max_seconds` (wall clock) stops before a new batch once it has passed; after the first
@@ -151,7 +151,7 @@ def search(store: Store, query_vector: Future, mode: str, scope: Scope, depth: i
     fill = bool(store.pending_count()) or not store.vectors_ready(embedder.model_id)
     try:
         if fill:
-            # bounded (issue 17.2); newest first, so a memory just remembered is found by meaning
+            # bounded; newest first, so a memory just remembered is found by meaning
             backfill(store, max_seconds=RECALL_EMBED_SECONDS, newest_first=True,  # also after a model change
                      unsaved=unsaved)
         if store.vectors_ready(embedder.model_id):
@@ -174,7 +174,7 @@ def _with_unsaved(store: Store, hits: list[tuple[int, float]], unsaved: dict, qv
     """`hits` plus the memories in `scope` among `unsaved` (embedded by this recall, not stored: a
     writer held the lock), by their cosine similarity to `qvec` (unit vectors: the dot product):
     the `depth` best, best first. So the memory just remembered is found by meaning even while a
-    decay keeps the store locked (issue 17.2)."""
+    decay keeps the store locked."""
     seen = {i for i, _ in hits}
     memories = store.get_memories([i for i in unsaved if i not in seen])
     extra = [(i, float(unsaved[i] @ qvec)) for i, m in memories.items()
@@ -245,7 +245,7 @@ def embed_query_async(store: Store, text: str, scope: Scope | None = None, k: in
     (dim,) float32 vector), or (None, None) when vectors cannot be used here; it raises
     embed.ModelUnavailable if the model fails. A query embedded lately by the loaded model is
     answered at once, without the worker: handing it over and back cost up to a few ms while this
-    thread held the GIL (session 8)."""
+    thread held the GIL."""
     global _embed_pool
 
     if embed.loaded() and store.vector_available:
@@ -283,7 +283,7 @@ def past_search(store: Store, embedder, text: str, visible: dict, depth: int, le
     candidates plus the `depth` nearest by their current vector (a proxy: summaries and edits
     usually stay close to the original meaning); the others are left out of the vector ranking
     (they can still come from BM25), and a note says so. The embedding is bounded in time as a
-    recall's backfill is (RECALL_EMBED_SECONDS, issue 17.2), likeliest first (BM25 order, then
+    recall's backfill is (RECALL_EMBED_SECONDS), likeliest first (BM25 order, then
     nearest); what it did not reach is left out the same way, with a note.
     """
     import numpy as np  # lazily: the CLI must start without numpy

@@ -19,7 +19,7 @@ KEYS: dict[str, ConfigKey] = {
         ),
         ConfigKey("recall_limit", int, 10, "default maximum number of memories per recall", 1, 1000),
         ConfigKey("graph_share", float, 0.15, "share of the effective budget reserved for graph context", 0.0, 0.5),
-        # -- ranking (issue 11): relevance = weight_lexical · coverage^coverage_power · min(1, bm25/Σidf)
+        # -- ranking: relevance = weight_lexical · coverage^coverage_power · min(1, bm25/Σidf)
         # + weight_vector · (sim − min_similarity)/(1 − min_similarity) · min(1, words/substance_words)
         # + weight_hop · hop strength + weight_time · closeness to the time the query names
         # (scoring.fuse: absolute scales, nothing relative to the best hit), then a conversation
@@ -31,12 +31,12 @@ KEYS: dict[str, ConfigKey] = {
         # Chosen by scripts/tune_recall.py (`collect`, then `cv`) over three corpora together: the
         # shipped template corpus (90 queries), the developer-prose corpus (46) and the LoCoMo
         # development split (3 conversations, 360 questions of categories 1–4, 99 adversarial).
-        # Session 4 grid (288 points: coverage_power {2.5, 3, 3.5} × weight_lexical {12..24} ×
+        # A first grid (288 points: coverage_power {2.5, 3, 3.5} × weight_lexical {12..24} ×
         # weight_vector {3..6} × weight_hop {0.7, 1, 1.5} × weight_time {1, 3}) fixed coverage_power
         # 3, weight_lexical 16, weight_vector 4, weight_hop 1, weight_time 3; its best LoCoMo R@5
         # was 56.5: the answers were not in reach of any weight. Reading LoCoMo's misses showed why:
         # the top hits were the turns that asked the question ("What dance were you doing?") and the
-        # answer was the next turn, sharing no word with the query. Session 5 grid (48 points):
+        # answer was the next turn, sharing no word with the query. A second grid (48 points):
         # coverage_power {2, 3} × weight_vector {3, 4, 6} × min_similarity {0.1, 0.15} ×
         # weight_context {0, 0.3, 0.4, 0.5}. Leave one LoCoMo conversation out (chosen on the two
         # others with both own corpora, scored on the held-out one): R@5 0.674 / 0.638 / 0.632
@@ -48,13 +48,13 @@ KEYS: dict[str, ConfigKey] = {
         # R@10 67.7, with min_similarity 0.1); 0.4 is within noise of it and keeps R@1 and
         # month/year R@5 higher, the smaller lift. min_similarity stays 0.15: 0.1 gained 0.3–0.7
         # points of LoCoMo R@10 but let unrelated notes through in small stores (a test store of
-        # three notes returned "note via --project-path …" for "Node version"), the floor issue 11
-        # item 6 asks for. Default: weight_context 0.4. `memsafe bench --dataset locomo` (categories 1–4
+        # three notes returned "note via --project-path …" for "Node version"), and a small store
+        # must not return unrelated notes. Default: weight_context 0.4. `memsafe bench --dataset locomo` (categories 1–4
         # R@1/5/10): 34.3 / 54.7 / 64.6 → 34.1 / 60.1 / 67.3 (lexical half with context 35.5 / 56.9
         # / 63.0); adversarial R@5 72.7 → 79.8 (lexical 74.7); month/year R@5 57.1 → 63.5 (55.6).
         # Own corpus unchanged (0.971 / 1.0 / graph R@3 0.941); developer prose semantic R@1 0.842,
         # the vector half 0.868 (one query of 38: no point keeping the own floors reaches both).
-        # Session 6: candidate_depth 50 → 75. The weights above are saturated: grids over
+        # candidate_depth 50 → 75. The weights above are saturated: grids over
         # weight_vector {2..12} × coverage_power {2, 3} × substance_words {6, 10}, a convex vector
         # term ((sim − floor)/(1 − floor))^{1, 1.5, 2}, a floor raised to the query's 10th/50th/median
         # neighbour, vector damped by lexical relevance, asymmetric context weights, penalising runs
@@ -67,8 +67,8 @@ KEYS: dict[str, ConfigKey] = {
         # 34.1 / 60.1 / 67.3 / 51.1 → 34.4 / 60.1 / 68.1 / 51.4; adversarial R@5 79.8 → 80.8;
         # month/year R@5 63.5 → 61.1 (one question of 42; lexical 55.6). Depth 100 gave no more
         # (67.9, simulated on cached candidates). Own corpora unchanged (stores smaller than 75).
-        # Session 10: substance_words 6 → 4, counting only the words of a memory that the query does
-        # not hold (`terms.content_words` with `Query.words`). Found in a new-user trial: the
+        # substance_words 6 → 4, counting only the words of a memory that the query does
+        # not hold (`terms.content_words` with `Query.words`). Why: the
         # README's `recall "how do we combine branches?"` put "We squash commits before merging to
         # main", the vector search's first, 5th among the demo's commit notes (4 content words: its
         # vector weight cut to 4/6). The guard is for a turn that only names the people a question
@@ -80,15 +80,15 @@ KEYS: dict[str, ConfigKey] = {
         # 51.2; adversarial R@5 80.8 → 80.8; month/year R@5 61.1 → 62.3 (5 with the query's words: 34.2
         # / 53.0 / 60.2 / 68.0 / 51.3); `memsafe bench`: the same figures. 4 is the length of a
         # one-line decision, which is what an agent remembers most.
-        # Session 13: the developer-prose corpus grew to 113 memories and 93 queries, 47 of them
+        # The developer-prose corpus grew to 113 memories and 93 queries, 47 of them
         # written blind (nobody ran recall on them first). `cv` on the three corpora chooses the
         # same point but weight_context 0.5 (the within-noise alternative above; the developer-prose
         # corpus holds no conversation, so only LoCoMo decides it): the defaults stay. Semantic R@1
         # hybrid / vector / lexical 0.737 / 0.750 / 0.474 (one query of 76); on the same cached
         # candidates coverage_power 4 gives hybrid 0.763 (above the vector half) but LoCoMo
-        # categories 1–4 R@5 0.585 (below issue 11's 60), weight_vector 5 breaks the own floors.
-        # Session 14: weight_lexical joined the grid ({12, 14, 16, 18}; fixed at 16 since session 4)
-        # and the issue's rule on the developer prose (hybrid ≥ each half on R@1, R@3 and MRR of every
+        # categories 1–4 R@5 0.585 (below the 60 the LoCoMo floor asks), weight_vector 5 breaks the own floors.
+        # weight_lexical joined the grid ({12, 14, 16, 18}; fixed at 16 by the first grid)
+        # and the rule on the developer prose (hybrid ≥ each half on R@1, R@3 and MRR of every
         # query type) joined the constraints (`tune_recall.fits`); 8 of 192 points keep them all. `cv`
         # chooses weight_lexical 14, weight_context 0.5, and so does each leave-one-conversation-out
         # fold (held out R@5 0.662 / 0.651 / 0.616, the folds choosing weight_context 0.5, 0.5, 0.3).
@@ -98,7 +98,7 @@ KEYS: dict[str, ConfigKey] = {
         # `memsafe bench`: own corpus unchanged; developer prose semantic R@1 / R@3 / MRR 0.737 / 0.842
         # / 0.805 → 0.750 / 0.842 / 0.812 (vector half 0.750 / 0.842 / 0.810): hybrid now at least
         # each half on every type and metric of both shipped corpora, which `memsafe bench` gates.
-        # Session 14, weight_question: on LoCoMo a fifth of the turns ask something, and the turn
+        # weight_question: on LoCoMo a fifth of the turns ask something, and the turn
         # that asked the question was 45% of the wrong first hits (99 of 220): it shares the query's
         # words, not its answer. A memory keeps (1 − weight_question × the share of its text in
         # questions) of its relevance, after the context step has lent its neighbours its full

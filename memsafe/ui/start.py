@@ -1,5 +1,5 @@
 """Responsibility: starting one run of `memsafe ui`, with as little as possible loaded before the
-page can answer (issue 15: usable within 1 s of the command on a 10,000-memory store).
+page can answer (usable within 1 s of the command on a 10,000-memory store).
 
 `memsafe [--db PATH] ui [--port N] [--no-open]` comes here straight from `memsafe.__main__`
 (`parse_argv`), without building the Typer CLI; any other shape of command line (`--help`, a

@@ -1,6 +1,6 @@
 """Opportunistic embedding (`api.backfill`: what a recall, the detached embedder and `memsafe embed`
 run) is bounded in attempts and in time, even while another process keeps rewriting the pending
-rows, and a memory just remembered is still found by meaning on the first recall (issue 17.2: a
+rows, and a memory just remembered is still found by meaning on the first recall (a
 recall during `decay --apply` embedded 8,705 texts, because rows changed meanwhile were skipped
 and retried without end).
 

@@ -1,4 +1,4 @@
-"""A relevant memory larger than the budget never disappears silently (issue 17.6): the repro (a
+"""A relevant memory larger than the budget never disappears silently: the repro (a
 one-line note on Kafka retention and a ~2,700-token design note on the same subject) through the
 handler (both backends, recall and recall --as-of), the real CLI process (text and --json), the
 MCP server over stdio and the local page. The budget promise holds: the best hit always shows,

@@ -1,5 +1,5 @@
 """Ranking and recall: score fusion, graph context inside the budget, filters that never starve
-the vector search (F12), and queries that are only FTS syntax or stop-words."""
+the vector search, and queries that are only FTS syntax or stop-words."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ Q = terms.Query("q", "q")
 
 
 def test_fusion_is_absolute_a_weak_vector_only_hit_never_beats_a_full_keyword_match():
-    # Issue 11, mechanism 1: the old fusion gave the nearest neighbour 1.0 whatever its similarity.
+    # The old fusion gave the nearest neighbour 1.0 whatever its similarity.
     f = weights.Fusion()
     full = candidates.Candidate(1, bm25=1.0, coverage=1.0, similarity=0.3, words=10)
     weak_vector_only = candidates.Candidate(2, similarity=0.45, words=10)
@@ -39,7 +39,7 @@ def test_fusion_is_absolute_a_weak_vector_only_hit_never_beats_a_full_keyword_ma
 
 
 def test_fusion_chit_chat_naming_the_person_weighs_less_than_content():
-    # Issue 11, mechanism 2: "Jon: See ya Gina!" sits near any question naming Jon and Gina, and
+    # "Jon: See ya Gina!" sits near any question naming Jon and Gina, and
     # says nothing the question does not: its words beyond the question's count.
     f = weights.Fusion()
     q = terms.parse_query("What is Jon opening with Gina downtown?", datetime(2023, 5, 1, tzinfo=timezone.utc))
@@ -68,7 +68,7 @@ def test_content_words_beyond_the_query_are_the_words_the_query_does_not_hold(te
 
 
 def test_date_words_are_not_query_terms_and_select_a_window():
-    # Issue 11, mechanism 3.
+    # A date in the query matched nothing and counted as missing terms.
     now = datetime(2023, 10, 20, 12, tzinfo=timezone.utc)
     q = terms.parse_query("What did Gina paint in May 2023?", now)
     assert "may" not in q.lexical_text.lower() and "2023" not in q.lexical_text
@@ -91,13 +91,13 @@ def test_date_words_are_not_query_terms_and_select_a_window():
     ("past month", datetime(2023, 9, 20, 12)),
     ("incidents of the previous 3 months", datetime(2023, 7, 20, 12)),
     ("last 2 years of releases", datetime(2021, 10, 20, 12)),
-    ("what changed in the last 24 hours", datetime(2023, 10, 19, 12)),  # session 14: hours and minutes
+    ("what changed in the last 24 hours", datetime(2023, 10, 19, 12)),  # hours and minutes are units
     ("notes from the past hour", datetime(2023, 10, 20, 11)),
     ("errors in the last hour", datetime(2023, 10, 20, 11)),
     ("the last 30 minutes", datetime(2023, 10, 20, 11, 30)),
 ])
 def test_a_time_counted_back_from_now_is_the_window_until_now(query, start):
-    # Session 13: "the last 30 days" and "the past two weeks" named no window (dateparser reads
+    # "the last 30 days" and "the past two weeks" named no window (dateparser reads
     # neither) and stayed query terms; a calendar "last week" stays the week before this one.
     now = datetime(2023, 10, 20, 12, tzinfo=timezone.utc)
     q = terms.parse_query(query, now)
@@ -125,7 +125,7 @@ def test_the_share_of_a_memory_that_asks_a_question(text, share):
 
 
 def test_a_memory_that_asks_ranks_below_the_answer_it_lends_relevance_to():
-    # Session 14: on LoCoMo a fifth of the turns ask something, and the turn that asked the
+    # On LoCoMo a fifth of the turns ask something, and the turn that asked the
     # question ("What kind of pieces do you want to make?") was the most frequent wrong first hit:
     # it shares the query's words, not its answer. It keeps (1 − weight · asks) of its relevance,
     # after the context step has lent the turn after it its full relevance.
@@ -140,7 +140,7 @@ def test_a_memory_that_asks_ranks_below_the_answer_it_lends_relevance_to():
 
 
 def test_common_words_are_those_half_the_store_holds_and_leave_the_vector_text():
-    # Issue 11: a speaker's name in most memories steered the vector half (BM25 already gave it idf ≈ 0).
+    # A speaker's name in most memories steered the vector half (BM25 already gave it idf ≈ 0).
     df = {'"ben"': 60, '"flea"': 2, '"market"': 3, '"buy"': 9}
     assert terms.common_words(df, 100) == {"ben"}
     assert terms.common_words({'"ben"': 3}, 4) == set()  # a small store's counts do not decide
@@ -164,7 +164,7 @@ def test_a_memory_one_relation_away_can_answer_first():
 
 
 def test_pack_returns_the_best_cut_and_an_excerpt_of_a_large_relevant_memory():
-    # Issue 11 item 6 and issue 17 item 6: nothing better is skipped silently.
+    # Nothing better is skipped silently.
     count = lambda t: len(t.split())  # noqa: E731
     cut = lambda t, n: " ".join(t.split()[:n])  # noqa: E731
     big = " ".join(["word"] * 100)
@@ -192,7 +192,7 @@ def test_exact_terms_are_identifiers_versions_codes_and_single_cjk_characters():
 
 
 def test_cjk_runs_are_bigram_terms_of_the_word_index():
-    """Issue 17 item 3: the query is cut as the word index cuts the text
+    """The query is cut as the word index cuts the text
     (`memsafe.store.common.tokenizer`): each CJK run of 2+ characters into overlapping bigrams."""
     assert terms.fts_terms("recall 引用") == ['"recall"', '"引用"']
     assert terms.fts_terms("悬空指针") == ['"悬空"', '"空指"', '"指针"']
@@ -307,12 +307,12 @@ def test_graph_share_not_taken_from_a_memory_that_would_fit_whole(store):
     assert result.tokens_used <= result.effective_budget
 
 
-# -- F12: filters never starve the vector search --------------------------------------------------------
+# -- filters never starve the vector search ------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
 def big_small(tmp_path_factory, embedder):
-    path = tmp_path_factory.mktemp("f12") / "memory.db"
+    path = tmp_path_factory.mktemp("filters") / "memory.db"
     opened = api.open_store(str(path))
     s = opened.store
     for i in range(300):
@@ -385,7 +385,7 @@ def test_context_lifts_the_turns_next_to_a_relevant_turn_one_step_only():
 
 
 def test_a_time_only_query_tiers_the_memories_inside_its_window_above_every_other():
-    # Break-it, session 14: `time_first` after fusion and context, so no lexical, vector or
+    # `time_first` after fusion and context, so no lexical, vector or
     # neighbour's lift puts a memory outside the window before one inside it.
     now = datetime(2026, 12, 2, 10, tzinfo=timezone.utc)
     old = candidates.Candidate(1, bm25=0.9, coverage=1.0, created_at=datetime(2026, 10, 1, tzinfo=timezone.utc))

@@ -1,5 +1,5 @@
 """Remember and recall through the handlers: semantic and keyword recall, duplicates, forget,
-restore, purge, token budgets, over-long input, FTS syntax, Unicode (FIELD-CASES F06–F08, F10)."""
+restore, purge, token budgets, over-long input, FTS syntax, Unicode."""
 
 from __future__ import annotations
 
@@ -124,7 +124,7 @@ def test_purge_leaves_no_trace_in_the_file_or_wal(store, db_path):
 
 def test_purge_names_the_migration_backups_that_still_hold_the_text(tmp_path):
     """A store upgraded from an older schema keeps `<db>.bak-v1`; purge cannot take the text
-    out of that copy, so it names it with the command that removes it (issue 17, item 5)."""
+    out of that copy, so it names it with the command that removes it."""
     import shutil
     from pathlib import Path
 
@@ -154,7 +154,7 @@ def test_purge_names_the_migration_backups_that_still_hold_the_text(tmp_path):
 
 
 def test_purge_names_the_export_files_that_still_hold_the_text(store, cli, db_path, tmp_path, monkeypatch):
-    """An export file memsafe wrote is a copy of the text too (issue 17, item 5): purge names each
+    """An export file memsafe wrote is a copy of the text too: purge names each
     one that still holds a purged memory, with the command that removes it, on every front end;
     a file exported again since, removed, or written to stdout is not named."""
     from test_server import call, inproc, text_of
@@ -267,7 +267,7 @@ def test_limits_and_options_are_validated(store):
 
 
 def test_only_explicit_use_counts_as_access_never_being_recalled(filled):
-    # Issue 11: recall raising the access count of what it returned made recall feed itself.
+    # Recall raising the access count of what it returned made recall feed itself.
     store, ids = filled
     returned = api.recall(store, "ERR_SSL_PROTOCOL", limit=1).hits[0].memory.id
     assert all(api.get(store, i).access_count == 0 for i in ids)
@@ -308,7 +308,7 @@ def test_graph_hop_never_takes_a_memory_that_names_the_query_entity(tmp_path):
     assert both not in hops
 
 
-# -- exact identifiers, versions and CJK words (issue 12 item 9, issue 17 item 3) ------------------
+# -- exact identifiers, versions and CJK words ------------------
 
 TWINS = [
     "get_users_by_ids looks up many users at once: pass a list of user ids, it returns the users found.",
@@ -339,8 +339,8 @@ def test_exact_identifier_version_or_code_finds_its_memory_first(store, query, i
 @pytest.mark.parametrize("mode", ["hybrid", "lexical", "vector"])
 def test_an_identifier_no_memory_holds_is_said_to_be_missing(store, mode):
     """`recall ERR_SSL_PROTOCOL` where no memory holds it returned memories found by meaning, top
-    score near 1, and nothing said the identifier itself matched nothing (new-user trial, session
-    11). Now a note names it as typed, in every mode; an identifier a memory holds gets none, and
+    score near 1, and nothing said the identifier itself matched nothing.
+    Now a note names it as typed, in every mode; an identifier a memory holds gets none, and
     neither does a query without one."""
     ids = [api.remember(store, text).id for text in TWINS]
     missing = api.recall(store, "why does ERR_SSL_PROTOCOL happen after the v1.9 release", mode=mode)
@@ -444,7 +444,7 @@ def test_a_repeated_query_is_embedded_once_per_model(store, embedder, monkeypatc
 
 
 def test_recall_hits_carry_their_tags_read_only_for_what_is_returned(filled):
-    """Candidates are read without tags (session 8: ~0.6 ms of a recall at 10,000 memories); the
+    """Candidates are read without tags (~0.6 ms of a recall at 10,000 memories); the
     returned hits must still carry every tag, sorted, on both backends, and a tag-scoped recall
     still sees tags when it filters and links conversation turns."""
     store, ids = filled
@@ -460,7 +460,7 @@ def test_recall_hits_carry_their_tags_read_only_for_what_is_returned(filled):
 
 def test_a_recall_sees_every_change_since_the_last_and_returns_the_callers_own_memories(filled, db_path):
     """A store may keep the rows recalls read while it is unchanged (`Store.recall_rows`; SQLite:
-    per connection, keyed by `PRAGMA data_version` and its own writes, session 12). Whatever
+    per connection, keyed by `PRAGMA data_version` and its own writes). Whatever
     changed since the last recall, through this connection or another, the next one sees; and the
     memories a recall returns are the caller's own: changing them changes nothing kept."""
     store, ids = filled
@@ -489,12 +489,12 @@ def test_a_recall_sees_every_change_since_the_last_and_returns_the_callers_own_m
 
 
 def test_a_turn_read_as_a_neighbour_then_found_by_meaning_is_linked_to_its_own_neighbours(store):
-    """Recall reads its candidates' rows in two batches (session 12): the lexical ones, with the
+    """Recall reads its candidates' rows in two batches: the lexical ones, with the
     turns around each conversation turn, before the query's vector is ready; the vector ones
     after. A turn first read as a neighbour (the answer after the question BM25 found) and then
     found by the vector search is a candidate like any other: it is linked to the turn after it
     too, as recall did before and `recall --as-of` does (`candidates.link_turns` on every
-    candidate turn). Break-it, session 12: that turn was never read, so the link was missing (no
+    candidate turn). Otherwise that turn was never read, so the link was missing (no
     ranking reads it today: a turn no retriever found gains no relevance, `scoring.in_context`)."""
     from memsafe import clock
     from memsafe.api import config
@@ -533,7 +533,7 @@ def _recall_view(result) -> tuple:
 
 def test_a_long_lived_store_recalls_what_a_fresh_one_does_after_every_kind_of_change(
         store, db_path, tmp_path, monkeypatch):
-    """Break-it, session 12: a connection kept open (the MCP server keeps them between calls, an
+    """A connection kept open (the MCP server keeps them between calls, an
     agent's process keeps one) holds what its recalls read (`SQLiteStore.recall_rows`, the
     process's vector copy, the top k prepared on the embedding thread). After every kind of change,
     by another connection or by its own, in every scope, its next recall must be the one a newly
@@ -627,9 +627,9 @@ def _renamed(store, old: str, new: str) -> None:
 
 @pytest.mark.backends("sqlite")  # what a SQLite connection keeps (`SQLiteStore.recall_rows`); PostgreSQL keeps nothing
 def test_the_rows_a_connection_keeps_for_recalls_are_bounded_by_their_text(store, db_path, monkeypatch):
-    """A connection keeps the rows its recalls read while the file is unchanged (session 12),
+    """A connection keeps the rows its recalls read while the file is unchanged,
     bounded by a count of memories; but a memory may hold 1,000,000 characters, so 20,000 kept
-    rows could have held gigabytes (break-it, session 12: 787 memories of 40,000 characters
+    rows could have held gigabytes (787 memories of 40,000 characters
     added 29 MB). The text kept is bounded too: past SQLiteStore.ROWS_KEPT_CHARS the connection
     starts again, and recalls stay the same as a new connection's."""
     from memsafe.store.sqlite import SQLiteStore
@@ -654,7 +654,7 @@ def test_the_rows_a_connection_keeps_for_recalls_are_bounded_by_their_text(store
 
 
 def test_a_recall_inside_a_write_that_rolls_back_leaves_nothing_kept(filled, db_path, monkeypatch):
-    """Break-it, session 12: a recall inside an open write transaction reads what that
+    """A recall inside an open write transaction reads what that
     transaction wrote; nothing it read may outlive a rollback, on this connection (the rows kept
     for recalls, `Store.recall_rows`) or on another in the process (its vector copy, shared by
     every connection to the file, may be brought up to date inside the transaction)."""

@@ -1,4 +1,5 @@
-"""Issue 11 (recall that generalises) and issue 17 item 6, through the real handlers, the real model
+"""Recall that generalises, and a large relevant memory kept under a small budget, through the
+real handlers, the real model
 and real SQLite files: the absolute similarity floor, no self-feeding, the time a query names, the
 best memory kept when the budget is small, and `bench --dataset locomo` on a small fixture written
 here (in the LoCoMo format; no LoCoMo text)."""
@@ -27,7 +28,7 @@ NOTES = [
 
 
 def test_min_similarity_is_an_absolute_floor_when_no_keyword_matches(store):
-    # Issue 11 item 6: with min_similarity 0.5 and no keyword in common, unrelated notes at ~0.2
+    # With min_similarity 0.5 and no keyword in common, unrelated notes at ~0.2
     # came back (the floor applied only beside a lexical list).
     for note in NOTES:
         api.remember(store, note)
@@ -65,7 +66,7 @@ CHAT = [
 
 
 def test_a_name_most_memories_hold_does_not_steer_the_vector_half(store):
-    # Issue 11, adversarial questions: the question names the wrong person. MiniLM put every short
+    # Adversarial questions: the question names the wrong person. MiniLM put every short
     # turn of the person named near it ("Ben: Hey, I finally got a bargain at the mall today."),
     # above the turn that answers; BM25 gives the name an idf of about 0 and found it. The vector
     # half now embeds the question without the words half the store holds.
@@ -77,7 +78,7 @@ def test_a_name_most_memories_hold_does_not_steer_the_vector_half(store):
 
 
 def test_a_short_decision_found_by_meaning_outranks_longer_notes_it_beats(store):
-    """New-user trial (session 10): the README's `recall "how do we combine branches?"` put "We
+    """The README's `recall "how do we combine branches?"` put "We
     squash commits before merging to main", the vector search's first, below longer commit notes
     the search put after it: the chit-chat guard (`substance_words`) cut the short decision's
     vector weight to 4/6. A memory's words now count when the query does not hold them (a greeting
@@ -97,7 +98,7 @@ def test_a_short_decision_found_by_meaning_outranks_longer_notes_it_beats(store)
 
 @pytest.mark.parametrize("mode", ["hybrid", "vector"])
 def test_an_exact_identifier_comes_first_in_every_mode(store, mode):
-    # Issue 12.9 as the README words it ("in every mode"): a memory sharing four words with the
+    # As the README words it ("in every mode"): a memory sharing four words with the
     # question outranked the one holding `v1.9` once fusion moved to absolute scales, and vector
     # mode never looked the identifier up.
     holder = api.remember(store, "Release v1.9 fixed the crash on start-up.")
@@ -131,7 +132,7 @@ def test_time_travel_ranks_by_the_same_steps_as_recall(store, remember_at, monke
 
 
 def test_recall_does_not_feed_itself_but_explicit_use_counts(store):
-    # Issue 11 mechanism 4: each recall raised the access count of what it returned.
+    # Each recall raised the access count of what it returned.
     m = api.remember(store, NOTES[0])
     for _ in range(3):
         assert api.recall(store, "warehouse stock levels").hits[0].memory.id == m.id
@@ -142,7 +143,7 @@ def test_recall_does_not_feed_itself_but_explicit_use_counts(store):
 
 
 def test_a_memory_dated_in_the_month_the_query_names_comes_first(store, remember_at, monkeypatch):
-    # Issue 11 mechanism 3: "in May 2023" matched nothing and counted as missing terms, and the
+    # "in May 2023" matched nothing and counted as missing terms, and the
     # memory's date was never compared with it (recency put the later one first).
     may = remember_at("2023-05-12T10:00:00+00:00", "Gina: The pottery class was great, I made a small vase.")
     september = remember_at("2023-09-20T10:00:00+00:00",
@@ -156,7 +157,7 @@ def test_a_memory_dated_in_the_month_the_query_names_comes_first(store, remember
 @pytest.mark.parametrize("query", ["what happened last week?", "last week", "what did we change last week",
                                    "what changed in the past 9 days?"])
 def test_a_query_that_names_only_a_time_finds_the_memories_of_that_time(store, monkeypatch, query):
-    # Session 12: nothing in "what happened last week?" is a word or a meaning a memory holds, so
+    # Nothing in "what happened last week?" is a word or a meaning a memory holds, so
     # it found nothing. The memories created in the window it names are candidates (in scope
     # only), below any memory matching what the query says.
     times = {"2026-11-10T09:00:00+00:00": "Switched the payments queue from RabbitMQ to SQS.",
@@ -169,7 +170,7 @@ def test_a_query_that_names_only_a_time_finds_the_memories_of_that_time(store, m
         ids[text] = api.remember(store, text, project="billing" if "Carol" in text else "web").id
     monkeypatch.setenv("MEMSAFE_NOW", "2026-12-02T10:00:00+00:00")  # a Wednesday: last week is Nov 23-29
     found = [h.memory.id for h in api.recall(store, query, project="web").hits]
-    # the past 9 days (session 13: counted back from now; not read before) are Nov 23 10:00 to now:
+    # the past 9 days (counted back from now; not read before) are Nov 23 10:00 to now:
     # the same memories of the web project as the calendar's last week
     last_week = {ids[times["2026-11-24T09:00:00+00:00"]], ids[times["2026-11-27T09:00:00+00:00"]]}
     assert last_week <= set(found) and ids[times["2026-11-28T09:00:00+00:00"]] not in found
@@ -181,7 +182,7 @@ def test_a_query_that_names_only_a_time_finds_the_memories_of_that_time(store, m
 
 @pytest.mark.backends("sqlite", "postgres")
 def test_a_query_counting_hours_back_finds_the_memories_of_those_hours(store, remember_at, monkeypatch):
-    # Session 14: "the last 24 hours" and "past hour" named no window (hours were no unit): the
+    # "the last 24 hours" and "past hour" named no window (hours were no unit): the
     # query found nothing, or whatever shared its words, however old.
     old = remember_at("2026-11-30T08:00:00+00:00", "Moved the nightly export to 02:00 UTC.")
     day = remember_at("2026-12-01T20:00:00+00:00", "Rotated the staging database password.")
@@ -203,7 +204,7 @@ def test_a_query_counting_hours_back_finds_the_memories_of_those_hours(store, re
 @pytest.mark.parametrize("mode", ["hybrid", "lexical", "vector"])
 def test_a_query_naming_only_a_time_puts_that_times_memories_before_old_ones_holding_its_words(
         store, remember_at, monkeypatch, mode):
-    # Break-it, session 14: an old memory holding the query's time words ("the last 24 hours",
+    # An old memory holding the query's time words ("the last 24 hours",
     # "past hour") matched them lexically and by meaning, and came before every memory of that time.
     old = remember_at("2026-10-01T08:00:00+00:00", "Summary of the last 24 hours: what we did in the past hour.")
     turn = remember_at("2026-10-01T08:01:00+00:00", "We did a lot in the last 24 hours.", kind="conversation")
@@ -222,7 +223,7 @@ def test_a_query_naming_only_a_time_puts_that_times_memories_before_old_ones_hol
 
 
 def test_the_best_memory_is_returned_cut_with_a_note_when_the_budget_is_small(store):
-    # Issue 11 item 6: `recall "warehouse" --budget 30` returned a low-scoring memory instead.
+    # `recall "warehouse" --budget 30` returned a low-scoring memory instead.
     text = "The warehouse service " + " ".join(f"stores bin {i} stock in aisle {i}." for i in range(40))
     best = api.remember(store, text)
     api.remember(store, "Warehouse: door code changed.")
@@ -233,7 +234,7 @@ def test_the_best_memory_is_returned_cut_with_a_note_when_the_budget_is_small(st
 
 
 def test_a_large_relevant_memory_appears_as_an_excerpt_not_silently_dropped(store):
-    # Issue 17 item 6: a one-liner and a long design note on the same subject.
+    # A one-liner and a long design note on the same subject.
     short = api.remember(store, "Kafka retention is 7 days on the orders topic.")
     design = api.remember(store, "Kafka retention design note. " + " ".join(
         f"Section {i}: the retention of topic {i} is tuned by segment size and cleanup policy." for i in range(250)))
@@ -320,10 +321,10 @@ def _talk(store, kind="conversation", **kw):
 
 
 def test_a_conversation_turn_is_found_through_the_question_it_answers(store):
-    # Issue 11, content over chit-chat, found on LoCoMo: the top hits were the turns that asked
+    # Content over chit-chat, found on LoCoMo: the top hits were the turns that asked
     # the question ("What dance were you doing?"), and the turn after them, which answers it, was
     # far down. Each conversation turn now gains a share of the relevance of the turns around it.
-    # Session 14: the question's turn itself, which holds no answer, no longer comes first
+    # The question's turn itself, which holds no answer, no longer comes first
     # (`scoring.answers_first`); it still lends the answer its relevance.
     ids = _talk(store)
     question, answer = ids[1], ids[2]

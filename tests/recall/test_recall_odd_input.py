@@ -1,9 +1,9 @@
-"""Break-it, session 11: recall on odd input, through the real handlers on both backends, a real
+"""Recall on odd input, through the real handlers on both backends, a real
 CLI process and a real MCP stdio client: dates at the ends of the calendar and on Feb 29 (they
 crashed every recall path), a query that is only a date (its leftover stop-words were searched),
 and recall --as-of's limits (it took what recall refuses).
 
-Break-it, session 13: times counted back from now ("the last 30 days"): a span cut out of the
+Times counted back from now ("the last 30 days"): a span cut out of the
 middle of a word, counts of 4 digits or more, letters that only match ASCII ones ignoring case,
 "the last 10 days of May 2023" read as the 10 days before now,
 a clock at the last instant of the calendar (and --since, import, charts there), --since and
@@ -40,12 +40,12 @@ END = datetime.max  # a window reaching past 9999-12-31 ends at the last instant
     ("last February", "2024-02-29T12:00:00", datetime(2023, 2, 1), datetime(2023, 3, 1)),  # was ValueError
     ("last february", "2028-02-29", datetime(2027, 2, 1), datetime(2027, 3, 1)),
     ("last January", "0001-01-15", None, None),  # no January before year 1: no window
-    ("the 2026-13-01 release", "2026-12-02", None, None),  # session 13: was read as January 13
+    ("the 2026-13-01 release", "2026-12-02", None, None),  # not January 13
     ("2026-02-29", "2026-12-02", None, None),
     ("2024-02-29", "2026-12-02", datetime(2024, 2, 29), datetime(2024, 3, 1)),
 ])
 def test_a_date_at_the_ends_of_the_calendar_is_a_window_not_a_crash(text, now, start, end):
-    # Break-it: "9999-12-31" in any query raised OverflowError, and "last February" asked on
+    # "9999-12-31" in any query raised OverflowError, and "last February" asked on
     # Feb 29 raised ValueError, in every recall path (CLI traceback, MCP tool error).
     at = datetime.fromisoformat(now).replace(tzinfo=timezone.utc)
     windows, _ = when.find(text, at)
@@ -57,7 +57,7 @@ def test_a_date_at_the_ends_of_the_calendar_is_a_window_not_a_crash(text, now, s
 
 
 def test_a_query_full_of_dates_reads_each_span_once_and_at_most_max_spans(monkeypatch):
-    # Break-it: a query repeating "in May 2023" 8,000 times (100,000 characters) read each span
+    # A query repeating "in May 2023" 8,000 times (100,000 characters) read each span
     # with dateparser, 1-2 ms each: one recall took 13 s. Counted, not timed.
     reads: list[str] = []
     real = when._read
@@ -94,7 +94,7 @@ def test_recall_on_feb_29_finds_last_february_and_a_far_date_answers(store, monk
 
 
 def test_a_query_that_is_only_a_date_does_not_search_its_stop_words(store, monkeypatch):
-    # Break-it: "in May 2023" searched its leftover "in" (a query of stop-words only searches
+    # "in May 2023" searched its leftover "in" (a query of stop-words only searches
     # them), so every memory holding "in" was a full keyword match (relevance 16) and the time
     # the query named weighed nothing beside it.
     monkeypatch.setenv("MEMSAFE_NOW", "2024-01-10T10:00:00+00:00")
@@ -113,7 +113,7 @@ def test_a_query_that_is_only_a_date_does_not_search_its_stop_words(store, monke
     ({"budget": 2.5}, "budget must be a whole number from 1 to 1e+06, got 2.5"),
 ])
 def test_recall_as_of_takes_the_limits_recall_takes(store, options, message):
-    # Break-it: recall --as-of (CLI, MCP recall with as_of) took a limit of 5000 or True and a
+    # recall --as-of (CLI, MCP recall with as_of) took a limit of 5000 or True and a
     # budget of 10**12, which recall refuses.
     api.remember(store, "The warehouse syncs stock every night.")
     now = datetime.now(timezone.utc)
@@ -152,7 +152,7 @@ def test_cli_and_mcp_answer_dates_that_crashed_them(tmp_path, memsafe_proc, embe
 
 
 def test_a_fusion_weight_of_0_still_ranks_a_recall_of_that_half_alone(store):
-    # Break-it: weight_lexical 0 is allowed beside a non-zero weight_vector, but then
+    # weight_lexical 0 is allowed beside a non-zero weight_vector, but then
     # `--mode lexical` returned nothing (and weight_vector 0 emptied `--mode vector`).
     note = api.remember(store, "The warehouse syncs stock levels to the ERP every night.")
     api.remember(store, "Lunch order: two pizzas, one without cheese.")
@@ -167,7 +167,7 @@ def test_a_fusion_weight_of_0_still_ranks_a_recall_of_that_half_alone(store):
 
 
 def test_without_the_model_every_mode_falls_back_to_keywords(store, remember_at, db_path, monkeypatch, memsafe_proc):
-    # Break-it: without the model, `recall --as-of … --mode vector` said "lexical results only"
+    # Without the model, `recall --as-of … --mode vector` said "lexical results only"
     # and returned nothing (its BM25 list was never made), and with weight_lexical 0 every recall
     # without the model returned nothing.
     note = remember_at("2026-12-01T10:00:00+00:00", "The warehouse syncs stock levels to the ERP every night.")
@@ -186,7 +186,7 @@ def test_without_the_model_every_mode_falls_back_to_keywords(store, remember_at,
 
 @pytest.mark.parametrize("query", ["σίσυφος_v2", "ΣΊΣΥΦΟΣ_V2", "Σίσυφος_v2"])
 def test_a_greek_identifier_is_found_exactly_on_both_backends(store, query):
-    # Break-it: Python lower-cases a word-final Σ to ς, PostgreSQL's ILIKE to σ, so on PostgreSQL
+    # Python lower-cases a word-final Σ to ς, PostgreSQL's ILIKE to σ, so on PostgreSQL
     # the exact term `σίσυφος_v2` matched no memory, and the word-index hit then counted for
     # nothing (an exact term counts by its exact matches): recall returned nothing, SQLite the memory.
     upper = api.remember(store, "ΣΊΣΥΦΟΣ_v2 deploy moved to the new cluster.")
@@ -196,7 +196,7 @@ def test_a_greek_identifier_is_found_exactly_on_both_backends(store, query):
         assert {h.memory.id for h in api.recall(store, query, mode=mode).hits[:2]} == {upper.id, lower.id}, mode
 
 
-# -- break-it, session 13: times counted back from now --------------------------------------------
+# -- times counted back from now ---------------------------------------------------------
 
 NOW13 = datetime(2024, 2, 29, 12, tzinfo=timezone.utc)
 
@@ -212,7 +212,7 @@ NOW13 = datetime(2024, 2, 29, 12, tzinfo=timezone.utc)
     "build 2023-05-017",
 ])
 def test_a_date_span_never_ends_inside_a_word(query):
-    # Break-it: "last" + a month's or a unit's first letters took the start of a word as a date and
+    # "last" + a month's or a unit's first letters took the start of a word as a date and
     # left the rest of it as a query term.
     assert when.find(query, NOW13) == ([], query)
 
@@ -279,7 +279,7 @@ def test_the_last_units_of_a_date_are_the_end_of_that_date_not_a_time_before_now
 
 
 def test_the_last_days_of_a_month_rank_its_end_first(store, remember_at, monkeypatch):
-    # Break-it: "the last 10 days of May 2023" also named the 10 days before now, so last week's
+    # "the last 10 days of May 2023" also named the 10 days before now, so last week's
     # deploy notes ranked with the ones of late May 2023.
     early = remember_at("2023-05-03T10:00:00+00:00", "Deploy notes: the billing service moved to the new cluster.")
     late = remember_at("2023-05-25T10:00:00+00:00", "Deploy notes: the billing service rolled back after the outage.")
@@ -290,7 +290,7 @@ def test_the_last_days_of_a_month_rank_its_end_first(store, remember_at, monkeyp
 
 
 def test_a_clock_at_the_ends_of_the_calendar_counts_back_without_overflow(store, remember_at, monkeypatch):
-    # Break-it: with the clock at 9999-12-31T23:59:59.999999 every time counted back from now
+    # With the clock at 9999-12-31T23:59:59.999999 every time counted back from now
     # raised OverflowError (its window ended a microsecond after now), and so did `--since "3 days
     # ago"` and an import (a day of clock skew past now); at year 1 the store's charts did.
     last = datetime.max.replace(tzinfo=timezone.utc)
@@ -345,7 +345,7 @@ def test_cli_and_mcp_at_the_last_instant_and_since_as_of_read_times_counted_back
 
 
 def test_since_and_as_of_read_a_time_counted_back_as_a_query_does(store, remember_at, monkeypatch):
-    # Break-it: a query read "the last 30 days", but `--since "the last 30 days"`, `--as-of "past
+    # A query read "the last 30 days", but `--since "the last 30 days"`, `--as-of "past
     # month"` and MCP's as_of refused them ("cannot read --since time").
     old = remember_at("2024-01-10T10:00:00+00:00", "Rotated the payment gateway keys after the audit.")
     new = remember_at("2024-02-20T10:00:00+00:00", "Rotated the payment gateway keys for the new vendor.")
@@ -364,7 +364,7 @@ def test_since_and_as_of_read_a_time_counted_back_as_a_query_does(store, remembe
 
 
 def test_the_memories_of_a_window_in_every_scope(store, monkeypatch):
-    # Session 13 reads the memories created in a window through `Store.created_between` (an index
+    # Recall reads the memories created in a window through `Store.created_between` (an index
     # on SQLite and PostgreSQL): each scope a recall takes, on both backends.
     quoted, cjk = "o'brien \"q\"; DROP", "日本の計画"
     ids = []
@@ -411,7 +411,7 @@ _RELATIVE_SPANS = ["today", "tonight", "yesterday", *(f"{rel} {unit}" for rel in
 @example("may", datetime(2026, 3, 31, 10))
 @example("december", datetime(2026, 12, 2))
 def test_the_commonest_spans_read_without_dateparser_give_dateparsers_windows(span, base):
-    # Session 13: reading a first date with dateparser cost a CLI recall 0.3-0.45 s (its import,
+    # Reading a first date with dateparser cost a CLI recall 0.3-0.45 s (its import,
     # then the timezone and locale expressions it compiles on first use). `_relative` computes
     # these spans itself; dateparser stays the reference.
     ours, theirs = when._relative(span, base), when._parse(span, base)
@@ -442,7 +442,7 @@ def test_a_query_naming_the_commonest_times_never_imports_dateparser():
                                   "the last 2 day-long outages", "this year-long project",
                                   "the past month-long freeze"])
 def test_a_unit_joined_to_a_word_by_a_hyphen_names_no_time(text):
-    # Break-it, session 14: "the last hour-long meeting" (the latest meeting of an hour) named the
+    # "the last hour-long meeting" (the latest meeting of an hour) named the
     # last hour, "the past week-long sprint" the past week: a unit in a compound adjective is no time.
     now = datetime(2026, 12, 2, 10, tzinfo=timezone.utc)
     assert when.find(text, now) == ([], text)
@@ -452,7 +452,7 @@ def test_a_unit_joined_to_a_word_by_a_hyphen_names_no_time(text):
 
 
 def test_since_reads_no_plural_without_a_count_as_a_query_reads_none():
-    # Break-it, session 14: `--since "past hours"` or `"last hours"` was the last hour (and "past
+    # `--since "past hours"` or `"last hours"` was the last hour (and "past
     # days" the last day) while a query read no time in them; "the last days" was already refused.
     now = datetime(2026, 12, 2, 10, tzinfo=timezone.utc)
     for text in ("past hours", "last hours", "past minutes", "the past days", "PAST  WEEKS"):

@@ -1,4 +1,4 @@
-"""Store.vector_search is exact within any scope (FIELD-CASES F12) on each of its paths — a tiny
+"""Store.vector_search is exact within any scope on each of its paths — a tiny
 scope scored row by row, a partial scope through the rowid-filtered vec0 KNN, and no filter —
 checked against a numpy brute force over the same vectors."""
 
@@ -159,7 +159,7 @@ def test_a_restored_copy_of_the_file_is_not_searched_through_the_copy_of_its_los
     """A copy of the file put back at its path (a backup restored, an export re-imported: the
     same oldest memory, so the same mark), then as many vector writes as the file had seen, the
     last one naming the same memory: the process's in-memory copy still holds the vectors of the
-    writes the restore undid, so it must not be taken for this file's (break-it 7: memory 31's
+    writes the restore undid, so it must not be taken for this file's (memory 31's
     new text was searched with the vector of the text the restore removed)."""
     import shutil
 
@@ -322,7 +322,7 @@ def test_the_in_memory_copy_reads_vec0_chunks_exactly_as_the_virtual_table(tmp_p
 
 
 def test_nearest_each_answers_a_batch_as_nearest_does_query_by_query(vec_store):
-    """Issue 13: the server's warm thread looks up the near-duplicates of a batch in one pass over
+    """The server's warm thread looks up the near-duplicates of a batch in one pass over
     the vectors (`nearest_each`) instead of one vec0 KNN per memory; the answers must be those of
     `nearest` query by query, in every project, with the memory itself excluded, forgotten
     memories never found, and a lone query (the query-by-query path) the same too."""
@@ -398,7 +398,7 @@ def _same_as_sql(store, monkeypatch) -> dict[str, set[int]]:
 
 
 def test_the_in_memory_copy_follows_every_change_of_scope_without_a_new_vector(store, monkeypatch, tmp_path):
-    """Issues 11/13: the in-memory copy answers a scope of statuses and projects from the status
+    """The in-memory copy answers a scope of statuses and projects from the status
     and project it holds per vector, without SQL. A memory's status, project or `embedded` flag
     changes without its vector changing; each such change (forget, restore, archive by decay,
     `update --project`, a project renamed, an edited text waiting for its vector, its re-embed,
@@ -572,7 +572,7 @@ def test_scope_changes_are_logged_once_per_memory_and_the_log_prunes_itself(tmp_
 
 def test_a_prepared_product_is_used_only_for_its_query_and_its_copy(tmp_path, monkeypatch):
     """`prepare_vector_search` computes the query's product with the process's copy on the thread
-    that embedded the query (session 9). A search uses it only for that very query and that very
+    that embedded the query. A search uses it only for that very query and that very
     copy: another query, or a copy brought up to date since (a vector written meanwhile), is
     searched afresh; a query of another dimension (the model changed) prepares nothing."""
     from memsafe.store.sqlite import vectors as store_module
@@ -600,7 +600,7 @@ def test_a_prepared_product_is_used_only_for_its_query_and_its_copy(tmp_path, mo
 
 def test_a_prepared_top_k_answers_only_its_own_scope_and_k(tmp_path, monkeypatch):
     """A recall prepares on the embedding thread not only the product but the top k of its scope
-    (session 12: 0.8 ms off the recall's own thread at 10,000 vectors). That answer is used only
+    (0.8 ms off the recall's own thread at 10,000 vectors). That answer is used only
     for the very scope object and k it was prepared for; any other scope or k is searched afresh,
     and each answer is the exact top k of its scope."""
     from memsafe.store.sqlite import vectors as store_module
