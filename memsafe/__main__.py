@@ -58,12 +58,32 @@ def _exit_now(code: int) -> None:
     os._exit(code)
 
 
+_PATH_SETTINGS = ("MEMSAFE_HOME", "MEMSAFE_CACHE_DIR", "MEMSAFE_MODEL_DIR", "MEMSAFE_KEY_FILE",
+                  "MEMSAFE_HTTP_TOKENS_FILE")  # `memsafe.settings.PATH_SETTINGS`, without importing it
+
+
+def _check_path_settings() -> None:
+    """One line and exit 2 for a path setting holding a variable that cannot be expanded
+    (`settings.check_path_settings`); settings is imported only when one holds `$` or `%`."""
+    if not any("$" in os.environ.get(n, "") or "%" in os.environ.get(n, "") for n in _PATH_SETTINGS):
+        return
+    from memsafe import settings
+    from memsafe.errors import InvalidInput
+
+    try:
+        settings.check_path_settings()
+    except InvalidInput as exc:
+        sys.stderr.write(f"Error: {exc}\n")
+        sys.exit(exc.exit_code)
+
+
 def main() -> None:
     if sys.argv[1:] == ["--version"]:  # answered without importing the CLI (a shell prompt may call it)
         from memsafe import __version__
 
         sys.stdout.write(f"memsafe {__version__}\n")
         return
+    _check_path_settings()
     serve_args = _serve_args(sys.argv[1:])
     if serve_args is not None:
         try:

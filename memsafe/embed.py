@@ -62,7 +62,13 @@ def model_files() -> tuple[Path, Path]:
     """(model.onnx, tokenizer.json) paths. Raises ModelUnavailable with the reason."""
     folder = os.environ.get("MEMSAFE_MODEL_DIR")
     if folder:
-        base = Path(folder).expanduser()
+        from memsafe import settings
+        from memsafe.errors import InvalidInput
+
+        try:
+            base = settings.expand_path(folder, what="MEMSAFE_MODEL_DIR")
+        except InvalidInput as exc:  # no model is a normal state (lexical search); say why
+            raise ModelUnavailable(str(exc)) from None
         model, tok = base / "model.onnx", base / "tokenizer.json"
         for p in (model, tok):
             if not p.is_file():

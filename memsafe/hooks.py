@@ -148,8 +148,9 @@ def _text(raw: bytes) -> str:
 
 def repo_root(path: str | Path | None = None) -> Path:
     """The working-tree root of the repository containing `path` (default: cwd).
-    Raises Refused outside a repository."""
-    start = Path(path or os.getcwd()).expanduser()
+    Raises Refused outside a repository, InvalidInput for a variable in `path` that cannot be
+    expanded (`settings.expand_path`)."""
+    start = settings.expand_path(path, what="repository path") if path else Path(os.getcwd())
     if not start.exists():
         raise Refused(f"no such folder: {start}")
     out = _git(start, "rev-parse", "--show-toplevel", check=False).strip()

@@ -3,7 +3,14 @@ checked (`ConfigKey`), and project detection.
 
 DB path precedence: `--db` > `MEMSAFE_DB` > `db` in the user config file (`memsafe config set db`)
 > `<platformdirs user data dir>/memory.db`. `~` and relative paths are expanded once, against the
-current directory, and the absolute result is what `status` shows. A `postgresql://` (or
+current directory, and the absolute result is what `status` shows.
+
+Every path memsafe is given (`--db`, `MEMSAFE_DB`, `MEMSAFE_HOME`, `MEMSAFE_CACHE_DIR`,
+`MEMSAFE_KEY_FILE`, `MEMSAFE_MODEL_DIR`, `MEMSAFE_HTTP_TOKENS_FILE`, export and import files,
+project paths, the same over MCP) goes through `expand_path`: `~`, `$NAME`, `${NAME}` and
+`%NAME%` are expanded from the environment, because MCP clients pass the strings of their config
+files as written; one that cannot be expanded (unset, empty, or a client's own placeholder such as
+`${workspaceFolder}` or `${env:NAME}`) is refused, never taken as a folder name. A `postgresql://` (or
 `postgres://`) URL names a PostgreSQL database instead (issue 14.2) and is kept as it is.
 """
 
@@ -21,11 +28,47 @@ from memsafe.errors import InvalidInput, Refused
 APP = "memsafe"
 
 
+def env_path(name: str) -> Path | None:
+    """The path an environment variable names (`expand_path`, symlinks not resolved), or None
+    when it is unset or empty.
+
+    Raises:
+        InvalidInput: the value holds a variable or placeholder that cannot be expanded.
+    """
+    value = os.environ.get(name, "").strip()
+    return expand_path(value, what=name) if value else None
+
+
+# Path settings every command may read (the store's folder, caches, the model, keys, HTTP tokens).
+# `MEMSAFE_DB` is checked where it is read (`resolve_db_path`): `--db` overrides it.
+PATH_SETTINGS = ("MEMSAFE_HOME", "MEMSAFE_CACHE_DIR", "MEMSAFE_MODEL_DIR", "MEMSAFE_KEY_FILE",
+                 "MEMSAFE_HTTP_TOKENS_FILE")
+
+
+def check_path_settings(environ: dict | None = None) -> None:
+    """Refuse, before a command starts, a path setting of PATH_SETTINGS holding a variable or
+    placeholder that cannot be expanded (`expand_vars`): read deep inside a command (a cache
+    folder, the model's loader thread), it would otherwise fail there, or not at all.
+
+    Raises:
+        InvalidInput: the first such setting, named with its value.
+    """
+    env = os.environ if environ is None else environ
+    for name in PATH_SETTINGS:
+        value = env.get(name, "").strip()
+        if value:
+            expand_vars(value, name)
+
+
 def data_dir() -> Path:
-    """User data folder (`MEMSAFE_HOME` if set, else platformdirs' user data dir)."""
-    home = os.environ.get("MEMSAFE_HOME")
+    """User data folder (`MEMSAFE_HOME` if set, else platformdirs' user data dir).
+
+    Raises:
+        InvalidInput: `MEMSAFE_HOME` cannot be expanded (`expand_path`).
+    """
+    home = env_path("MEMSAFE_HOME")
     if home:
-        return Path(home).expanduser().resolve()
+        return home.resolve()
     import platformdirs
 
     return Path(platformdirs.user_data_dir(APP, appauthor=False))
@@ -34,10 +77,14 @@ def data_dir() -> Path:
 def cache_dir() -> Path:
     """Folder for caches memsafe can rebuild at any time (the optimised model graph):
     `MEMSAFE_CACHE_DIR` if set, else platformdirs' user cache dir. Not under `MEMSAFE_HOME`: a
-    cache of the installed model is the same for every store and test home."""
-    folder = os.environ.get("MEMSAFE_CACHE_DIR")
+    cache of the installed model is the same for every store and test home.
+
+    Raises:
+        InvalidInput: `MEMSAFE_CACHE_DIR` cannot be expanded (`expand_path`).
+    """
+    folder = env_path("MEMSAFE_CACHE_DIR")
     if folder:
-        return Path(folder).expanduser().resolve()
+        return folder.resolve()
     linux = _linux_cache_dir()
     if linux is not None:
         return linux
@@ -64,10 +111,14 @@ def _linux_cache_dir() -> Path | None:
 
 
 def config_file() -> Path:
-    """User config file (JSON) holding machine-level settings such as `db`."""
-    home = os.environ.get("MEMSAFE_HOME")
+    """User config file (JSON) holding machine-level settings such as `db`.
+
+    Raises:
+        InvalidInput: `MEMSAFE_HOME` cannot be expanded (`expand_path`).
+    """
+    home = env_path("MEMSAFE_HOME")
     if home:
-        return Path(home).expanduser().resolve() / "settings.json"
+        return home.resolve() / "settings.json"
     import platformdirs
 
     return Path(platformdirs.user_config_dir(APP, appauthor=False)) / "settings.json"
@@ -87,24 +138,63 @@ def current_dir() -> Path:
         ) from None
 
 
-def expand_path(raw: str | os.PathLike) -> Path:
-    """Expand `~` and make absolute against the current directory. No symlink resolution.
+# `${...}` (any content), `$NAME`, `%NAME%` (cmd.exe; `ProgramFiles(x86)` has parentheses).
+_VARIABLE = re.compile(r"\$\{(?P<braced>[^}]*)\}|\$(?P<bare>[A-Za-z_][A-Za-z0-9_]*)"
+                       r"|%(?P<percent>[A-Za-z_][A-Za-z0-9_()]*)%")
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def expand_vars(text: str, what: str = "path") -> str:
+    """`text` with `$NAME`, `${NAME}` and `%NAME%` replaced by the environment's values (the
+    forms of POSIX shells and of cmd.exe, on every platform: a config file written on one
+    system is read on another). Anything else after `$` (`$5`, a lone `$`) is kept.
 
     Raises:
-        InvalidInput: empty, not valid text (undecodable bytes), or a NUL byte.
+        InvalidInput: a variable that is unset or empty (an empty `$HOME` would make
+            `$HOME/m.db` the root's `/m.db`), or `${...}` holding no plain name: a client's own
+            placeholder (`${workspaceFolder}`, `${env:HOME}`, `${input:db}`) it did not fill in.
+    """
+    def value(match: re.Match) -> str:
+        name = next(v for v in match.groupdict().values() if v is not None)
+        plain = _NAME.fullmatch(name.replace("(", "_").replace(")", "_")) is not None
+        found = os.environ.get(name, "") if plain else ""
+        if not found:
+            shown = " ".join(text.split())
+            shown = shown if len(shown) <= 120 else shown[:119] + "…"
+            why = ("is not set in memsafe's environment (or is a placeholder the client did not fill in); write "
+                   "the path out or set the variable" if plain else
+                   "is a placeholder the client did not fill in; write the path out")
+            raise InvalidInput(f"{what} '{shown}': {match.group(0)} {why}")
+        return found
+
+    return _VARIABLE.sub(value, text) if ("$" in text or "%" in text) else text
+
+
+def expand_path(raw: str | os.PathLike, *, what: str = "database path", base: str | os.PathLike | None = None
+                ) -> Path:
+    """Expand environment variables (`expand_vars`) and `~`, and make absolute against `base`
+    (default: the current directory). No symlink resolution. The one place every path setting
+    and path argument is expanded (module docstring).
+
+    Args:
+        what: how the error names the value (`--db`, `MEMSAFE_HOME`, "export file", ...).
+
+    Raises:
+        InvalidInput: empty, not valid text (undecodable bytes), a NUL byte, or a variable or
+            placeholder that cannot be expanded.
     """
     text = str(raw).strip()
     if not text:
-        raise InvalidInput("empty database path")
+        raise InvalidInput(f"empty {what}")
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
         raise InvalidInput(f"the path {text.encode('utf-8', 'replace').decode()!r} is not valid UTF-8 text") from None
     if "\x00" in text:
         raise InvalidInput("a path cannot contain a NUL byte")
-    expanded = os.path.expanduser(text)
+    expanded = os.path.expanduser(expand_vars(text, what))
     if not os.path.isabs(expanded):
-        expanded = os.path.join(current_dir(), expanded)
+        expanded = os.path.join(base if base is not None else current_dir(), expanded)
     return Path(os.path.normpath(expanded))
 
 
@@ -116,14 +206,14 @@ def is_db_url(raw: str | os.PathLike) -> bool:
     return isinstance(raw, str) and raw.strip().lower().startswith(DB_URL_SCHEMES)
 
 
-def db_target(raw: str | os.PathLike) -> Path | str:
+def db_target(raw: str | os.PathLike, *, what: str = "database path") -> Path | str:
     """A `--db` value as memsafe opens it: a PostgreSQL URL as given (libpq rules, checked when
-    opened), anything else an absolute path (`expand_path`).
+    opened), anything else an absolute path (`expand_path`; `what` names it in errors).
 
     Raises:
         InvalidInput: see `expand_path`.
     """
-    return raw.strip() if isinstance(raw, str) and is_db_url(raw) else expand_path(raw)
+    return raw.strip() if isinstance(raw, str) and is_db_url(raw) else expand_path(raw, what=what)
 
 
 def read_user_config() -> dict:
@@ -155,13 +245,13 @@ def resolve_db_path(cli_db: str | None = None) -> tuple[Path | str, str]:
     """Return (absolute DB path or PostgreSQL URL (`db_target`), where it came from:
     '--db' | 'MEMSAFE_DB' | 'config (...)' | 'default')."""
     if cli_db is not None:
-        return db_target(cli_db), "--db"
+        return db_target(cli_db, what="database path (--db)"), "--db"
     env = os.environ.get("MEMSAFE_DB")
     if env:
-        return db_target(env), "MEMSAFE_DB"
+        return db_target(env, what="database path (MEMSAFE_DB)"), "MEMSAFE_DB"
     configured = read_user_config().get("db")
     if configured:
-        return db_target(configured), f"config ({config_file()})"
+        return db_target(configured, what=f"database path (db in {config_file()})"), f"config ({config_file()})"
     return default_db_path(), "default"
 
 

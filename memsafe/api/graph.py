@@ -14,6 +14,12 @@ that name it: a scope sees an entity named by one of its memories (or by no memo
 by hand, hence global); an entity named only by other projects' memories is not shown, not
 walked through, and its relations are left out, so a name taken from one repository's text
 never appears in another's.
+
+Writes follow the same rule: `add_entity`, `relate_many` and `unrelate` take the caller's scope,
+and an entity named only by other projects' memories is, to them, a name that does not exist:
+the same "unknown entity" error, word for word, and nothing attached to it. Entity names are
+one namespace, so creating (`create=True`, `add_entity`) a name another project holds cannot
+make a second entity of it; that is refused, and nothing is stored.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from collections.abc import Mapping, Sequence
 
 from memsafe import clock, graph, textform
 from memsafe.api.hygiene import _controls_to_space, _fix_surrogates, clean_text, make_scope, refuse_secret
-from memsafe.errors import InvalidInput, NotFound
+from memsafe.errors import InvalidInput, NotFound, Refused
 from memsafe.models import (
     EntityInfo,
     GraphListing,
@@ -114,54 +120,88 @@ def link_entities(store: Store, memory_id: int, content: str, explicit: Sequence
     return ids
 
 
-def _info(store: Store, entity_id: int, created: bool = False) -> EntityInfo:
+def _info(store: Store, entity_id: int, created: bool = False, scope: Scope | None = None) -> EntityInfo:
     row = store.entity_rows([entity_id])[entity_id]
-    counts = store.entity_memories([entity_id], Scope(projects=None))
+    counts = store.entity_memories([entity_id], scope or Scope(projects=None))
     return EntityInfo(
         id=row["id"], name=row["name"], type=row["type"], aliases=row["aliases"],
         memories=len(counts.get(entity_id, [])), created=created,
     )
 
 
-def add_entity(store: Store, name: str, *, type: str | None = None) -> EntityInfo:  # noqa: A002
+def add_entity(store: Store, name: str, *, type: str | None = None,  # noqa: A002
+               scope: Scope | None = None) -> EntityInfo:
     """Create an entity, or return the existing one with the same identity key (the new
     spelling is kept as an alias; a given type replaces the one it had, default or not).
 
+    Args:
+        scope: the caller's projects (`make_scope`); None is every project. `memories` of the
+            result counts the memories in it.
+
     Raises:
         InvalidInput: empty or over-long name or type.
+        Refused: the name is another project's entity (module docstring); nothing is stored.
     """
     display = _clean_name(name)
     type_v = _clean_relation(type) if type is not None else "entity"
     with store.write():
+        _refuse_taken(store, [display], scope)
         entity_id, created = _get_or_create(store, display, type_v, clock.now_iso())
         if type is not None and not created:
             store.set_entity_type(entity_id, type_v)
         store.add_event(clock.now_iso(), "graph.add_entity", None, "created" if created else "exists")
-    return _info(store, entity_id, created)
+    return _info(store, entity_id, created, scope)
 
 
-def _resolve(store: Store, names: Sequence[str]) -> dict[str, tuple[int, str, str]]:
-    return store.entities_by_keys([graph.entity_key(n) for n in names])
+def _resolve(store: Store, names: Sequence[str], scope: Scope | None = None) -> dict[str, tuple[int, str, str]]:
+    """{identity key: (id, display name, type)} of the named entities that exist and that
+    `scope` may write (None: every project): another project's entity is left out, exactly as
+    if it did not exist (`Store.foreign_entities`)."""
+    found = store.entities_by_keys([graph.entity_key(n) for n in names])
+    if scope is None or scope.projects is None or not found:
+        return found
+    foreign = store.foreign_entities([v[0] for v in found.values()], scope)
+    return {k: v for k, v in found.items() if v[0] not in foreign}
+
+
+def _refuse_taken(store: Store, names: Sequence[str], scope: Scope | None) -> None:
+    """Refuse to create names that are other projects' entities (the key is taken, and a write
+    in `scope` may not touch them). Call inside `write()`."""
+    if scope is None or scope.projects is None:
+        return
+    everywhere = store.entities_by_keys([graph.entity_key(n) for n in names])
+    writable = _resolve(store, names, scope)
+    taken = list(dict.fromkeys(n for n in names if graph.entity_key(n) in everywhere
+                               and graph.entity_key(n) not in writable))
+    if taken:
+        listed = ", ".join(repr(n) for n in taken)
+        raise Refused(f"cannot create {listed} in this project's graph: the name is not free here; "
+                      "choose another name. Nothing was stored")
 
 
 # ---------------------------------------------------------------------------------------------
 # Relations
 
 
-def relate_many(store: Store, relations: Sequence[Mapping | Sequence], *, create: bool = False) -> list[RelationInfo]:
+def relate_many(store: Store, relations: Sequence[Mapping | Sequence], *, create: bool = False,
+                scope: Scope | None = None) -> list[RelationInfo]:
     """Add typed, weighted relations, all or nothing.
 
     Args:
         relations: items `{"source", "relation", "target", "weight"?}` (also accepted: `from`,
             `to`, `type`) or tuples `(source, relation, target[, weight])`.
         create: create missing endpoint entities; otherwise any unknown endpoint is an error.
+        scope: the caller's projects (`make_scope`); None is every project. An entity of other
+            projects only is unknown to it (module docstring).
 
     Returns:
         The stored relations (display names), in input order. Re-adding a relation updates its weight.
 
     Raises:
         InvalidInput: malformed item, empty name or relation, bad weight, empty batch.
-        NotFound: an endpoint does not exist (message names every missing one); nothing is stored.
+        NotFound: an endpoint does not exist in scope (message names every missing one); nothing
+            is stored.
+        Refused: with `create`, an endpoint is another project's entity; nothing is stored.
     """
     if not relations:
         raise InvalidInput("no relations given")
@@ -184,7 +224,7 @@ def relate_many(store: Store, relations: Sequence[Mapping | Sequence], *, create
     now = clock.now_iso()
     with store.write():
         names = [p[0] for p in parsed] + [p[2] for p in parsed]
-        known = _resolve(store, names)
+        known = _resolve(store, names, scope)
         missing = [n for n in dict.fromkeys(names) if graph.entity_key(n) not in known]
         missing = list({graph.entity_key(n): n for n in reversed(missing)}.values())[::-1]
         if missing and not create:
@@ -194,9 +234,10 @@ def relate_many(store: Store, relations: Sequence[Mapping | Sequence], *, create
                 f"{'it' if len(missing) == 1 else 'them'} first (graph add-entity) or pass --create "
                 "(MCP/API: create=true). Nothing was stored"
             )
+        _refuse_taken(store, missing, scope)
         for name in missing:
             _get_or_create(store, name, "entity", now)
-        known = _resolve(store, names)
+        known = _resolve(store, names, scope)
         out = []
         for source, relation, target, weight in parsed:
             s_id, s_name, _ = known[graph.entity_key(source)]
@@ -208,23 +249,28 @@ def relate_many(store: Store, relations: Sequence[Mapping | Sequence], *, create
 
 
 def relate(
-    store: Store, source: str, relation: str, target: str, *, weight: float = 1.0, create: bool = False
+    store: Store, source: str, relation: str, target: str, *, weight: float = 1.0, create: bool = False,
+    scope: Scope | None = None,
 ) -> RelationInfo:
-    """Add one relation `source relation target`. See `relate_many` (same errors)."""
-    return relate_many(store, [(source, relation, target, weight)], create=create)[0]
+    """Add one relation `source relation target`. See `relate_many` (same errors and scope)."""
+    return relate_many(store, [(source, relation, target, weight)], create=create, scope=scope)[0]
 
 
-def unrelate(store: Store, source: str, relation: str | None, target: str) -> int:
+def unrelate(store: Store, source: str, relation: str | None, target: str, *, scope: Scope | None = None) -> int:
     """Remove the relation (every relation type from source to target when `relation` is None).
     Returns how many were removed.
 
+    Args:
+        scope: the caller's projects (`make_scope`); None is every project. An entity of other
+            projects only is unknown to it, with the same error as a name never stored.
+
     Raises:
-        NotFound: an endpoint or the relation does not exist.
+        NotFound: an endpoint (in scope) or the relation does not exist.
     """
     s_name, t_name = _clean_name(source), _clean_name(target)
     rel = _clean_relation(relation) if relation is not None else None
     with store.write():
-        known = _resolve(store, [s_name, t_name])
+        known = _resolve(store, [s_name, t_name], scope)
         missing = [n for n in (s_name, t_name) if graph.entity_key(n) not in known]
         if missing:
             raise NotFound(f"unknown entity {', '.join(repr(n) for n in missing)}")

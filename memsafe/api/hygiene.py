@@ -159,12 +159,12 @@ def clean_project(project: str, *, mode: str = ..., path: bool = ..., check_secr
                   store=...) -> str: ...
 @overload
 def clean_project(project: None, *, mode: str = ..., path: bool = ..., check_secrets: bool = ...,
-                  store=...) -> None: ...
+                  store=..., expand: bool = ...) -> None: ...
 @overload
 def clean_project(project: str | None, *, mode: str = ..., path: bool = ..., check_secrets: bool = ...,
-                  store=...) -> str | None: ...
+                  store=..., expand: bool = ...) -> str | None: ...
 def clean_project(project: str | None, *, mode: str = "git-root", path: bool = False,
-                  check_secrets: bool = True, store=None) -> str | None:
+                  check_secrets: bool = True, store=None, expand: bool = True) -> str | None:
     """A project name or path as stored: a name is NFC (`textform.canonical`); a path (containing
     / or \\, `.`, `..`, `~`, or any text with `path=True`, as `--project-path` gives) becomes
     `settings.project_for_path` (symlinks resolved, up to the repository root in mode
@@ -176,12 +176,17 @@ def clean_project(project: str | None, *, mode: str = "git-root", path: bool = F
     keeps under the repository's path key to that key (`current_project` from inside it), so
     `serve --project PATH` and `--project-path` see what was stored before origin keys.
 
+    `expand`: environment variables in a name someone typed or a client passed (`$HOME/web`,
+    `${workspaceFolder}`) are expanded or refused (`settings.expand_vars`), so a placeholder never
+    becomes a project; False for a key read back from an export, which is stored as it was.
+
     `check_secrets=False` is only for a name looked up (a recall scope), never stored: it skips
     the credential scan, which would load detect-secrets into every read-only command; every
     handler that stores a project name scans it.
 
     Raises:
-        InvalidInput: empty, or longer than MAX_PROJECT_CHARS (before or after resolving).
+        InvalidInput: empty, or longer than MAX_PROJECT_CHARS (before or after resolving), or
+            holding a variable that cannot be expanded.
         SecretDetected: it looks like a credential (unless `check_secrets` is False).
     """
     if project is None:
@@ -191,6 +196,10 @@ def clean_project(project: str | None, *, mode: str = "git-root", path: bool = F
         raise InvalidInput("empty project")
     if len(text) > MAX_PROJECT_CHARS:
         raise InvalidInput(f"project name or path is {len(text):,} characters; at most {MAX_PROJECT_CHARS:,}")
+    if expand:
+        text = settings.expand_vars(text, "project path" if path else "project").strip()
+        if not text:
+            raise InvalidInput("empty project")
     if not path and ("://" in text or _USER_AT_HOST.match(text)):  # a remote URL names its repository
         key = settings.remote_key(text)  # without the user and password it may hold
         if key is not None:

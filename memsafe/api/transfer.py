@@ -652,7 +652,7 @@ def _apply_memory(store: Store, rec: dict, report: ImportReport, problems: list[
         if rec["status_reason"] is not None:
             refuse_secret(rec["status_reason"], "status reason")
         tags = clean_tags(rec["tags"])
-        project = clean_project(rec["project"])
+        project = clean_project(rec["project"], expand=False)  # a stored key, kept as it was
         rec["author"] = clean_author(rec["author"]) or author
         for version in rec["versions"]:
             version["author"] = clean_author(version["author"])

@@ -262,10 +262,10 @@ def import_(db: str | None, file: str | Path, *, format_: str, dry_run: bool, sk
         Failed: the error was reported (exit 1), the import skipped records (exit 3, `PARTIAL_EXIT`)
             or was interrupted (exit 130 for Ctrl-C, 143 for SIGTERM; it says what was kept).
     """
-    from memsafe import api
+    from memsafe import api, settings
 
-    file = Path(file)
     with (_dry_run_session(db, json_) if dry_run else session(db, json_)) as opened, interrupts() as interrupted:
+        file = settings.expand_path(file, what="import file")
         report = None
         before = _sizes(opened.store)
         try:

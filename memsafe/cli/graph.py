@@ -45,6 +45,9 @@ def add_entity(
     ctx: typer.Context,
     name: Annotated[str, typer.Argument(help="Entity name (case, width and spacing do not make a new one).")],
     type_: Annotated[str | None, typer.Option("--type", help="Entity type, e.g. service, person.")] = None,
+    project: ProjectOpt = None,
+    project_path: ProjectPathOpt = None,
+    all_projects: AllProjectsOpt = False,
     json_: JsonOpt = False,
 ) -> None:
     """Create an entity, or show the existing one with the same normalised name (--type then sets its type).
@@ -54,7 +57,8 @@ def add_entity(
       memsafe graph add-entity MyService --type service
     """
     with _session(ctx) as opened:
-        info = api.add_entity(opened.store, name, type=type_)
+        info = api.add_entity(opened.store, name, type=type_,
+                              scope=_scope(opened, project, project_path, all_projects))
     if json_:
         _emit_json(info)
     else:
@@ -72,9 +76,15 @@ def relate(
     create: Annotated[
         bool, typer.Option("--create", help="Create missing entities (otherwise an unknown entity is an error).")
     ] = False,
+    project: ProjectOpt = None,
+    project_path: ProjectPathOpt = None,
+    all_projects: AllProjectsOpt = False,
     json_: JsonOpt = False,
 ) -> None:
     """Add the relation SOURCE RELATION TARGET between two existing entities.
+
+    Like recall, it sees the entities of the current project and global ones (--all-projects:
+    every project); a name only another project's memories use is unknown here.
 
     Examples:
 
@@ -83,7 +93,8 @@ def relate(
       memsafe graph relate checkout-api owned_by "Alice Chen" --create
     """
     with _session(ctx) as opened:
-        info = api.relate(opened.store, source, relation, target, weight=weight, create=create)
+        info = api.relate(opened.store, source, relation, target, weight=weight, create=create,
+                          scope=_scope(opened, project, project_path, all_projects))
     emit(info, json_, "Related " + render.relations_lines([info])[0])
 
 
@@ -93,11 +104,16 @@ def unrelate(
     source: Annotated[str, typer.Argument(help="Source entity.")],
     relation: Annotated[str, typer.Argument(help="Relation type, or * for every relation type.")],
     target: Annotated[str, typer.Argument(help="Target entity.")],
+    project: ProjectOpt = None,
+    project_path: ProjectPathOpt = None,
+    all_projects: AllProjectsOpt = False,
     json_: JsonOpt = False,
 ) -> None:
-    """Remove the relation SOURCE RELATION TARGET (the entities stay)."""
+    """Remove the relation SOURCE RELATION TARGET (the entities stay), among the entities of the
+    current project and global ones (--all-projects: every project)."""
     with _session(ctx) as opened:
-        removed = api.unrelate(opened.store, source, None if relation == "*" else relation, target)
+        removed = api.unrelate(opened.store, source, None if relation == "*" else relation, target,
+                               scope=_scope(opened, project, project_path, all_projects))
     emit({"removed": removed}, json_, f"Removed {render.count_of(removed, 'relation')}")
 
 

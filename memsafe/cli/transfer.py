@@ -5,12 +5,11 @@ from __future__ import annotations
 import os
 import sys
 from enum import Enum
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from memsafe import api, render
+from memsafe import api, render, settings
 from memsafe.cli import _plain, fast
 from memsafe.cli._common import (
     AllProjectsOpt,
@@ -81,7 +80,8 @@ def export(
                 raise _fail(f"cannot write the export to stdout: {exc.strerror or exc}") from None
         else:
             with _plain.progress("exporting") as progress:
-                report = api.export_to_path(opened.store, Path(output), progress=progress, **options)
+                target = settings.expand_path(output, what="export file (--output)")
+                report = api.export_to_path(opened.store, target, progress=progress, **options)
     c = report.counts
     err.print(f"Exported {render.count_of(c['memory'], 'memory')}, {render.count_of(c['entity'], 'entity')}, "
               f"{render.count_of(c['relation'], 'relation')}, {render.count_of(c['config'], 'config')}"

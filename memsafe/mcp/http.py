@@ -36,6 +36,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from memsafe import settings
 from memsafe.errors import MemsafeError, Refused
 
 __all__ = ["DEFAULT_PORT", "MCP_PATH", "TOKENS_ENV", "TokenTable", "build_app", "is_loopback", "load_tokens",
@@ -312,8 +313,8 @@ def serve_http(db: str | None = None, project: str | None = None, *, host: str =
 
     from memsafe.mcp import tools as stdio_server
 
-    tokens_file = os.environ.get(TOKENS_ENV, "").strip()
-    tokens = load_tokens(os.path.expanduser(tokens_file)) if tokens_file else None
+    tokens_file = settings.env_path(TOKENS_ENV)  # InvalidInput for a placeholder, before serving
+    tokens = load_tokens(str(tokens_file)) if tokens_file else None
     if tokens is None and not is_loopback(host):
         raise Refused(f"serving on {host} needs tokens: set {TOKENS_ENV} to a file of `name token` lines "
                            "(see docs/team.md), or serve on 127.0.0.1")

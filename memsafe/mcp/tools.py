@@ -849,9 +849,11 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
 
     @tool()
     def relate_entities(relations: list[list[str]], create: bool = False) -> str:
-        """Relate entities by [source, relation, target] triples; create adds missing entities."""
+        """Relate entities by [source, relation, target] triples; create adds missing entities.
+        Sees this project's and global entities, as recall does."""
         with state.store() as opened:
-            stored = api.relate_many(opened.store, [tuple(r) for r in relations], create=create)
+            stored = api.relate_many(opened.store, [tuple(r) for r in relations], create=create,
+                                     scope=state.scope(opened))
         return "Related: " + "; ".join(framing.inline(f"{r.source} {r.relation} {r.target}") for r in stored)
 
     @tool(read_only=True)
@@ -868,7 +870,7 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
     def transfer(path: str, direction: Literal["export", "import"], all_projects: bool = False,
                  skip_invalid: bool = False) -> str:
         """Export memories to a new JSONL file, or import one (memsafe or memory-server)."""
-        full = settings.expand_path(os.path.join(state.cwd, os.path.expanduser(path)))
+        full = settings.expand_path(path, what=f"{direction} file", base=state.cwd)
         with state.store() as opened:
             if direction == "export":
                 key = None if all_projects else state.project(opened)[0]

@@ -32,7 +32,10 @@ def one_hop(store: Store, entity_ids: Sequence[int], scope: Scope, per_entity: i
     """
     if not entity_ids:
         return {}, set()
-    given = set(entity_ids)
+    # Only entities the scope may see: a name from another project's text leads nowhere here.
+    given = store.visible_entities(list(entity_ids), scope) if scope.projects is not None else set(entity_ids)
+    if not given:
+        return {}, set()
     strength: dict[int, float] = {}
     for _rid, s, _rel, t, w in store.relations_touching(list(given)):
         for other in (s, t):

@@ -425,6 +425,12 @@ class Graph(ABC):
         text stays there."""
 
     @abstractmethod
+    def foreign_entities(self, entity_ids: Sequence[int], scope: Scope) -> set[int]:
+        """Those of `entity_ids` named by memories (any status) none of which is in the scope's
+        projects: another project's names, which a write in the scope treats as unknown. Empty
+        when the scope is every project."""
+
+    @abstractmethod
     def list_entities(self, scope: Scope) -> list[dict]:
         """The entities `scope` may see (`visible_entities`), by key, each with the number of
         memories in the scope (its statuses) that mention it: [{id, name, type, memories}]."""

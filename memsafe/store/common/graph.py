@@ -272,6 +272,22 @@ class SQLGraph(SQLStoreBase):
                 f"SELECT e.id FROM entities e WHERE e.id IN ({marks}) AND {where}", [*chunk, *params]))
         return out
 
+    def foreign_entities(self, entity_ids: Sequence[int], scope: Scope) -> set[int]:
+        """Those of `entity_ids` that belong to other projects only: named by memories (of any
+        status), none of them in the scope's projects. Empty for every project. A write in the
+        scope treats them as names that do not exist, so it neither confirms nor touches them."""
+        if scope.projects is None or not entity_ids:
+            return set()
+        projects, params = self._project_sql(scope)
+        out: set[int] = set()
+        for chunk, marks in chunked(entity_ids):
+            out.update(r[0] for r in self.conn.execute(
+                f"SELECT e.id FROM entities e WHERE e.id IN ({marks}) "
+                "AND EXISTS (SELECT 1 FROM memory_entities me WHERE me.entity_id = e.id) "
+                "AND NOT EXISTS (SELECT 1 FROM memory_entities me JOIN memories m ON m.id = me.memory_id "
+                f"WHERE me.entity_id = e.id AND {projects})", [*chunk, *params]))
+        return out
+
     def list_entities(self, scope: Scope) -> list[dict]:
         """The entities `scope` may see (`_entity_visible_sql`), by key, each with the number of
         memories in the scope (its statuses) that mention it."""

@@ -131,9 +131,14 @@ def _lines(text: str, where: str) -> list[str]:
 
 
 def key_file() -> Path | None:
-    """The path named by MEMSAFE_KEY_FILE (expanded), or None."""
-    value = os.environ.get(KEY_FILE_ENV)
-    return Path(value).expanduser() if value else None
+    """The path named by MEMSAFE_KEY_FILE (`settings.expand_path`), or None.
+
+    Raises:
+        InvalidInput: it holds a variable or placeholder that cannot be expanded.
+    """
+    from memsafe import settings
+
+    return settings.env_path(KEY_FILE_ENV)
 
 
 def explicit_keys() -> list[Key]:
