@@ -658,6 +658,28 @@ class Store(Memories, FullText, Vectors, Graph, History, Config, Browse):
         exists)."""
 
     @abstractmethod
+    def primary_damage(self) -> list[str]:
+        """The part of `consistency_problems` about the stored data itself (memories, history,
+        graph), one line each; [] when it is sound. Damage here is not repaired by memsafe."""
+
+    @abstractmethod
+    def index_damage(self) -> list[str]:
+        """The part of `consistency_problems` about the indexes derived from the memories (the
+        word and trigram indexes, the vectors and their bookkeeping), one line each; [] when they
+        are sound. Each of these `repair_indexes` can rebuild from the memories."""
+
+    @abstractmethod
+    def repair_indexes(self) -> list[str]:
+        """Rebuild every damaged derived index (`index_damage`) from the memories in one write
+        transaction, writing nothing else: the memories, their history and ids are unchanged.
+        Vectors found missing or unusable are marked pending (a backfill recomputes them).
+        Returns what was done, one line each ([] when nothing was damaged).
+
+        Raises:
+            StoreUnavailable: the store cannot be written (locked, a full disk: DiskFull).
+        """
+
+    @abstractmethod
     def backup_files(self) -> list[Path]:
         """The copies of this database memsafe itself wrote (SQLite: migration backups
         `<db>.bak-v<N>`, `<db>.bak-v<N>.<n>`, and the `<db>.convert-tmp` an `encrypt`, `decrypt`

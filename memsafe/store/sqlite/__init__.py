@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING
 import apsw
 
 from memsafe.errors import SchemaTooNew, StoreUnavailable
-from memsafe.plural import count_of
 from memsafe.store.common import tokenizer
 from memsafe.store.common.browse import SQLBrowse
 from memsafe.store.common.config import SQLConfig
@@ -40,6 +39,7 @@ if TYPE_CHECKING:
     from memsafe.models import Memory
 from memsafe.store.sqlite import migrations
 from memsafe.store.sqlite.fulltext import SQLiteFullText
+from memsafe.store.sqlite.indexes import FTS_INDEXES, SQLiteIndexes, derived_failure
 from memsafe.store.sqlite.vectors import SQLiteVectors
 
 BUSY_TIMEOUT_MS = 30_000
@@ -115,7 +115,8 @@ def _vec_disabled_reason() -> str | None:
     return None
 
 
-class SQLiteStore(SQLMemories, SQLiteFullText, SQLiteVectors, SQLGraph, SQLHistory, SQLConfig, SQLBrowse, Store):
+class SQLiteStore(SQLMemories, SQLiteFullText, SQLiteVectors, SQLiteIndexes, SQLGraph, SQLHistory, SQLConfig, SQLBrowse,
+                  Store):
     """An open memsafe SQLite database.
 
     Args:
@@ -638,48 +639,85 @@ class SQLiteStore(SQLMemories, SQLiteFullText, SQLiteVectors, SQLGraph, SQLHisto
     def consistency_problems(self) -> list[str]:
         """Everything that would make the file untrustworthy; [] when it is sound.
 
-        Checks: `PRAGMA integrity_check`, `PRAGMA foreign_key_check`, both FTS5 indexes (words and
-        trigrams) against their content (FTS5 'integrity-check' with rank=1, plus one index row
-        per memory), and the vectors against the rows (no vector for a missing row,
-        `embedded = 1` iff a vector exists).
-        Runs the FTS5 check as a command, so it takes the write lock briefly.
+        Checks: `PRAGMA integrity_check` and `PRAGMA foreign_key_check` (the memories, history and
+        graph), then the derived indexes against the memories (`index_damage`: both FTS5 indexes
+        with their sync triggers, the vectors). What integrity_check finds inside an FTS5 index is
+        reported once, as that index's damage. Runs the FTS5 check as a command, so it takes the
+        write lock briefly.
         """
+        problems = self.primary_damage()
+        return problems + self.index_damage()
+
+    def primary_damage(self) -> list[str]:
+        """What `PRAGMA integrity_check` and `PRAGMA foreign_key_check` find outside the derived
+        indexes (the FTS5 and vec0 tables, whose damage `index_damage` names): [] when the
+        memories, their history and the graph are sound."""
         problems: list[str] = []
-        integrity = self.integrity_check()
-        if integrity != "ok":
-            problems.append(f"integrity_check: {integrity}")
+        derived = (*FTS_INDEXES, "vec_memories")
+        found = [line for line in (r[0] for r in self.conn.execute("PRAGMA integrity_check")) if line != "ok"
+                 and not ("fts5" in line or any(f'"{name}' in line or f" {name}" in line for name in derived))]
+        if found:
+            problems.append(f"integrity_check: {'; '.join(found)}")
         fk = self.conn.execute("PRAGMA foreign_key_check").fetchall()
         if fk:
             problems.append(f"foreign_key_check: {len(fk)} dangling rows")
-        rows = self.conn.execute("SELECT count(*) FROM memories").fetchone()[0]
-        for table, what in (("memories_fts", "full-text"), ("memories_tri", "trigram")):
-            try:
-                with self.write():
-                    self.conn.execute(f"INSERT INTO {table}({table}, rank) VALUES ('integrity-check', 1)")
-            except apsw.Error as exc:
-                problems.append(f"{what} index integrity-check: {exc}")
-            indexed = self.conn.execute(f"SELECT count(*) FROM {table}_docsize").fetchone()[0]
-            if rows != indexed:
-                problems.append(f"{count_of(rows, 'memory')} but {count_of(indexed, what + ' entry')}")
-        if self.vector_table_exists() and self.vector_available:
-            checks = (  # (SQL counting rows in the wrong state, noun, what is wrong with them)
-                ("SELECT count(*) FROM vec_memories v "
-                 "WHERE NOT EXISTS (SELECT 1 FROM memories m WHERE m.id = v.memory_id)",
-                 "vector", "for missing memories"),
-                ("SELECT count(*) FROM memories m WHERE m.embedded = 1 AND NOT EXISTS "
-                 "(SELECT 1 FROM vec_memories v WHERE v.memory_id = m.id)",
-                 "memory", "marked embedded without a vector"),
-                ("SELECT count(*) FROM vec_memories v JOIN memories m ON m.id = v.memory_id WHERE m.embedded = 0",
-                 "vector", "for memories marked not embedded"),
-            )
-            for sql, noun, wrong in checks:
-                count = self.conn.execute(sql).fetchone()[0]
-                if count:
-                    problems.append(f"{count_of(count, noun)} {wrong}")
-        elif self.conn.execute("SELECT count(*) FROM memories WHERE embedded = 1").fetchone()[0]:
-            if not self.vector_table_exists():
-                problems.append("memories marked embedded but there is no vector table")
         return problems
+
+    def _healing(self, write, *args):
+        """Run `write(*args)` (a statement that fires the word and trigram indexes' sync triggers)
+        inside the caller's `write()`, in a savepoint; when it fails because one of those indexes
+        is damaged or missing, rebuild that index from the memories (`heal_word_index`) and run it
+        once more. Anything else propagates unchanged."""
+        try:
+            with self.conn:
+                return write(*args)
+        except apsw.Error as exc:
+            if not self.conn.in_transaction or not self.heal_word_index(exc):
+                raise
+        with self.conn:
+            return write(*args)
+
+    def insert_memory(self, row: dict, tags: Sequence[str]) -> int:
+        return self._healing(super().insert_memory, row, tags)
+
+    def insert_memories(self, items: Sequence[tuple[dict, Sequence[str]]]) -> list[int]:
+        return self._healing(super().insert_memories, items)
+
+    def update_memory(self, memory_id: int, changes: dict) -> None:
+        return self._healing(super().update_memory, memory_id, changes)
+
+    def delete_memories(self, ids: Sequence[int]) -> int:
+        return self._healing(super().delete_memories, ids)
+
+    def fts_search(self, match, scope, limit, exact=()):
+        """See `Store.fts_search`. Raises IndexDamaged when the word or trigram index cannot be read."""
+        try:
+            return super().fts_search(match, scope, limit, exact)
+        except apsw.Error as exc:
+            raise self._read_failure(exc) from None
+
+    def fts_term_stats(self, terms, ids):
+        """See `Store.fts_term_stats`. Raises IndexDamaged when the word index cannot be read."""
+        try:
+            return super().fts_term_stats(terms, ids)
+        except apsw.Error as exc:
+            raise self._read_failure(exc) from None
+
+    def vector_search(self, query_bytes: bytes, scope, k: int) -> list[tuple[int, float]]:
+        """See `Store.vector_search`. Raises IndexDamaged when the vectors cannot be read."""
+        try:
+            return super().vector_search(query_bytes, scope, k)
+        except apsw.Error as exc:
+            raise self._read_failure(exc, "vector") from None
+
+    def _read_failure(self, exc: apsw.Error, index: str | None = None) -> BaseException:
+        """`exc` from reading a derived index: IndexDamaged naming the index when it says the
+        index is damaged (`derived_failure`), else `exc` itself."""
+        if not derived_failure(exc):
+            return exc
+        if index is None:
+            index = "trigram" if "memories_tri" in str(exc) else "word"
+        return self.index_damaged(index, exc)
 
 
 def file_sizes(path: Path) -> tuple[int, int]:
