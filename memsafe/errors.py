@@ -89,3 +89,13 @@ class IndexDamaged(StoreUnavailable):
         self.index, self.detail = index, detail
         super().__init__(f"the {index} index is damaged ({detail}); `memsafe doctor --repair` rebuilds it "
                          "from the memories")
+
+
+class IndexHealed(IndexDamaged):
+    """A write met a damaged word or trigram index, was rolled back (nothing of it was written),
+    and the index was rebuilt from the memories: the same write can run again."""
+
+    def __init__(self, done: str):
+        self.index, self.detail = "word", done
+        StoreUnavailable.__init__(self, f"the word index was damaged and memsafe {done}; nothing was written, "
+                                  "run the command again")

@@ -41,7 +41,7 @@ from memsafe.api.hygiene import (  # noqa: F401  re-exported: the handler module
     make_scope,
     refuse_secret,
 )
-from memsafe.errors import Duplicate, InvalidInput, NotFound, Refused, StoreUnavailable
+from memsafe.errors import Duplicate, IndexHealed, InvalidInput, NotFound, Refused, StoreUnavailable
 from memsafe.models import (
     Kind,
     Memory,
@@ -318,6 +318,21 @@ def remember(
         vector = None  # stored now, embedded later by a process whose model works
     near = _near_duplicate(store, embedder, vector, project_v)
 
+    try:
+        memory_id = _store_memory(store, text, kind_v, project_v, source_v, importance_v, confidence_v, digest,
+                                  author_v, uid, tag_list, embedder, vector, entity_names)
+    except IndexHealed:  # rolled back, and the damaged word index rebuilt from the memories: once more
+        memory_id = _store_memory(store, text, kind_v, project_v, source_v, importance_v, confidence_v, digest,
+                                  author_v, uid, tag_list, embedder, vector, entity_names)
+    memory = store.get_memory(memory_id)
+    memory.near_duplicate = near
+    return memory
+
+
+def _store_memory(store: Store, text, kind_v, project_v, source_v, importance_v, confidence_v, digest, author_v,
+                  uid, tag_list, embedder, vector, entity_names) -> int:
+    """`remember`'s one write transaction: the row, its vector, its entities and its event.
+    Returns the new memory's id. Raises Duplicate, IndexHealed, StoreUnavailable."""
     now = clock.now_iso()
     with store.write():
         existing = store.find_duplicate(digest, project_v)
@@ -345,9 +360,7 @@ def remember(
             store.put_vector(memory_id, vector_bytes(vector))
         graph_api.link_entities(store, memory_id, text, entity_names, now)
         store.add_event(now, "remember", memory_id, f"source={source_v}")
-    memory = store.get_memory(memory_id)
-    memory.near_duplicate = near
-    return memory
+    return memory_id
 
 
 def _near_duplicates(store: Store, embedder, vectors: list, projects: list[str | None],

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 import apsw
 
-from memsafe.errors import SchemaTooNew, StoreUnavailable
+from memsafe.errors import IndexHealed, SchemaTooNew, StoreUnavailable
 from memsafe.store.common import tokenizer
 from memsafe.store.common.browse import SQLBrowse
 from memsafe.store.common.config import SQLConfig
@@ -459,6 +459,7 @@ class SQLiteStore(SQLMemories, SQLiteFullText, SQLiteVectors, SQLiteIndexes, SQL
                     raise
         finally:
             self.conn.setbusytimeout(BUSY_TIMEOUT_MS)
+        self._heal_pending = False
         try:
             yield
             self.conn.execute("COMMIT")  # a full disk may fail it: rolled back below like the body
@@ -467,6 +468,10 @@ class SQLiteStore(SQLMemories, SQLiteFullText, SQLiteVectors, SQLiteIndexes, SQL
                 self.conn.execute("ROLLBACK")
             if out_of_space(self.path, exc):
                 raise DiskFull(disk_full_message(self.path)) from None
+            if self._heal_pending or (isinstance(exc, apsw.Error) and derived_failure(exc)
+                                      and self.word_index_damage(deep=False)):
+                self._heal_pending = False
+                self._heal_after(exc)
             raise
 
     def schema_version(self) -> int:
@@ -669,13 +674,35 @@ class SQLiteStore(SQLMemories, SQLiteFullText, SQLiteVectors, SQLiteIndexes, SQL
         is damaged or missing, rebuild that index from the memories (`heal_word_index`) and run it
         once more. Anything else propagates unchanged."""
         try:
-            with self.conn:
+            with self._savepoint("memsafe_write"):
                 return write(*args)
         except apsw.Error as exc:
-            if not self.conn.in_transaction or not self.heal_word_index(exc):
+            if not derived_failure(exc):
                 raise
-        with self.conn:
-            return write(*args)
+            if self.conn.in_transaction:
+                try:
+                    healed = self.heal_word_index(exc)
+                except apsw.Error:
+                    healed = False
+                if healed:
+                    with self._savepoint("memsafe_write"):
+                        return write(*args)
+            self._heal_pending = True  # FTS5 gave up on this transaction: `write` heals after rolling back
+            raise
+
+    _heal_pending = False
+
+    def _heal_after(self, exc: BaseException) -> None:
+        """After a write rolled back on `exc`, a damaged word or trigram index: rebuild each
+        damaged one from the memories in a transaction of its own, then raise IndexHealed (the
+        write can run again). Nothing is rebuilt, and `exc` stands, when the rebuild fails."""
+        try:
+            with self.write():
+                rebuilt = [self.rebuild_word_index(table) for table in self.word_index_damage()]
+        except (apsw.Error, StoreUnavailable):
+            return
+        if rebuilt:
+            raise IndexHealed("; ".join(rebuilt)) from None
 
     def insert_memory(self, row: dict, tags: Sequence[str]) -> int:
         return self._healing(super().insert_memory, row, tags)

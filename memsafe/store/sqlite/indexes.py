@@ -11,6 +11,8 @@ fresh store has.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import lru_cache
 
 import apsw
@@ -71,6 +73,21 @@ def derived_failure(exc: BaseException) -> bool:
 class SQLiteIndexes:
     """See the module docstring."""
 
+    @contextmanager
+    def _savepoint(self, name: str) -> Iterator[None]:
+        """A named savepoint (inside the caller's transaction): rolled back to when the body
+        raises. SQL savepoints, not apsw's `with conn:`, which refuses to go on once SQLite itself
+        ended a statement's work on an error."""
+        self.conn.execute(f"SAVEPOINT {name}")
+        try:
+            yield
+        except BaseException:
+            if self.conn.in_transaction:
+                self.conn.execute(f"ROLLBACK TO {name}")
+                self.conn.execute(f"RELEASE {name}")
+            raise
+        self.conn.execute(f"RELEASE {name}")
+
     def _names(self) -> dict[str, str]:
         """{name: type} of everything in the schema."""
         return dict(self.conn.execute("SELECT name, type FROM sqlite_master"))
@@ -121,7 +138,7 @@ class SQLiteIndexes:
                 raise
             return [f"the {what} does not match the memories (FTS5 integrity-check: {exc})"]
         if rows != indexed:
-            found.append(f"{count_of(rows, 'memory')} but {count_of(indexed, what + ' entry')}")
+            found.append(f"{count_of(rows, 'memory')} but {count_of(indexed, 'entry')} in the {what}")
         if not setting or str(setting[0]) != "1":
             found.append(f"the {what} keeps purged text in its pages (secure-delete is off)")
         return found
@@ -186,7 +203,7 @@ class SQLiteIndexes:
         rebuilt = False
         if whole:
             try:
-                with self.conn:  # a savepoint: a failed rebuild leaves the table as it was
+                with self._savepoint("memsafe_rebuild"):  # a failed rebuild leaves the table as it was
                     self.conn.execute(f"INSERT INTO {table}({table}) VALUES ('rebuild')")
                     self.conn.execute(f"INSERT INTO {table}({table}, rank) VALUES ('integrity-check', 1)")
                 rebuilt = True
@@ -280,7 +297,7 @@ class SQLiteIndexes:
     def _fts_unreadable(self, table: str) -> bool:
         """True when FTS5's integrity-check of `table` (index against the memories) fails."""
         try:
-            with self.conn:
+            with self._savepoint("memsafe_check"):
                 self.conn.execute(f"INSERT INTO {table}({table}, rank) VALUES ('integrity-check', 1)")
         except apsw.Error as exc:
             if derived_failure(exc):
