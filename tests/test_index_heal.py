@@ -115,7 +115,8 @@ DAMAGE = {
                                   "the word index's GIN index (memory_fts_tsv) is missing", None),
     "pg word index rows deleted": ("postgres", ["DELETE FROM memory_fts WHERE memory_id % 2 = 0"],
                                    "full-text entries", None),
-    "pg word index stale": ("postgres", ["UPDATE memory_fts SET tsv = to_tsvector('simple', 'something else')"],
+    "pg word index stale": ("postgres", ["UPDATE memory_fts SET tsv = to_tsvector('simple', 'something else') "
+                             "WHERE memory_id % 2 = 0"],
                             "stale full-text rows (text changed, index not)", None),
     "pg trigram index dropped": ("postgres", ["DROP INDEX memories_trgm"],
                                  "the trigram index (memories_trgm) is missing", None),

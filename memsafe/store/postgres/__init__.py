@@ -253,7 +253,7 @@ def _pg_sql(sql: str) -> str:
     return sql.replace("%", "%%").replace("?", "%s")
 
 
-class PostgresStore(SQLMemories, PostgresFullText, PostgresVectors, PostgresIndexes, SQLGraph, SQLHistory, SQLConfig,
+class PostgresStore(SQLMemories, PostgresIndexes, PostgresFullText, PostgresVectors, SQLGraph, SQLHistory, SQLConfig,
                     SQLBrowse, Store):
     """An open memsafe PostgreSQL database.
 

@@ -141,6 +141,24 @@ class PostgresIndexes:
                 done.append("marked every memory as waiting for a vector (there is no vector table)")
         return done
 
+    def _index_words(self, rows) -> None:
+        """See `PostgresFullText._index_words`, in a savepoint: when the word index's table is
+        missing, it is made anew (with its GIN index) from every memory, this write's included."""
+        import psycopg
+
+        if not self.conn.in_transaction:
+            return super()._index_words(rows)
+        self.conn.execute("SAVEPOINT memsafe_words")
+        try:
+            super()._index_words(rows)
+        except psycopg.errors.UndefinedTable:
+            self.conn.execute("ROLLBACK TO SAVEPOINT memsafe_words")
+            self.conn.execute(WORD_TABLE)
+            self.conn.execute(INDEXES[0][3])
+            for batch in text_batches(self.conn):
+                index_rows(self.conn, batch)
+        self.conn.execute("RELEASE SAVEPOINT memsafe_words")
+
     def _read_failure(self, exc: BaseException, index: str) -> BaseException:
         """`exc` from reading a derived index: IndexDamaged naming it when the index's table is
         missing (`psycopg.errors.UndefinedTable`), else `exc` itself."""
