@@ -13,6 +13,7 @@ import json
 
 import pytest
 from conftest import Cli, run_memsafe
+from test_full_disk import small_disk  # noqa: F401 (a fixture)
 
 from memsafe import api
 from memsafe.api import checkup
@@ -248,3 +249,121 @@ def test_recall_over_the_cli_and_mcp_answers_with_one_note(filled, backend, db_p
     status = run_memsafe("--db", str(db_path), "doctor", "--no-model")
     assert status.returncode == 1 and "[FAIL] indexes" in status.stdout
     assert "fix: memsafe doctor --repair" in status.stdout
+
+
+@pytest.mark.backends("sqlite")  # memsafe's own encryption is SQLite's
+def test_an_encrypted_store_is_checked_and_repaired_through_its_key(tmp_path, monkeypatch, embedder, backend):
+    """The damage is done through the key (SQLite3 Multiple Ciphers); doctor and --repair read
+    and write the file through the same key, and the file stays encrypted."""
+    from memsafe.store.sqlite import encryption
+
+    monkeypatch.setenv("MEMSAFE_KEY", "a team passphrase for the store")
+    db = tmp_path / "enc.db"
+    opened = api.open_store(str(db))
+    store = opened.store
+    try:
+        assert store.encrypted
+        ids = [api.remember(store, text).id for text in TEXTS]
+        store.conn.execute("DELETE FROM memories_fts_data WHERE id > 10")
+        store.conn.execute("DELETE FROM vec_memories WHERE memory_id % 2 = 0")
+        assert any("word index" in p for p in store.index_damage())
+        result = api.recall(store, QUERY, mode="lexical")
+        assert ids[FOUND] in [h.memory.id for h in result.hits]
+        assert sum("the word index is damaged" in n for n in result.notes) == 1
+        before = _digest(store)
+        repaired = checkup.repair(opened)
+        assert repaired.remaining == [] and repaired.reembedded == len(TEXTS) // 2, repaired
+        assert _digest(store) == before and store.index_damage() == []
+        assert ids[FOUND] in [h.memory.id for h in api.recall(store, QUERY, mode="lexical").hits]
+    finally:
+        store.close()
+    assert encryption.is_encrypted(db) and b"squash" not in db.read_bytes()
+
+
+@pytest.mark.backends("sqlite")
+def test_mcp_recall_status_and_remember_over_a_damaged_index_reply_not_crash(filled, backend, db_path, tmp_path):
+    """Over a real stdio client: recall replies with its memories and the note, status's check
+    names the damage, remember stores; none is a tool error."""
+    import anyio
+    from test_server import is_error, text_of, with_session
+
+    opened, ids = filled
+    _raw(opened.store, backend, ["DELETE FROM memories_fts_data WHERE id > 10", "DROP TABLE vec_memories"])
+    opened.store.close()
+    work = tmp_path / "srv"
+    work.mkdir()
+
+    async def body(s):
+        out = {"recall": await s.call_tool("recall", {"query": QUERY, "all_projects": True}),
+               "status": await s.call_tool("status", {"check": True}),
+               "remember": await s.call_tool("remember", {"content": NEW, "is_global": True})}
+        return out
+
+    out = anyio.run(with_session, db_path, work, tmp_path / "home", tmp_path / "server.err", body)
+    for name, reply in out.items():
+        assert not is_error(reply), (name, text_of(reply))
+    assert TEXTS[FOUND] in text_of(out["recall"]) and "the word index is damaged" in text_of(out["recall"])
+    assert "doctor --repair" in text_of(out["status"]) and "word index" in text_of(out["status"])
+    assert "Traceback" not in (tmp_path / "server.err").read_text()
+
+
+@pytest.mark.backends("sqlite")
+def test_repair_waits_for_another_writer_and_both_land(filled, backend, db_path):
+    """A repair takes the write lock like any writer: while another process holds it, the repair
+    waits, then rebuilds; the other process's memory is in the rebuilt index."""
+    import subprocess
+    import sys
+    import time
+
+    opened, _ = filled
+    _raw(opened.store, backend, ["DELETE FROM memories_fts_data WHERE id > 10"])
+    holder = subprocess.Popen([sys.executable, "-c", f"""
+import apsw, sys, time
+from memsafe.store.common import tokenizer
+c = apsw.Connection({str(db_path)!r}); c.setbusytimeout(30000); tokenizer.register(c)
+c.execute("BEGIN IMMEDIATE")
+c.execute("INSERT INTO memories(uid, content, created_at, updated_at, content_updated_at, content_hash) "
+          "VALUES ('held-1', 'a memory written while the repair waits for the lock', '2026-01-01T00:00:00Z', "
+          "'2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z', 'h')")
+print('locked', flush=True); time.sleep(1.5); c.execute("COMMIT")
+"""], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        started = time.monotonic()
+        done = opened.store.repair_indexes()
+        assert time.monotonic() - started > 0.5 and done == ["rebuilt the word index from the memories"]
+    finally:
+        holder.wait(timeout=60)
+    assert holder.returncode == 0
+    assert opened.store.word_index_damage() == {}
+    hits = api.recall(opened.store, "written while the repair waits", mode="lexical").hits
+    assert "waits for the lock" in hits[0].memory.content
+
+
+@pytest.mark.backends("sqlite")
+def test_on_a_full_disk_repair_says_it_cannot_and_recall_still_answers(small_disk, embedder, backend):
+    """A repair writes (the rebuilt index takes pages): on a full disk it fails in one line naming
+    the disk, exit 1, the file unchanged; recall still answers by vector with the note."""
+    from test_full_disk import digest, fill
+
+    db = small_disk / "memory.db"
+    opened = api.open_store(str(db))
+    try:
+        ids = [api.remember(opened.store, text).id for text in TEXTS]
+        opened.store.conn.execute("DELETE FROM memories_fts_data WHERE id > 10")
+        opened.store.checkpoint()
+    finally:
+        opened.store.close()
+    fill(small_disk)
+    before = digest(db)
+    repair = run_memsafe("--db", str(db), "doctor", "--repair", "--no-model")
+    lines = repair.stderr.strip().splitlines()
+    assert repair.returncode == 1 and len(lines) == 1 and "full" in lines[0], repair.stderr
+    assert "Traceback" not in repair.stderr and digest(db) == before
+    recall = run_memsafe("--db", str(db), "recall", QUERY, "--json")
+    assert recall.returncode == 0, recall.stderr
+    found = json.loads(recall.stdout)
+    assert ids[FOUND] in [r["id"] for r in found["results"]]
+    assert sum("the word index is damaged" in n for n in found["notes"]) == 1
+    doctor = run_memsafe("--db", str(db), "doctor", "--no-model")
+    assert "[FAIL] indexes" in doctor.stdout and "[FAIL] disk" in doctor.stdout

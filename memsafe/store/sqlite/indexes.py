@@ -131,8 +131,10 @@ class SQLiteIndexes:
                 try:
                     with self.write(wait_ms=DEEP_CHECK_WAIT_MS):
                         self.conn.execute(f"INSERT INTO {table}({table}, rank) VALUES ('integrity-check', 1)")
-                except StoreUnavailable:  # locked, or a full disk: the lighter checks only
-                    pass
+                except StoreUnavailable:  # locked, or a full disk: what PRAGMA integrity_check (a read) finds
+                    found = [line for (line,) in self.conn.execute("PRAGMA integrity_check") if f'"{table}"' in line]
+                    if found:
+                        return [f"the {what} does not match the memories ({found[0][:200]})"]
         except apsw.Error as exc:
             if not derived_failure(exc):
                 raise
