@@ -13,7 +13,7 @@ import json
 
 import pytest
 from conftest import Cli, run_memsafe
-from test_full_disk import small_disk  # noqa: F401 (a fixture)
+from test_full_disk import small_disk  # noqa: F401, F811 (a fixture)
 
 from memsafe import api
 from memsafe.api import checkup
@@ -341,7 +341,7 @@ print('locked', flush=True); time.sleep(1.5); c.execute("COMMIT")
 
 
 @pytest.mark.backends("sqlite")
-def test_on_a_full_disk_repair_says_it_cannot_and_recall_still_answers(small_disk, embedder, backend):
+def test_on_a_full_disk_repair_says_it_cannot_and_recall_still_answers(small_disk, embedder, backend):  # noqa: F811
     """A repair writes (the rebuilt index takes pages): on a full disk it fails in one line naming
     the disk, exit 1, the file unchanged; recall still answers by vector with the note."""
     from test_full_disk import digest, fill
