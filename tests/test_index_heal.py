@@ -36,10 +36,13 @@ NEW = "the on-call rotation changes every Monday at noon"
 
 
 def _digest(store) -> str:
-    """sha256 of every memory row (all columns), every history version and every tag, by id."""
+    """sha256 of every memory row, every history version and every tag, by id: every column but
+    a memory's `embedded` flag, which is the vectors' bookkeeping (whether its vector exists)."""
     h = hashlib.sha256()
-    for table, order in (("memories", "id"), ("memory_versions", "id"), ("memory_tags", "memory_id, tag")):
-        for row in store.conn.execute(f"SELECT * FROM {table} ORDER BY {order}"):
+    columns = ", ".join(c for c in store.memory_columns() if c != "embedded")
+    for table, select, order in (("memories", columns, "id"), ("memory_versions", "*", "id"),
+                                 ("memory_tags", "*", "memory_id, tag")):
+        for row in store.conn.execute(f"SELECT {select} FROM {table} ORDER BY {order}"):
             h.update(repr(tuple(row)).encode())
     return h.hexdigest()
 
@@ -109,6 +112,8 @@ DAMAGE = {
                              "memories marked embedded but there is no vector table", None),
     "vector rows deleted": ("sqlite", ["DELETE FROM vec_memories WHERE memory_id % 2 = 0"],
                             "marked embedded without a vector", None),
+    "vector chunks garbled": ("sqlite", ["UPDATE vec_memories_vector_chunks00 SET vectors = zeroblob(16)"],
+                              "the vectors cannot be read", "vector"),
     # safe to heal at once: a table no vector of the model fits is made anew, every vector pending
     "vectors of the wrong size": ("sqlite", _vec8, "the vector table holds vectors of 8 dimensions", None),
     "pg word index dropped": ("postgres", ["DROP TABLE memory_fts"], "the word index (memory_fts) is missing", "word"),
@@ -367,3 +372,19 @@ def test_on_a_full_disk_repair_says_it_cannot_and_recall_still_answers(small_dis
     assert sum("the word index is damaged" in n for n in found["notes"]) == 1
     doctor = run_memsafe("--db", str(db), "doctor", "--no-model")
     assert "[FAIL] indexes" in doctor.stdout and "[FAIL] disk" in doctor.stdout
+
+
+def test_memsafe_embed_recomputes_vectors_lost_from_the_table(filled, backend, db_path):
+    """Safe to heal at once: a memory marked embedded whose vector is gone is never found by
+    meaning; `memsafe embed` (what the detached embedder and a person run) marks it pending
+    and computes it again, writing only vectors and the flag."""
+    opened, ids = filled
+    store = opened.store
+    table = "memory_vectors" if backend == "postgres" else "vec_memories"
+    _raw(store, backend, [f"DELETE FROM {table} WHERE memory_id = {ids[FOUND]}"])
+    assert store.index_damage() == ["1 memory marked embedded without a vector"]
+    before = _digest(store)
+    result = Cli(db_path)("embed")
+    assert result.exit_code == 0, result.stdout + result.stderr
+    assert store.index_damage() == [] and _digest(store) == before
+    assert ids[FOUND] in [h.memory.id for h in api.recall(store, "combining branches", mode="vector").hits]

@@ -41,7 +41,7 @@ from memsafe.api.hygiene import (  # noqa: F401  re-exported: the handler module
     make_scope,
     refuse_secret,
 )
-from memsafe.errors import Duplicate, IndexHealed, InvalidInput, NotFound, Refused, StoreUnavailable
+from memsafe.errors import Duplicate, IndexDamaged, IndexHealed, InvalidInput, NotFound, Refused, StoreUnavailable
 from memsafe.models import (
     Kind,
     Memory,
@@ -316,7 +316,10 @@ def remember(
         vector = embedder.embed_one(text) if embedder else None
     except embed.ModelUnavailable:
         vector = None  # stored now, embedded later by a process whose model works
-    near = _near_duplicate(store, embedder, vector, project_v)
+    try:
+        near = _near_duplicate(store, embedder, vector, project_v)
+    except IndexDamaged:  # the vectors cannot be read: stored now, embedded once they are rebuilt
+        near, vector = None, None
 
     try:
         memory_id = _store_memory(store, text, kind_v, project_v, source_v, importance_v, confidence_v, digest,

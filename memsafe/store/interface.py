@@ -680,6 +680,16 @@ class Store(Memories, FullText, Vectors, Graph, History, Config, Browse):
         """
 
     @abstractmethod
+    def requeue_missing_vectors(self) -> int:
+        """Mark pending each memory marked embedded whose vector is gone (deleted by another tool,
+        a damaged table), so the next backfill recomputes it; one write. Returns how many. Safe
+        at any time: it writes only the `embedded` flag, which says whether a vector exists.
+
+        Raises:
+            StoreUnavailable: the store cannot be written.
+        """
+
+    @abstractmethod
     def backup_files(self) -> list[Path]:
         """The copies of this database memsafe itself wrote (SQLite: migration backups
         `<db>.bak-v<N>`, `<db>.bak-v<N>.<n>`, and the `<db>.convert-tmp` an `encrypt`, `decrypt`

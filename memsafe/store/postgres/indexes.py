@@ -95,6 +95,16 @@ class PostgresIndexes:
         """See `Store.primary_damage`: the server checks its own pages (data checksums, amcheck)."""
         return []
 
+    def requeue_missing_vectors(self) -> int:
+        """See `Store.requeue_missing_vectors`."""
+        if not self.vector_table_exists():
+            return 0
+        with self.write():
+            rows = self.conn.execute(
+                "UPDATE memories m SET embedded = 0 WHERE m.embedded = 1 AND NOT EXISTS "
+                "(SELECT 1 FROM memory_vectors v WHERE v.memory_id = m.id) RETURNING id").fetchall()
+        return len(rows)
+
     def repair_indexes(self) -> list[str]:
         """See `Store.repair_indexes`."""
         done: list[str] = []

@@ -274,6 +274,22 @@ class SQLiteIndexes:
             done.append(f"marked {count_of(len(unmarked), 'memory')} with a vector as embedded")
         return done
 
+    def requeue_missing_vectors(self) -> int:
+        """See `Store.requeue_missing_vectors`. The vectors' ids are read from vec0's rowid table
+        (one b-tree scan; a vec0 lookup per memory costs a scan of its chunks), or from the
+        virtual table when this sqlite-vec keeps them otherwise."""
+        if not (self.vector_available and self.vector_table_exists()):
+            return 0
+        with self.write():
+            try:
+                held = "SELECT rowid FROM vec_memories_rowids"
+                self.conn.execute(f"{held} LIMIT 1").fetchall()
+            except apsw.SQLError:
+                held = "SELECT memory_id FROM vec_memories"
+            rows = self.conn.execute(f"UPDATE memories SET embedded = 0 WHERE embedded = 1 AND id NOT IN ({held}) "
+                                     "RETURNING id").fetchall()
+        return len(rows)
+
     def repair_indexes(self) -> list[str]:
         """See `Store.repair_indexes`."""
         done: list[str] = []
