@@ -388,3 +388,22 @@ def test_memsafe_embed_recomputes_vectors_lost_from_the_table(filled, backend, d
     assert result.exit_code == 0, result.stdout + result.stderr
     assert store.index_damage() == [] and _digest(store) == before
     assert ids[FOUND] in [h.memory.id for h in api.recall(store, "combining branches", mode="vector").hits]
+
+
+@pytest.mark.backends("sqlite")
+def test_update_and_purge_over_a_damaged_word_index_go_through(filled, backend, db_path):
+    """An update rewrites the index entry of its text (FTS5 reads the damaged pages to delete the
+    old one): rolled back, the index rebuilt, and the update run again; a purge likewise; each
+    exits 0 and the index is sound after."""
+    opened, ids = filled
+    cli = Cli(db_path)
+    _raw(opened.store, backend, ["DELETE FROM memories_fts_data WHERE id > 10"])
+    result = cli("update", str(ids[2]), "--content", TEXTS[2] + ", and on Thursdays")
+    assert result.exit_code == 0, result.stdout + result.stderr
+    assert "Thursdays" in api.get(opened.store, ids[2]).content
+    _raw(opened.store, backend, ["DELETE FROM memories_fts_data WHERE id > 10"])
+    result = cli("purge", str(ids[3]), "--yes")
+    assert result.exit_code == 0, result.stdout + result.stderr
+    assert opened.store.index_damage() == []
+    assert [h.memory.id for h in api.recall(opened.store, "Thursdays release review", mode="lexical").hits][:1] \
+        == [ids[2]]

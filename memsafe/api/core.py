@@ -477,6 +477,22 @@ def forget(store: Store, memory_id: int, *, reason: str | None = None, scope: Sc
     return get(store, memory_id)
 
 
+def again_after_heal(handler):
+    """Run `handler` once more when its write met a damaged word index, was rolled back and the
+    index rebuilt from the memories (`IndexHealed`: nothing of the first run was written)."""
+    import functools
+
+    @functools.wraps(handler)
+    def run(*args, **kwargs):
+        try:
+            return handler(*args, **kwargs)
+        except IndexHealed:
+            return handler(*args, **kwargs)
+
+    return run
+
+
+@again_after_heal
 def purge(store: Store, memory_ids: Sequence[int], *, scope: Scope | None = None) -> PurgeReport:
     """Destroy memories: rows, tags, FTS entries, vectors, history, graph links. Irreversible.
 
