@@ -15,7 +15,7 @@ The model, in one place:
   "Good"; review = 1 for a never-confirmed memory).
 * The bank B counts elapsed half-lives of idleness since the last real access, a use
   (`last_accessed_at`: `get` or MCP `get_memory`, `confirm`, or an edit; being returned by
-  recall is not one, README "Recall"). Each run adds (now − last check) / H_eff to B, so time
+  recall is not one, docs/recall.md). Each run adds (now − last check) / H_eff to B, so time
   spent at one rate is never re-priced at another, and nothing but a use resets it: any other
   read (list, history, time travel, recall, the web page) forgives nothing. Strength  S = max(F, S0 · 2^(−B)): it halves
   after each half-life of idleness.

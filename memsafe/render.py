@@ -361,6 +361,60 @@ def entities_table(entities: list, title: str | None = None):
     return table
 
 
+def _cell(text) -> str:
+    """One table cell on one line of a pipe: whitespace runs (newlines, tabs) become one space,
+    control characters are escaped; nothing is cut."""
+    return printable(" ".join(str(text).split()))
+
+
+def tsv_lines(title: str, header: tuple[str, ...], rows) -> list[str]:
+    """A table for a pipe: its title, a tab-separated header, one tab-separated line per row with
+    every cell whole (`_cell`), so `cut -f` and `grep` see full content where a terminal table
+    would fold or cut it."""
+    return [title, "\t".join(header), *("\t".join(_cell(c) for c in row) for row in rows)]
+
+
+def memories_lines(memories: list, title: str) -> list[str]:
+    """`memsafe list` for a pipe: id, kind, status, level, age, the whole content."""
+    now = clock.now()
+    return tsv_lines(title, ("id", "kind", "status", "level", "age", "content"),
+                     ((m.id, m.kind, m.status, m.decay_level, clock.age(m.created_at, now), m.content)
+                      for m in memories))
+
+
+def history_lines(report) -> list[str]:
+    """`memsafe history` for a pipe: the columns of `history_table`, each version's whole text."""
+    authors = any(v.author for v in report.versions)
+    header = ("#", "from", "until", "ended by", "changed", *(("author",) if authors else ()), "content")
+    rows = ((v.number, v.valid_from[:19], (v.valid_to or "now")[:19],
+             v.cause + (f" (from #{v.origin_id})" if v.origin_id else ""), changed,
+             *((v.author or "-",) if authors else ()), v.content)
+            for v, changed in zip(report.versions, version_changes(report.versions)))
+    return tsv_lines(f"memory {report.memory_id}: {count_of(len(report.versions), 'version')}", header, rows)
+
+
+def entities_lines(entities: list, title: str | None = None) -> list[str]:
+    """`memsafe graph entities` for a pipe: the columns of `entities_table`."""
+    return tsv_lines(title or count_of(len(entities), "entity"), ("id", "name", "type", "memories", "aliases"),
+                     ((e.id, e.name, e.type, e.memories, ", ".join(e.aliases) or "-") for e in entities))
+
+
+def memory_lines(memory: Memory) -> list[str]:
+    """`memsafe get` for a pipe: one `key<TAB>value` line per field, then `content:` and the
+    content as stored, each of its lines indented two spaces (so no line of it can pass for a
+    field line)."""
+    lines = []
+    for key, value in memory.to_dict().items():
+        if key == "content":
+            continue
+        if key == "tags":
+            value = ", ".join(value) or "-"
+        lines.append(f"{key}\t{_cell('-' if value is None else value)}")
+    lines.append("content:")
+    lines += ["  " + printable(line) if line.strip() else "" for line in memory.content.splitlines()]
+    return lines
+
+
 def relations_lines(relations: list) -> list[str]:
     """One `source -relation-> target (weight)` line per RelationInfo."""
     return [

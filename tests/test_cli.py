@@ -585,3 +585,19 @@ def test_project_names_and_paths_are_bounded_on_every_path(tmp_path, cli):
     refused = cli("import", str(tmp_path / "bad.jsonl"))
     assert refused.exit_code == 1 and "at most 4,096" in refused.stderr and huge not in refused.stderr
     assert "huge project" not in cli("list", "--all-projects", "--json").stdout
+
+
+def test_help_groups_every_command_in_panels_daily_use_first():
+    """`memsafe --help` shows the commands in panels (daily use, curation, maintenance,
+    integration, development), each command in exactly one, none left in a catch-all panel."""
+    from typer.main import get_command
+
+    from memsafe.cli import full
+
+    names = set(get_command(full.app).commands)
+    placed = [name for group in full.PANELS.values() for name in group]
+    assert sorted(placed) == sorted(names), set(placed) ^ names
+    text = run_memsafe("--help", env={"COLUMNS": "100", "MEMSAFE_CLI_CACHE": "0"}).stdout
+    starts = [text.index(f"─ {panel} ") for panel in full.PANELS]
+    assert starts == sorted(starts) and "─ Commands " not in text
+    assert text.index("│ remember ") < starts[1] < text.index("│ history ") < starts[2] < text.index("│ decay ")

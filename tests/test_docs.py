@@ -4,6 +4,7 @@ now, and every command and option has help text."""
 from __future__ import annotations
 
 import importlib.util
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -94,3 +95,41 @@ def test_bash_completion_completes_option_choices(words, expected):
     assert done.stdout.split() == expected
     if "--mode" in words:  # the man page is made from the help (test_completions_and_man_pages_are_up_to_date)
         assert "\\-\\-mode\\fP <hybrid|lexical|vector>" in (ROOT / "man" / "memsafe-recall.1").read_text()
+
+
+def _named_commands(text: str) -> set[tuple[str, ...]]:
+    """Every `memsafe WORD [WORD] [--option]` a document names, in code or in backticks."""
+    named = set()
+    for run in re.findall(r"`([^`\n]+)`|^((?:\.venv/bin/)?memsafe [^\n#]+)", text, flags=re.M):
+        for line in (run[0] or run[1]).split("|"):
+            words = line.replace(".venv/bin/memsafe", "memsafe").split()
+            if words[:1] == ["memsafe"] or words[:2] == ["$(command", "-v"]:
+                named.add(tuple(words[1:]))
+    return named
+
+
+@pytest.mark.parametrize("doc", ["README.md", "docs/usage.md"])
+def test_every_command_and_option_a_document_names_exists(doc):
+    """A reader copying a command from the README or the usage page gets a command that exists,
+    with options it has (global options such as --db may come first)."""
+    root = get_command(app)
+    problems = []
+    for words in _named_commands((ROOT / doc).read_text()):
+        command, ctx_path = root, ["memsafe"]
+        options = {o for p in root.params for o in p.opts}
+        for word in words:
+            if word.startswith("-"):
+                name = word.split("=")[0]
+                if name not in options and name not in ("--help",):
+                    problems.append((" ".join(ctx_path), name))
+                continue
+            subs = getattr(command, "commands", None)
+            if not subs:
+                continue  # an argument (a query, an id, a path)
+            if word not in subs:  # a group takes a subcommand first
+                problems.append((" ".join(ctx_path), word))
+                break
+            command = subs[word]
+            ctx_path.append(word)
+            options = {o for p in command.params for o in p.opts} | {o for p in root.params for o in p.opts}
+    assert problems == [], problems

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from conftest import run_memsafe
 
+from memsafe import api
 from memsafe.plural import count_of
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -48,3 +49,28 @@ def test_man_pages_have_environment_files_and_exit_status():
         for section in (".SH ENVIRONMENT", ".SH FILES", '.SH "EXIT STATUS"'):
             assert section in text, (page.name, section)
     assert "MEMSAFE_DB" in (ROOT / "man" / "memsafe.1").read_text()
+
+
+LONG = ("We chose PostgreSQL for the billing ledger because it needs serialisable transactions;\n"
+        "DynamoDB was the alternative, and its\ttransactions cost more. ") * 4
+
+
+def test_list_get_history_and_entities_print_whole_content_when_piped(cli, store):
+    """Piped (a script, grep, an agent's shell), the commands that show stored text print every
+    value whole on its own line, where a terminal table folds and cuts it with "…"."""
+    memory = api.remember(store, LONG, embed_now=False, entities=["BillingLedger" * 8])
+    api.update(store, memory.id, content=LONG + " Revisited.")
+    store.close()
+    flat = " ".join(LONG.split())
+    listed = cli("list").stdout.splitlines()
+    assert listed[1].split("\t") == ["id", "kind", "status", "level", "age", "content"]
+    assert listed[2].split("\t")[5] == flat + " Revisited."
+    history = cli("history", str(memory.id)).stdout.splitlines()
+    assert [row.split("\t")[-1] for row in history[2:]] == [flat, flat + " Revisited."]
+    got = cli("get", str(memory.id)).stdout.split("content:\n", 1)
+    assert got[1] == "".join(f"  {line}\n" if line.strip() else "\n" for line in (LONG + " Revisited.").splitlines())
+    assert f"id\t{memory.id}\n" in got[0]
+    entities = cli("graph", "entities").stdout
+    assert "BillingLedger" * 8 in entities and "…" not in entities
+    for command in (("list",), ("history", str(memory.id)), ("get", str(memory.id))):
+        assert "…" not in cli(*command).stdout, command

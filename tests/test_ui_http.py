@@ -127,9 +127,9 @@ def test_a_memory_that_imitates_a_record_stays_inside_its_own_on_every_page(ui):
             assert "<" not in value and "\n" not in value or "&lt;" in value, (path, value)
 
 
-def test_the_memory_page_says_last_used_and_fetched_as_the_readme_defines_a_use(ui):
+def test_the_memory_page_says_last_used_and_fetched_as_the_docs_define_a_use(ui):
     client, state, store = ui
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    readme = (Path(__file__).resolve().parent.parent / "docs" / "recall.md").read_text()
     use = "A use is an\nexplicit request: `get` (CLI or the MCP `get_memory` tool), `confirm`, or an edit"
     assert use in readme
     page = client.get("/m/2").text

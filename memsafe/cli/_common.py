@@ -343,12 +343,24 @@ def _scope(opened: api.Opened, project: str | None, project_path: str | None, al
 _emit_json = _plain.emit_json
 
 
-def emit(obj, json_: bool, human) -> None:
+def emit(obj, json_: bool, human, piped=None) -> None:
     """A command's result on stdout: one JSON document of `obj` with --json, else `human`
-    (text or a rich renderable) through the safe console."""
+    (text or a rich renderable) through the safe console; `piped` (a function returning lines),
+    when stdout is not a terminal, instead (`print_table`)."""
     if json_:
         _emit_json(obj)
     else:
-        out().print(human)
+        print_table(lambda: human, piped)
+
+
+def print_table(table, lines=None) -> None:
+    """Print `table()` (a rich renderable) on a terminal, or `lines()` (plain text lines, every
+    value whole) when stdout is a pipe or a file and `lines` is given: a table folds and cuts
+    long content to the terminal's width, which a script or `grep` must not see."""
+    if lines is not None and not _plain.is_tty(sys.stdout):
+        sys.stdout.write("".join(line + "\n" for line in lines()))
+        sys.stdout.flush()
+    else:
+        out().print(table())
 
 

@@ -21,6 +21,34 @@ from memsafe.cli._common import app, close_matches, err, error
 
 __all__ = ["app", "main"]
 
+# `memsafe --help` groups the commands in these panels, in this order (Typer's help panels); a
+# command missing here fails tests/test_cli.py, so a new command is placed on purpose.
+PANELS = {
+    "Daily use": ("remember", "recall", "get", "list", "update", "forget", "restore", "status"),
+    "Curation": ("history", "confirm", "confidence", "consolidate", "purge", "graph", "ui"),
+    "Maintenance": ("decay", "embed", "doctor", "export", "import", "config", "encrypt", "decrypt", "rekey"),
+    "Integration": ("init", "serve", "hook"),
+    "Development": ("bench",),
+}
+
+
+def _place_in_panels() -> None:
+    """Give every top-level command and group its help panel and sort them by `PANELS`."""
+    order = [name for names in PANELS.values() for name in names]
+    panel_of = {name: panel for panel, names in PANELS.items() for name in names}
+
+    def name_of(info) -> str:
+        return info.name or (info.typer_instance.info.name if hasattr(info, "typer_instance") else "") \
+            or info.callback.__name__.replace("_", "-").strip("-")
+
+    for infos in (app.registered_commands, app.registered_groups):
+        for info in infos:
+            info.rich_help_panel = panel_of.get(name_of(info))
+        infos.sort(key=lambda info: order.index(name_of(info)) if name_of(info) in order else len(order))
+
+
+_place_in_panels()
+
 
 def _click_exception_types() -> tuple[type, type]:
     """(ClickException, Abort) from Typer's own Click, found without importing its private module."""

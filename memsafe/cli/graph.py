@@ -21,6 +21,7 @@ from memsafe.cli._common import (
     emit,
     err,
     out,
+    print_table,
 )
 
 graph_app = typer.Typer(
@@ -176,7 +177,8 @@ def entities(
         err.print("No entities.")
     else:
         shown = rows[: limit or LISTED]
-        out().print(render.entities_table(shown, title=_title(len(shown), len(rows))))
+        title = _title(len(shown), len(rows))
+        print_table(lambda: render.entities_table(shown, title=title), lambda: render.entities_lines(shown, title))
         _more(len(shown), len(rows), "entity", limit)
 
 
@@ -204,8 +206,8 @@ def list_(
     console = out()
     cap = limit or LISTED
     if listing.entities:
-        console.print(render.entities_table(listing.entities[:cap],
-                                            title=_title(min(cap, len(listing.entities)), len(listing.entities))))
+        shown, title = listing.entities[:cap], _title(min(cap, len(listing.entities)), len(listing.entities))
+        print_table(lambda: render.entities_table(shown, title=title), lambda: render.entities_lines(shown, title))
         _more(min(cap, len(listing.entities)), len(listing.entities), "entity", limit)
     console.print(render.count_of(len(listing.relations), "relation"), markup=False)
     for line in render.relations_lines(listing.relations[:cap]):

@@ -22,6 +22,7 @@ from memsafe.cli._common import (
     emit,
     err,
     out,
+    print_table,
     read_stdin,
 )
 from memsafe.models import Kind
@@ -109,7 +110,7 @@ def history(
     if json_:
         _emit_json(report)
         return
-    out().print(render.history_table(report))
+    print_table(lambda: render.history_table(report), lambda: render.history_lines(report))
 
 
 @app.command("list")
@@ -146,16 +147,21 @@ def list_(
     if not memories:
         err.print(f"No {status if status != 'all' else ''} memories.".replace("  ", " "))
         return
-    from rich.table import Table
+    title = f"{count_of(len(memories), 'memory')} ({status})"
 
-    table = Table(title=f"{count_of(len(memories), 'memory')} ({status})", title_justify="left")
-    for name in ("id", "kind", "status", "level", "age", "content"):
-        table.add_column(name, overflow="fold" if name == "content" else "ellipsis")
-    now = clock.now()
-    for m in memories:
-        table.add_row(str(m.id), m.kind, m.status, str(m.decay_level), clock.age(m.created_at, now),
-                      _preview(m.content, 90))
-    out().print(table)
+    def table():
+        from rich.table import Table
+
+        table = Table(title=title, title_justify="left")
+        for name in ("id", "kind", "status", "level", "age", "content"):
+            table.add_column(name, overflow="fold" if name == "content" else "ellipsis")
+        now = clock.now()
+        for m in memories:
+            table.add_row(str(m.id), m.kind, m.status, str(m.decay_level), clock.age(m.created_at, now),
+                          _preview(m.content, 90))
+        return table
+
+    print_table(table, lambda: render.memories_lines(memories, title))
 
 
 @app.command("decay")

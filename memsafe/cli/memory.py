@@ -149,7 +149,7 @@ def get(
     """
     with _session(ctx) as opened:
         memory = api.get(opened.store, memory_id, scope=_scope(opened, project, project_path, all_projects), use=True)
-    emit(memory, json_, render.memory_table(memory))
+    emit(memory, json_, render.memory_table(memory), lambda: render.memory_lines(memory))
 
 
 @app.command()

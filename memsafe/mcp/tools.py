@@ -272,6 +272,8 @@ class ServerState:
         self.shared = False
         self._idle: list[api.Opened] = []  # open SQLite connections between calls, see `store`
         self._idle_lock = threading.Lock()
+        self._solo = threading.RLock()  # see `_open_call`
+        self._on_full_disk = False
 
     @contextlib.contextmanager
     def store(self, *, fresh: bool = False) -> Iterator[api.Opened]:
@@ -295,9 +297,34 @@ class ServerState:
         Raises:
             StoreUnavailable, SchemaTooNew, InvalidInput: as `api.open_store`.
         """
+        with contextlib.ExitStack() as solo:
+            if self._on_full_disk:
+                solo.enter_context(self._solo)
+            with self._open_call(fresh, solo) as opened:
+                yield opened
+
+    @contextlib.contextmanager
+    def _open_call(self, fresh: bool, solo: contextlib.ExitStack) -> Iterator[api.Opened]:
+        """`store`'s body. A SQLite store opened on a full disk is read without shared memory, in
+        exclusive locking mode: two connections of this process would lock each other out (the
+        second open waits out the busy timeout), so from then on one call at a time has the store,
+        and an open waits for the call that holds it (`_solo`)."""
         opened = None if fresh else self._take_idle()
         if opened is None:
-            opened = api.open_store(self.db, origin=self.db_origin)
+            if not settings.is_db_url(self.db) and not self._on_full_disk:
+                self._solo.acquire()
+                try:
+                    opened = api.open_store(self.db, origin=self.db_origin)
+                except BaseException:
+                    self._solo.release()
+                    raise
+                if getattr(opened.store, "disk_was_full", False):
+                    self._on_full_disk = True
+                    solo.callback(self._solo.release)  # held until the call ends
+                else:
+                    self._solo.release()
+            else:
+                opened = api.open_store(self.db, origin=self.db_origin)
             # Closing the last connection would checkpoint the WAL into the file (about a third of a
             # remember's time); SQLite's auto-checkpoint at commit keeps the WAL short.
             opened.store.no_checkpoint_on_close()
@@ -393,7 +420,10 @@ class ServerState:
                 with self._notices_lock:
                     target = self._submitted
                 with self.store() as opened:
-                    done, near = api.embed_new(opened.store, limit=embed.BATCH_SIZE)
+                    # a store opened on a full disk takes no vector, and its reader may lock the
+                    # file: close it at once rather than hold it while the model runs
+                    done, near = (0, []) if getattr(opened.store, "disk_was_full", False) else \
+                        api.embed_new(opened.store, limit=embed.BATCH_SIZE)
                 with self._notices_lock:
                     if not self.shared:  # shared: the remember's own reply told its caller
                         self._notices += [f"memory #{memory_id} is nearly the same as #{other['id']} (similarity "

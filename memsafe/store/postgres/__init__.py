@@ -513,7 +513,6 @@ class PostgresStore(SQLMemories, PostgresIndexes, PostgresFullText, PostgresVect
         try:
             return super().fts_search(match, scope, limit, exact)
         except Exception as exc:
-            self._after_failed_read()
             raise self._read_failure(exc, "word") from None
 
     def fts_term_stats(self, terms, ids):
@@ -521,14 +520,7 @@ class PostgresStore(SQLMemories, PostgresIndexes, PostgresFullText, PostgresVect
         try:
             return super().fts_term_stats(terms, ids)
         except Exception as exc:
-            self._after_failed_read()
             raise self._read_failure(exc, "word") from None
-
-    def _after_failed_read(self) -> None:
-        """A read failed: roll back a read transaction it left aborted (none of memsafe's writes is
-        open around a recall's reads)."""
-        if self.conn.in_transaction:
-            self._roll_back()
 
 
 def _probe(url: str) -> None:
