@@ -407,3 +407,67 @@ def test_update_and_purge_over_a_damaged_word_index_go_through(filled, backend, 
     assert opened.store.index_damage() == []
     assert [h.memory.id for h in api.recall(opened.store, "Thursdays release review", mode="lexical").hits][:1] \
         == [ids[2]]
+
+
+@pytest.mark.backends("sqlite")
+@pytest.mark.parametrize("heal", ["doctor --repair", "remember"])
+def test_leaf_pages_of_the_word_index_overwritten_on_disk(tmp_path, embedder, backend, heal):
+    """40 notes; two leaf pages of the word index's data table (found with dbstat) overwritten
+    with noise in the file. Recall (hybrid and lexical) answers by meaning with the note, and
+    doctor names the word index (not the memories). `doctor --repair` rebuilds it, and so does the
+    first remember, which needs it (SQLite cannot even read those pages to drop them: the index
+    leaves the schema, and a VACUUM rewrites the file without them), leaving every memory as it
+    was and a file that passes `PRAGMA integrity_check`."""
+    import os
+
+    db = tmp_path / "pages.db"
+    opened = api.open_store(str(db))
+    store = opened.store
+    for i in range(40):
+        api.remember(store, f"note {i}: service {i} is deployed with the {['blue', 'green', 'red', 'amber'][i % 4]} "
+                            "switch after the review " * 6, embed_now=False)
+    target = api.remember(store, TEXTS[FOUND]).id
+    api.backfill(store, limit=None)
+    pages = [r[0] for r in store.conn.execute(
+        "SELECT pageno FROM dbstat WHERE name = 'memories_fts_data' AND pagetype = 'leaf' ORDER BY pageno")]
+    page_size = store.conn.execute("PRAGMA page_size").fetchone()[0]
+    store.checkpoint()
+    before = _digest(store)
+    store.close()
+    assert len(pages) >= 2
+    with open(db, "r+b") as f:
+        for page in pages[:2]:
+            f.seek((page - 1) * page_size)
+            f.write(os.urandom(page_size))
+
+    for mode in ("hybrid", "lexical"):
+        done = run_memsafe("--db", str(db), "recall", QUERY, "--mode", mode, "--json")
+        assert done.returncode == 0, done.stderr
+        found = json.loads(done.stdout)
+        assert target in [r["id"] for r in found["results"]], found
+        assert sum("the word index is damaged" in n for n in found["notes"]) == 1, found["notes"]
+    doctor = json.loads(run_memsafe("--db", str(db), "doctor", "--json", "--no-model").stdout)
+    checks = {c["name"]: c for c in doctor["checks"]}
+    assert checks["integrity"]["level"] == "ok" and checks["indexes"]["level"] == "error", checks
+
+    if heal == "doctor --repair":
+        done = run_memsafe("--db", str(db), "doctor", "--repair", "--json")
+        report = json.loads(done.stdout)
+        assert done.returncode == 0 and report["ok"], done.stdout + done.stderr
+        assert "rewrote the file without the unreadable pages (VACUUM)" in report["repair"]["done"]
+    added = run_memsafe("--db", str(db), "remember", NEW, "--global")
+    assert added.returncode == 0 and "Remembered memory" in added.stdout, added.stderr
+    opened = api.open_store(str(db))
+    try:
+        store = opened.store
+        assert store.index_damage() == [] and store.conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+        assert store.counts()["active"] == 42
+        new = store.conn.execute("SELECT max(id) FROM memories").fetchone()[0]
+        with store.write():
+            store.delete_memories([new])  # what remember added: the rest as it was
+        assert _digest(store) == before
+        for mode in ("lexical", "vector"):
+            result = api.recall(store, QUERY, mode=mode)
+            assert target in [h.memory.id for h in result.hits] and not result.notes, (mode, result.notes)
+    finally:
+        store.close()

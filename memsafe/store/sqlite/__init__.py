@@ -654,15 +654,23 @@ class SQLiteStore(SQLMemories, SQLiteFullText, SQLiteVectors, SQLiteIndexes, SQL
         return problems + self.index_damage()
 
     def primary_damage(self) -> list[str]:
-        """What `PRAGMA integrity_check` and `PRAGMA foreign_key_check` find outside the derived
-        indexes (the FTS5 and vec0 tables, whose damage `index_damage` names): [] when the
-        memories, their history and the graph are sound."""
+        """What `PRAGMA integrity_check` and `PRAGMA foreign_key_check` find in the tables that hold
+        the memories, their history and the graph ([] when sound), checked table by table
+        (`integrity_check(TABLE)`): the derived indexes (the FTS5 and vec0 tables and their shadow
+        tables) are left to `index_damage`, so damage there, even a page SQLite cannot read, is
+        never taken for damage to the memories."""
         problems: list[str] = []
-        derived = (*FTS_INDEXES, "vec_memories")
-        found = [line for line in (r[0] for r in self.conn.execute("PRAGMA integrity_check")) if line != "ok"
-                 and not ("fts5" in line or any(f'"{name}' in line or f" {name}" in line for name in derived))]
-        if found:
-            problems.append(f"integrity_check: {'; '.join(found)}")
+        derived = tuple(f"{name}_" for name in (*FTS_INDEXES, "vec_memories"))
+        tables = [name for name, sql in self.conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table'")
+                  if not name.startswith(derived) and not name.startswith("sqlite_")
+                  and not (sql or "").upper().startswith("CREATE VIRTUAL")]
+        for table in tables:
+            try:
+                found = [r[0] for r in self.conn.execute(f'PRAGMA integrity_check("{table}")') if r[0] != "ok"]
+            except apsw.Error as exc:
+                found = [str(exc)]
+            if found:
+                problems.append(f"integrity_check({table}): {'; '.join(found)[:200]}")
         fk = self.conn.execute("PRAGMA foreign_key_check").fetchall()
         if fk:
             problems.append(f"foreign_key_check: {len(fk)} dangling rows")
@@ -697,8 +705,7 @@ class SQLiteStore(SQLMemories, SQLiteFullText, SQLiteVectors, SQLiteIndexes, SQL
         damaged one from the memories in a transaction of its own, then raise IndexHealed (the
         write can run again). Nothing is rebuilt, and `exc` stands, when the rebuild fails."""
         try:
-            with self.write():
-                rebuilt = [self.rebuild_word_index(table) for table in self.word_index_damage()]
+            rebuilt = self.repair_indexes(vectors=False)
         except (apsw.Error, StoreUnavailable):
             return
         if rebuilt:

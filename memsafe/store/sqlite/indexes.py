@@ -11,7 +11,7 @@ fresh store has.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from functools import lru_cache
 
@@ -192,11 +192,27 @@ class SQLiteIndexes:
         """See `Store.index_damage`."""
         return [line for lines in self.word_index_damage(deep=deep).values() for line in lines] + self.vector_damage()
 
+    def _unlink_index(self, table: str, shadows: Sequence[str]) -> None:
+        """Remove an FTS5 index whose pages SQLite cannot read (so DROP TABLE, which walks them to
+        free them, fails) from the schema without reading them: its entries in sqlite_master are
+        deleted under `writable_schema` (https://sqlite.org/pragma.html#pragma_writable_schema)
+        and the schema reloaded. Its pages are left unused in the file until the VACUUM that
+        `repair_indexes` runs after its commit (`_vacuum_after`) rewrites the file without them."""
+        names = [table, *(f"{table}_{s}" for s in shadows)]
+        self.conn.execute("PRAGMA writable_schema = ON")
+        try:
+            self.conn.execute(f"DELETE FROM sqlite_master WHERE name IN ({', '.join('?' * len(names))})", names)
+        finally:
+            self.conn.execute("PRAGMA writable_schema = RESET")
+        self._vacuum_after = True
+
+    _vacuum_after = False
+
     def rebuild_word_index(self, table: str) -> str:
         """Rebuild one FTS5 index (`FTS_INDEXES`) from the memories, inside the caller's `write()`:
         FTS5's 'rebuild' command when its tables are all there, else the table dropped and made
-        anew from `canonical_schema`; missing sync triggers (and the trigram vocabulary) re-created;
-        secure-delete switched on. Returns what was done, one line. Raises apsw.Error when even a
+        anew from `canonical_schema`; missing sync triggers (and the trigram vocabulary)
+        re-created; secure-delete switched on. Returns what was done, one line. Raises apsw.Error when even a
         new table cannot be built (the memories themselves cannot be read)."""
         what, shadows, triggers = FTS_INDEXES[table]
         schema, names = canonical_schema(), self._names()
@@ -290,13 +306,32 @@ class SQLiteIndexes:
                                      "RETURNING id").fetchall()
         return len(rows)
 
-    def repair_indexes(self) -> list[str]:
-        """See `Store.repair_indexes`."""
+    def repair_indexes(self, *, vectors: bool = True) -> list[str]:
+        """See `Store.repair_indexes` (`vectors=False`: the word and trigram indexes only). An
+        index whose pages SQLite cannot read, even to drop it, is taken out of the schema
+        (`_unlink_index`) in a second transaction, and the file is then rewritten without those
+        pages (VACUUM), so it passes `PRAGMA integrity_check` again."""
         done: list[str] = []
-        with self.write():
-            for table in self.word_index_damage():
-                done.append(self.rebuild_word_index(table))
-            done += self.repair_vectors()
+        self._vacuum_after = False
+        damaged = self.word_index_damage()
+        try:
+            with self.write():
+                for table in damaged:
+                    done.append(self.rebuild_word_index(table))
+                if vectors:
+                    done += self.repair_vectors()
+        except apsw.CorruptError:  # pages of an index that cannot be read, even to drop it
+            done = []
+            with self.write():
+                for table in damaged:
+                    self._unlink_index(table, FTS_INDEXES[table][1])
+                    done.append(self.rebuild_word_index(table))
+                if vectors:
+                    done += self.repair_vectors()
+        if self._vacuum_after:  # the unreadable pages of an unlinked index: rewritten out of the file
+            self._vacuum_after = False
+            self.conn.execute("VACUUM")
+            done.append("rewrote the file without the unreadable pages (VACUUM)")
         return done
 
     def heal_word_index(self, exc: BaseException) -> bool:
