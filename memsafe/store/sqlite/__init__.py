@@ -16,6 +16,7 @@ from __future__ import annotations
 import glob
 import importlib.util
 import os
+import re
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -671,10 +672,31 @@ class SQLiteStore(SQLMemories, SQLiteFullText, SQLiteVectors, SQLiteIndexes, SQL
                 found = [str(exc)]
             if found:
                 problems.append(f"integrity_check({table}): {'; '.join(found)[:200]}")
+        problems += self._file_damage(derived)
         fk = self.conn.execute("PRAGMA foreign_key_check").fetchall()
         if fk:
             problems.append(f"foreign_key_check: {len(fk)} dangling rows")
         return problems
+
+    def _file_damage(self, derived: tuple[str, ...]) -> list[str]:
+        """What the whole-file `PRAGMA integrity_check` finds outside every table's own tree (pages
+        never used, the freelist) and in no derived index's tree ("Tree N": the tree whose root is
+        page N). [] when it cannot run: FTS5's own check inside it fails on a damaged index,
+        which `index_damage` reports."""
+        roots = dict(self.conn.execute("SELECT rootpage, name FROM sqlite_master WHERE rootpage > 0"))
+        try:
+            lines = [r[0] for r in self.conn.execute("PRAGMA integrity_check") if r[0] != "ok"]
+        except apsw.Error:
+            return []
+        kept = []
+        for line in lines:
+            tree = re.match(r"Tree (\d+) ", line)
+            name = roots.get(int(tree.group(1)), "") if tree else ""
+            if "fts5" in line or name.startswith(derived) or name in (*FTS_INDEXES, "vec_memories") \
+                    or any(f'"{t}' in line for t in (*FTS_INDEXES, "vec_memories")):
+                continue
+            kept.append(line)
+        return [f"integrity_check: {'; '.join(kept)[:300]}"] if kept else []
 
     def _healing(self, write, *args):
         """Run `write(*args)` (a statement that fires the word and trigram indexes' sync triggers)
