@@ -469,8 +469,7 @@ class SQLiteStore(SQLMemories, SQLiteFullText, SQLiteVectors, SQLiteIndexes, SQL
                 self.conn.execute("ROLLBACK")
             if out_of_space(self.path, exc):
                 raise DiskFull(disk_full_message(self.path)) from None
-            if self._heal_pending or (isinstance(exc, apsw.Error) and derived_failure(exc)
-                                      and self.word_index_damage(deep=False)):
+            if self._heal_pending:  # set by `_healing`: a write of memories met a damaged index
                 self._heal_pending = False
                 self._heal_after(exc)
             raise

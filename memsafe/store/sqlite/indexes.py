@@ -124,6 +124,7 @@ class SQLiteIndexes:
     def _fts_contents(self, table: str, what: str, rows: int, deep: bool) -> list[str]:
         """What is wrong inside an FTS5 index whose tables all exist."""
         found: list[str] = []
+        setting = indexed = None
         try:
             setting = self.conn.execute(f"SELECT v FROM {table}_config WHERE k = 'secure-delete'").fetchone()
             indexed = self.conn.execute(f"SELECT count(*) FROM {table}_docsize").fetchone()[0]
@@ -138,7 +139,9 @@ class SQLiteIndexes:
         except apsw.Error as exc:
             if not derived_failure(exc):
                 raise
-            return [f"the {what} does not match the memories (FTS5 integrity-check: {exc})"]
+            found.append(f"the {what} does not match the memories (FTS5 integrity-check: {exc})")
+            if setting is None or indexed is None:
+                return found
         if rows != indexed:
             found.append(f"{count_of(rows, 'memory')} but {count_of(indexed, 'entry')} in the {what}")
         if not setting or str(setting[0]) != "1":
