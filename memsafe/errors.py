@@ -74,3 +74,28 @@ class StoreUnavailable(MemsafeError):
 
 class SecretDetected(MemsafeError):
     """Content looks like a credential and was refused."""
+
+
+class IndexDamaged(StoreUnavailable):
+    """A derived index (the word, trigram or vector index) is damaged or missing while the memories
+    are intact. Recall answers from the other half meanwhile; `memsafe doctor --repair` rebuilds it.
+
+    Attributes:
+        index: 'word', 'trigram' or 'vector'.
+        detail: the engine's own words for the damage (one line).
+    """
+
+    def __init__(self, index: str, detail: str):
+        self.index, self.detail = index, detail
+        super().__init__(f"the {index} index is damaged ({detail}); `memsafe doctor --repair` rebuilds it "
+                         "from the memories")
+
+
+class IndexHealed(IndexDamaged):
+    """A write met a damaged word or trigram index, was rolled back (nothing of it was written),
+    and the index was rebuilt from the memories: the same write can run again."""
+
+    def __init__(self, done: str):
+        self.index, self.detail = "word", done
+        StoreUnavailable.__init__(self, f"the word index was damaged and memsafe {done}; nothing was written, "
+                                  "run the command again")

@@ -209,7 +209,7 @@ def test_consistency_check_covers_both_full_text_indexes(db_path, monkeypatch, i
         store.conn.execute(f"INSERT INTO {index}({index}, rowid, content) VALUES ('delete', ?, ?)",
                            (memory_id, "kept in both indexes" + (" " if index == "memories_tri" else "")))
     problems = store.consistency_problems()
-    assert any(("trigram" if index == "memories_tri" else "full-text") in p for p in problems), problems
+    assert any(("trigram" if index == "memories_tri" else "word") + " index" in p for p in problems), problems
     store.close()
 
 

@@ -16,7 +16,7 @@ from memsafe.errors import MemsafeError
 from memsafe.plural import count_of
 from memsafe.store.sqlite import DISK_FULL_BYTES, encryption, free_bytes
 
-__all__ = ["Check", "DoctorReport", "doctor", "WAL_WARN_BYTES"]
+__all__ = ["Check", "DoctorReport", "RepairReport", "doctor", "repair", "WAL_WARN_BYTES"]
 
 WAL_WARN_BYTES = 256 * 1024 * 1024  # a WAL this large means checkpoints are being starved
 # Free space below this on the store's disk is worth a warning: a WAL grows to a few MiB between
@@ -139,6 +139,74 @@ def _keyring_check() -> Check:
                     else f"does not keep a key there (it needs {encryption.KEY_FILE_ENV})"))
 
 
+def _store_checks(store, rescue: str) -> list[Check]:
+    """The 'integrity' check (the memories, history and graph: `Store.primary_damage`) and the
+    'indexes' check (the indexes derived from them: `Store.index_damage`), each a failure with
+    what to do: a rescue for the first, `doctor --repair` for the second. Never raises."""
+    checks: list[Check] = []
+    try:
+        primary = store.primary_damage()
+    except Exception as exc:  # a check never raises: a lock held too long, a lost connection
+        checks.append(Check("integrity", "warning", f"not checked: {type(exc).__name__}: {str(exc)[:100]}"))
+    else:
+        checks.append(Check("integrity", "ok", "memories, history and graph sound") if not primary
+                      else Check("integrity", "error", "; ".join(primary)[:300], rescue))
+    try:
+        damage = store.index_damage()
+    except Exception as exc:
+        checks.append(Check("indexes", "warning", f"not checked: {type(exc).__name__}: {str(exc)[:100]}"))
+    else:
+        checks.append(Check("indexes", "ok", "word, trigram and vector indexes match the memories") if not damage
+                      else Check("indexes", "error", "; ".join(damage)[:400], REPAIR_FIX))
+    return checks
+
+
+REPAIR_FIX = ("memsafe doctor --repair (rebuilds the indexes from the memories, which it does not change; "
+              "recall answers from the other half meanwhile)")
+
+
+@dataclass
+class RepairReport:
+    """What `repair` did: `done`, a line per index rebuilt or bookkeeping fixed; `reembedded`,
+    vectors recomputed; `remaining`, damage still found afterwards (`Store.index_damage`);
+    `pending`, memories still waiting for a vector (no model here, or `embed` left them)."""
+
+    done: list[str]
+    reembedded: int
+    remaining: list[str]
+    pending: int
+
+
+def repair(opened: Opened, *, embed_vectors: bool = True) -> RepairReport:
+    """Rebuild the store's damaged derived indexes from the memories (`Store.repair_indexes`: one
+    write transaction that writes no memory, version or id), then recompute the vectors left
+    pending (`backfill`, when the model loads and `embed_vectors`), and check again.
+
+    Raises:
+        Refused: the memories themselves are damaged (`Store.primary_damage`): rebuilding
+            indexes from them would spread the damage; the message says how to rescue them.
+        DiskFull, StoreUnavailable: the store cannot be written (a full disk, a store opened to
+            read only, another writer holding the lock); nothing was changed.
+    """
+    from memsafe.errors import Refused
+    from memsafe.recall.vectors import backfill
+
+    store = opened.store
+    primary = store.primary_damage()
+    if primary:
+        raise Refused(f"the memories themselves are damaged ({'; '.join(primary)[:200]}); --repair rebuilds only "
+                      "the indexes derived from them: restore a backup, or `memsafe export -o rescue.jsonl` and "
+                      "import it into a new store")
+    done = store.repair_indexes()
+    reembedded = 0
+    if embed_vectors and store.pending_count():
+        reembedded = backfill(store, limit=None)
+        if reembedded:
+            done.append(f"recomputed {count_of(reembedded, 'vector')}")
+    return RepairReport(done=done, reembedded=reembedded, remaining=store.index_damage(),
+                        pending=store.pending_count())
+
+
 def doctor(opened: Opened, *, repo: str | Path | None = None, load_model: bool = True) -> DoctorReport:
     """Check the installation, the store and the git hook of `repo` (default: cwd).
 
@@ -163,18 +231,7 @@ def doctor(opened: Opened, *, repo: str | Path | None = None, load_model: bool =
     rescue = ("restore a backup, or rescue the data: `memsafe export -o rescue.jsonl` then import it into "
               "a new store" + (f" ({opened.path}.bak-v* files are backups taken before migrations)"
                                 if isinstance(opened.path, Path) else ""))
-    try:  # the file, and the word, trigram and vector indexes against the rows (an index can be wrong
-        # while the file is sound: a memsafe from before a migration writing entries the new one cannot read)
-        problems = store.consistency_problems()
-    except Exception as exc:  # a check never raises: read-only file, a lock held too long, a lost connection
-        integrity = store.integrity_check()
-        checks.append(Check("integrity", "ok" if integrity == "ok" else "error",
-                            f"{integrity[:200]} (indexes not checked: {type(exc).__name__}: {str(exc)[:100]})",
-                            None if integrity == "ok" else rescue))
-    else:
-        checks.append(Check("integrity", "ok", "file and indexes consistent") if not problems
-                      else Check("integrity", "error", "; ".join(problems)[:300], rescue))
-
+    checks += _store_checks(store, rescue)
     if isinstance(opened.path, Path):
         try:
             mode = stat.S_IMODE(opened.path.stat().st_mode)

@@ -41,7 +41,7 @@ from memsafe.api.hygiene import (  # noqa: F401  re-exported: the handler module
     make_scope,
     refuse_secret,
 )
-from memsafe.errors import Duplicate, InvalidInput, NotFound, Refused, StoreUnavailable
+from memsafe.errors import Duplicate, IndexDamaged, IndexHealed, InvalidInput, NotFound, Refused, StoreUnavailable
 from memsafe.models import (
     Kind,
     Memory,
@@ -316,8 +316,27 @@ def remember(
         vector = embedder.embed_one(text) if embedder else None
     except embed.ModelUnavailable:
         vector = None  # stored now, embedded later by a process whose model works
-    near = _near_duplicate(store, embedder, vector, project_v)
+    try:
+        near = _near_duplicate(store, embedder, vector, project_v)
+    except IndexDamaged:  # the vectors cannot be read: stored now, embedded once they are rebuilt
+        near, vector = None, None
 
+    try:
+        memory_id = _store_memory(store, text, kind_v, project_v, source_v, importance_v, confidence_v, digest,
+                                  author_v, uid, tag_list, embedder, vector, entity_names)
+    except IndexHealed:  # rolled back, and the damaged word index rebuilt from the memories: once more
+        memory_id = _store_memory(store, text, kind_v, project_v, source_v, importance_v, confidence_v, digest,
+                                  author_v, uid, tag_list, embedder, vector, entity_names)
+    memory = store.get_memory(memory_id)
+    assert memory is not None  # written just above
+    memory.near_duplicate = near
+    return memory
+
+
+def _store_memory(store: Store, text, kind_v, project_v, source_v, importance_v, confidence_v, digest, author_v,
+                  uid, tag_list, embedder, vector, entity_names) -> int:
+    """`remember`'s one write transaction: the row, its vector, its entities and its event.
+    Returns the new memory's id. Raises Duplicate, IndexHealed, StoreUnavailable."""
     now = clock.now_iso()
     with store.write():
         existing = store.find_duplicate(digest, project_v)
@@ -345,10 +364,7 @@ def remember(
             store.put_vector(memory_id, vector_bytes(vector))
         graph_api.link_entities(store, memory_id, text, entity_names, now)
         store.add_event(now, "remember", memory_id, f"source={source_v}")
-    memory = store.get_memory(memory_id)
-    assert memory is not None  # written just above
-    memory.near_duplicate = near
-    return memory
+    return memory_id
 
 
 def _near_duplicates(store: Store, embedder, vectors: list, projects: list[str | None],
@@ -462,6 +478,22 @@ def forget(store: Store, memory_id: int, *, reason: str | None = None, scope: Sc
     return get(store, memory_id)
 
 
+def again_after_heal(handler):
+    """Run `handler` once more when its write met a damaged word index, was rolled back and the
+    index rebuilt from the memories (`IndexHealed`: nothing of the first run was written)."""
+    import functools
+
+    @functools.wraps(handler)
+    def run(*args, **kwargs):
+        try:
+            return handler(*args, **kwargs)
+        except IndexHealed:
+            return handler(*args, **kwargs)
+
+    return run
+
+
+@again_after_heal
 def purge(store: Store, memory_ids: Sequence[int], *, scope: Scope | None = None) -> PurgeReport:
     """Destroy memories: rows, tags, FTS entries, vectors, history, graph links. Irreversible.
 

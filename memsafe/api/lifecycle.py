@@ -22,6 +22,7 @@ from memsafe.api.core import (
     _enum_value,
     _screen_secrets,
     _unit_interval,
+    again_after_heal,
     clean_author,
     clean_project,
     clean_tags,
@@ -184,6 +185,7 @@ def _snapshot(store: Store, memory_id: int) -> tuple[dict, list[str]]:
     return row, store.tags_of([memory_id]).get(memory_id, [])
 
 
+@again_after_heal
 def update(
     store: Store,
     memory_id: int,

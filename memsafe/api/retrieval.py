@@ -14,7 +14,7 @@ from datetime import datetime
 from memsafe import clock
 from memsafe.api.config import _config_snapshot
 from memsafe.api.hygiene import MAX_QUERY_CHARS, _shown, _whole, clean_text, make_scope
-from memsafe.errors import InvalidInput
+from memsafe.errors import IndexDamaged, InvalidInput
 from memsafe.models import Hit, RecallResult, Scope, Status, in_scope
 from memsafe.plural import count_of
 from memsafe.recall import candidates, packing, scoring, terms
@@ -196,8 +196,11 @@ def _found_elsewhere(store: Store, text: str, scope: Scope) -> list[str]:
     match, exact = terms.fts_query(text), terms.exact_terms(text)
     if match is None and not exact:
         return []
-    hits = store.fts_search(match, dataclasses.replace(scope, projects=None, include_global=True), ELSEWHERE_CAP,
-                            exact)
+    try:
+        hits = store.fts_search(match, dataclasses.replace(scope, projects=None, include_global=True), ELSEWHERE_CAP,
+                                exact)
+    except IndexDamaged:  # said already by the recall's own note
+        return []
     found = store.get_memories([i for i, _ in hits], tags=False)
     projects = Counter(m.project for m in found.values() if not in_scope(m.project, scope))
     if not projects:

@@ -41,7 +41,7 @@ from memsafe.api.core import (
     make_scope,
     refuse_secret,
 )
-from memsafe.errors import InvalidInput, MemsafeError, Refused
+from memsafe.errors import InvalidInput, MemsafeError, Refused, StoreUnavailable
 from memsafe.models import Source, Status
 from memsafe.plural import count_of
 from memsafe.store import Store
@@ -860,12 +860,19 @@ def _apply_observation(store: Store, entity_id: int, key: str, content: str, pro
 
 def embed_pending(store: Store, *, progress: Progress | None = None) -> EmbedReport:
     """Fill every pending vector (memories stored with deferred embedding), 256 at a time
-    (`backfill`), each batch in its own short write. `progress` gets (vectors written, pending at start).
+    (`backfill`), each batch in its own short write; memories marked embedded whose vector is gone
+    are pending again first (`Store.requeue_missing_vectors`). `progress` gets (vectors written,
+    pending at start).
 
     Returns the count written and what is still pending; `error` says why when vectors cannot be
     computed here (no model or no sqlite-vec), in which case nothing is written."""
     from memsafe import embed
 
+    if store.vector_available:
+        try:  # vectors lost from the table (never found by meaning): computed again with the rest
+            store.requeue_missing_vectors()
+        except StoreUnavailable:  # locked, or a full disk: the pending ones only
+            pass
     total = store.pending_count()
     if not store.vector_available:
         return EmbedReport(0, total, f"vector search unavailable: {store.vector_error}")

@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from memsafe import clock
+from memsafe.errors import IndexDamaged
 from memsafe.models import Kind, Memory, Scope, Status, admits
 from memsafe.recall import related, terms, vectors
 from memsafe.store import Store
@@ -159,12 +160,25 @@ def gather(store: Store, q: terms.Query, scope: Scope, depth: int, mode: str, cf
     # features of the lexical and graph candidates included: a new query's embedding (~8 ms on 2
     # cores) outlasts the BM25 search at 10,000 memories, and what follows the wait is the latency
     # that remains (6.6 ms after the wait, of 16.4 at the median).
-    query_vector = (vectors.embed_query_async(store, vectors.query_text(store, q.text), scope, depth)
-                    if mode in ("hybrid", "vector") else None)
-    lexical = _lexical(store, q.lexical_text, scope, depth) if mode in ("hybrid", "lexical") else []
-    coverage, idf_sum = _coverage(store, q.lexical_text, lexical) if lexical else ({}, 0.0)
+    damage: list[IndexDamaged] = []  # a damaged word or trigram index: the vector half answers alone
+
+    def words(call, fallback):
+        try:
+            return call()
+        except IndexDamaged as exc:
+            damage.append(exc)
+            return fallback
+
+    query_vector = (vectors.embed_query_async(store, words(lambda: vectors.query_text(store, q.text), q.text),
+                                              scope, depth) if mode in ("hybrid", "vector") else None)
+    lexical = words(lambda: _lexical(store, q.lexical_text, scope, depth), []) if mode in ("hybrid", "lexical") else []
+    if damage and mode == "lexical":  # the other half answers
+        mode = "vector"
+        query_vector = vectors.embed_query_async(store, q.text, scope, depth)
+    coverage, idf_sum = words(lambda: _coverage(store, q.lexical_text, lexical), ({}, 0.0)) if lexical else ({}, 0.0)
     # no BM25 in vector mode, but the memories holding an exact term still come first
-    exact = store.fts_search(None, scope, depth, terms.exact_terms(q.lexical_text)) if mode == "vector" else lexical
+    exact = (words(lambda: store.fts_search(None, scope, depth, terms.exact_terms(q.lexical_text)), [])
+             if mode == "vector" and not damage else lexical)
     held = getattr(exact, "held", {}) if mode == "vector" else {}
     notes += _unheld_notes(q.text, getattr(exact, "exact", {}))
     hops = related.one_hop(store, related.query_entities(store, q.text), scope)[0] if cfg["weight_hop"] > 0 else {}
@@ -175,10 +189,16 @@ def gather(store: Store, q: terms.Query, scope: Scope, depth: int, mode: str, cf
     _memory_features([c for i, c in by_id.items() if i in rows.memories], rows.memories, rows.degrees)
     vector, used_mode = (([], mode) if query_vector is None
                          else vectors.search(store, query_vector, mode, scope, depth, notes))
-    if mode == "vector" and used_mode == "lexical":  # vectors unavailable: fall back to BM25
-        lexical, held = _lexical(store, q.lexical_text, scope, depth), {}
-        coverage, idf_sum = _coverage(store, q.lexical_text, lexical) if lexical else ({}, 0.0)
+    if mode == "vector" and used_mode == "lexical" and not damage:  # vectors unavailable: fall back to BM25
+        lexical, held = words(lambda: _lexical(store, q.lexical_text, scope, depth), []), {}
+        coverage, idf_sum = (words(lambda: _coverage(store, q.lexical_text, lexical), ({}, 0.0)) if lexical
+                             else ({}, 0.0))
         by_id = _lexical_candidates(held, lexical, coverage, idf_sum, hops, dated)
+    if damage:
+        half = "by meaning" if used_mode != "lexical" else "without it (vectors are unavailable too)"
+        notes.append(f"the {damage[0].index} index is damaged ({damage[0].detail}); recall answers {half} "
+                     "meanwhile; `memsafe doctor --repair` rebuilds it from the memories")
+        used_mode = "vector" if used_mode == "hybrid" else used_mode
     for rank, (i, sim) in enumerate(vector, start=1):
         c = by_id.setdefault(i, Candidate(i))
         c.similarity, c.vector_rank = sim, rank

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 from memsafe import embed, tokens
 from memsafe.embed import embed_within
-from memsafe.errors import StoreUnavailable
+from memsafe.errors import IndexDamaged, StoreUnavailable
 from memsafe.models import Scope, admits
 from memsafe.plural import count_of
 from memsafe.recall import terms
@@ -162,6 +162,10 @@ def search(store: Store, query_vector: Future, mode: str, scope: Scope, depth: i
     except embed.ModelUnavailable as exc:
         notes.append(f"vector search failed ({exc}); lexical results only")
         mode = "lexical"
+    except IndexDamaged as exc:
+        notes.append(f"the vector index is damaged ({exc.detail}); recall answers by keywords meanwhile; "
+                     "`memsafe doctor --repair` rebuilds it from the memories")
+        return [], "lexical"
     pending = store.pending_count() if fill else 0  # what the fill left
     if pending:
         notes.append(f"{count_of(pending, 'memory')} still waiting for embedding, found by keywords only (a recall "

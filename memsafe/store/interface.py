@@ -673,6 +673,38 @@ class Store(Memories, FullText, Vectors, Graph, History, Config, Browse):
         exists)."""
 
     @abstractmethod
+    def primary_damage(self) -> list[str]:
+        """The part of `consistency_problems` about the stored data itself (memories, history,
+        graph), one line each; [] when it is sound. Damage here is not repaired by memsafe."""
+
+    @abstractmethod
+    def index_damage(self) -> list[str]:
+        """The part of `consistency_problems` about the indexes derived from the memories (the
+        word and trigram indexes, the vectors and their bookkeeping), one line each; [] when they
+        are sound. Each of these `repair_indexes` can rebuild from the memories."""
+
+    @abstractmethod
+    def repair_indexes(self) -> list[str]:
+        """Rebuild every damaged derived index (`index_damage`) from the memories in one write
+        transaction, writing nothing else: the memories, their history and ids are unchanged.
+        Vectors found missing or unusable are marked pending (a backfill recomputes them).
+        Returns what was done, one line each ([] when nothing was damaged).
+
+        Raises:
+            StoreUnavailable: the store cannot be written (locked, a full disk: DiskFull).
+        """
+
+    @abstractmethod
+    def requeue_missing_vectors(self) -> int:
+        """Mark pending each memory marked embedded whose vector is gone (deleted by another tool,
+        a damaged table), so the next backfill recomputes it; one write. Returns how many. Safe
+        at any time: it writes only the `embedded` flag, which says whether a vector exists.
+
+        Raises:
+            StoreUnavailable: the store cannot be written.
+        """
+
+    @abstractmethod
     def backup_files(self) -> list[Path]:
         """The copies of this database memsafe itself wrote (SQLite: migration backups
         `<db>.bak-v<N>`, `<db>.bak-v<N>.<n>`, and the `<db>.convert-tmp` an `encrypt`, `decrypt`

@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from memsafe.errors import InvalidInput, Refused, SchemaTooNew, StoreUnavailable
-from memsafe.plural import count_of
 from memsafe.store.common.browse import SQLBrowse
 from memsafe.store.common.config import SQLConfig
 from memsafe.store.common.graph import SQLGraph
@@ -33,7 +32,8 @@ from memsafe.store.common.history import SQLHistory
 from memsafe.store.common.memories import SQLMemories
 from memsafe.store.interface import Store
 from memsafe.store.postgres import migrations
-from memsafe.store.postgres.fulltext import PostgresFullText, stale_rows, text_batches
+from memsafe.store.postgres.fulltext import PostgresFullText
+from memsafe.store.postgres.indexes import PostgresIndexes
 from memsafe.store.postgres.vectors import PostgresVectors
 
 if TYPE_CHECKING:  # psycopg is the optional `postgres` extra, imported when a store opens
@@ -257,8 +257,8 @@ def _pg_sql(sql: str) -> str:
     return sql.replace("%", "%%").replace("?", "%s")
 
 
-class PostgresStore(SQLMemories, PostgresFullText, PostgresVectors, SQLGraph, SQLHistory, SQLConfig, SQLBrowse,
-                    Store):
+class PostgresStore(SQLMemories, PostgresIndexes, PostgresFullText, PostgresVectors, SQLGraph, SQLHistory, SQLConfig,
+                    SQLBrowse, Store):
     """An open memsafe PostgreSQL database.
 
     Args:
@@ -510,28 +510,21 @@ class PostgresStore(SQLMemories, PostgresFullText, PostgresVectors, SQLGraph, SQ
             "AND NOT attisdropped ORDER BY attnum", (table,))]
 
     def consistency_problems(self) -> list[str]:
-        problems: list[str] = []
-        rows = self.conn.execute("SELECT count(*) FROM memories").fetchone()[0]
-        indexed = self.conn.execute("SELECT count(*) FROM memory_fts").fetchone()[0]
-        if rows != indexed:
-            problems.append(f"{count_of(rows, 'memory')} but {count_of(indexed, 'full-text entry')}")
-        stale = sum(stale_rows(self.conn, batch) for batch in text_batches(self.conn))
-        if stale:
-            problems.append(f"{count_of(stale, 'stale full-text row')} (text changed, index not)")
-        if self.vector_table_exists():
-            missing = self.conn.execute(
-                "SELECT count(*) FROM memories m WHERE m.embedded = 1 AND NOT EXISTS "
-                "(SELECT 1 FROM memory_vectors v WHERE v.memory_id = m.id)").fetchone()[0]
-            if missing:
-                problems.append(f"{count_of(missing, 'memory')} marked embedded without a vector")
-            unmarked = self.conn.execute(
-                "SELECT count(*) FROM memory_vectors v JOIN memories m ON m.id = v.memory_id WHERE m.embedded = 0"
-            ).fetchone()[0]
-            if unmarked:
-                problems.append(f"{count_of(unmarked, 'vector')} for memories marked not embedded")
-        elif self.conn.execute("SELECT count(*) FROM memories WHERE embedded = 1").fetchone()[0]:
-            problems.append("memories marked embedded but there is no vector table")
-        return problems
+        return self.primary_damage() + self.index_damage()
+
+    def fts_search(self, match, scope, limit, exact=()):
+        """See `Store.fts_search`. Raises IndexDamaged when the word index's table is missing."""
+        try:
+            return super().fts_search(match, scope, limit, exact)
+        except Exception as exc:
+            raise self._read_failure(exc, "word") from None
+
+    def fts_term_stats(self, terms, ids):
+        """See `Store.fts_term_stats`. Raises IndexDamaged when the word index's table is missing."""
+        try:
+            return super().fts_term_stats(terms, ids)
+        except Exception as exc:
+            raise self._read_failure(exc, "word") from None
 
 
 def _probe(url: str) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import glob
 import importlib.util
 import os
+import re
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -24,8 +25,7 @@ from typing import TYPE_CHECKING
 
 import apsw
 
-from memsafe.errors import SchemaTooNew, StoreUnavailable
-from memsafe.plural import count_of
+from memsafe.errors import IndexHealed, SchemaTooNew, StoreUnavailable
 from memsafe.store.common import tokenizer
 from memsafe.store.common.browse import SQLBrowse
 from memsafe.store.common.config import SQLConfig
@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from memsafe.models import Memory
 from memsafe.store.sqlite import migrations
 from memsafe.store.sqlite.fulltext import SQLiteFullText
+from memsafe.store.sqlite.indexes import FTS_INDEXES, SQLiteIndexes, derived_failure
 from memsafe.store.sqlite.vectors import SQLiteVectors
 
 BUSY_TIMEOUT_MS = 30_000
@@ -115,7 +116,8 @@ def _vec_disabled_reason() -> str | None:
     return None
 
 
-class SQLiteStore(SQLMemories, SQLiteFullText, SQLiteVectors, SQLGraph, SQLHistory, SQLConfig, SQLBrowse, Store):
+class SQLiteStore(SQLMemories, SQLiteFullText, SQLiteVectors, SQLiteIndexes, SQLGraph, SQLHistory, SQLConfig, SQLBrowse,
+                  Store):
     """An open memsafe SQLite database.
 
     Args:
@@ -459,6 +461,7 @@ class SQLiteStore(SQLMemories, SQLiteFullText, SQLiteVectors, SQLGraph, SQLHisto
                     raise
         finally:
             self.conn.setbusytimeout(BUSY_TIMEOUT_MS)
+        self._heal_pending = False
         try:
             yield
             self.conn.execute("COMMIT")  # a full disk may fail it: rolled back below like the body
@@ -467,6 +470,9 @@ class SQLiteStore(SQLMemories, SQLiteFullText, SQLiteVectors, SQLGraph, SQLHisto
                 self.conn.execute("ROLLBACK")
             if out_of_space(self.path, exc):
                 raise DiskFull(disk_full_message(self.path)) from None
+            if self._heal_pending:  # set by `_healing`: a write of memories met a damaged index
+                self._heal_pending = False
+                self._heal_after(exc)
             raise
 
     def schema_version(self) -> int:
@@ -639,48 +645,135 @@ class SQLiteStore(SQLMemories, SQLiteFullText, SQLiteVectors, SQLGraph, SQLHisto
     def consistency_problems(self) -> list[str]:
         """Everything that would make the file untrustworthy; [] when it is sound.
 
-        Checks: `PRAGMA integrity_check`, `PRAGMA foreign_key_check`, both FTS5 indexes (words and
-        trigrams) against their content (FTS5 'integrity-check' with rank=1, plus one index row
-        per memory), and the vectors against the rows (no vector for a missing row,
-        `embedded = 1` iff a vector exists).
-        Runs the FTS5 check as a command, so it takes the write lock briefly.
+        Checks: `PRAGMA integrity_check` and `PRAGMA foreign_key_check` (the memories, history and
+        graph), then the derived indexes against the memories (`index_damage`: both FTS5 indexes
+        with their sync triggers, the vectors). What integrity_check finds inside an FTS5 index is
+        reported once, as that index's damage. Runs the FTS5 check as a command, so it takes the
+        write lock briefly.
         """
+        problems = self.primary_damage()
+        return problems + self.index_damage()
+
+    def primary_damage(self) -> list[str]:
+        """What `PRAGMA integrity_check` and `PRAGMA foreign_key_check` find in the tables that hold
+        the memories, their history and the graph ([] when sound), checked table by table
+        (`integrity_check(TABLE)`): the derived indexes (the FTS5 and vec0 tables and their shadow
+        tables) are left to `index_damage`, so damage there, even a page SQLite cannot read, is
+        never taken for damage to the memories."""
         problems: list[str] = []
-        integrity = self.integrity_check()
-        if integrity != "ok":
-            problems.append(f"integrity_check: {integrity}")
+        derived = tuple(f"{name}_" for name in (*FTS_INDEXES, "vec_memories"))
+        tables = [name for name, sql in self.conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table'")
+                  if not name.startswith(derived) and not name.startswith("sqlite_")
+                  and not (sql or "").upper().startswith("CREATE VIRTUAL")]
+        for table in tables:
+            try:
+                found = [r[0] for r in self.conn.execute(f'PRAGMA integrity_check("{table}")') if r[0] != "ok"]
+            except apsw.Error as exc:
+                found = [str(exc)]
+            if found:
+                problems.append(f"integrity_check({table}): {'; '.join(found)[:200]}")
+        problems += self._file_damage(derived)
         fk = self.conn.execute("PRAGMA foreign_key_check").fetchall()
         if fk:
             problems.append(f"foreign_key_check: {len(fk)} dangling rows")
-        rows = scalar(self.conn.execute("SELECT count(*) FROM memories"))
-        for table, what in (("memories_fts", "full-text"), ("memories_tri", "trigram")):
-            try:
-                with self.write():
-                    self.conn.execute(f"INSERT INTO {table}({table}, rank) VALUES ('integrity-check', 1)")
-            except apsw.Error as exc:
-                problems.append(f"{what} index integrity-check: {exc}")
-            indexed = scalar(self.conn.execute(f"SELECT count(*) FROM {table}_docsize"))
-            if rows != indexed:
-                problems.append(f"{count_of(rows, 'memory')} but {count_of(indexed, what + ' entry')}")
-        if self.vector_table_exists() and self.vector_available:
-            checks = (  # (SQL counting rows in the wrong state, noun, what is wrong with them)
-                ("SELECT count(*) FROM vec_memories v "
-                 "WHERE NOT EXISTS (SELECT 1 FROM memories m WHERE m.id = v.memory_id)",
-                 "vector", "for missing memories"),
-                ("SELECT count(*) FROM memories m WHERE m.embedded = 1 AND NOT EXISTS "
-                 "(SELECT 1 FROM vec_memories v WHERE v.memory_id = m.id)",
-                 "memory", "marked embedded without a vector"),
-                ("SELECT count(*) FROM vec_memories v JOIN memories m ON m.id = v.memory_id WHERE m.embedded = 0",
-                 "vector", "for memories marked not embedded"),
-            )
-            for sql, noun, wrong in checks:
-                count = scalar(self.conn.execute(sql))
-                if count:
-                    problems.append(f"{count_of(count, noun)} {wrong}")
-        elif scalar(self.conn.execute("SELECT count(*) FROM memories WHERE embedded = 1")):
-            if not self.vector_table_exists():
-                problems.append("memories marked embedded but there is no vector table")
         return problems
+
+    def _file_damage(self, derived: tuple[str, ...]) -> list[str]:
+        """What the whole-file `PRAGMA integrity_check` finds outside every table's own tree (pages
+        never used, the freelist) and in no derived index's tree ("Tree N": the tree whose root is
+        page N). [] when it cannot run: FTS5's own check inside it fails on a damaged index,
+        which `index_damage` reports."""
+        roots = dict(self.conn.execute("SELECT rootpage, name FROM sqlite_master WHERE rootpage > 0"))
+        try:
+            lines = [r[0] for r in self.conn.execute("PRAGMA integrity_check") if r[0] != "ok"]
+        except apsw.Error:
+            return []
+        kept = []
+        for line in lines:
+            tree = re.match(r"Tree (\d+) ", line)
+            name = roots.get(int(tree.group(1)), "") if tree else ""
+            if "fts5" in line or name.startswith(derived) or name in (*FTS_INDEXES, "vec_memories") \
+                    or any(f'"{t}' in line for t in (*FTS_INDEXES, "vec_memories")):
+                continue
+            kept.append(line)
+        return [f"integrity_check: {'; '.join(kept)[:300]}"] if kept else []
+
+    def _healing(self, write, *args):
+        """Run `write(*args)` (a statement that fires the word and trigram indexes' sync triggers)
+        inside the caller's `write()`, in a savepoint; when it fails because one of those indexes
+        is damaged or missing, rebuild that index from the memories (`heal_word_index`) and run it
+        once more. Anything else propagates unchanged."""
+        try:
+            with self._savepoint("memsafe_write"):
+                return write(*args)
+        except apsw.Error as exc:
+            if not derived_failure(exc):
+                raise
+            if self.conn.in_transaction:
+                try:
+                    healed = self.heal_word_index(exc)
+                except apsw.Error:
+                    healed = False
+                if healed:
+                    with self._savepoint("memsafe_write"):
+                        return write(*args)
+            self._heal_pending = True  # FTS5 gave up on this transaction: `write` heals after rolling back
+            raise
+
+    _heal_pending = False
+
+    def _heal_after(self, exc: BaseException) -> None:
+        """After a write rolled back on `exc`, a damaged word or trigram index: rebuild each
+        damaged one from the memories in a transaction of its own, then raise IndexHealed (the
+        write can run again). Nothing is rebuilt, and `exc` stands, when the rebuild fails."""
+        try:
+            rebuilt = self.repair_indexes(vectors=False)
+        except (apsw.Error, StoreUnavailable):
+            return
+        if rebuilt:
+            raise IndexHealed("; ".join(rebuilt)) from None
+
+    def insert_memory(self, row: dict, tags: Sequence[str]) -> int:
+        return self._healing(super().insert_memory, row, tags)
+
+    def insert_memories(self, items: Sequence[tuple[dict, Sequence[str]]]) -> list[int]:
+        return self._healing(super().insert_memories, items)
+
+    def update_memory(self, memory_id: int, changes: dict) -> None:
+        return self._healing(super().update_memory, memory_id, changes)
+
+    def delete_memories(self, ids: Sequence[int]) -> int:
+        return self._healing(super().delete_memories, ids)
+
+    def fts_search(self, match, scope, limit, exact=()):
+        """See `Store.fts_search`. Raises IndexDamaged when the word or trigram index cannot be read."""
+        try:
+            return super().fts_search(match, scope, limit, exact)
+        except apsw.Error as exc:
+            raise self._read_failure(exc) from None
+
+    def fts_term_stats(self, terms, ids):
+        """See `Store.fts_term_stats`. Raises IndexDamaged when the word index cannot be read."""
+        try:
+            return super().fts_term_stats(terms, ids)
+        except apsw.Error as exc:
+            raise self._read_failure(exc) from None
+
+    def vector_search(self, query_bytes: bytes, scope, k: int) -> list[tuple[int, float]]:
+        """See `Store.vector_search`. Raises IndexDamaged when the vectors cannot be read."""
+        try:
+            return super().vector_search(query_bytes, scope, k)
+        except apsw.Error as exc:
+            raise self._read_failure(exc, "vector") from None
+
+    def _read_failure(self, exc: apsw.Error, index: str | None = None) -> BaseException:
+        """`exc` from reading a derived index: IndexDamaged naming the index when it says the
+        index is damaged (`derived_failure`), else `exc` itself."""
+        if not derived_failure(exc):
+            return exc
+        if index is None:
+            index = "trigram" if "memories_tri" in str(exc) else "word"
+        return self.index_damaged(index, exc)
 
 
 def file_sizes(path: Path) -> tuple[int, int]:

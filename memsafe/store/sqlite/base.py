@@ -28,5 +28,13 @@ class SQLiteBase(SQLStoreBase):
         """Whether the main file fits this connection's page cache (`SQLiteStore._fits_page_cache`)."""
 
     @abstractmethod
+    def _vector_dim(self) -> int | None:
+        """The dimension the vec0 table was declared with (`SQLiteIndexes._vector_dim`)."""
+
+    @abstractmethod
+    def _log_vector(self, memory_id: int) -> None:
+        """Record a vector change for in-memory copies (`SQLiteVectors._log_vector`)."""
+
+    @abstractmethod
     def _in_scope(self, ids: Sequence[int], where: str, params: list, embedded: bool = False) -> set[int]:
         """Those of `ids` whose rows meet `where` (`SQLiteFullText._in_scope`)."""

@@ -42,7 +42,7 @@ class SQLiteVectors(SQLiteBase):
         """Create the vec0 table for this model, or rebuild it (all vectors pending) if the stored
         vectors came from another model. Call inside `write()`."""
         stored = self.config_get("_embedding_model")
-        if stored == model_id and self.vector_table_exists():
+        if stored == model_id and self.vector_table_exists() and self._vector_dim() in (None, int(dim)):
             return
         if self.vector_table_exists():
             self.conn.execute("DROP TABLE vec_memories")
@@ -54,6 +54,15 @@ class SQLiteVectors(SQLiteBase):
         self._log_vector(0)
         self.config_set("_embedding_model", model_id)
         self.config_set("_embedding_dim", str(int(dim)))
+
+    def vectors_ready(self, model_id: str) -> bool:
+        """See `Store.vectors_ready`; also False when the vector table was made for vectors of
+        another size than its model's (another tool's, a damaged schema): the next backfill
+        makes it anew and recomputes every vector."""
+        if not super().vectors_ready(model_id):
+            return False
+        dim = self.config_get("_embedding_dim")
+        return not dim or self._vector_dim() in (None, int(dim))
 
     def put_vector(self, memory_id: int, vector_bytes: bytes) -> None:
         """Set a memory's vector: DELETE then INSERT (vec0 ignores REPLACE/UPSERT). Call inside `write()`."""
