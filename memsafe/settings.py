@@ -11,7 +11,7 @@ project paths, the same over MCP) goes through `expand_path`: `~`, `$NAME`, `${N
 `%NAME%` are expanded from the environment, because MCP clients pass the strings of their config
 files as written; one that cannot be expanded (unset, empty, or a client's own placeholder such as
 `${workspaceFolder}` or `${env:NAME}`) is refused, never taken as a folder name. A `postgresql://` (or
-`postgres://`) URL names a PostgreSQL database instead (issue 14.2) and is kept as it is.
+`postgres://`) URL names a PostgreSQL database instead and is kept as it is.
 """
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ def cache_dir() -> Path:
 
 def _linux_cache_dir() -> Path | None:
     """platformdirs' user cache dir on Linux, `$XDG_CACHE_HOME/memsafe` or `$HOME/.cache/memsafe`,
-    without importing it (issue 13: ~5-10 ms of every recall, most of it `tempfile`, which
+    without importing it (which costs ~5-10 ms of every recall, most of it `tempfile`, which
     platformdirs imports); None where platformdirs has more to decide (another platform,
     Android, a relative $XDG_CACHE_HOME or $HOME). tests/test_speed.py checks that both agree;
     were they ever to differ, a cache would be rebuilt in another folder, nothing lost."""
@@ -424,7 +424,7 @@ def git_origin(root: Path) -> str | None:
 
 def repository_key(root: Path) -> str:
     """Project key of the repository whose working tree is `root`: its `origin` remote's key
-    when it has one (the same on every machine and clone, issue 14.7), else its path's."""
+    when it has one (the same on every machine and clone), else its path's."""
     return git_origin(root) or project_key(str(root))
 
 

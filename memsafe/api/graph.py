@@ -7,7 +7,7 @@ others are kept as aliases (FIELD-CASES F14). Relations never create entities si
 unknown endpoint is an error naming it unless `create=True`, and a batch is atomic (F15).
 Forgotten and archived memories never appear in graph views.
 
-Scope (issue 12): graph views and the relations text in recall follow recall's rule: the
+Scope: graph views and the relations text in recall follow recall's rule: the
 current project plus global memories, every project only when asked (`all_projects`). Entities
 and relations are not owned by a project, so an entity's visibility comes from the memories
 that name it: a scope sees an entity named by one of its memories (or by no memory at all: made

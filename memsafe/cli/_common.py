@@ -233,7 +233,7 @@ def json_errors(argv: list[str] | None = None) -> bool:
 
 def error(message: str, kind: str = "Error", argv: list[str] | None = None) -> None:
     """Report an error: one line `Error: …` on stderr, or with --json one document on stdout,
-    `{"error": {"type": KIND, "message": …}}` (issue 12.13: scripts got plain text). `kind` is
+    `{"error": {"type": KIND, "message": …}}` (a script need not parse plain text). `kind` is
     the exception's class name (NotFound, InvalidInput, UsageError, DatabaseError, …)."""
     _plain.error(message, kind, json_errors(argv))
 

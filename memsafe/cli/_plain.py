@@ -57,7 +57,7 @@ def emit_json(obj) -> None:
 
 def error(message: str, kind: str = "Error", json_: bool = False) -> None:
     """Report an error: one line `Error: …` on stderr, or with --json one document on stdout,
-    `{"error": {"type": KIND, "message": …}}` (issue 12.13: scripts got plain text). `kind` is
+    `{"error": {"type": KIND, "message": …}}` (a script need not parse plain text). `kind` is
     the exception's class name (NotFound, InvalidInput, UsageError, DatabaseError, …)."""
     global interruption_said
     interruption_said = interruption_said or kind == "Interrupted"

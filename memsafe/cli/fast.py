@@ -190,7 +190,7 @@ def recall(db: str | None, query: str, *, limit: int | None, budget: int | None,
     if mode != "lexical" and not os.environ.get("MEMSAFE_NO_VEC"):
         from memsafe import embed
 
-        embed.load_soon(one_query=True)  # the model loads while the store opens and BM25 runs (issue 13)
+        embed.load_soon(one_query=True)  # the model loads while the store opens and BM25 runs
     from memsafe import api
 
     if all_projects and (project is not None or project_path is not None):  # as `_common._scope`

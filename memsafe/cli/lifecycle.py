@@ -75,7 +75,7 @@ def update(
     """
     if tag and no_tags:
         raise _fail("use either --tag or --no-tags", 2)
-    if content == "-":  # as `remember -` reads it (it stored a literal "-": break-it, session 6)
+    if content == "-":  # as `remember -` reads it (never stored as a literal "-")
         content = read_stdin(json_)
     with _session(ctx) as opened:
         scope = _scope(opened, None, None, all_projects)

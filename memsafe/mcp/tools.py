@@ -70,16 +70,16 @@ log = logging.getLogger("memsafe.server")
 
 NOTICE_WAIT_S = 2.0  # how long a call waits for the warm thread to embed earlier remembers
 # A burst of remembers is embedded in one batch: after a remember, the warm thread waits while more
-# keep coming (each within BURST_QUIET_S of the last), at most BURST_MAX_S (issue 13: one model run
+# keep coming (each within BURST_QUIET_S of the last), at most BURST_MAX_S (one model run
 # and one write per remember took CPU from the replies; vector-searchable within 1 s still holds).
 BURST_QUIET_S = 0.05
 BURST_MAX_S = 0.25
 IDLE_STORES = 2  # SQLite connections kept open between tool calls (a call and the warm thread at once)
 # Once remembers have stopped for COMPACT_IDLE_S, the warm thread compacts the word index they left
 # in pieces (`Store.compact_word_index`, steps of at most ~100 ms of write lock), for at most
-# COMPACT_MAX_S a time: each query term costs 50-110 µs against 13-20 µs merged (session 9). A
+# COMPACT_MAX_S a time: each query term costs 50-110 µs against 13-20 µs merged. A
 # remember arriving meanwhile stops it at the next step, so its vector waits one step, not the
-# whole compaction (searchable within 1 s, issue 13; break-it 9).
+# whole compaction (searchable within 1 s).
 COMPACT_IDLE_S = 60.0
 COMPACT_MAX_S = 5.0
 LOG_CAP = 500  # characters of one log message; longer messages are cut (FIELD-CASES F03)
@@ -129,13 +129,13 @@ class CallOrder:
     what became of the ones the client cancelled.
 
     The SDK runs every request in its own task, so a `remember` and a `recall` sent at once
-    raced, and the recall often ran first without the new memory (issue 17.4). The stdin
+    raced, and the recall often ran first without the new memory. The stdin
     reader calls `read` for each `tools/call` in arrival order, `cancel` for each
     `notifications/cancelled`, and `answered` for each reply written; the server middleware
     wraps each call in `turn`, which waits until every call read before it has finished. A call
     the reader never saw (an in-process client) runs at once. One event loop; no locks.
 
-    Cancellation (issue 12.5), logged on stderr either way: a call still waiting its turn never
+    Cancellation, logged on stderr either way: a call still waiting its turn never
     runs; a call running, or finished with its reply not yet written, is complete (a write is
     committed whole) and the SDK sends no reply for it, as the protocol requires.
     """
@@ -298,7 +298,7 @@ class ServerState:
         schema still this code's; otherwise it is closed and the store opened anew (which migrates,
         refuses a newer schema, or creates a removed file, as a first open would). Reusing it sees
         other processes' writes at once all the same (no transaction stays open between calls), and
-        saves per call (issue 13): the open itself (~1.5 ms of CPU: header, key check, sqlite-vec,
+        saves per call: the open itself (~1.5 ms of CPU: header, key check, sqlite-vec,
         tokenizer, pragmas) and a second fsync per write (SQLite syncs the folder at the first
         commit of each connection that opened the WAL). While one stays open, the WAL index in
         shared memory is never rebuilt from the whole WAL either (the first connection after the
@@ -390,7 +390,7 @@ class ServerState:
         """The scope of a tool call, as recall's: this project plus global, or every project (read
         tools with `all_projects`). Tools that change a memory by id (update_memory, forget with
         or without undo, purge_memory) take no `all_projects`: they reach this scope only, so an
-        agent cannot read or edit another project's memory by guessing its id (issue 12)."""
+        agent cannot read or edit another project's memory by guessing its id."""
         key = None if all_projects else self.project(opened)[0]
         return api.make_scope(project=key, all_projects=all_projects)
 
@@ -414,7 +414,7 @@ class ServerState:
         memories `remember` stored without a vector (their near-duplicates become notices).
 
         It runs at a lower CPU priority (`_background_priority`), and so do the model's worker
-        threads it starts: filling vectors never delays a tool call's reply (issue 13: on two cores,
+        threads it starts: filling vectors never delays a tool call's reply (on two cores,
         embedding beside sequential remembers took their reply from 9 to 15 ms)."""
         _background_priority()
         try:
@@ -515,7 +515,7 @@ class ServerState:
         """Wait (at most `wait_s`) until the warm thread has embedded every memory remembered so
         far, so a call after a remember reliably carries its warning. A call does so before its
         tool runs: a recall's own fill of pending vectors embeds without the near-duplicate check,
-        and the warning was lost when it got there first (CI, session 11)."""
+        and the warning would be lost when it got there first."""
         thread = self._warm_thread
         with self._notices_lock:
             if wait_s and thread is not None and thread.is_alive():
@@ -585,7 +585,7 @@ def _wants_number(annotation) -> bool:
 
 def _booleans_for_numbers(arguments: dict, fields: dict) -> str | None:
     """The error for a JSON true or false given where a tool takes a number (pydantic reads them
-    as 1 and 0: `purge_memory {"ids": [true], "confirm": true}` purged memory 1, session 13), or None."""
+    as 1 and 0: `purge_memory {"ids": [true], "confirm": true}` would purge memory 1), or None."""
     for name, value in arguments.items():
         values = value if isinstance(value, list) else [value]
         if name in fields and _wants_number(fields[name].annotation) and any(isinstance(v, bool) for v in values):

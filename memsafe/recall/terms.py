@@ -100,7 +100,7 @@ def fts_query(text: str) -> str | None:
 
 
 def exact_terms(text: str) -> list[str]:
-    """The parts of a query that must be found exactly as typed (issue 12 item 9, issue 17 item 3),
+    """The parts of a query that must be found exactly as typed,
     lower-cased, in order, without duplicates (at most MAX_EXACT_TERMS):
 
     - identifiers, versions and codes: `fts_terms` compounds of 3+ characters holding a digit,
@@ -114,8 +114,8 @@ def exact_terms(text: str) -> list[str]:
       alone; longer runs are word-index terms (`fts_terms`: bigrams, ranked by BM25). Only when
       the query has no longer CJK run: beside words of two or more characters a lone character
       is mostly a particle or function word (Korean 안, 을; Chinese 用, 在; Japanese の), and an
-      exact term ranks every memory holding it above the ones holding the words (break-it,
-      session 6: "데이터베이스 연결 안 됨" put two greetings holding 안 first).
+      exact term ranks every memory holding it above the ones holding the words
+      ("데이터베이스 연결 안 됨" would put two greetings holding 안 first).
 
     Terms of 3+ characters are looked up in the trigram index (`memories_tri`), a 1-character
     CJK term through the trigrams it starts (`Store.exact_search`). Terms are in matching form
@@ -159,7 +159,7 @@ _POSSESSIVE = re.compile(r"^['\u2019]s\b", re.IGNORECASE)
 
 def vector_text(text: str, common: set[str]) -> str:
     """The text the vector half embeds: `text` without its `common_words` (and the possessive
-    `'s` after one). Issue 11: a name that most memories hold (a speaker's, a project's) carries
+    `'s` after one). A name that most memories hold (a speaker's, a project's) carries
     no information for ranking, but it dominates a small model's embedding of a short question,
     so every memory of the person named came first, and a question naming the wrong person
     (LoCoMo's adversarial ones) found none of the memories that answer it. The text is kept
@@ -229,7 +229,7 @@ def content_words(text: str, limit: int = 64, known: frozenset[str] = frozenset(
     least one; most Chinese words are two characters), so `释放内存以后指针变成悬空状态` says as
     much as its seven words. An ASCII text is read only until enough words are found (the ranking
     asks for `substance_words` of them: at 10,000 memories, reading whole texts took ~1 ms of a
-    recall, session 9); a short text's count without `known` is kept per process (the same
+    recall); a short text's count without `known` is kept per process (the same
     memories come back recall after recall in `serve`), and a text that holds `limit` + len(known)
     words is counted from it, so `known` costs a recount only for texts shorter than that."""
     if limit <= 0:
