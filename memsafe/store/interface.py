@@ -154,7 +154,7 @@ class Memories(ABC):
         handed out before (the audit log names it; a purged memory leaves a `purge` event) to
         another memory. The memory a purge stub names (`uid=...`) may come back under its own id
         (import --allow-purged). An import inserting explicit ids asks this, so it never reuses a
-        purged id for another memory (issue 12 item 3); new ids come from AUTOINCREMENT."""
+        purged id for another memory; new ids come from AUTOINCREMENT."""
 
     @abstractmethod
     def decay_rows(self) -> list[dict]:
@@ -569,8 +569,8 @@ class Store(Memories, FullText, Vectors, Graph, History, Config, Browse):
     One thread at a time: a store is one connection, and what it keeps between calls
     (`recall_rows`, the term counts, the vector copy found current) assumes calls one after the
     other. Two threads at once on a SQLite store fail (apsw's ThreadingViolationError) and can
-    leave the connection reading an old snapshot, blind to every later write (break-it, session
-    12, on the code before and after the recall caches). The servers give each call its own
+    leave the connection reading an old snapshot, blind to every later write (with
+    the recall caches and without them). The servers give each call its own
     store (`memsafe.mcp.tools.ServerState.store`) and the UI holds a lock; the only other thread a call
     uses, the query's embedding, runs no SQL on it (`prepare_vector_search`).
     """

@@ -1,4 +1,4 @@
-"""Responsibility: the read-only SQL behind browsing and charts (`memsafe ui`, issue 15): keyset
+"""Responsibility: the read-only SQL behind browsing and charts (`memsafe ui`): keyset
 pages of memories, facet counts, store aggregates and a memory's audit trail (a mixin of both
 stores; see `memsafe.store.common`). Nothing here writes.
 """

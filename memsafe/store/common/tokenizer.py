@@ -1,6 +1,6 @@
 """Responsibility: the tokens of the word index on both backends: FTS5's `porter unicode61
 remove_diacritics 2` for every text outside Chinese, Japanese and Korean runs, and overlapping
-character bigrams inside them (issue 17 item 3). An FTS5 tokenizer registered on each apsw
+character bigrams inside them. An FTS5 tokenizer registered on each apsw
 connection (`register`): SQLite's `memories_fts` uses it (migration m007), and PostgreSQL's word
 index is made of its tokens (`memsafe.store.postgres.words`).
 

@@ -139,7 +139,7 @@ def _pool(url: str):
 def roll_back(raw) -> None:
     """Roll back the transaction of `raw` (a psycopg connection). A signal can interrupt a command
     while the server still runs it, and psycopg then refuses every other command ("another command
-    is already in progress": a SIGTERM during an import, CI, session 12, which ended in a
+    is already in progress": a SIGTERM during an import would end in a
     traceback and exit 1): that command is cancelled and the connection closed, which ends the
     transaction on the server, rolled back as every session that closes without a commit."""
     import psycopg
@@ -393,7 +393,7 @@ class PostgresStore(SQLMemories, PostgresIndexes, PostgresFullText, PostgresVect
         """Roll back this store's transaction (`roll_back`). When that had to close the connection
         (a signal landed while the server ran a command), a new one is taken from the pool, so the
         store still answers: an interrupted import then asks whether anything was committed
-        (break-it, session 13: "the connection is closed", a traceback and exit 1 instead of
+        (not "the connection is closed", a traceback and exit 1 instead of
         "nothing imported (rolled back)" and exit 130/143). If none can be had, the closed one stays
         and the next command says so."""
         roll_back(self._raw)

@@ -2,7 +2,7 @@
 per memory, GIN) ranked by BM25 computed in SQL, and exact substrings through pg_trgm (a mixin of
 `PostgresStore`).
 
-Ranking (issue 14.3, measured with `memsafe bench --db postgresql://…`, README): PostgreSQL's
+Ranking (measured with `memsafe bench --db postgresql://…`, README): PostgreSQL's
 own `ts_rank` and `ts_rank_cd` are not BM25 (no inverse document frequency, no length
 saturation), and recall fuses lexical scores on BM25's absolute scale (`recall.candidates.Candidate.bm25`).
 So the score here is Okapi BM25 exactly as FTS5 computes it (k1 = 1.2, b = 0.75; idf =
@@ -149,9 +149,9 @@ def _like_escaped(term: str) -> str:
 def _like_pattern(term: str) -> str:
     """`%term%` for LIKE/ILIKE with the pattern characters of `term` escaped (escape char `\\`),
     and each Greek sigma (σ, final ς) any one character: Python lower-cases a word-final Σ to ς
-    (`recall.terms.exact_terms`), PostgreSQL's ILIKE to σ, so `ΣΊΣΥΦΟΣ_v2` was never found by the
-    typed `σίσυφος_v2` here while SQLite's trigram index (which folds ς to σ) found it (break-it,
-    session 11). Every candidate is checked with `holds_exact` after."""
+    (`recall.terms.exact_terms`), PostgreSQL's ILIKE to σ, so without this `ΣΊΣΥΦΟΣ_v2` is never found
+    by the typed `σίσυφος_v2` here while SQLite's trigram index (which folds ς to σ) finds it. Every
+    candidate is checked with `holds_exact` after."""
     escaped = term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
     return "%" + escaped.replace("σ", "_").replace("ς", "_") + "%"
 

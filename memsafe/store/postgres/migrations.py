@@ -201,14 +201,14 @@ def m002_fts5_words(conn) -> None:
 @migration
 def m003_cjk_bigrams(conn) -> None:
     """The word index cuts Chinese, Japanese and Korean runs into overlapping bigrams, as SQLite's
-    m007 makes it (issue 17 item 3, `memsafe.store.common.tokenizer`): the entry of every memory
+    m007 makes it (`memsafe.store.common.tokenizer`): the entry of every memory
     holding a CJK character is rebuilt from its text (a text without one has the same tokens as
     before). In the migration's one transaction: all or nothing, and done again after a crash.
 
     Each entry also names the tokenizer that made it (`memory_fts.tokenizer`, NOT NULL, no
     default): a memsafe from before this migration, still running while another process migrates
     (a team's long-lived `serve`), writes entries without it and is refused, instead of silently
-    writing unsplit CJK runs that no search finds (break-it, session 6)."""
+    writing unsplit CJK runs that no search finds."""
     from memsafe.store.common.tokenizer import CJK_RUN, NAME
     from memsafe.store.postgres.fulltext import index_rows, text_batches
 

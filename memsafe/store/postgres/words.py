@@ -3,7 +3,7 @@ them: by the same FTS5 tokenizer (`porter unicode61 remove_diacritics 2`, CJK ru
 `memsafe.store.common.tokenizer`, through apsw), turned into `tsvector` and `tsquery` literals.
 Pure apart from a private in-memory SQLite connection.
 
-Why not a PostgreSQL text search configuration (issue 14, `memsafe bench --mode lexical`): its
+Why not a PostgreSQL text search configuration (measured with `memsafe bench --mode lexical`): its
 parser keeps `api.harbor.dev`, `deploy.yml`, `v2.4.0` and `/scripts/backfill.py` as one token and
 indexes `checkout-api` three times (whole and parts), its Snowball stemmer (Porter2) and FTS5's
 original Porter disagree on common words (`one`, `use`, `generate`, `key`, `days`), and its

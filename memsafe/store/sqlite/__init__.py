@@ -240,7 +240,7 @@ class SQLiteStore(SQLMemories, SQLiteFullText, SQLiteVectors, SQLiteIndexes, SQL
             if self.key is None:  # SQLite3 Multiple Ciphers maps no encrypted file
                 # The file read through a read-only memory map: a connection's first reads cost no
                 # I/O call. The MCP server opens a connection per call; at 10,000 memories its
-                # recall took 22.4 ms of CPU instead of 29.3 (session 7). SQLite remaps when
+                # recall took 22.4 ms of CPU instead of 29.3. SQLite remaps when
                 # another process grows or shrinks the file; an I/O error becomes a signal.
                 conn.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")
         except (apsw.ReadOnlyError, apsw.CantOpenError, apsw.PermissionsError) as exc:
@@ -558,10 +558,10 @@ class SQLiteStore(SQLMemories, SQLiteFullText, SQLiteVectors, SQLiteIndexes, SQL
 
     # What `recall_rows` read, valid while the file is unchanged (`_file_state`): an agent's
     # recalls come back to the same memories (80% of the candidates of `bench --scale 10000`'s
-    # queries had been read by an earlier one, session 12). At most ROWS_KEPT memories holding
+    # queries had been read by an earlier one). At most ROWS_KEPT memories holding
     # ROWS_KEPT_CHARS characters of text in all (~20 MB: a memory may hold up to 1,000,000; 787
-    # memories of 40,000 characters, kept by 200 recalls, added 29 MB to a process, break-it,
-    # session 12); beyond either, a call starts again.
+    # memories of 40,000 characters, kept by 200 recalls, added 29 MB to a process);
+    # beyond either, a call starts again.
     _rows: dict[int, tuple] | None = None
     _rows_state: tuple[int, int] | None = None
     _rows_chars = 0

@@ -24,7 +24,7 @@ from memsafe.store.sqlite.migrations import SCOPE_BY_ID, TRIGRAM_MAX_CHARS
 # trigrams it starts, at most this many (the ones in most memories first).
 MAX_TRIGRAMS_PER_TERM = 128
 # Pages (4 KiB) one FTS5 'merge' step writes when the indexes are compacted: at most ~100 ms of
-# write lock per step on stores of 1,000 to 100,000 memories (session 9).
+# write lock per step on stores of 1,000 to 100,000 memories.
 COMPACT_STEP_PAGES = 256
 # How long (ms) a compaction step waits for another writer's lock before the compaction gives up:
 # a remember or a decay batch holds it for milliseconds, an import for as long as it runs, and
@@ -76,7 +76,7 @@ class SQLiteFullText(FullTextFusion, SQLiteBase):
                 )
                 ids = {i for i, text in rows if holds_exact(text, term)}
             if len(term) < 2:  # a character ending a text starts no trigram ("猫" + the space): a scan
-                # of the last characters (break-it, session 6: `recall 猫` missed "我喜欢猫")
+                # of the last characters (without it `recall 猫` misses "我喜欢猫")
                 last = {r[0] for r in self.conn.execute(
                     f"SELECT m.id FROM memories m WHERE substr(m.content, -1) = ? AND {where} LIMIT ?",
                     [term, *params, limit])}
@@ -103,14 +103,14 @@ class SQLiteFullText(FullTextFusion, SQLiteBase):
         (segment) and merges them only in groups (automerge), so a store written memory by memory
         holds dozens of segments, and every query term is looked up in each: on `bench` stores of
         1,000 and 10,000 memories, 70-110 µs a term against 13-20 µs once merged into one, and
-        0.7-0.9 ms of CPU a recall (session 9). FTS5's incremental optimize (the 'merge' command
+        0.7-0.9 ms of CPU a recall. FTS5's incremental optimize (the 'merge' command
         with a negative page count) merges every segment, COMPACT_STEP_PAGES pages a step; a
         step that changed fewer than 2 rows found nothing left to merge (FTS5 documentation).
 
         It merges everything into one segment, so a text another process writes meanwhile starts
         the rewrite of the whole index again: an index is given at most twice the steps its pages
         take once (a store written to at a remember a second, at 100,000 memories, was rewritten
-        without end, 1 MB a step: break-it 9). A step that waits over COMPACT_WAIT_MS for another
+        without end, 1 MB a step). A step that waits over COMPACT_WAIT_MS for another
         writer's lock, or finds the disk full, ends the compaction (rolled back) with False."""
         if self.conn.in_transaction:
             return False
@@ -158,9 +158,9 @@ class SQLiteFullText(FullTextFusion, SQLiteBase):
         rows that hold the text) and computes bm25() only for those in scope.
         A larger store ranks every match and keeps the best in scope by id (`shared.OVERFETCH`),
         joining only when too few of those are in scope. Measured on `bench --scale` stores
-        (session 7, CPU per project-scoped query): at 10,000 memories (30 MB, ~2,000 matches a
+        (CPU per project-scoped query): at 10,000 memories (30 MB, ~2,000 matches a
         query) the join 2.9 ms against 4.9; at 100,000 (300 MB, ~20,000 matches) 33 against 27.
-        With m010's index (session 8, under load): 2.5-2.9 against 4.0-5.4, and 29-30 against 27-31.
+        With m010's index (under load): 2.5-2.9 against 4.0-5.4, and 29-30 against 27-31.
         """
         if limit <= 0:
             return []
@@ -234,7 +234,7 @@ class SQLiteFullText(FullTextFusion, SQLiteBase):
         {term: matching ids}). One pass over each term's doclist (the rowid filter inside it); none
         for a term whose count this connection already has while the file is unchanged
         (`_file_state`; not kept inside a transaction) and no id is asked about: at 1,000
-        memories, 0.6 ms of a 9 ms recall (session 8)."""
+        memories, 0.6 ms of a 9 ms recall."""
         state = self._file_state()
         if state is None:
             known: dict[str, int] = {}

@@ -212,8 +212,9 @@ END;
 
 @migration
 def m004_ids_never_reused_trigram_index(conn: apsw.Connection) -> None:
-    """Memory ids are never handed out twice (issue 12 item 3), and a trigram index stands beside
-    the word index (issue 12 item 9, issue 17 item 3).
+    """Memory ids are never handed out twice (a purged id never comes to name another memory), and a
+    trigram index stands beside the word index (for the terms a query must hold exactly,
+    `recall.terms.exact_terms`).
 
     `memories` is rebuilt with `id INTEGER PRIMARY KEY AUTOINCREMENT` (SQLite's 12-step table
     change, https://sqlite.org/lang_altertable.html#otheralter; the caller turns foreign keys off
@@ -257,14 +258,14 @@ def m004_ids_never_reused_trigram_index(conn: apsw.Connection) -> None:
 
 @migration
 def m005_author(conn: apsw.Connection) -> None:
-    """Who wrote each memory and each earlier version (issue 14.6, attribution): the user a team
+    """Who wrote each memory and each earlier version (attribution): the user a team
     server's token stands for; NULL when unknown (local use, rows older than this migration)."""
     conn.execute("ALTER TABLE memories ADD COLUMN author TEXT; ALTER TABLE memory_versions ADD COLUMN author TEXT")
 
 
 # How much of each memory the trigram index holds (characters). Every distinct 3-character piece is
 # a term: 1 MB of base64 text is ~260,000 of them and took 1-2 s to index, most of a remember of
-# that size (issue 17 item 11: under 2 s for every 1 MB shape). Identifiers, versions and CJK words
+# that size (the target: under 2 s for every 1 MB shape). Identifiers, versions and CJK words
 # are looked for in memories far shorter than this; past it, a long memory is still found by the
 # word index (and `recall --mode lexical` by its words), just not by a substring inside a run.
 TRIGRAM_MAX_CHARS = 65_536
@@ -300,8 +301,8 @@ def m006_trigram_index_bounded(conn: apsw.Connection) -> None:
 
 @migration
 def m007_cjk_bigrams(conn: apsw.Connection) -> None:
-    """The word index cuts Chinese, Japanese and Korean runs into overlapping bigrams (issue 17
-    item 3): `memories_fts` is re-created with the `cjk_bigram` tokenizer over FTS5's own
+    """The word index cuts Chinese, Japanese and Korean runs into overlapping bigrams:
+    `memories_fts` is re-created with the `cjk_bigram` tokenizer over FTS5's own
     (`memsafe.store.common.tokenizer`; the connection has it registered) and rebuilt from the
     texts, its sync triggers re-created as m001 made them. A text without CJK gets the same
     tokens as before. One transaction with the version bump, after the backup copy: a crash or
@@ -335,8 +336,8 @@ def m008_vector_log_token(conn: apsw.Connection) -> None:
     """Each vector_log row carries a random token (`random()`, 64 bits): a process's in-memory copy
     of the vectors recognises the row at its position by memory id AND token. By memory id alone, a
     copy of the file put back at its path (a backup restored, an export re-imported: same oldest
-    memory) that had then seen as many vector writes, the last naming the same memory, passed for
-    the file the copy was read from, and its vectors were searched (break-it 7). Rows written
+    memory) that had then seen as many vector writes, the last naming the same memory, would pass for
+    the file the copy was read from, and its vectors would be searched. Rows written
     before keep a NULL token. Adding a column rewrites nothing; a file that has it already is left
     as it is."""
     if "token" not in {r[1] for r in conn.execute("PRAGMA table_info(vector_log)")}:
@@ -375,7 +376,7 @@ def m010_scope_by_id(conn: apsw.Connection) -> None:
     """A covering index of each memory's scope by id: BM25's join of each match to its memory and
     the scope check of a list of ids (`SQLiteFullText._bm25_search`, `_in_scope`) read it instead
     of the table, whose rows hold the whole text (a page or more per lookup). Measured on a
-    10,000-memory `bench --scale` store (~2,000 matches a query, thread CPU, session 8): the BM25
+    10,000-memory `bench --scale` store (~2,000 matches a query, thread CPU): the BM25
     join of a project-scoped query 3.7-4.0 ms against 1.7-2.7 with this index. Every column a
     scope filters on (`SQLMemories._scope_sql`; tags are their own table, looked up by id)."""
     conn.execute(f"CREATE INDEX IF NOT EXISTS {SCOPE_BY_ID} "
@@ -387,7 +388,7 @@ def m011_created_by_status(conn: apsw.Connection) -> None:
     """An index of memories by status and creation time: the memories created in the window a query
     names (`created_between`: "what happened last week?") are read as one range of it, latest
     first, instead of checking the creation time of every memory in scope. Measured on a
-    10,000-memory `bench --scale` store (session 13): 7.0 ms against 0.08 ms for an empty window,
+    10,000-memory `bench --scale` store: 7.0 ms against 0.08 ms for an empty window,
     0.4 ms for a window holding every memory (the first 75)."""
     conn.execute(f"CREATE INDEX IF NOT EXISTS {CREATED_BY_STATUS} ON memories(status, created_at)")
 

@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # numpy is imported where vectors are used (it costs start-up
 
 KNN_MAX_K = 4096  # sqlite-vec's upper bound on `k` in a KNN query (v0.1.x)
 # From this many vectors, a process's second search loads them into memory (n × dim × 4 bytes). At
-# 1,000 vectors a search there took 0.85 ms of CPU against 1.7 ms for vec0's KNN (session 7).
+# 1,000 vectors a search there took 0.85 ms of CPU against 1.7 ms for vec0's KNN.
 CACHE_MIN_VECTORS = 0
 NEAREST_BATCH_MAX = 20_000  # vectors `nearest_each` reads at once (~30 MB at 384 dims); more: query by query
 EXACT_SCAN_RATIO = 24  # score a scope row by row when it holds under 1/24 of the vectors (see vector_search)
@@ -167,8 +167,8 @@ class SQLiteVectors(SQLiteBase):
         process's in-memory copy (`_vector_cache`, with each memory's scope) or else read once
         straight from vec0's shadow tables (`_chunks_of`, ~1 µs a vector), is compared with
         all the queries in one matrix product; a vec0 KNN per query read them all once per query
-        (1.3 ms a query at 1,000 vectors: a fifth of a server's embedding time per remember,
-        issue 13). One query, more than NEAREST_BATCH_MAX vectors (they are read whole, 1.5 KB
+        (1.3 ms a query at 1,000 vectors: a fifth of a server's embedding time per remember).
+        One query, more than NEAREST_BATCH_MAX vectors (they are read whole, 1.5 KB
         each) or another sqlite-vec layout: `nearest` query by query. Ties go to the lower id."""
         import numpy as np
 
@@ -248,7 +248,7 @@ class SQLiteVectors(SQLiteBase):
         columns answer it (`_VectorCache.in_scope`). No SQL: the search checks the copy is current,
         and uses this only if it is the copy it found, for the same scope object and k. At 10,000
         vectors the product took 1.4 ms of the recall's own thread (15 MB read from memory),
-        overlapping nothing (session 9), and the top k 0.8 ms more (session 12)."""
+        overlapping nothing, and the top k 0.8 ms more."""
         with _copies_lock:
             cache = _copies.get(self._copy_key())
         if cache is None or not len(cache.ids) or len(query_bytes) != 4 * cache.columns.shape[0]:
@@ -274,7 +274,7 @@ class SQLiteVectors(SQLiteBase):
 
         Shared, not per connection: the MCP server opens a connection per call, and a copy per
         connection was rebuilt by every recall (at 10,000 vectors vec0's KNN took 16.6 ms against
-        1.5 ms for the copy, session 7). A copy is used only for the file it was read from (`_mark`:
+        1.5 ms for the copy). A copy is used only for the file it was read from (`_mark`:
         the uid of its oldest memory, a random UUID) while the log's row at its `seq` is still the
         row it recorded (memory id and random token, `_log_row`): a new store at the same path, a
         restored copy of the file that has since seen other writes, or a pruned log, loads again.
@@ -407,7 +407,7 @@ class SQLiteVectors(SQLiteBase):
         """[(status, project, memory ids (m,) int64)] of the embedded memories among `ids` (None:
         all), a group per scope: a memory not embedded, or gone, has no scope a search may find
         its vector in. Grouped by SQL (one scan of the covering index memories_scope_embedded):
-        at 10,000 memories 4 ms of CPU against 16 for a row each (session 8)."""
+        at 10,000 memories 4 ms of CPU against 16 for a row each."""
         import numpy as np
 
         sql = "SELECT status, project, group_concat(id) FROM memories WHERE embedded = 1{} GROUP BY status, project"
@@ -429,7 +429,7 @@ class SQLiteVectors(SQLiteBase):
     def _cached_search(self, cache, query_bytes, scope: Scope, k) -> list[tuple[int, float]]:
         """Exact top k in scope from the in-memory vectors: one matrix-vector product over all of
         them, masked by the copy's own status and project of each vector (`_VectorCache.in_scope`:
-        no SQL; at 10,000 vectors the ids in scope took two SQL queries, ~3 ms of CPU, session 8).
+        no SQL; at 10,000 vectors the ids in scope took two SQL queries, ~3 ms of CPU).
         A scope with kinds, tags or a since time asks SQL: post-filtering (see shared.OVERFETCH),
         or, for a narrow scope or a store holding under twice the ids post-filtering would check,
         masking by the ids in scope."""
@@ -529,7 +529,7 @@ class _VectorCache:
 
     Columns, not rows: OpenBLAS's single-threaded sgemv over a row-major (n, dim) matrix took 6 ms
     at n = 10,000 (and threads contend with the query's embedding), `q @ columns` 0.5 ms
-    (numpy 2 + scipy-openblas 0.3.31, measured in session 7)."""
+    (numpy 2 + scipy-openblas 0.3.31)."""
 
     NOT_EMBEDDED = 0  # codes of names count from 1
     GLOBAL = 0
