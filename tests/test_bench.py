@@ -34,8 +34,8 @@ def test_corpus_shape(corpus):
 
 
 def test_the_developer_prose_corpus_is_real_text_with_answerable_queries():
-    # Session 13: 47 blind queries were added; every query names memories that exist, ids are
-    # unique, and each keyword query names a word its answer holds.
+    # Every query names memories that exist, ids are unique, and each keyword query names a word
+    # its answer holds.
     corpus = bench.load_corpus(Path(bench.__file__).parents[1] / bench.EXTRA_CORPORA["devprose"])
     ids = [m["id"] for m in corpus["memories"]]
     assert len(set(ids)) == len(ids) >= 100 and all(m["content"].strip() for m in corpus["memories"])
@@ -197,9 +197,9 @@ def test_keyword_queries_name_something_exact(corpus):
 
 
 def test_quick_bench_is_a_quality_gate(embedder):
-    # Issue 11: on every corpus the bench runs (the template corpus and the developer prose), hybrid
-    # ranks at least as well as the better half alone on R@1, R@3 and MRR of every query type
-    # (session 14: weight_lexical 16 left hybrid one developer-prose query behind the vector half).
+    # On every corpus the bench runs (the template corpus and the developer prose), hybrid ranks at
+    # least as well as the better half alone on R@1, R@3 and MRR of every query type (weight_lexical
+    # 16, for one, would leave hybrid one developer-prose query behind the vector half).
     gated = [name for name in bench.EXTRA_CORPORA if name not in bench.REPORT_ONLY]
     report = bench.run_quality(quick=True, corpora=gated)
     floors = dict(report["floors"])
@@ -234,8 +234,8 @@ def test_bench_cli_json_on_a_tiny_corpus(cli, tmp_path, corpus):
 
 
 def test_a_corpus_of_your_own_is_held_to_the_floors_of_the_query_types_it_has(cli, tmp_path):
-    # Session 14 (new-user trial): a corpus with no graph query always failed "hybrid_r3_graph:
-    # 0.000 (floor 0.900)", exit 1, however well every mode ranked.
+    # A corpus with no graph query is not held to the graph floors (it would always fail
+    # "hybrid_r3_graph: 0.000 (floor 0.900)", exit 1, however well every mode ranked).
     corpus = {"name": "mine", "memories": [{"id": "a", "content": "We deploy the billing service with Helm."},
                                            {"id": "b", "content": "Lunch is at noon on Fridays."}],
               "queries": [{"id": "s", "query": "how is billing shipped to production?", "type": "semantic",
@@ -251,9 +251,9 @@ def test_a_corpus_of_your_own_is_held_to_the_floors_of_the_query_types_it_has(cl
     assert "note: the embedding model is not available" in plain.stdout and "Traceback" not in plain.stderr
 
 
-def test_the_startup_table_marks_only_the_targets_issue_13_sets():
-    # Session 14 (new-user trial): a new query's recall (the model embeds it) and a lexical one
-    # were marked "≤ 5 ms NO", a target set for the repeated query only.
+def test_the_startup_table_holds_only_the_repeated_recall_to_its_target():
+    # A new query's recall (the model embeds it) and a lexical one are not marked against "≤ 5 ms",
+    # a target set for the repeated query only.
     from memsafe.bench import startup
 
     seconds = {"p50": 0.004}
@@ -271,7 +271,7 @@ def test_the_startup_table_marks_only_the_targets_issue_13_sets():
     assert "NO" not in {row[5] for row in rows.values()}
 
 
-BAD_CORPORA = {  # break-it, session 14: each was a traceback (TypeError, RecursionError) or a bare "'nope'"
+BAD_CORPORA = {  # each a one-line error, not a traceback (TypeError, RecursionError) or a bare "'nope'"
     "list.json": "[]",
     "memories-int.json": '{"memories": 5, "queries": []}',
     "memory-text.json": '{"memories": ["just a string"], "queries": []}',
@@ -314,8 +314,8 @@ def test_a_bad_corpus_file_is_one_clear_error(cli, tmp_path, name):
 
 
 def test_each_floor_line_says_what_it_is_held_to():
-    # Break-it, session 14: the main corpus's "hybrid at least the better single mode" lines read
-    # "(floor …)", and the developer prose's budget adherence read "(best single 1.000)".
+    # Not "(floor …)" for the main corpus's "hybrid at least the better single mode" lines, nor
+    # "(best single 1.000)" for the developer prose's budget adherence.
     held = {"floor": 1.0, "value": 1.0, "ok": True}
     report = {"floors": {"budget_adherence": held, "hybrid_ge_best_single_graph_mrr": held},
               "corpora": {"devprose": {"floors": {"budget_adherence": held,
@@ -333,9 +333,9 @@ def test_each_floor_line_says_what_it_is_held_to():
 
 
 def test_bench_subprocesses_never_import_a_checkout_in_the_current_folder(tmp_path, monkeypatch):
-    """Issue 12.12: `bench --scale` run from a folder holding a checkout's `memsafe/` died with
-    ImportError, because `python -m memsafe` imported that copy. Every measuring subprocess
-    (scale phases, timed CLI runs, the MCP client) now runs the installed memsafe."""
+    """`bench --scale` run from a folder holding a checkout's `memsafe/` does not import that copy
+    (`python -m memsafe` would, and die with ImportError): every measuring subprocess (scale
+    phases, timed CLI runs, the MCP client) runs the installed memsafe."""
     from memsafe import __version__
     from memsafe.bench import mcp, python_m, scale
 
@@ -352,7 +352,7 @@ def test_bench_subprocesses_never_import_a_checkout_in_the_current_folder(tmp_pa
 
 
 def test_bench_tables_keep_their_figures_at_80_columns():
-    """Issue 12.13: at 80 columns the quality table cut its own numbers ("0.9…")."""
+    """At 80 columns the quality table keeps its numbers whole (not "0.9…")."""
     from rich.console import Console
 
     from memsafe.bench import scale
@@ -396,7 +396,7 @@ def test_startup_benchs_in_process_steps_run_on_a_small_store(tmp_path, embedder
 
 
 def test_rebase_bench_runs_on_a_small_history_and_its_table_fits_80_columns(tmp_path):
-    """`bench --rebase` (issue 17.1) is too slow for the suite at 40 and 120 commits; at 3 it
+    """`bench --rebase` is too slow for the suite at 40 and 120 commits; at 3 it
     runs every step here: three timed rebases, the hooks followed, no duplicate memory."""
     from rich.console import Console
 

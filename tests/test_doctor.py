@@ -22,7 +22,7 @@ def test_doctor_healthy_store(cli, tmp_path):
     assert levels["embeddings"] == "warning" and report["pending_embeddings"] == 1
     assert report["counts"]["active"] == 1 and report["hook"] is None
     assert report["versions"]["memsafe"] and report["paths"]["database"].endswith("memory.db")
-    # issue 12.13: "All good." came right after the WARN line
+    # "All good." never follows a WARN line
     for step in ("pending vector", "embedded"):
         text = cli("doctor", "--repo", str(tmp_path)).stdout
         warned = sum(c["level"] == "warning" for c in json.loads(cli("doctor", "--json", "--repo", str(tmp_path))
@@ -39,7 +39,7 @@ def test_doctor_healthy_store(cli, tmp_path):
 
 
 def test_doctor_with_the_model_switched_off_says_to_unset_the_switch(tmp_path, memsafe_proc):
-    """Issue 12.13: under MEMSAFE_NO_MODEL, doctor advised a reinstall."""
+    """Under MEMSAFE_NO_MODEL, doctor says to unset the switch; it does not advise a reinstall."""
     r = memsafe_proc("--db", str(tmp_path / "m.db"), "doctor", "--json", "--repo", str(tmp_path),
                      env={"MEMSAFE_NO_MODEL": "1"})
     model = {c["name"]: c for c in json.loads(r.stdout)["checks"]}["model"]
@@ -75,9 +75,9 @@ def test_status_and_doctor_with_vectors_switched_off_say_to_unset_the_switch(tmp
 
 @pytest.mark.backends("sqlite", "postgres")
 def test_doctor_checks_the_word_index_not_only_the_file(db_path, embedder):
-    """Break-it (session 6): `PRAGMA integrity_check` passes a word index that no longer matches
-    the rows (an entry left without its memory, or one written by a memsafe from before a
-    migration); doctor said "No failures". It checks the indexes against the rows, on both backends."""
+    """`PRAGMA integrity_check` passes a word index that no longer matches the rows (an entry left
+    without its memory, or one written by a memsafe from before a migration), so doctor does not
+    stop at "No failures" there: it checks the indexes against the rows, on both backends."""
     from memsafe import api
     from memsafe.api import checkup
 
@@ -103,9 +103,10 @@ def test_doctor_checks_the_word_index_not_only_the_file(db_path, embedder):
 
 @pytest.mark.backends("sqlite", "postgres")
 def test_status_and_doctor_name_each_backends_own_parts(db_path, embedder, backend):
-    """New-user trial: on PostgreSQL, `status` said "vectors sqlite-vec 0.8.2" (pgvector's version),
-    "encryption none (plain file; `memsafe encrypt` encrypts it)" (encrypt refuses a PostgreSQL
-    store) and "+0 WAL"; doctor printed "sqlite PostgreSQL 18.3" and checked a WAL it does not have."""
+    """Each backend's status and doctor name its own parts: on PostgreSQL, `status` names pgvector
+    (not "vectors sqlite-vec 0.8.2" with pgvector's version), does not offer `memsafe encrypt`
+    (which refuses a PostgreSQL store) and shows no WAL; doctor names PostgreSQL's version (not
+    "sqlite PostgreSQL 18.3") and checks no WAL it does not have."""
     db = str(db_path)
     assert run_memsafe("--db", db, "remember", "we deploy on Tuesdays", "--global").returncode == 0
     status = run_memsafe("--db", db, "status")

@@ -283,7 +283,7 @@ def test_extraction_is_linear_on_a_long_run_of_whitespace():
             [(m.span(), m.groups()) for m in old.finditer(text)], text
 
 
-# -- scope (issue 12, item 1) ------------------------------------------------------------------
+# -- scope --------------------------------------------------------------------------------------
 
 
 def test_graph_views_and_recall_relations_keep_each_projects_names(store):

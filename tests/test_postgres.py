@@ -1,4 +1,4 @@
-"""The PostgreSQL backend (issue 14): choosing it by URL, its bad-input messages, and export/import
+"""The PostgreSQL backend: choosing it by URL, its bad-input messages, and export/import
 between the two backends with nothing lost. Runs against the session's real server (conftest)."""
 
 from __future__ import annotations
@@ -240,13 +240,13 @@ def test_a_schema_1_store_gets_its_word_index_rebuilt_with_nothing_lost(pg_serve
 
 def test_a_signal_inside_a_running_statement_rolls_the_write_back_and_closes_cleanly(pg_url):
     """A signal (Ctrl-C, or SIGTERM, which memsafe turns into a KeyboardInterrupt) can land while
-    the server still runs a statement; psycopg then refused the rollback ("another command is
-    already in progress"), and the import ended in a traceback and exit 1 instead of "rolled
-    back" and 143 (CI, session 12). Here the statement is sent and the interrupt raised before
-    its result is read, as that signal left it. The write ends with the interrupt itself, nothing
-    of it is kept, the same store still answers (an interrupted import asks it whether anything
-    was committed: it said "the connection is closed" in a traceback, break-it, session 13), and
-    it closes and opens again."""
+    the server still runs a statement; psycopg then refuses a plain rollback ("another command is
+    already in progress"), which would end the import in a traceback and exit 1 instead of
+    "rolled back" and 143. Here the statement is sent and the interrupt raised before its result
+    is read, as such a signal leaves it. The write ends with the interrupt itself, nothing of it
+    is kept, the same store still answers (an interrupted import asks it whether anything was
+    committed, and must not meet "the connection is closed" in a traceback), and it closes and
+    opens again."""
     store = api.open_store(pg_url).store
     try:
         with pytest.raises(KeyboardInterrupt):

@@ -244,9 +244,9 @@ def test_a_memory_read_back_holds_each_column_in_its_own_field(db_path):
 @pytest.mark.backends("sqlite")
 @pytest.mark.parametrize("statuses", [("active",), ("active", "archived")])
 def test_the_memories_of_a_time_window_are_read_by_index_not_by_scanning_the_scope(db_path, monkeypatch, statuses):
-    # Session 13: `created_between` (the memories of the time a query names: "what happened last
-    # week?") read the creation time of every memory in scope, 7 ms at 10,000 memories. m011's
-    # index reads the window alone, latest first.
+    # `created_between` (the memories of the time a query names: "what happened last week?") reads
+    # the window alone from m011's index, latest first, not the creation time of every memory in
+    # scope (7 ms at 10,000 memories).
     from memsafe.api import core
 
     ids = {}

@@ -1,4 +1,4 @@
-"""The word index finds and ranks the same memories on both backends (issue 14: lexical quality on
+"""The word index finds and ranks the same memories on both backends (lexical quality on
 PostgreSQL within 2 points of SQLite): the words FTS5's `porter unicode61 remove_diacritics 2`
 cuts, not PostgreSQL's parser (paths, versions, e-mail addresses and dotted names kept whole,
 hyphenated words indexed whole and in parts) nor its Snowball stemmer; and a PostgreSQL store made
@@ -104,7 +104,7 @@ def test_a_huge_text_of_distinct_words_is_stored_and_found(store):
 
 def test_term_counts_follow_every_write_to_the_file(store, db_path):
     """Document frequencies feed the vector half's common words and the lexical coverage; SQLite
-    keeps the ones it counted while the file is unchanged (session 8). A write on this connection
+    keeps the ones it counted while the file is unchanged. A write on this connection
     or a commit by another connection (another process: the MCP server beside the CLI) must be
     seen by the next count, on both backends."""
     term = '"zebra"'
@@ -165,7 +165,7 @@ def _written_one_by_one(store, n: int = 40, start: int = 0) -> list[int]:
 @pytest.mark.backends("sqlite")
 def test_compacting_merges_the_word_index_and_finds_the_same(store):
     """Memories written one transaction each leave FTS5's indexes in pieces (each query term is
-    looked up in every piece: ~0.8 ms of a recall at 1,000 memories, session 9); compacting
+    looked up in every piece: ~0.8 ms of a recall at 1,000 memories); compacting
     merges them into one and changes no search result, exact matches included."""
     _written_one_by_one(store)
     assert _unmerged(store) == ["memories_fts", "memories_tri"]
@@ -262,7 +262,7 @@ def test_maintenance_leaves_the_word_index_compact(store, tmp_path):
     """Where memsafe already does maintenance, the word index ends compact: a decay run (cron's)
     and an import of at least a tenth of the store (a bulk write). A compaction rewrites the whole
     index (~2.5 s at 100,000 memories): a smaller import, or `memsafe embed` (which writes no
-    text), leaves it as it is (break-it 9)."""
+    text), leaves it as it is."""
     from memsafe.api import transfer
 
     def exported(n: int, start: int):
@@ -388,7 +388,7 @@ def test_the_server_tries_an_unfinished_compaction_again_only_after_as_much_quie
 def test_a_remember_stops_the_servers_compaction_between_steps(db_path, embedder, monkeypatch):
     """The warm thread that compacts is the one that embeds: a remember arriving meanwhile (its
     wake-up) ends the compaction at the next step (`compact_word_index`'s `stop`), so its memory
-    becomes searchable by meaning within a second (issue 13); the rest waits for the next quiet
+    becomes searchable by meaning within a second; the rest waits for the next quiet
     minute."""
     import time
 

@@ -23,7 +23,7 @@ Start-up and stdout hygiene (FIELD-CASES F01-F04, F08):
   `LOG_CAP` characters, so a huge argument never floods an undrained stderr pipe (F03). Replies
   are written from a worker thread, so a slow reader blocks only its own reply.
 
-Protocol rules (issues 12 and 17, docs/mcp.md):
+Protocol rules (docs/mcp.md):
 - Tool calls of one connection take effect one at a time, in the order they were read
   (`CallOrder`): a `remember` and a `recall` sent at once are answered in that order, and the
   recall sees the memory. Other requests (ping, tools/list) are answered at once.

@@ -347,7 +347,7 @@ def m008_vector_log_token(conn: apsw.Connection) -> None:
 @migration
 def m009_vector_log_scope(conn: apsw.Connection) -> None:
     """A process's in-memory copy of the vectors holds each vector's memory's status and project
-    too, so a recall's scope is checked in memory, without SQL (issues 11 and 13). A memory's status,
+    too, so a recall's scope is checked in memory, without SQL. A memory's status,
     project or `embedded` flag changes without its vector changing (forget, archive, restore,
     `update --project`, `rename_project`, an edited text waiting for its new vector, an import's
     merge): triggers log its id in `vector_log`, flagged `scope_only` (its vector is unchanged),
