@@ -1,4 +1,4 @@
-"""Knowledge graph: entity extraction, name identity (F14), relations that never dangle (F15),
+"""Knowledge graph: entity extraction, name identity, relations that never dangle,
 breadth-first traversal, and forgotten memories hidden from graph views."""
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ def test_entity_key_normalises_case_width_and_whitespace():
     assert graph.entity_key("Straße") == graph.entity_key("STRASSE")
 
 
-# -- F14: one entity however it is spelled ---------------------------------------------------------
+# -- one entity however it is spelled --------------------------------------------------------------
 
 
 def test_f14_one_entity_for_case_width_whitespace(cli):
@@ -114,7 +114,7 @@ def test_entities_filtered_by_project(store):
     assert api.graph_entities(store) == []  # no project: global memories only, as recall
 
 
-# -- F15: relations never dangle --------------------------------------------------------------------
+# -- relations never dangle -------------------------------------------------------------------------
 
 
 def test_f15_relate_unknown_entities_refused_naming_them(store):

@@ -3,8 +3,8 @@ helpers recall uses (entities named by a query, one-hop memories, graph context 
 
 Entity identity is `graph.entity_key` (NFKC + casefold + collapsed whitespace): differently
 spelled names of one entity share a row; the first spelling seen is the display name and the
-others are kept as aliases (FIELD-CASES F14). Relations never create entities silently: an
-unknown endpoint is an error naming it unless `create=True`, and a batch is atomic (F15).
+others are kept as aliases. Relations never create entities silently: an
+unknown endpoint is an error naming it unless `create=True`, and a batch is atomic.
 Forgotten and archived memories never appear in graph views.
 
 Scope: graph views and the relations text in recall follow recall's rule: the

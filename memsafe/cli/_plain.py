@@ -219,7 +219,7 @@ def print_line(text: str) -> None:
 
 
 def safe_streams() -> None:
-    """Never die on a legacy console encoding: unencodable characters are replaced (FIELD-CASES F02)."""
+    """Never die on a legacy console encoding: unencodable characters are replaced."""
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.reconfigure(errors="replace")  # type: ignore[union-attr]  # absent: AttributeError, caught

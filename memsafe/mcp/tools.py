@@ -7,7 +7,7 @@ data are kept between calls, so several servers and the CLI on one file always s
 writes and forgets at once. `MemsafeError`s become tool errors (`isError: true`) carrying the
 handler's message; the SDK reports argument-schema failures the same way.
 
-Start-up and stdout hygiene (FIELD-CASES F01-F04, F08):
+Start-up and stdout hygiene:
 - `serve` first moves the protocol onto private descriptors: fd 1 is duplicated for the
   JSON-RPC writer and then pointed at stderr, fd 0 is duplicated for the reader and pointed at
   /dev/null. `print`, warnings and native libraries (onnxruntime) can only ever reach stderr.
@@ -20,7 +20,7 @@ Start-up and stdout hygiene (FIELD-CASES F01-F04, F08):
   a background thread loads the model and the token encoder and fills pending embeddings in
   small batches (`MEMSAFE_SERVE_WARM=0` turns that off).
 - Logs go to stderr (level from `MEMSAFE_LOG_LEVEL`, default WARNING), each message capped at
-  `LOG_CAP` characters, so a huge argument never floods an undrained stderr pipe (F03). Replies
+  `LOG_CAP` characters, so a huge argument never floods an undrained stderr pipe. Replies
   are written from a worker thread, so a slow reader blocks only its own reply.
 
 Protocol rules (docs/mcp.md):
@@ -82,7 +82,7 @@ IDLE_STORES = 2  # SQLite connections kept open between tool calls (a call and t
 # whole compaction (searchable within 1 s).
 COMPACT_IDLE_S = 60.0
 COMPACT_MAX_S = 5.0
-LOG_CAP = 500  # characters of one log message; longer messages are cut (FIELD-CASES F03)
+LOG_CAP = 500  # characters of one log message; longer messages are cut
 
 INSTRUCTIONS = (
     "memsafe is your long-term memory across sessions, kept on this machine.\n"
@@ -986,7 +986,7 @@ def _scrub(value):
 
 def fix_surrogate_escapes(line: str) -> str:
     """A JSON-RPC line with lone surrogate escapes (`"\\ud83d"`) re-encoded with U+FFFD in their
-    place; valid pairs (emoji) and every other line pass unchanged. (FIELD-CASES F08: the SDK's
+    place; valid pairs (emoji) and every other line pass unchanged. (the SDK's
     JSON parser rejects such a line outright, leaving the request unanswered.)"""
     if not _SURROGATE_ESCAPE.search(line):
         return line
@@ -1116,7 +1116,7 @@ async def _lines(stream, replies: list, ready, answers: _Answers):
         answers.owe(error.id)
         malformed += 1
         # Logged sparingly (1st, 10th, 100th, ...): one warning per line would fill a stderr pipe
-        # nobody drains and block the server for good (FIELD-CASES F03).
+        # nobody drains and block the server for good.
         if malformed in MALFORMED_LOGGED:
             log.warning("answered a malformed JSON-RPC line with error %s (%d such lines so far)",
                         error.error.code, malformed)

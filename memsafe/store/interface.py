@@ -281,7 +281,7 @@ class Vectors(ABC):
     def vector_search(self, query_bytes: bytes, scope: Scope, k: int) -> list[tuple[int, float]]:
         """The k nearest memories in scope by cosine distance: [(id, distance)] nearest first, ties
         by id. `query_bytes` is a float32 vector of the stored dimension. Filters never starve the
-        result (FIELD-CASES F12): the answer is the top k within the scope, not a global top k
+        result: the answer is the top k within the scope, not a global top k
         filtered afterwards. A stored vector with no distance (zero, not finite) never ranks."""
 
     @abstractmethod

@@ -3,7 +3,7 @@
 
 A scoped search is one `ORDER BY embedding <=> query LIMIT k` over the memories in scope; with
 pgvector ≥ 0.8 `hnsw.iterative_scan = strict_order` keeps walking the graph until k rows pass the
-scope filter, so filters never starve the result (FIELD-CASES F12), and the planner scans exactly
+scope filter, so filters never starve the result, and the planner scans exactly
 where a scope is small. `hnsw.ef_search` is raised to k (up to pgvector's 1,000) so the index
 looks at least as far as asked. Ties are broken by id, as on SQLite.
 """

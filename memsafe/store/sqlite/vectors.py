@@ -102,7 +102,7 @@ class SQLiteVectors(SQLiteBase):
     def vector_search(self, query_bytes: bytes, scope: Scope, k: int) -> list[tuple[int, float]]:
         """The k nearest memories in scope by cosine distance. Returns [(id, distance)] nearest first.
 
-        Filters never starve the result (FIELD-CASES F12): a broad scope is one vec0 KNN whose
+        Filters never starve the result: a broad scope is one vec0 KNN whose
         rowids are restricted to the scope (`memory_id IN (subquery)`, sqlite-vec >= 0.1.6: exact
         top-k within the scope, one pass over the vectors); a scope holding under 1/EXACT_SCAN_RATIO
         of the vectors is scored row by row instead (a vec0 point lookup costs ~25 full-scan steps,
