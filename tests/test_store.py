@@ -1,5 +1,5 @@
 """The SQLite file: schema versions and migrations, refusal of newer files, permissions, paths
-(FIELD-CASES F18), and running without sqlite-vec or the model."""
+and running without sqlite-vec or the model."""
 
 from __future__ import annotations
 

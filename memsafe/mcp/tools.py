@@ -986,8 +986,8 @@ def _scrub(value):
 
 def fix_surrogate_escapes(line: str) -> str:
     """A JSON-RPC line with lone surrogate escapes (`"\\ud83d"`) re-encoded with U+FFFD in their
-    place; valid pairs (emoji) and every other line pass unchanged. (the SDK's
-    JSON parser rejects such a line outright, leaving the request unanswered.)"""
+    place; valid pairs (emoji) and every other line pass unchanged (the SDK's
+    JSON parser rejects such a line outright, leaving the request unanswered)."""
     if not _SURROGATE_ESCAPE.search(line):
         return line
     try:
