@@ -44,7 +44,14 @@ def _exit_now(code: int) -> None:
     its store and started whatever it hands on (the detached embedder of `remember`) before it
     returns; a model still loading on its thread (a recall that failed first) ends with the
     process, which never aborts there as an interpreter shutting down under it can. A reader gone
-    (broken pipe) makes it exit 1, as inside the command."""
+    (broken pipe) makes it exit 1, as inside the command.
+
+    Also how every command a stop signal ended leaves (130 or 143), once it has unwound (rolled
+    back, removed its temporary folders): an interpreter run as `python -m memsafe` whose
+    KeyboardInterrupt passed through an `exec` or `eval` of source text (dataclasses and
+    namedtuples are made that way, at import) kills itself with SIGINT at the end of its teardown
+    even when the command caught the exception (CPython's "unhandled KeyboardInterrupt" flag is set
+    there and never cleared), so the caller saw death by signal instead of the exit code."""
     try:
         sys.stdout.flush()
     except BrokenPipeError:
@@ -83,6 +90,8 @@ def main() -> None:
 
         sys.stdout.write(f"memsafe {__version__}\n")
         return
+    if "ui" not in sys.argv[1:4]:  # the page owns its stop signals (`memsafe.ui.start`)
+        _stop_on_sigterm()  # first, so a stop signal at any later instant ends the command with 130/143
     _check_path_settings()
     serve_args = _serve_args(sys.argv[1:])
     if serve_args is not None:
@@ -90,15 +99,15 @@ def main() -> None:
             from memsafe.errors import MemsafeError
             from memsafe.mcp.stdio import STOP, serve
         except KeyboardInterrupt:
-            sys.exit(130)
+            _exit_now(_terminated_code(130))
         try:
-            serve(*serve_args)
+            serve(*serve_args)  # its own handlers replace the CLI's from its first line on
         except MemsafeError as exc:
             sys.stderr.write(f"Error: {exc}\n")
             sys.exit(exc.exit_code)
         except KeyboardInterrupt:  # SIGINT or SIGTERM during start-up, while a thread may be importing:
             sys.stderr.flush()  # ending the interpreter normally under it could abort (SIGABRT)
-            os._exit(STOP.code)
+            os._exit(STOP.code if STOP.signum else _terminated_code(130))
         return
     if "ui" in sys.argv[1:4]:  # `[--db PATH] ui ...`: the page starts without the CLI (issue 15)
         from memsafe.ui import start
@@ -106,10 +115,26 @@ def main() -> None:
         ui = start.parse_argv(sys.argv[1:])
         if ui is not None:
             try:
-                sys.exit(start.main(*ui))
+                code = start.main(*ui)
             except KeyboardInterrupt:
-                sys.exit(130)
-    _stop_on_sigterm()
+                _exit_now(130)
+            sys.exit(code)
+        _stop_on_sigterm()
+    try:
+        _cli()
+    except KeyboardInterrupt:  # a stop signal before the command's own handling (while importing it)
+        sys.stderr.write("interrupted\n")
+        _exit_now(_terminated_code(130))
+    except SystemExit as exc:
+        code = _terminated_code(exc.code)
+        if _signals or code in (130, 143):
+            _exit_now(code)  # see _exit_now: a stopped command ends without the interpreter's teardown
+        raise SystemExit(code) from None
+
+
+def _cli() -> None:
+    """Every command line but `--version`, `serve` and `ui`: the fast path, a cached answer, or
+    the Typer app. Raises SystemExit with the command's code (or returns: 0)."""
     from memsafe.cli import fast
 
     code = fast.run(sys.argv[1:])  # a plain `recall`, `remember` or `import`: no Typer app (None: not one)
@@ -122,14 +147,11 @@ def main() -> None:
         return
     from memsafe.cli import main as cli_main
 
-    try:
-        if key is None:
-            cli_main()
-            return
-        with cli_cache.recording(key):
-            cli_main()
-    except SystemExit as exc:
-        raise SystemExit(_terminated_code(exc.code)) from None
+    if key is None:
+        cli_main()
+        return
+    with cli_cache.recording(key):
+        cli_main()
 
 
 _signals: list[int] = []  # SIGINT or SIGTERM, once a CLI command received one
@@ -139,7 +161,9 @@ def _stop_on_sigterm() -> None:
     """A CLI command stops on SIGTERM (`kill`, `timeout`, a service manager) as on Ctrl-C: a
     KeyboardInterrupt, so its transaction rolls back, its temporary files and folders go and its
     progress bar ends (Python's default ends the process at once, leaving them). Both signals are
-    recorded (`_terminated_code`). `serve` and `ui` handle their stop signals themselves."""
+    recorded (`_terminated_code`). Installed first thing in `main` (a signal before that, during
+    the interpreter's own start, gets Python's defaults); `serve` replaces it with its own from
+    its first line, and `ui` never installs it (uvicorn takes the signals and hands them back)."""
     import signal
 
     def stop(signum, frame):

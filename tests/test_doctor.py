@@ -129,3 +129,26 @@ def test_status_and_doctor_name_each_backends_own_parts(db_path, embedder, backe
         assert "memsafe encrypt" in lines["encryption"]
         assert checks["sqlite-vec"]["level"] == "ok" and "wal" in checks and "pgvector" not in checks
         assert doctor["versions"]["sqlite"] and "postgresql" not in doctor["versions"]
+
+
+def test_doctor_says_the_dependencies_telemetry_is_off_and_names_a_folder_left_before(tmp_path, monkeypatch):
+    """The "network" check: ok while every off-switch memsafe sets holds, naming onnxruntime's
+    telemetry folder when one was written before; an error, with what to do, when a program that
+    imported memsafe turned one back on."""
+    from memsafe import api
+    from memsafe.api import checkup
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    opened = api.open_store(str(tmp_path / "m.db"))
+    try:
+        network = {c.name: c for c in checkup.doctor(opened, load_model=False).checks}["network"]
+        assert network.level == "ok" and "ORT_DISABLE_TELEMETRY" in network.detail and "written" not in network.detail
+        (tmp_path / checkup.ORT_TELEMETRY_FOLDER).mkdir(parents=True)
+        network = {c.name: c for c in checkup.doctor(opened, load_model=False).checks}["network"]
+        assert network.level == "ok" and str(tmp_path / checkup.ORT_TELEMETRY_FOLDER) in network.detail
+        monkeypatch.setenv("ORT_DISABLE_TELEMETRY", "0")
+        report = checkup.doctor(opened, load_model=False)
+        network = {c.name: c for c in report.checks}["network"]
+        assert network.level == "error" and not report.ok and "ORT_DISABLE_TELEMETRY" in network.detail
+    finally:
+        opened.store.close()

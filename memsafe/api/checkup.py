@@ -207,6 +207,28 @@ def repair(opened: Opened, *, embed_vectors: bool = True) -> RepairReport:
                         pending=store.pending_count())
 
 
+# Where onnxruntime's telemetry keeps its device id and events (under the home folder, as it writes it)
+ORT_TELEMETRY_FOLDER = Path(".cache", "Microsoft", "DeveloperTools", ".onnxruntime")
+
+
+def _network_check() -> Check:
+    """The "network" check: every dependency's telemetry off-switch (`memsafe.OFF_SWITCHES`, set
+    when the package is imported) still holds in this process (an error if a program that
+    imported memsafe changed one back), and whether onnxruntime's telemetry folder exists under
+    the home folder (written before memsafe turned it off, or by another program: a note only)."""
+    import memsafe
+
+    on = [name for name, (_, off) in memsafe.OFF_SWITCHES.items() if os.environ.get(name, "").upper() not in off]
+    if on:
+        return Check("network", "error", f"telemetry left on: {', '.join(on)}",
+                     "unset them; memsafe turns them off when nothing else sets them")
+    detail = "dependencies' telemetry off (" + ", ".join(memsafe.OFF_SWITCHES) + ")"
+    left = Path.home() / ORT_TELEMETRY_FOLDER
+    if left.is_dir():
+        detail += f"; {left} was written before (an older memsafe or another program); memsafe writes nothing there"
+    return Check("network", "ok", detail)
+
+
 def doctor(opened: Opened, *, repo: str | Path | None = None, load_model: bool = True) -> DoctorReport:
     """Check the installation, the store and the git hook of `repo` (default: cwd).
 
@@ -302,6 +324,7 @@ def doctor(opened: Opened, *, repo: str | Path | None = None, load_model: bool =
     else:
         probe = count_of(tokens.count("memsafe doctor"), "token")
         checks.append(Check("tokenizer", "ok", f"{encoding} ({probe} in a probe)"))
+    checks.append(_network_check())
 
     hook: dict | None = None
     log = hooks.log_file()
