@@ -39,7 +39,7 @@ def _serve_args(argv: list[str]) -> tuple[str | None, str | None] | None:
 
 def _exit_now(code: int) -> None:
     """End a command the fast path ran: flush stdout and stderr, then leave without the
-    interpreter's teardown (issue 13: clearing numpy's and onnxruntime's modules and the model's
+    interpreter's teardown (clearing numpy's and onnxruntime's modules and the model's
     session cost a default recall ~100 ms of CPU, a lexical one ~30 ms). The command has closed
     its store and started whatever it hands on (the detached embedder of `remember`) before it
     returns; a model still loading on its thread (a recall that failed first) ends with the
@@ -109,7 +109,7 @@ def main() -> None:
             sys.stderr.flush()  # ending the interpreter normally under it could abort (SIGABRT)
             os._exit(STOP.code if STOP.signum else _terminated_code(130))
         return
-    if "ui" in sys.argv[1:4]:  # `[--db PATH] ui ...`: the page starts without the CLI (issue 15)
+    if "ui" in sys.argv[1:4]:  # `[--db PATH] ui ...`: the page starts without the CLI
         from memsafe.ui import start
 
         ui = start.parse_argv(sys.argv[1:])

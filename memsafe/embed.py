@@ -167,7 +167,7 @@ def without_nan_guards(model_bytes: bytes) -> bytes:
     no NaN, the guard passes `p` through unchanged and the outputs are bit-identical
     (tests/test_speed.py compares them with the original model's, single texts and padded batches).
     Without them onnxruntime fuses the softmax's neighbours (FusedMatMul): one query costs ~8% less
-    CPU (9.3-10.5 against 10.1-11.2 ms, the 2-core dev box, session 10).
+    CPU (9.3-10.5 against 10.1-11.2 ms on a 2-core machine).
 
     Only such a guard goes: `p` is the output of an ONNX Softmax (a guard on any other value may
     catch a NaN that is there), `c` a scalar (an initializer or Constant without dimensions: a
@@ -223,7 +223,7 @@ def without_nan_guards(model_bytes: bytes) -> bytes:
 # written, once no process has loaded it for this long: a second installation sharing the cache
 # folder (another venv's onnxruntime, a MEMSAFE_MODEL_DIR model of the same file name) loads its own
 # every run, and removing it made each of the two rebuild its graph (~0.3 CPU-seconds, ~90 MB
-# written) every time the other had run (break-it 10).
+# written) every time the other had run.
 STALE_CACHE_SECONDS = 30 * 86400
 # A temporary folder older than this is the leftover of a build that was killed (a build takes
 # about a second): it is removed with the stale caches.
@@ -265,7 +265,7 @@ def _session(ort, model_path: Path, options, *, prepack: bool = True):
     checks it). The weights are saved beside the graph as external data, which onnxruntime maps
     from the file instead of parsing and copying them out of the graph: a session then starts in
     ~60 ms of CPU instead of ~220 ms from a graph holding its weights, mostly page faults of the
-    copies (issue 13; user + system CPU of creating the session, the 2-core dev box under load ~7,
+    copies (user + system CPU of creating the session, the 2-core dev box under load ~7,
     same outputs and inference speed). `prepack=False`: see `Embedder`'s `one_query`. A cached
     graph that fails to load is deleted and rebuilt; a graph that cannot be saved (a read-only or
     full disk) is not cached; `MEMSAFE_MODEL_CACHE=0` turns the cache off. The cache costs disk:
@@ -328,7 +328,7 @@ _SPACES = str.maketrans({"\t": " ", "\n": " ", "\r": " "})
 class _WordPiece:
     """BERT's tokenization of tokenizer.json (BertNormalizer: clean text, lower case; BertPreTokenizer;
     WordPiece; `[CLS] … [SEP]`; truncation to MAX_TOKENS) for ASCII text, in Python, so a process
-    that embeds one query needs neither `tokenizers` nor the JSON file (issue 13). `encode` answers
+    that embeds one query needs neither `tokenizers` nor the JSON file. `encode` answers
     only where it gives what `tokenizers` gives: None for non-ASCII text (accents, CJK, Unicode
     punctuation and spaces take rules of their own), a text holding an added token such as
     `[MASK]` (matched before normalisation), and a blank text. `cached` keeps the vocabulary in the
@@ -480,7 +480,7 @@ class Embedder:
         self._light = _WordPiece.cached(tokenizer_path) if one_query else None
         try:
             # numpy first, as a Python import: onnxruntime's native module imports it from C and prints
-            # the traceback of a Ctrl-C landing in that import before swallowing it (break-it 10).
+            # the traceback of a Ctrl-C landing in that import before swallowing it.
             import numpy  # noqa: F401
 
             try:
@@ -644,7 +644,7 @@ def default_threads() -> int:
     the CPUs this process may run on (its affinity: `taskset`, a container's cpuset), not the
     machine's; pinned to one CPU, a model thread per machine core only contends.
 
-    One core fewer for query processes was tried (session 8): a recall embeds its query on a
+    One core fewer for query processes was tried: a recall embeds its query on a
     worker while its own thread runs the SQL. On the 2-core dev box, interleaved runs of 150 new
     queries each: with another process busy, a 10,000-memory recall beside its query's embedding
     took 7.2–9.8 ms longer than its CPU with 1 model thread against 10.8–11.5 with 2; on a quiet
@@ -687,7 +687,7 @@ def get_embedder(_generation: int | None = None) -> Embedder | None:
 def load_soon(one_query: bool = False) -> None:
     """Start loading the shared embedder on a thread of its own, so a process that will need it
     (a default recall) overlaps the model load (~0.3 CPU-seconds: numpy, onnxruntime, the session)
-    with its other work: imports, opening the store, BM25 (issue 13). `get_embedder` then waits for
+    with its other work: imports, opening the store, BM25. `get_embedder` then waits for
     it. Once per process; nothing when the model is disabled. The thread is not a daemon: the
     interpreter waits for it before it exits (leaving while onnxruntime builds a session aborts).
     `one_query`: the process embeds one query (and a bounded backfill at most): see `Embedder`."""
