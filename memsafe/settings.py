@@ -27,6 +27,36 @@ from memsafe.errors import InvalidInput, Refused
 
 APP = "memsafe"
 
+# Every environment variable a user may set, with what it does: the one table that docs/usage.md's
+# "Environment" and the man pages' ENVIRONMENT are made from (scripts/gen_docs.py), and that
+# tests/test_docs.py checks against every `MEMSAFE_*` name the code reads.
+VARIABLES: tuple[tuple[str, str], ...] = (
+    ("MEMSAFE_DB", "the database file or postgresql:// URL (after --db, before `config set db`)"),
+    ("MEMSAFE_HOME", "folder for the default database, the settings file and hook.log (tests use it)"),
+    ("MEMSAFE_NOW", "fix the clock (ISO-8601), for tests, benchmarks and reproducible decay runs"),
+    ("MEMSAFE_MODEL_DIR", "a folder with model.onnx and tokenizer.json: another compatible embedding model"),
+    ("MEMSAFE_NO_VEC", "run without vector search (troubleshooting); recall uses keywords only"),
+    ("MEMSAFE_NO_MODEL", "run without the embedding model (troubleshooting); recall uses keywords only"),
+    ("MEMSAFE_EMBED_THREADS", "threads the embedding model uses (default: min(4, the cores this process may use))"),
+    ("MEMSAFE_CACHE_DIR", "cache folder (optimised model graph, token ranks and counts, secret-scan gates, "
+                          "--help and TAB answers; default: the user cache folder)"),
+    ("MEMSAFE_BACKGROUND_EMBED", "0: `remember` leaves vectors pending instead of starting a background embedder"),
+    ("MEMSAFE_SERVE_WARM", "0: `memsafe serve` loads no model in the background (vectors wait for a recall)"),
+    ("MEMSAFE_MODEL_CACHE", "0: no cached optimised model graph"),
+    ("MEMSAFE_CLI_CACHE", "0: no cached --help and TAB answers"),
+    ("MEMSAFE_TOKEN_CACHE", "0: no cached token counts"),
+    ("MEMSAFE_CLI_FAST", "0: recall, remember and import always go through the full command-line app"),
+    ("MEMSAFE_DEBUG", "show tracebacks for user errors"),
+    ("MEMSAFE_KEY", "the key of an encrypted store (docs/encryption.md)"),
+    ("MEMSAFE_KEY_FILE", "a file holding the key of an encrypted store"),
+    ("MEMSAFE_NEW_KEY", "the new key for `memsafe rekey` when the key comes from MEMSAFE_KEY"),
+    ("MEMSAFE_ALLOW_INSECURE_KEYRING", "1: accept a keyring backend that keeps keys in a plain file"),
+    ("MEMSAFE_LOG_LEVEL", "log detail of `memsafe serve` on stderr (DEBUG, INFO, WARNING)"),
+    ("MEMSAFE_HTTP_TOKENS_FILE", "the tokens (`name token` lines) of `memsafe serve --transport http` (docs/team.md)"),
+)
+# Names memsafe sets for its own child processes and scripts, never read from a user's shell.
+INTERNAL_VARIABLES = ("_MEMSAFE_COMPLETE", "MEMSAFE_CHAINED", "MEMSAFE_EOF")
+
 
 def env_path(name: str) -> Path | None:
     """The path an environment variable names (`expand_path`, symlinks not resolved), or None

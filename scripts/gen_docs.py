@@ -34,19 +34,30 @@ def completion_files() -> dict[str, str]:
     return {f"completions/{name}": completion_script(shell, PROG) for shell, name in SHELLS.items()}
 
 
-# Sections every page ends with (roff). Keep in step with README.md ("Environment", "Where data lives").
-ENVIRONMENT = [
-    ("MEMSAFE_DB", "The database file (after \\fB\\-\\-db\\fP, before \\fBmemsafe config set db\\fP)."),
-    ("MEMSAFE_HOME", "Folder for the default database, the settings file and hook.log (tests use it)."),
-    ("MEMSAFE_NOW", "Fix the clock (ISO\\-8601), for tests, benchmarks and reproducible decay runs."),
-    ("MEMSAFE_MODEL_DIR", "A folder with model.onnx and tokenizer.json: another compatible embedding model."),
-    ("MEMSAFE_NO_VEC, MEMSAFE_NO_MODEL", "Run without vectors (troubleshooting); recall uses keywords only."),
-    ("MEMSAFE_EMBED_THREADS", "Threads the embedding model uses."),
-    ("MEMSAFE_LOG_LEVEL", "Log detail of \\fBmemsafe serve\\fP on stderr (DEBUG, INFO, WARNING)."),
-    ("MEMSAFE_DEBUG", "Show tracebacks for user errors."),
-    ("MEMSAFE_KEY, MEMSAFE_KEY_FILE", "The key of an encrypted store, or a file holding it (else the OS keyring)."),
-    ("MEMSAFE_NEW_KEY", "The new key for \\fBmemsafe rekey\\fP when the key comes from MEMSAFE_KEY."),
-]
+def _roff(text: str) -> str:
+    """Plain text for a man page: hyphens escaped, `code` in bold."""
+    import re
+
+    text = text.replace("\\", "\\\\").replace("-", "\\-")
+    return re.sub(r"`([^`]+)`", r"\\fB\1\\fP", text)
+
+
+def environment_rows() -> list[tuple[str, str]]:
+    """The man pages' ENVIRONMENT, from `memsafe.settings.VARIABLES` (the one table)."""
+    from memsafe.settings import VARIABLES
+
+    return [(name, _roff(meaning[0].upper() + meaning[1:] + ".")) for name, meaning in VARIABLES]
+
+
+def usage_environment() -> str:
+    """docs/usage.md's "Environment" table, from `memsafe.settings.VARIABLES`."""
+    from memsafe.settings import VARIABLES
+
+    return "\n".join(["| variable | meaning |", "| --- | --- |",
+                      *(f"| `{name}` | {meaning} |" for name, meaning in VARIABLES)]) + "\n"
+
+
+# Sections every page ends with (roff). ENVIRONMENT comes from memsafe.settings.VARIABLES.
 FILES = [
     ("~/.local/share/memsafe/memory.db", "The default database on Linux (the platform's user data folder "
      "elsewhere; \\fBmemsafe status\\fP prints the one in use), with its \\-wal and \\-shm files."),
@@ -68,7 +79,7 @@ EXIT_STATUS = [
 def _sections() -> str:
     """ENVIRONMENT, FILES and EXIT STATUS, the same on every page."""
     lines = []
-    for title, rows in (("ENVIRONMENT", ENVIRONMENT), ("FILES", FILES), ("EXIT STATUS", EXIT_STATUS)):
+    for title, rows in (("ENVIRONMENT", environment_rows()), ("FILES", FILES), ("EXIT STATUS", EXIT_STATUS)):
         lines.append(f'.SH "{title}"' if " " in title else f".SH {title}")
         for term, text in rows:
             lines += [".TP", f"\\fB{term}\\fP", text]
@@ -186,8 +197,21 @@ def fast_spec_file() -> dict[str, str]:
     return {"memsafe/cli/fast_spec.py": body}
 
 
+def usage_file() -> dict[str, str]:
+    """{"docs/usage.md": its text with the table under "## Environment" made by `usage_environment`}."""
+    import re
+
+    text = (ROOT / "docs" / "usage.md").read_text()
+    table = re.compile(r"(## Environment\n\n)((?:\|[^\n]*\n)+)")
+    if not table.search(text):
+        raise SystemExit("docs/usage.md has no table under '## Environment'")
+    return {"docs/usage.md": table.sub(lambda m: m.group(1) + usage_environment(), text, count=1)}
+
+
 def generated(what: str = "all") -> dict[str, str]:
     files: dict[str, str] = {}
+    if what == "all":
+        files.update(usage_file())
     if what in ("all", "fast"):
         files.update(fast_spec_file())
     if what in ("all", "completions"):

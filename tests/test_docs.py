@@ -133,3 +133,24 @@ def test_every_command_and_option_a_document_names_exists(doc):
             ctx_path.append(word)
             options = {o for p in command.params for o in p.opts} | {o for p in root.params for o in p.opts}
     assert problems == [], problems
+
+
+def test_every_environment_variable_the_code_reads_is_in_the_one_table():
+    """`settings.VARIABLES` documents every `MEMSAFE_*` name the package mentions (docs/usage.md
+    and the man pages are made from it: test_completions_and_man_pages_are_up_to_date), and holds
+    no name the code no longer reads."""
+    from memsafe import settings
+
+    def code(path):  # the table itself names every variable: it does not count as reading one
+        text = path.read_text()
+        if path.name == "settings.py":
+            text = re.sub(r"\nVARIABLES: .*?\nINTERNAL_VARIABLES", "", text, flags=re.S)
+        return text
+
+    named = {m for path in (ROOT / "memsafe").rglob("*.py")
+             for m in re.findall(r"_?MEMSAFE_[A-Z][A-Z_]*[A-Z]", code(path))}
+    documented = {name for name, _ in settings.VARIABLES}
+    assert named - documented - set(settings.INTERNAL_VARIABLES) == set()
+    assert documented - named == set()
+    usage = (ROOT / "docs" / "usage.md").read_text()
+    assert all(f"| `{name}` |" in usage for name in documented)
