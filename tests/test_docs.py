@@ -100,8 +100,11 @@ def test_bash_completion_completes_option_choices(words, expected):
 def _named_commands(text: str) -> set[tuple[str, ...]]:
     """Every `memsafe WORD [WORD] [--option]` a document names, in code or in backticks."""
     named = set()
-    for run in re.findall(r"`([^`\n]+)`|^((?:\.venv/bin/)?memsafe [^\n#]+)", text, flags=re.M):
-        for line in (run[0] or run[1]).split("|"):
+    blocks = "\n".join(re.findall(r"^```[a-z]*\n(.*?)^```", text, flags=re.M | re.S))
+    runs = re.findall(r"`([^`\n]+)`", re.sub(r"^```.*?^```", "", text, flags=re.M | re.S))
+    runs += re.findall(r"^\s*((?:\.venv/bin/)?memsafe [^\n#]+)", blocks, flags=re.M)
+    for run in runs:
+        for line in run.split("|"):
             words = line.replace(".venv/bin/memsafe", "memsafe").split()
             if words[:1] == ["memsafe"] or words[:2] == ["$(command", "-v"]:
                 named.add(tuple(words[1:]))
