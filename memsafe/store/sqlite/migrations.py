@@ -271,15 +271,9 @@ def m005_author(conn: apsw.Connection) -> None:
 TRIGRAM_MAX_CHARS = 65_536
 
 
-@migration
-def m006_trigram_index_bounded(conn: apsw.Connection) -> None:
-    """The trigram index holds the first TRIGRAM_MAX_CHARS characters of each memory (plus the
-    space that lets a last word start a trigram): its view and sync triggers are re-created on
-    `substr(content, 1, N)`. The index is rebuilt only when a memory is longer than that, since
-    for every other row the indexed text is unchanged (and the FTS5 'delete' command must be fed
-    exactly the text that was indexed)."""
-    n = TRIGRAM_MAX_CHARS
-    text = f"substr({{}}.content, 1, {n}) || ' '"
+def _trigram_triggers(conn: apsw.Connection, text: str) -> None:
+    """Re-create the trigram index's view and sync triggers so each indexes `text` (an SQL
+    expression with `{}` for the row: `memories`, `new` or `old`)."""
     conn.execute(f"""
         DROP TRIGGER memories_tri_ai; DROP TRIGGER memories_tri_ad; DROP TRIGGER memories_tri_au;
         DROP VIEW memories_tri_text;
@@ -295,6 +289,18 @@ def m006_trigram_index_bounded(conn: apsw.Connection) -> None:
             INSERT INTO memories_tri(rowid, content) VALUES (new.id, {text.format('new')});
         END;
     """)
+
+
+@migration
+def m006_trigram_index_bounded(conn: apsw.Connection) -> None:
+    """The trigram index holds the first TRIGRAM_MAX_CHARS characters of each memory (plus the
+    space that lets a last word start a trigram): its view and sync triggers are re-created on
+    `substr(content, 1, N)`. The index is rebuilt only when a memory is longer than that, since
+    for every other row the indexed text is unchanged (and the FTS5 'delete' command must be fed
+    exactly the text that was indexed)."""
+    n = TRIGRAM_MAX_CHARS
+    text = f"substr({{}}.content, 1, {n}) || ' '"
+    _trigram_triggers(conn, text)
     if scalar(conn.execute("SELECT EXISTS (SELECT 1 FROM memories WHERE length(content) > ?)", (n,))):
         conn.execute("INSERT INTO memories_tri(memories_tri) VALUES ('rebuild')")
 
@@ -412,21 +418,7 @@ def m012_unicode_forms(conn: apsw.Connection) -> None:
 
     n = TRIGRAM_MAX_CHARS
     text = f"{FOLD_FUNCTION}(substr({{}}.content, 1, {n})) || ' '"
-    conn.execute(f"""
-        DROP TRIGGER memories_tri_ai; DROP TRIGGER memories_tri_ad; DROP TRIGGER memories_tri_au;
-        DROP VIEW memories_tri_text;
-        CREATE VIEW memories_tri_text(id, content) AS SELECT id, {text.format('memories')} FROM memories;
-        CREATE TRIGGER memories_tri_ai AFTER INSERT ON memories BEGIN
-            INSERT INTO memories_tri(rowid, content) VALUES (new.id, {text.format('new')});
-        END;
-        CREATE TRIGGER memories_tri_ad AFTER DELETE ON memories BEGIN
-            INSERT INTO memories_tri(memories_tri, rowid, content) VALUES ('delete', old.id, {text.format('old')});
-        END;
-        CREATE TRIGGER memories_tri_au AFTER UPDATE OF content ON memories BEGIN
-            INSERT INTO memories_tri(memories_tri, rowid, content) VALUES ('delete', old.id, {text.format('old')});
-            INSERT INTO memories_tri(rowid, content) VALUES (new.id, {text.format('new')});
-        END;
-    """)
+    _trigram_triggers(conn, text)
     if scalar(conn.execute("SELECT EXISTS (SELECT 1 FROM memories WHERE content GLOB ?)", (forms.NON_ASCII_GLOB,))):
         conn.execute("INSERT INTO memories_tri(memories_tri) VALUES ('rebuild')")
         conn.execute("INSERT INTO memories_fts(memories_fts) VALUES ('rebuild')")
