@@ -395,10 +395,12 @@ def _looks_random(value: str) -> bool:
 # - technical terms with a number, which prose puts after "password is" ("SHA-256 hashed",
 #   "base64-encoded", "stored as argon2id").
 _PLACEHOLDER_WORDS = frozenset("""
-    a abc admin api apikey auth bar baz change changeme config db default demo dev dummy example fake foo
-    guest here insert key letmein local me my mysecret our pass passwd password placeholder pwd qwerty
-    replace root sample secret some super test testing the token user value welcome xyz your
+    a abc admin api apikey asdf auth bar baz change changeme config db default demo dev dummy example fake
+    foo guest hello here insert key letmein local me mock my mysecret our pass passwd password placeholder
+    pwd qwerty replace root sample secret some super temp test testing the token user value welcome world
+    xyz your
 """.split())
+_ALPHABET = "abcdefghijklmnopqrstuvwxyz"
 _TECH_TERM = re.compile(
     r"(?i:sha|md|base|utf|ucs|aes|rsa|dsa|ecdsa|ed|x|ipv|http|oauth|pbkdf|argon|tls|ssl|crc|blake|hs|rs|es|ps|p|v)"
     r"\d{1,5}(?i:id|[a-z])?|[A-Z]{2,6}\d{1,5}"
@@ -433,9 +435,10 @@ def _trivial_digits(run: str) -> bool:
 
 
 def _placeholder_letters(run: str) -> bool:
-    """`run` (letters) splits into placeholder words ("mysecretkey" -> my|secret|key), or is one letter."""
+    """`run` (letters) splits into placeholder words ("mysecretkey" -> my|secret|key), is one
+    letter, or a run of the alphabet ("abcdef")."""
     run = run.lower()
-    if len(run) == 1:
+    if len(run) == 1 or (len(run) >= 3 and run in _ALPHABET):  # "abcdef" in `abcdef123456`
         return True
     ok = [True] + [False] * len(run)
     for i in range(1, len(run) + 1):

@@ -116,6 +116,84 @@ SECRETS = [
     ),
 ]
 
+# Placeholders, references and test values in code and config pasted into a prompt to an
+# assistant: no credential (part of LOOK_ALIKES).
+PLACEHOLDERS_IN_CODE = [
+    "SECRET_KEY = 'django-insecure-change-me'",
+    'app.secret_key = "super secret key"',
+    'app.secret_key = "supersecretkey"',
+    'JWT_SECRET=your_jwt_secret_here',
+    'password: "example-password"',
+    '{"username": "admin", "password": "password"}',
+    'api_key = "YOUR_API_KEY"',
+    'AWS_SECRET_ACCESS_KEY=<your-secret-access-key>',
+    'export OPENAI_API_KEY="sk-..."',
+    'token: "{{ secrets.GITHUB_TOKEN }}"',
+    'password = "{{ db_password }}"',
+    'POSTGRES_PASSWORD: ${POSTGRES_PASSWORD:-postgres}',
+    'client_secret = "REPLACE_ME"',
+    'auth_token = "dummy-token"',
+    'assert user.check_password("testpass123")',
+    'SECRET_KEY = os.environ.get("SECRET_KEY", "dev")',
+    'secret: !ENV ${SECRET}',
+    'api_key: "<API_KEY>"',
+    'token = "TODO"',
+    'DB_PASS=example',
+    'passwd = getpass.getpass()',
+    '"apiKey": "YOUR_FIREBASE_API_KEY",',
+    'password = "foobar"',
+    'password=test',
+    "token = 'abc123'",
+    'STRIPE_SECRET_KEY=sk_test_...',
+    'secret_key = settings.SECRET_KEY',
+    'redis://:password@localhost:6379/0',
+    'postgresql://user:pass@localhost/dbname',
+    'password: "********"',
+    'api_key="xxxx-xxxx-xxxx-xxxx"',
+    '"password": "secret"',
+    'login(user="bob", password="correct horse battery staple")',
+    'fake_token = "fake-token-for-tests"',
+    'PASSWORD = "test_password"',
+    'mock_secret = "mock-secret"',
+    'headers = {"Authorization": f"Bearer {token}"}',
+    'curl -H "Authorization: Bearer $TOKEN" https://api.example.com',
+    'API_KEY = "insert-your-key"',
+    'GITHUB_TOKEN=ghp_your_token_here',
+    'password = "pass1234"',
+    "password = 'qwerty123'",
+    'SECRET = "s3cret"',
+    'password: admin',
+    'password=root',
+    'user.set_password("newpassword")',
+    'mysql -u root -ppassword mydb',
+    'DATABASE_URL = "postgres://postgres:postgres@localhost:5432/test"',
+    'SECRET_KEY = "dev-secret-key-change-in-production"',
+    'JWT_SECRET_KEY = "my-jwt-secret"',
+    '    password: str = Field(..., min_length=8)',
+    'def login(username: str, password: str) -> Token:',
+    'token = request.headers.get("X-Auth-Token")',
+    "api_key = config['api_key']",
+    'secret = base64.b64encode(os.urandom(32)).decode()',
+    'password = hashlib.sha256(password.encode()).hexdigest()',
+    'const password = "Password1!";  // seed user',
+    'apiKey: process.env.REACT_APP_API_KEY,',
+    'ENV SECRET_KEY=changeme',
+    'secrets.token_urlsafe(32)',
+    "token = jwt.encode(payload, SECRET_KEY, algorithm='HS256')",
+    '<add key="ApiKey" value="your-api-key" />',
+    'password = "test1234"',
+    'AUTH_TOKEN="replace-with-your-token"',
+    'access_token = "ACCESS_TOKEN"',
+    'private_key = "-----BEGIN PRIVATE KEY-----\\n...\\n-----END PRIVATE KEY-----"',
+    'Bearer <token>',
+    'export API_TOKEN=abcdef123456',
+    'client = Client(api_key="test-key")',
+    'password = "12345678"',
+    'spring.datasource.password=secret',
+    'spring.datasource.password=${DB_PASSWORD}',
+    'password = "admin123"',
+]
+
 # Ordinary developer text that resembles a credential: none may give a finding.
 LOOK_ALIKES = [
     # hashes, ids, digests
@@ -190,6 +268,7 @@ LOOK_ALIKES = [
     "api_key = None",
     "token = get_token()",
     "docker run -e POSTGRES_PASSWORD=postgres -p 5432:5432 postgres:16",
+    *PLACEHOLDERS_IN_CODE,
     # other prose
     "C:\\Users\\First Last\\AppData\\Local\\memsafe\\memory.db",
     "Müller → 日本語 🚀 naïve, ＡＢＣ１２３ full-width",
@@ -207,7 +286,7 @@ LOOK_ALIKES = [
 
 
 def test_the_tables_hold_at_least_forty_secrets_and_forty_look_alikes():
-    assert len(SECRETS) >= 40 and len(LOOK_ALIKES) >= 40
+    assert len(SECRETS) >= 40 and len(LOOK_ALIKES) >= 40 and len(PLACEHOLDERS_IN_CODE) >= 40
     assert len({t for t, _ in SECRETS}) == len(SECRETS) and len(set(LOOK_ALIKES)) == len(LOOK_ALIKES)
 
 
@@ -396,6 +475,54 @@ def test_a_commit_with_a_real_key_is_stored_redacted_and_never_reaches_the_file(
     raw = _db_bytes(db_path)
     for secret in (GITHUB, "hunter2", AWS, AWS_SECRET):
         assert secret.encode() not in raw, secret
+
+
+def test_a_key_in_pasted_code_is_redacted_through_a_rewrite_and_never_reaches_the_history(store, db_path, tmp_path):
+    """A commit whose message pastes code holding placeholders and a real key, then amended to hold
+    another real key: the memory, the earlier version the rewrite kept (memory_versions) and every
+    byte of the file hold neither key, and the placeholders stay as written."""
+    repo = tmp_path / "repo"
+    code = PASTED_CODE.replace('token = "xxx"', f'GITHUB_TOKEN = "{GITHUB}"')
+    _commit(repo, "Login test client setup\n\n" + code)
+    first = api.remember_commit(store, repo)
+    assert "[REDACTED:github-token]" in first.content and "my_secret_key" in first.content
+    old = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    env = ["-c", "user.name=t", "-c", "user.email=t@example.com"]
+    message = "Login test client setup\n\n" + code.replace(GITHUB, AWS) + f"\naws secret {AWS_SECRET}"
+    subprocess.run(["git", *env, "-C", str(repo), "commit", "-q", "--amend", "--allow-empty", "-m", message],
+                   check=True)
+    new = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    queue = tmp_path / "queue"
+    queue.mkdir()
+    (queue / "1-rewrite").write_text(f"rewrite amend main\n{old} {new}\n")
+    assert api.drain_queue(store, repo, queue).updated == 1
+    (memory,) = api.list_memories(store, all_projects=True)
+    assert memory.id == first.id and "[REDACTED:aws-access-key]" in memory.content
+    assert "mysecretpassword" in memory.content and "<your-token>" in memory.content
+    versions = [r[0] for r in store.conn.execute("SELECT content FROM memory_versions WHERE memory_id = ?",
+                                                 (memory.id,))]
+    assert versions == [first.content]
+    shown = api.history(store, memory.id)
+    assert GITHUB not in repr(shown) and AWS not in repr(shown) and AWS_SECRET not in repr(shown)
+    for secret in (GITHUB, AWS, AWS_SECRET):
+        assert not _indexed(store, secret), secret
+    store.close()
+    raw = _db_bytes(db_path)
+    for secret in (GITHUB, AWS, AWS_SECRET):
+        assert secret.encode() not in raw, secret
+    assert b"my_secret_key" in raw
+
+
+def test_capture_keeps_every_placeholder_and_replaces_only_the_real_keys():
+    """`safety.redact_for_capture`, what text memsafe captures on its own goes through: in pasted
+    code with a real key among placeholders, only the key is replaced; the placeholders of the
+    look-alike table come back as they were."""
+    code = PASTED_CODE.replace('token = "xxx"', f'token = "{GITHUB}"; aws_key = "{AWS}"')
+    redacted, kinds = safety.redact_for_capture(code)
+    assert kinds == ("github-token", "aws-access-key")
+    assert redacted == code.replace(GITHUB, "[REDACTED:github-token]").replace(AWS, "[REDACTED:aws-access-key]")
+    text = "\n".join(PLACEHOLDERS_IN_CODE)
+    assert safety.redact_for_capture(text) == (text, ())
 
 
 def test_a_commit_with_placeholders_is_stored_verbatim(store, tmp_path):
