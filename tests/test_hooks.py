@@ -339,6 +339,46 @@ def test_backfill_is_idempotent_and_skips_what_the_hook_remembered(repo, db_path
     assert recent["seen"] == 7
 
 
+def _vectors(db: Path) -> tuple[int, int]:
+    """(vectors stored, memories pending) in the store at `db`."""
+    opened = api.open_store(str(db))
+    try:
+        return opened.store.vector_count(), opened.store.pending_count()
+    finally:
+        opened.store.close()
+
+
+def test_backfill_computes_the_vectors_of_every_commit_it_remembers(repo, db_path, cli):
+    """After `hook backfill` every commit it remembered has its vector (a search by meaning finds
+    them); with --no-embed none has, the message says so exactly, and `memsafe embed` fills them all."""
+    subjects = ["Retry the payment webhook with exponential backoff", "Cache the exchange rates for an hour",
+                "Move the login form to the new design system", "Drop Python 3.9 from the test matrix",
+                "Log slow SQL queries above 200 ms"]
+    for i, subject in enumerate(subjects):
+        commit(repo, subject.encode(), {f"src/{i}.py": subject})
+    result = cli("hook", "backfill", "--repo", str(repo), "--json")
+    assert result.exit_code == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert (report["remembered"], report["embedded"], report["pending"], report["embed_error"]) == (5, 5, 0, None)
+    assert _vectors(db_path) == (5, 0)
+    found = cli("recall", "when do we try charging again after a failed callback", "--mode", "vector",
+                "--all-projects", "--json")
+    assert "Retry the payment webhook" in json.loads(found.stdout)["results"][0]["content"], found.stdout
+
+    commit(repo, b"Pin the linter version", {"lint.cfg": "1"})
+    deferred = cli("hook", "backfill", "--repo", str(repo), "--no-embed")
+    assert deferred.exit_code == 0, deferred.stderr
+    assert "1 commit remembered, 5 already known" in deferred.stdout
+    assert ("1 vectors pending: those memories are found by keywords only until `memsafe embed` computes them"
+            in deferred.stderr)
+    assert _vectors(db_path) == (5, 1)
+    filled = cli("embed")
+    assert filled.exit_code == 0 and "Embedded 1 memory (" in filled.stderr and "; 0 pending" in filled.stderr
+    assert _vectors(db_path) == (6, 0)
+    shown = cli("hook", "backfill", "--repo", str(repo))  # nothing new: nothing to embed, nothing pending
+    assert "vectors" not in shown.stderr, shown.stderr
+
+
 def test_queue_entries_are_drained_in_order_once(repo, store):
     """Entries queued while no run drains (as the hooks queue them) are all applied, oldest first,
     by one drain; a second drain finds nothing."""

@@ -4,7 +4,8 @@ the hooks fill (remembering commits, following rebases and amends), and `hook ba
 A commit's memory has a uid derived from its project and full hash (`commit_uid`), so a commit is
 remembered once whichever way it arrives (hook, backfill, a second run); when a rebase or an amend
 rewrites the commit, its memory is updated in place (the old note stays in its history) and takes
-the new commit's uid. Vectors are always deferred: `memsafe embed`, or the next recall, fills them.
+the new commit's uid. Vectors are deferred: `hook backfill` computes them once the commits are
+stored (unless --no-embed), a hook's commit is embedded by the next `embed`, `serve` or recall.
 """
 
 from __future__ import annotations
@@ -189,7 +190,9 @@ def _follow_rewrite(store: Store, root: Path, project: str | None, old: str, new
 @dataclass
 class BackfillReport:
     """What `hook backfill` did: `seen` commits read from git, `remembered` new memories, `skipped`
-    commits already remembered; `pending` vectors left for `memsafe embed` or the next recall."""
+    commits already remembered, in `seconds`; then `embedded` vectors computed in `embed_seconds`
+    (`embed_pending`, which the CLI runs unless --no-embed), `embed_error` why none could be; `pending`
+    vectors left for `memsafe embed` (until then those memories are found by keywords only)."""
 
     repo: str
     project: str | None
@@ -198,6 +201,9 @@ class BackfillReport:
     skipped: int = 0
     pending: int = 0
     seconds: float = 0.0
+    embedded: int = 0
+    embed_seconds: float = 0.0
+    embed_error: str | None = None
 
 
 def backfill_commits(

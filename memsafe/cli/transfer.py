@@ -150,10 +150,13 @@ def embed(ctx: typer.Context, json_: JsonOpt = False) -> None:
     here; 130 (Ctrl-C) or 143 (SIGTERM) when interrupted: what was embedded is kept, and the next
     `memsafe embed` goes on from there.
     """
+    import time
+
     with _session(ctx) as opened:
         before = opened.store.pending_count()
+        started = time.monotonic()
         try:
-            with _plain.progress("embedding") as progress:
+            with _plain.progress("embedding", unit="vectors") as progress:
                 report = api.embed_pending(opened.store, progress=progress)
         except KeyboardInterrupt:  # each batch is its own transaction: the batches written stay
             pending = opened.store.pending_count()
@@ -164,7 +167,10 @@ def embed(ctx: typer.Context, json_: JsonOpt = False) -> None:
     if json_:
         _emit_json(report)
     elif report.error is None:
-        err.print(f"Embedded {render.count_of(report.embedded, 'memory')}; {report.pending} pending")
+        seconds = time.monotonic() - started
+        rate = f", {report.embedded / seconds:,.0f}/s" if report.embedded and seconds > 0 else ""
+        err.print(f"Embedded {render.count_of(report.embedded, 'memory')} ({seconds:.1f} s{rate}); "
+                  f"{report.pending} pending")
     if report.error:
         if not json_:  # with --json the report above holds the error
             say("Error", f"{report.error}; {render.count_of(report.pending, 'memory')} pending")

@@ -26,6 +26,9 @@ if TYPE_CHECKING:
 
 
 BACKFILL_BATCH = 256  # pending memories a recall embeds at most (attempts, written or skipped)
+# Rows per transaction of a fill with a progress callback: about 2 s of embedding on two cores (256
+# commit notes took 6-15 s, a bar standing still that long looks hung).
+PROGRESS_ROWS = 64
 RECALL_EMBED_SECONDS = 2.0  # ... and for at most this long, then answers from what it has
 WRITE_GRACE_MS = 250  # least wait for the write lock of a time-bounded fill (about one SQLite commit under load)
 AS_OF_EMBED_MAX = 256  # past texts embedded exactly per time-travel query before narrowing to candidates
@@ -89,7 +92,7 @@ def backfill(store: Store, *, limit: int | None = BACKFILL_BATCH, batch_size: in
     done = attempted = 0
     cursor: int | None = None  # the last id walked
     # rows per transaction; embedded in length-sorted batches of `batch_size`
-    take_max = max(batch_size, BACKFILL_BATCH) if deadline is None else batch_size
+    take_max = batch_size if deadline is not None else max(batch_size, PROGRESS_ROWS if progress else BACKFILL_BATCH)
     while limit is None or attempted < limit:
         take = take_max
         if deadline is not None:
