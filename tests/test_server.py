@@ -32,8 +32,8 @@ GRAPH_TOOLS = {"relate_entities", "query_graph"}
 UNICODE = "Müller → 日本語 🚀 naïve"
 
 # How long a test waits for the server to exit after a signal: it first lets the warm thread
-# finish the model load it is in (exiting inside onnxruntime aborts), and that thread runs at
-# nice +10, so on a busy machine the load alone can take well over 10 s (Ctrl-C still works).
+# finish the model load or the batch it is in (exiting inside onnxruntime aborts), and on a busy
+# machine that alone can take well over 10 s (Ctrl-C still works).
 STOP_WAIT_S = 60
 
 
@@ -1512,3 +1512,50 @@ def test_a_kept_connection_recalls_what_another_process_changed_since(paths, emb
     assert "tags=ci]\n  CI installs" in r["updated"] and "--frozen-lockfile flag" not in r["updated"]
     assert "#1 " in r["kind"] and "#1 " not in r["moved"] and "#1 " in r["back"]
     assert "#1 " not in r["forgotten"] and "#1 " in r["restored"] and "#1 " not in r["purged"]
+
+
+_WARM_PRIORITIES = r"""
+import json, os, sys, threading, time
+from memsafe import embed
+from memsafe.mcp import tools
+
+def nice(tid):
+    return os.getpriority(os.PRIO_PROCESS, tid)
+
+at_load = []
+real = embed.get_embedder
+def watched(*args, **kwargs):  # the real load, noting the priority of the thread that asks for it
+    at_load.append(nice(threading.get_native_id()))
+    return real(*args, **kwargs)
+embed.get_embedder = watched
+before = {int(t) for t in os.listdir("/proc/self/task")}
+srv = tools.build_server(sys.argv[1])
+srv.memsafe.start_warmup()
+deadline = time.monotonic() + 120
+while not embed.loaded() and time.monotonic() < deadline:
+    time.sleep(0.05)
+time.sleep(0.5)  # past the load: the thread lowers its priority, then waits for work
+warm = srv.memsafe._warm_thread.native_id
+python = {t.native_id for t in threading.enumerate()}
+native = {int(t) for t in os.listdir("/proc/self/task")} - before - python
+print(json.dumps({"at_load": at_load, "warm": nice(warm), "main": nice(threading.get_native_id()),
+                  "native": sorted(nice(t) for t in native)}))
+srv.memsafe.stop()
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="thread priorities are per thread on Linux only")
+def test_the_warm_thread_loads_the_model_at_full_priority_then_steps_down(db_path):
+    """The first recall waits for the model the warm thread loads, so the load runs at the
+    server's own priority (at nice +10 beside busy processes it took seconds); afterwards the warm
+    thread and the model's worker threads that the load started run at nice +10, so filling
+    vectors never delays a reply. The main thread keeps its priority."""
+    api.open_store(str(db_path)).store.close()
+    done = subprocess.run([sys.executable, "-c", _WARM_PRIORITIES, str(db_path)], capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "MEMSAFE_EMBED_THREADS": "2"})
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    base = seen["main"]
+    assert seen["at_load"][:1] == [base], seen
+    assert seen["warm"] == min(19, base + 10), seen
+    assert seen["native"] and all(n == min(19, base + 10) for n in seen["native"]), seen

@@ -413,13 +413,21 @@ class ServerState:
         """Load the model, fill what is pending, then stay: each `embed_soon` wakes it to embed the
         memories `remember` stored without a vector (their near-duplicates become notices).
 
-        It runs at a lower CPU priority (`_background_priority`), and so do the model's worker
-        threads it starts: filling vectors never delays a tool call's reply (on two cores,
-        embedding beside sequential remembers took their reply from 9 to 15 ms)."""
-        _background_priority()
+        The token encoder and the model load at the server's own priority: the first recall
+        waits for that load (it needs the model), and a load at nice +10 beside two busy processes
+        took seconds. Then the thread lowers its CPU priority (`_background_priority`), and that of
+        the model's worker threads the load started: filling vectors never delays a tool call's
+        reply (on two cores, embedding beside sequential remembers took their reply from 9 to 15 ms;
+        a recall's own query embedding runs on its calling thread, which takes the work a
+        lower-priority worker has not started)."""
         try:
-            tokens.warm()  # first, so this process counts tokens directly (not through the cache file)
-            if embed.get_embedder() is None:
+            native = _native_threads()
+            try:
+                tokens.warm()  # first, so this process counts tokens directly (not through the cache file)
+                loaded = embed.get_embedder() is not None
+            finally:
+                _background_priority(threads=_native_threads() - native)
+            if not loaded:
                 log.info("model unavailable (%s); recall stays lexical", embed.load_error())
                 return
             woken = False
@@ -548,16 +556,35 @@ def _close_quietly(opened: api.Opened) -> None:
         log.debug("closing a connection failed: %s", exc)
 
 
-def _background_priority(step: int = 10) -> None:
-    """Lower the calling thread's CPU priority by `step` nice levels (Linux: a thread is a task with
-    its own nice value, inherited by the threads it starts). Elsewhere, or if refused, nothing."""
+def _native_threads() -> set[int]:
+    """Kernel ids of this process's threads that Python did not start (onnxruntime's and numpy's
+    worker threads), on Linux; elsewhere an empty set. A Python thread counts as Python's once it
+    has its native id (a thread still starting is waited for, at most 50 ms)."""
+    if not sys.platform.startswith("linux"):
+        return set()
+    try:
+        tasks = {int(name) for name in os.listdir("/proc/self/task")}
+    except (OSError, ValueError):
+        return set()
+    deadline = time.monotonic() + 0.05
+    while True:
+        ours = [t.native_id for t in threading.enumerate()]
+        if None not in ours or time.monotonic() > deadline:
+            return tasks - {t for t in ours if t is not None}
+        time.sleep(0.001)
+
+
+def _background_priority(step: int = 10, threads: set[int] | frozenset[int] = frozenset()) -> None:
+    """Lower the CPU priority of the calling thread and of `threads` (kernel thread ids) by `step`
+    nice levels (Linux: a thread is a task with its own nice value, inherited by the threads it
+    starts). Elsewhere, or where refused (a thread gone meanwhile), nothing."""
     if not sys.platform.startswith("linux"):
         return
-    try:
-        tid = threading.get_native_id()
-        os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + step))
-    except (OSError, AttributeError):
-        pass
+    for tid in {threading.get_native_id(), *threads}:
+        try:
+            os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + step))
+        except (OSError, AttributeError):
+            pass
 
 
 # ---------------------------------------------------------------------------------------------
