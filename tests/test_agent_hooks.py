@@ -243,8 +243,8 @@ def test_a_secret_looking_prompt_is_never_echoed_searched_or_stored(db, repo):
 def working_session(repo: Path, path: Path) -> Transcript:
     t = Transcript(path, cwd=str(repo))
     t.user("The retry test fails on CI, can you look at src/retry.py?")
-    t.tool("Bash", {"command": "pytest tests/test_retry.py -q"}, "Exit code 1\nFAILED tests/test_retry.py::test_backoff",
-           is_error=True)
+    t.tool("Bash", {"command": "pytest tests/test_retry.py -q"},
+           "Exit code 1\nFAILED tests/test_retry.py::test_backoff", is_error=True)
     t.tool("Edit", {"file_path": str(repo / "src" / "retry.py"), "old_string": "a", "new_string": "b"}, "ok")
     t.tool("Bash", {"command": "pytest tests/test_retry.py -q"}, "3 passed in 0.12s")
     t.user("We decided to keep the retry budget at three attempts. Commit it please.")
@@ -475,7 +475,8 @@ def test_gemini_and_cursor_events_go_through_the_same_handlers(db, repo):
     seed(db, repo, [("The retry budget of the payment client is three attempts.", {}),
                     ("We decided to keep the retry budget at three attempts.", {"kind": "decision"})])
     gemini = run_hook({"session_id": "g1", "transcript_path": "", "cwd": str(repo), "hook_event_name": "BeforeAgent",
-                       "timestamp": "2026-12-01T10:00:00Z", "prompt": "payment client retry budget"}, db, agent="gemini")
+                       "timestamp": "2026-12-01T10:00:00Z", "prompt": "payment client retry budget"}, db,
+                      agent="gemini")
     reply = json.loads(gemini.stdout)["hookSpecificOutput"]
     assert reply["hookEventName"] == "BeforeAgent" and "three attempts" in reply["additionalContext"]
     cursor = run_hook({"conversation_id": "c1", "generation_id": "g", "hook_event_name": "sessionStart",
