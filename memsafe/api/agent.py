@@ -74,6 +74,26 @@ def _body_cost(text: str) -> int:
     return tokens.count(text) + 3 * max(1, len(text.splitlines()) + text.endswith(("\n", "\r")))
 
 
+def _cut(text: str, max_tokens: int) -> str:
+    """`text`, or its longest prefix ending at a word whose `_body_cost` is at most `max_tokens`
+    (found by bisection over word ends: the same text is always cut through the same prefixes,
+    so after the first time their counts come from `tokens.count`'s cache, with no encoding to
+    load); '' when not even the first word fits."""
+    if _body_cost(text) <= max_tokens:
+        return text
+    ends = [m.start() for m in re.finditer(r"\s+", text)]
+    low, high = 0, len(ends) - 1
+    best = ""
+    while low <= high:
+        mid = (low + high) // 2
+        prefix = text[: ends[mid]]
+        if _body_cost(prefix) <= max_tokens:
+            best, low = prefix, mid + 1
+        else:
+            high = mid - 1
+    return best
+
+
 def _scope(project: str | None, **extra):
     scope = make_scope(project=project, all_projects=False)
     for key, value in extra.items():
@@ -125,9 +145,7 @@ def session_brief(store: Store, project: str | None, *, budget: int | None = Non
         for m in memories:
             if m.id in seen or (skip_tag and skip_tag in m.tags) or len(block) >= SECTION_LIMIT:
                 continue
-            text = m.content
-            if framing.body_tokens(text) > ITEM_TOKENS:  # the encoding loads only for a long memory
-                text = framing.cut_body(text, ITEM_TOKENS)
+            text = _cut(m.content, ITEM_TOKENS)
             head = framing.header(m, now=now, cut=text != m.content)
             item = _line_tokens(head) + _body_cost(text)
             if used + cost + item > budget:
