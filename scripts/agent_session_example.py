@@ -34,6 +34,10 @@ EARLIER = [  # (text, options): what earlier sessions left
     ("The CI runners use Python 3.11 and run pytest with -p no:cacheprovider.", {"confidence": 0.95}),
     ("Grafana dashboards for the web service live in ops/grafana/web.json.", {}),
     ("The office plants are watered on Fridays.", {}),
+    ("The retry tests need the fake payment server: run make fake-payments before pytest tests/test_retry.py.", {}),
+    ("freezegun is already pinned in requirements-dev.txt for the billing tests.", {}),
+    ("The staging database is shared with the QA team; never run migrations on it by hand.", {}),
+    ("The retry test flakes on CI when the runner is slow: the backoff assertion compares wall-clock times.", {}),
 ]
 
 # (prompt, tool uses after it: (tool, input, result, failed)); {repo} is the repository
@@ -74,6 +78,7 @@ TURNS: list[tuple[str, list[tuple[str, dict, str, bool]]]] = [
     ("Remember that the staging database is reset every Monday at 06:00 UTC.", []),
     (f"Remember that the staging token is {TOKEN} for the deploy job.", []),
     ("What did we decide about retries today?", []),
+    ("Where are the Grafana dashboards for the web service?", []),
     ("Thanks, that's all for today.", []),
 ]
 
@@ -103,9 +108,10 @@ class Session:
     def line(self, obj: dict) -> None:
         self.n += 1
         with open(self.transcript, "a", encoding="utf-8") as fh:
+            stamp = f"2026-12-01T09:{self.n // 60:02d}:{self.n % 60:02d}.000Z"
             fh.write(json.dumps({"parentUuid": None, "isSidechain": False, "type": obj.pop("_type"),
                                  "sessionId": SESSION, "cwd": str(self.repo), "uuid": f"u{self.n}",
-                                 "timestamp": f"2026-12-01T09:{self.n // 60:02d}:{self.n % 60:02d}.000Z", **obj}) + "\n")
+                                 "timestamp": stamp, **obj}) + "\n")
 
     def turn(self, prompt: str, tools: list) -> None:
         self.line({"_type": "user", "message": {"role": "user", "content": prompt}})
@@ -140,7 +146,7 @@ def main(out: Path) -> None:
                "Made up, and run for real by `scripts/agent_session_example.py`: the Claude Code plugin's hook "
                "command (`sh bin/memsafe-hook claude`) as Claude Code runs it, with the event JSON on stdin and "
                "the transcript in Claude Code's JSON Lines shape; `Stop` after every turn, a compaction after "
-               "turn 11. The store starts with six memories of earlier sessions. Times are wall-clock per hook "
+               "turn 11. The store starts with ten memories of earlier sessions. Times are wall-clock per hook "
                "process on the machine that ran it.", "", "## Session start (`SessionStart`, source startup)", ""]
         text, ms = s.hook({"hook_event_name": "SessionStart", "source": "startup"})
         doc += [f"{ms:.0f} ms", "", block(text), ""]
@@ -157,8 +163,9 @@ def main(out: Path) -> None:
             shown = prompt.replace(TOKEN, TOKEN[:8] + "…")
             doc += [f"## Turn {number}", "", f"> {shown}", "", f"UserPromptSubmit {ms:.0f} ms", "", block(text), ""]
             if tools:
-                doc += ["Tools: " + "; ".join(f"{t} `{i.get('command') or i.get('file_path', '').replace('{repo}/', '')}`"
-                                              + (" (failed)" if f else "") for t, i, _, f in tools), ""]
+                named = [f"{t} `{i.get('command') or i.get('file_path', '').replace('{repo}/', '')}`"
+                         + (" (failed)" if f else "") for t, i, _, f in tools]
+                doc += ["Tools: " + "; ".join(named), ""]
             s.turn(prompt, tools)
             _, ms_stop = s.hook({"hook_event_name": "Stop", "stop_hook_active": False})
             doc += [f"Stop {ms_stop:.0f} ms (capture)", ""]

@@ -197,6 +197,15 @@ def test_the_brief_keeps_to_its_budget_and_a_forged_header_stays_text(db, repo):
     assert 0 < tokens.count(small) <= 150 and len(framing.parse(small).records) < len(framing.parse(text).records)
 
 
+def test_a_long_memory_is_cut_in_the_brief_and_says_so(db, repo):
+    long_id, = seed(db, repo, [("The release checklist: " + " ".join(f"step {i} checks item {i}." for i in range(200)),
+                                {"tags": ["pinned"]})])
+    text = injected(run_hook(start(repo), db))
+    record = next(r for r in framing.parse(text).records if r.id == long_id)
+    assert record.head.endswith(" cut]") and 0 < tokens.count(record.text) <= 90
+    assert text.count("step 3 checks item 3.") == 1 and tokens.count(text) <= 600
+
+
 def test_a_project_without_memories_gets_no_brief(db, repo):
     assert injected(run_hook(start(repo), db)) == ""
 
@@ -485,3 +494,25 @@ def test_gemini_and_cursor_events_go_through_the_same_handlers(db, repo):
     quiet = run_hook({"conversation_id": "c1", "hook_event_name": "beforeSubmitPrompt", "prompt": "retry budget",
                       "workspace_roots": [str(repo)]}, db, agent="cursor")
     assert (quiet.returncode, quiet.stdout) == (0, b"")  # Cursor documents no context for a prompt
+
+
+def test_the_startup_bench_times_both_hooks_on_a_seeded_store(tmp_path):
+    from memsafe.bench import startup
+
+    db, repo = startup._hook_store(tmp_path, 400)
+    ms = startup.memsafe_argv()
+    for name in ("SessionStart", "UserPromptSubmit"):  # each raises when its hook injected nothing
+        assert startup._hook_timer(ms, db, repo, name, {})(0) > 0
+    seconds = {"p50": 0.004}
+    report = {"processes": {"baseline": {"p50": 0.03}, "measures": {"agent hook SessionStart (400 memories)": {
+        "seconds": {"p50": 0.1, "p95": 0.5}, "ratio": 3.0, "target_s": 0.15, "target_ratio": None, "met": True}}},
+        "seed": 1000, "in_server": {"mcp_remember_reply": {"seconds": seconds}, "mcp_remembers_per_s": {"value": 200},
+                                    "mcp_remember_to_searchable": {"seconds": 0.4},
+                                    "mcp_recall_reply": {"seconds": seconds}},
+        "in_process_recall": {"seconds": seconds, "new_query_seconds": seconds, "lexical_seconds": seconds},
+        "cli_remember_to_searchable": {"seconds": 0.3}, "import": {"memories": 1000, "per_s": 1500},
+        "embedding": {"threads": 2, "texts_per_s": 70}}
+    rows = startup.startup_rows(report)
+    hook = [r[0] for r in rows].index("agent hook SessionStart (400 memories)")
+    assert rows[hook][4:] == ("≤ 150 ms", "yes")
+    assert rows[hook + 1] == ("  … p95", "500 ms", "", "", "≤ 400 ms", "NO")  # a slow tail is not hidden
