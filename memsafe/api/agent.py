@@ -60,7 +60,18 @@ def _line_tokens(line: str) -> int:
     too), so the counts of pieces seen before (`tokens.count`'s cache) answer without loading the
     encoding in a hook's fresh process: a header's age changes from one hook to the next, its
     words do not."""
-    return sum(tokens.count(p) for p in _PIECE.split(line)) + 1
+    return sum(_piece_tokens(p) for p in _PIECE.split(line)) + 1
+
+
+_AGE = re.compile(r" \d{1,3}(?:s|m|h|d|w|mo|y)")  # a header's age (`clock.age`): changes from hook to hook
+AGE_TOKENS = 3  # at most: a space, up to three digits, a unit
+
+
+def _piece_tokens(piece: str) -> int:
+    """Tokens of one piece of a line: an age counts AGE_TOKENS without being counted (a new age
+    every minute would make a hook's process load the encoding); the rest is counted, once ever
+    (`tokens.count` keeps the counts for later processes)."""
+    return AGE_TOKENS if _AGE.fullmatch(piece) else tokens.count(piece)
 
 
 def _cost(text: str) -> int:
