@@ -516,3 +516,32 @@ def test_the_startup_bench_times_both_hooks_on_a_seeded_store(tmp_path):
     hook = [r[0] for r in rows].index("agent hook SessionStart (400 memories)")
     assert rows[hook][4:] == ("≤ 150 ms", "yes")
     assert rows[hook + 1] == ("  … p95", "500 ms", "", "", "≤ 400 ms", "NO")  # a slow tail is not hidden
+
+
+def test_codex_gets_the_brief_and_its_rollout_file_is_captured(db, repo, tmp_path):
+    seed(db, repo, [("We decided to keep the retry budget at three attempts.", {"kind": "decision"})])
+    done = run_hook({"session_id": "x1", "transcript_path": None, "cwd": str(repo), "hook_event_name": "SessionStart",
+                     "model": "gpt-5-codex", "source": "startup"}, db, agent="codex")
+    reply = json.loads(done.stdout)["hookSpecificOutput"]
+    assert reply["hookEventName"] == "SessionStart" and "retry budget" in reply["additionalContext"]
+    rollout = tmp_path / "rollout.jsonl"
+    lines = [
+        {"type": "session_meta", "payload": {"id": "x1", "cwd": str(repo)}},
+        {"type": "response_item", "payload": {"type": "message", "role": "user", "content": [
+            {"type": "input_text", "text": "From now on, run mypy before every commit."}]}},
+        {"type": "response_item", "payload": {"type": "function_call", "name": "shell", "call_id": "c1",
+                                              "arguments": json.dumps({"command": ["pytest", "-q"]})}},
+        {"type": "response_item", "payload": {"type": "function_call_output", "call_id": "c1", "output": json.dumps(
+            {"output": "1 failed", "metadata": {"exit_code": 1}})}},
+        {"type": "response_item", "payload": {"type": "function_call", "name": "shell", "call_id": "c2",
+                                              "arguments": json.dumps({"command": ["pytest", "-q"]})}},
+        {"type": "response_item", "payload": {"type": "function_call_output", "call_id": "c2", "output": json.dumps(
+            {"output": "3 passed", "metadata": {"exit_code": 0}})}},
+    ]
+    rollout.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    run_hook({"session_id": "x1", "transcript_path": str(rollout), "cwd": str(repo), "hook_event_name": "Stop",
+              "stop_hook_active": False}, db, agent="codex")
+    got = {m.content: m for m in captured(db)}
+    assert "convention" in got["From now on, run mypy before every commit."].tags
+    summary = next(m for m in got.values() if "session-summary" in m.tags)
+    assert "Failed, then passed: pytest -q" in summary.content and "(codex, session x1)" in summary.content
