@@ -148,7 +148,13 @@ def main(out: Path) -> None:
                "the transcript in Claude Code's JSON Lines shape; `Stop` after every turn, a compaction after "
                "turn 11. The store starts with ten memories of earlier sessions. Times are wall-clock per hook "
                "process on the machine that ran it.", "", "## Session start (`SessionStart`, source startup)", ""]
+        started = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "pass"], check=True)
+        baseline = (time.perf_counter() - started) * 1000
+        load = os.getloadavg()[0]
         text, ms = s.hook({"hook_event_name": "SessionStart", "source": "startup"})
+        doc[-3:-3] = [f"When this file was written the machine's load average was {load:.1f} and `python -c pass` "
+                      f"took {baseline:.0f} ms: read the times against that.", ""]
         doc += [f"{ms:.0f} ms", "", block(text), ""]
         number = 0
         for prompt, tools in TURNS:

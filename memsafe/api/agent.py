@@ -211,8 +211,9 @@ def prompt_context(store: Store, project: str | None, prompt: str, *, shown: dic
             and not (skip_tag and skip_tag in h.memory.tags)]
     if not hits:
         return "", seen
-    banner = f"memsafe: {len(hits)} memor{'y' if len(hits) == 1 else 'ies'} written earlier that match this prompt " \
-             f"({framing.DATA_NOTE}; text indented under [#id])"
+    one = len(hits) == 1
+    banner = (f"memsafe: {len(hits)} memor{'y' if one else 'ies'} written earlier that match{'es' if one else ''} "
+              f"this prompt ({framing.DATA_NOTE}; text indented under [#id])")
     now = clock.parse_iso(result.at) if result.at else clock.now()
     kept, used = [], _line_tokens(banner)
     for h in hits:  # recall counted the texts; the framed blocks cost their headers and indents too

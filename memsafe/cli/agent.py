@@ -45,9 +45,11 @@ def hook_(
 
       echo '{"hook_event_name":"SessionStart","session_id":"s1","cwd":"."}' | memsafe agent hook
     """
-    if agent not in AGENTS:
-        raise _fail(f"unknown agent {agent!r}; one of {', '.join(AGENTS)}", 2)
     from memsafe.agents import protocol  # the one way in (tests/test_layers.py ENTRY_POINTS)
+
+    if agent not in AGENTS:  # exit 2 would block the prompt in Claude Code: a hook only logs
+        protocol.log(f"memsafe agent hook: unknown agent {agent!r}; one of {', '.join(AGENTS)}")
+        raise typer.Exit(0)
 
     db = ctx.obj.db if ctx.obj else None
     raise typer.Exit(protocol.main(db, agent, event))
