@@ -58,36 +58,38 @@ def hook_(
 @agent_app.command("captures")
 def captures(
     ctx: typer.Context,
-    session: Annotated[str | None, typer.Option("--session", help="Only this session's (its id).")] = None,
-    limit: Annotated[int | None, typer.Option("--limit", "-n", min=1, help="At most this many.")] = None,
+    limit: Annotated[int | None, typer.Option("--limit", "-n", min=1, help="At most this many sessions.")] = None,
     json_: JsonOpt = False,
 ) -> None:
-    """List what the agent hooks captured (source hook), newest first, with each one's session.
+    """List the agent sessions whose hooks captured memories, newest first: each session's id,
+    project, how many of its captures are active, and when the last was made. Their text:
+    `memsafe list --source hook`; forget one session's: `memsafe agent undo SESSION_ID`.
 
     Examples:
 
-      memsafe agent captures --session 3f9c2a1e-77b0-4c55-9e2d-1b2c3d4e5f60
+      memsafe agent captures --json
     """
     with _session(ctx) as opened:
-        memories = api.session_captures(opened.store, session, limit=limit)
+        memories = api.session_captures(opened.store)
+    sessions: dict[str, dict] = {}
+    for m in memories:  # newest first: a session's first row is its last capture
+        sid = next((t[len("session:"):] for t in m.tags if t.startswith("session:")), "")
+        row = sessions.setdefault(sid, {"session": sid, "project": m.project, "active": 0, "total": 0,
+                                        "last": m.created_at})
+        row["total"] += 1
+        row["active"] += m.status == "active"
+    rows = list(sessions.values())[:limit] if limit else list(sessions.values())
     if json_:
-        _emit_json(memories)
+        _emit_json(rows)
         return
-    if not memories:
-        err.print("Nothing captured" + (f" in session {session}" if session else "") + ".", markup=False)
+    if not rows:
+        err.print("The agent hooks captured nothing yet.", markup=False)
         return
     now = clock.now()
     console = out()
-    for m in memories:
-        where = next((t[len("session:"):] for t in m.tags if t.startswith("session:")), "?")
-        state = "" if m.status == "active" else f" ({m.status})"
-        console.print(f"#{m.id}\t{m.kind}\t{clock.age(m.created_at, now)}\tsession {where}{state}\t"
-                      f"{_preview(m.content, 100)}", markup=False, highlight=False)
-
-
-def _preview(text: str, n: int) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= n else flat[: n - 1] + "…"
+    for r in rows:
+        console.print(f"{r['session']}\t{r['project'] or 'global'}\t{r['active']}/{r['total']} active\t"
+                      f"{clock.age(r['last'], now)} ago", markup=False, highlight=False)
 
 
 @agent_app.command("undo")
