@@ -545,3 +545,11 @@ def test_codex_gets_the_brief_and_its_rollout_file_is_captured(db, repo, tmp_pat
     assert "convention" in got["From now on, run mypy before every commit."].tags
     summary = next(m for m in got.values() if "session-summary" in m.tags)
     assert "Failed, then passed: pytest -q" in summary.content and "(codex, session x1)" in summary.content
+
+
+def test_a_hook_command_line_naming_an_unknown_agent_exits_0_and_is_logged(db, repo):
+    before = len(log_lines())
+    done = subprocess.run([str(MEMSAFE), "--db", str(db), "agent", "hook", "--agent", "nope"],
+                          input=json.dumps(start(repo)).encode(), capture_output=True, timeout=120)
+    assert (done.returncode, done.stdout) == (0, b"")  # exit 2 would block the user's prompt in Claude Code
+    assert "unknown agent 'nope'" in log_lines()[before]
