@@ -3,7 +3,8 @@
 `memsafe [--db PATH] serve [--project NAME]` goes straight to the MCP server without loading the
 Typer app (about 0.1 s of imports, which counts against the client's handshake: FIELD-CASES F04);
 `memsafe --version` is answered here too; `memsafe [--db PATH] ui [--port N] [--no-open]` starts the
-page without the CLI (`memsafe.ui.start`); a plain `recall` or `remember` runs without the Typer app
+page without the CLI (`memsafe.ui.start`); `memsafe agent hook [--agent NAME]` (an agent's
+lifecycle hook) runs `memsafe.agents.protocol` without it; a plain `recall` or `remember` runs without the Typer app
 (`memsafe.cli.fast`, which also takes a plain `import`, and exits without the interpreter's
 teardown); `--help` and completion (TAB) requests answered before come from
 `memsafe.cli.cache`; every other command line goes through the CLI as usual.
@@ -109,6 +110,12 @@ def main() -> None:
             sys.stderr.flush()  # ending the interpreter normally under it could abort (SIGABRT)
             os._exit(STOP.code if STOP.signum else _terminated_code(130))
         return
+    if "agent" in sys.argv[1:4]:  # `[--db PATH] agent hook ...`: an agent's lifecycle hook, without the CLI
+        from memsafe.agents import protocol
+
+        hook_args = protocol.parse_argv(sys.argv[1:])
+        if hook_args is not None:
+            _exit_now(protocol.main(*hook_args))
     if "ui" in sys.argv[1:4]:  # `[--db PATH] ui ...`: the page starts without the CLI
         from memsafe.ui import start
 

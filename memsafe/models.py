@@ -28,6 +28,7 @@ class Source(str, Enum):
     IMPORT = "import"
     DOCUMENT = "document"
     WEB = "web"
+    HOOK = "hook"  # captured by an agent-loop hook (`memsafe agent hook`)
 
 
 class Status(str, Enum):

@@ -248,6 +248,8 @@ NOT_SCOPED_READS = {
     "graph unrelate", "hook backfill", "hook install", "hook run", "hook status", "hook uninstall", "import",
     "init", "purge", "rekey", "remember", "restore", "serve", "status", "update",
     "ui",  # prints only its URL; the page shows every project, as its owner asked for the whole store
+    "agent captures", "agent plugin", "agent undo",  # session ids and counts, a folder, a write
+    "agent hook",  # shows its event's cwd's project and global memories (recall's scope): tests/test_agent_hooks.py
 }
 
 

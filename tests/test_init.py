@@ -29,6 +29,13 @@ if args[:2] == ["mcp", "add"]:
     open(state, "w").close()
 if args[:2] == ["mcp", "remove"]:
     os.remove(state)
+installed = os.path.join(os.environ["HOME"], ".claude", "plugins", "installed_plugins.json")
+if args[:2] == ["plugin", "install"]:
+    os.makedirs(os.path.dirname(installed), exist_ok=True)
+    with open(installed, "w") as fh:
+        json.dump({{"version": 2, "plugins": {{args[2]: [{{"scope": "user"}}]}}}}, fh)
+if args[:2] == ["plugin", "uninstall"]:
+    os.remove(installed)
 """
 
 CURSOR_BEFORE = {"mcpServers": {"github": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-github"]}}}
@@ -87,7 +94,7 @@ def test_dry_run_shows_every_step_and_changes_nothing(machine, tmp_path):
     assert [c[:2] for c in _claude_calls(paths)] == [["mcp", "get"]]  # only looked
     plan = json.loads(run_memsafe("init", "--dry-run", "--json", env=env, cwd=paths["repo"]).stdout)
     assert {c["target"] for c in plan["changes"] if c["state"] == "change"} == {
-        "git hook", "Claude Code", "Claude Desktop", "Cursor", "CLAUDE.md", "bash completion"}
+        "git hook", "Claude Code plugin", "Claude Desktop", "Cursor", "CLAUDE.md", "bash completion"}
     assert all("old" not in c and "new" not in c for c in plan["changes"])  # no file's full text
     assert _snapshot(tmp_path) == before
 
@@ -98,10 +105,11 @@ def test_yes_sets_everything_up_keeping_other_servers_and_undo_removes_it(machin
     assert r.returncode == 0, r.stdout + r.stderr
     command = api.memsafe_command()
 
-    # Claude Code: registered through its own command, user scope, absolute memsafe path
-    add = [c for c in _claude_calls(paths) if c[:2] == ["mcp", "add"]]
-    assert add == [["mcp", "add", "--scope", "user", "memsafe", "--", *command, "serve"]]
-    assert os.path.isabs(add[0][6])
+    # Claude Code: memsafe's plugin (which brings the MCP server) through Claude Code's own commands
+    calls = _claude_calls(paths)
+    assert ["plugin", "marketplace", "add", str(api.init.plugin_folder())] in calls
+    assert ["plugin", "install", "memsafe@memsafe"] in calls
+    assert not [c for c in calls if c[:2] == ["mcp", "add"]]  # not a second server beside the plugin's
 
     # JSON configs: the other servers and settings kept, memsafe added as each agent reads it, backup made
     for key, before in (("desktop", DESKTOP_BEFORE), ("cursor", CURSOR_BEFORE)):
@@ -141,7 +149,8 @@ def test_yes_sets_everything_up_keeping_other_servers_and_undo_removes_it(machin
     assert json.loads(paths["cursor"].read_text()) == CURSOR_BEFORE
     assert not api.hook_status(paths["repo"]).installed
     assert not completion.exists()
-    assert _claude_calls(paths)[-1] == ["mcp", "remove", "--scope", "user", "memsafe"]
+    assert _claude_calls(paths)[-2:] == [["plugin", "uninstall", "memsafe@memsafe"],
+                                         ["plugin", "marketplace", "remove", "memsafe"]]
 
 
 def test_unparseable_config_is_refused_in_one_line_and_never_overwritten(machine):
@@ -189,11 +198,12 @@ def test_interactive_answers_skip_steps(machine, monkeypatch):
         monkeypatch.setenv(key, value)
     monkeypatch.chdir(paths["repo"])
     monkeypatch.setattr("memsafe.cli.init.is_terminal", lambda: True)
-    answers = "n\ny\nn\nn\nn\nn\n"  # hook no, Claude Code yes, Desktop no, Cursor no, CLAUDE.md no, completion no
+    # hook no, Claude Code plugin yes, Desktop no, Cursor no, CLAUDE.md no, completion no
+    answers = "n\ny\nn\nn\nn\nn\n"
     r = CliRunner().invoke(app, ["init"], input=answers)
     assert r.exit_code == 0, r.output
     assert not api.hook_status(paths["repo"]).installed
-    assert [c[:2] for c in _claude_calls(paths)][-1] == ["mcp", "add"]
+    assert [c[:2] for c in _claude_calls(paths)][-1] == ["plugin", "install"]
     assert json.loads(paths["cursor"].read_text()) == CURSOR_BEFORE
     assert api.RULES_BEGIN not in (paths["repo"] / "CLAUDE.md").read_text()
     assert "1 change made" in r.output
@@ -224,8 +234,11 @@ def test_docs_agents_md_shows_what_init_writes(machine):
         written = json.loads(paths[key].read_text())["mcpServers"]["memsafe"]
         assert documented.keys() == written.keys()
         assert documented["args"] == written["args"][len(command) - 1:]
-    add = next(c for c in _claude_calls(paths) if c[:2] == ["mcp", "add"])
-    assert f"claude {' '.join(add[:add.index('--') + 1])} /abs/path/to/memsafe serve" in doc
+    for call in _claude_calls(paths):
+        if call[:1] == ["plugin"]:
+            shown = " ".join(call).replace(str(api.init.plugin_folder()), '"$(memsafe agent plugin)"')
+            assert f"claude {shown}" in doc, shown
+    assert "claude mcp add --scope user memsafe -- /abs/path/to/memsafe serve" in doc  # the way without the plugin
     rules = re.search(r"```markdown\n(.*?)```", doc, re.DOTALL).group(1)
     assert rules in (paths["repo"] / "CLAUDE.md").read_text()
 

@@ -21,7 +21,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("presentation", ("memsafe.render",)),  # how results look, shared by the edges
     ("api", ("memsafe.api",)),
     ("domain", ("memsafe.recall", "memsafe.graph", "memsafe.decay", "memsafe.history", "memsafe.transfer",
-                "memsafe.safety", "memsafe.framing", "memsafe.hooks")),
+                "memsafe.safety", "memsafe.framing", "memsafe.hooks", "memsafe.capture")),
     ("store", ("memsafe.store",)),
     ("base", ("memsafe", "memsafe.embed", "memsafe.tokens", "memsafe.when", "memsafe.clock", "memsafe.models",
               "memsafe.errors", "memsafe.settings", "memsafe.plural", "memsafe.caches", "memsafe.textform")),
@@ -35,6 +35,7 @@ ENTRY_POINTS = {
     ("memsafe.cli.serve", "memsafe.mcp.stdio"),
     ("memsafe.cli.serve", "memsafe.mcp.http"),
     ("memsafe.cli.ui", "memsafe.ui.start"),
+    ("memsafe.cli.agent", "memsafe.agents.protocol"),
 }
 
 

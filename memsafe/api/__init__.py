@@ -18,7 +18,7 @@ import importlib
 
 # searched in this order; the first module whose __all__ holds a name provides it
 _MODULES = ("core", "retrieval", "config", "graph", "lifecycle", "transfer", "hooks", "checkup", "encryption", "init",
-            "browsing")
+            "browsing", "agent")
 
 
 def __getattr__(name: str):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from memsafe import clock, settings
+from memsafe import capture, clock, settings
 from memsafe.errors import InvalidInput, Refused
 from memsafe.recall import weights
 from memsafe.settings import ConfigKey
@@ -42,6 +42,7 @@ CONFIG_KEYS: dict[str, ConfigKey] = {
             choices=("git-root", "cwd"),
         ),
     ]},
+    **capture.KEYS,
 }
 
 

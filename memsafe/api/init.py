@@ -4,9 +4,11 @@
 `init_apply` makes one of them. Steps (each can be left out):
 
 - hook: the post-commit and post-rewrite hooks in the current repository (`hook_install`);
-- agents: the MCP server registered with the agents found here: Claude Code (`claude mcp add`,
-  when the `claude` command exists), Claude Desktop and Cursor (their JSON config files; the
-  previous file is kept as a backup, other servers are kept, unparseable JSON is refused);
+- agents: the MCP server registered with the agents found here: Claude Code (memsafe's plugin,
+  which brings the server and the agent-loop hooks, through `claude plugin marketplace add` and
+  `claude plugin install`; `claude mcp add --scope user` where the plugin cannot be planned),
+  Claude Desktop and Cursor (their JSON config files; the previous file is kept as a backup,
+  other servers are kept, unparseable JSON is refused);
 - rules: a marked block in the repository's CLAUDE.md / AGENTS.md saying when to recall and
   remember (replaced in place on a second run, never duplicated);
 - completions: the completion script for the user's shell, in the folder that shell loads
@@ -198,7 +200,11 @@ def init_plan(
     if "hook" in steps:
         changes.append(_hook_change(root, repo, db_path, undo))
     if "agents" in steps:
-        changes.append(_claude_code_change(claude, command, db_path, undo))
+        plugin = _claude_plugin_change(claude, undo, env)
+        server = _claude_code_change(claude, command, db_path, undo)
+        if not undo and plugin.state in ("change", "ok") and server.state == "change":
+            server = Change("agents", "Claude Code", "skip", "memsafe's plugin brings the MCP server")
+        changes += [plugin, server]
         desktop = claude_desktop_config(platform, env)
         changes.append(_json_change("Claude Desktop", desktop, entry, undo, found=desktop.parent.is_dir()))
         cursor = cursor_config()
@@ -254,6 +260,42 @@ def _claude_code_change(claude: str | None, command: list[str], db: str | None, 
     argv = [claude, "mcp", "add", "--scope", "user", SERVER_NAME, "--", *args]
     return Change("agents", name, "change", "register the MCP server for every project of this user",
                   command=argv, action="run")
+
+
+PLUGIN_ID = "memsafe@memsafe"  # plugin name @ marketplace name (memsafe/data/claude-plugin/.claude-plugin)
+
+
+def plugin_folder() -> Path:
+    """memsafe's Claude Code plugin, which is also a marketplace listing only itself."""
+    return Path(__file__).resolve().parents[1] / "data" / "claude-plugin"
+
+
+def _plugin_installed(env) -> bool:
+    """Whether Claude Code lists memsafe's plugin as installed (its record of installed plugins,
+    `~/.claude/plugins/installed_plugins.json`; read, so planning runs no `claude` command)."""
+    home = Path(env.get("HOME") or Path.home())
+    try:
+        return PLUGIN_ID in (home / ".claude" / "plugins" / "installed_plugins.json").read_text(encoding="utf-8")
+    except OSError:
+        return False
+
+
+def _claude_plugin_change(claude: str | None, undo: bool, env) -> Change:
+    name = "Claude Code plugin"
+    if claude is None:
+        return Change("agents", name, "skip", "not found (no `claude` command on PATH)")
+    installed = _plugin_installed(env)
+    if undo:
+        if not installed:
+            return Change("agents", name, "ok", "memsafe's plugin is not installed")
+        return Change("agents", name, "change", f"uninstall the plugin {PLUGIN_ID} and remove its marketplace",
+                      command=[claude, "plugin", "uninstall", PLUGIN_ID], action="plugin-uninstall")
+    if installed:
+        return Change("agents", name, "ok", f"the plugin {PLUGIN_ID} is installed")
+    return Change("agents", name, "change", "install memsafe's plugin (MCP server, a brief at session start, "
+                  "memories with each prompt, capture from the transcript): adds the marketplace "
+                  f"{plugin_folder()}, then `claude plugin install {PLUGIN_ID}`",
+                  command=[claude, "plugin", "marketplace", "add", str(plugin_folder())], action="plugin-install")
 
 
 def _json_change(name: str, path: Path, entry: dict, undo: bool, *, found: bool) -> Change:
@@ -500,6 +542,17 @@ def init_apply(change: Change, *, db: str | None = None) -> str:
                 detail = " ".join((done.stderr or done.stdout).split())[:300]
                 raise Refused(f"`{shlex.join(change.command)}` failed (exit {done.returncode}): {detail}")
             return f"ran {shlex.join(change.command)}"
+        if change.action in ("plugin-install", "plugin-uninstall"):
+            assert change.command is not None
+            claude = change.command[0]
+            steps = ([change.command, [claude, "plugin", "install", PLUGIN_ID]] if change.action == "plugin-install"
+                     else [change.command, [claude, "plugin", "marketplace", "remove", PLUGIN_ID.split("@")[1]]])
+            for argv in steps:
+                done = subprocess.run(argv, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+                if done.returncode != 0:
+                    detail = " ".join((done.stderr or done.stdout).split())[:300]
+                    raise Refused(f"`{shlex.join(argv)}` failed (exit {done.returncode}): {detail}")
+            return "ran " + "; ".join(shlex.join(a) for a in steps)
         if change.action == "hook-install":
             status = hook_install(change.repo, db=db)
             return "; ".join(status.actions) or f"installed {status.hook_file}"

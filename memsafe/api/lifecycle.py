@@ -32,7 +32,7 @@ from memsafe.api.core import (
     make_scope,
 )
 from memsafe.errors import Duplicate, InvalidInput, Refused
-from memsafe.models import Kind, Memory, Scope, Status
+from memsafe.models import Kind, Memory, Scope, Source, Status
 from memsafe.recall.vectors import backfill, embedder_for, vector_bytes
 from memsafe.store import Store
 
@@ -729,17 +729,21 @@ def list_memories(
     project: str | None = None,
     all_projects: bool = False,
     limit: int | None = None,
+    source: str | None = None,
 ) -> list[Memory]:
     """Memories by lifecycle status ('active', 'archived', 'forgotten' or 'all'), newest first,
-    in the project (plus global memories) or every project.
+    in the project (plus global memories) or every project; only those of `source` (user, agent,
+    git, hook, …) when given.
 
-    Raises: InvalidInput (unknown status, limit < 1).
+    Raises: InvalidInput (unknown status or source, limit < 1).
     """
     statuses = [s.value for s in Status] if status == "all" else [_enum_value(Status, status, "status")]
     if limit is not None and limit < 1:
         raise InvalidInput(f"limit must be at least 1, got {limit}")
+    wanted = None if source is None else _enum_value(Source, source, "source")
     scope = make_scope(project=project, all_projects=all_projects)
     scope.statuses = statuses
-    ids = store.list_ids(scope, limit)
+    ids = store.list_ids(scope, None if wanted else limit)
     found = store.get_memories(ids)
-    return [found[i] for i in ids if i in found]
+    out = [found[i] for i in ids if i in found and (wanted is None or found[i].source == wanted)]
+    return out[:limit] if limit else out

@@ -3,7 +3,9 @@
 Whole-process measures (`timing.interleaved`, each round also timing `python -c pass`, so every
 figure has its ratio to the interpreter's bare start-up under the same load):
 `--version`, `--help`, one completion TAB (bash protocol), `recall --mode lexical`, default
-`recall`, `remember`, and MCP spawn → `initialize` reply.
+`recall`, `remember`, MCP spawn → `initialize` reply, and the agent hooks at SessionStart and
+UserPromptSubmit (`memsafe agent hook`, the event JSON on stdin, as Claude Code runs it) on a
+store of HOOK_SEED memories.
 
 Measures inside one process (a warm `memsafe serve`, or this process):
 - MCP `remember` reply time (p50) and sequential remembers per second; how long until the last one
@@ -35,6 +37,9 @@ from memsafe.bench import timing
 __all__ = ["SEED", "run_startup", "startup_table"]
 
 SEED = 1000
+HOOK_SEED = 10_000  # the agent hooks are measured on a store this large (keyword-searchable, no vectors)
+HOOK_P95_S = 0.400
+HOOK_PROMPT = "the runbook for restarting notifications"
 MCP_REMEMBERS = 200
 QUERY = "how is the cache warmed at boot"
 
@@ -176,7 +181,59 @@ def _in_process_recall(db: Path, runs: int = 50) -> dict:
             "lexical_seconds": timing.summary(lexical)}
 
 
-def run_startup(runs: int = 5, *, seed: int = SEED, remembers: int = MCP_REMEMBERS, progress=None) -> dict:
+def _hook_store(folder: Path, n: int) -> tuple[Path, Path]:
+    """A store of n synthetic memories (no vectors: the hooks search by keyword) whose project is
+    the git repository `folder/web`, and that repository; some are pinned, decisions or tasks, so
+    the brief has all its sections. Returns (database, repository)."""
+    import subprocess
+
+    from memsafe import api, settings
+    from memsafe.bench.scale import synthetic_memories
+
+    repo = folder / "web"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    key = settings.detect_project_keys(repo)[0]
+    db = folder / "hooks.db"
+    opened = api.open_store(str(db))
+    store = opened.store
+    try:
+        with store.write():
+            for i, item in enumerate(synthetic_memories(n, seed=11)):
+                api.remember(store, item["content"], kind=item["kind"], project=key,
+                             tags=[*item["tags"], *(["pinned"] if i % 997 == 0 else [])], source="import",
+                             embed_now=False)
+        store.compact_word_index()
+        store.checkpoint()
+    finally:
+        store.close()
+    return db, repo
+
+
+def _hook_timer(ms: list[str], db: Path, repo: Path, event_name: str, env: dict):
+    """A timer (round → seconds) of one `memsafe agent hook` process answering `event_name`, in a
+    new session each round (so the prompt's memories were not shown before); checks the reply
+    injects something."""
+    import json
+    import subprocess
+
+    def run(round_no: int) -> float:
+        event = {"session_id": f"bench-{event_name}-{round_no}-{time.time_ns()}", "cwd": str(repo),
+                 "transcript_path": str(repo / "none.jsonl"), "hook_event_name": event_name,
+                 **({"source": "startup"} if event_name == "SessionStart" else {"prompt": HOOK_PROMPT})}
+        started = time.perf_counter()
+        done = subprocess.run([*ms, "--db", str(db), "agent", "hook"], input=json.dumps(event).encode(),
+                              capture_output=True, env={**os.environ, **env}, cwd=str(repo))
+        seconds = time.perf_counter() - started
+        if done.returncode != 0 or b"additionalContext" not in done.stdout:
+            raise RuntimeError(f"the {event_name} hook injected nothing (see the hook log)")
+        return seconds
+
+    return run
+
+
+def run_startup(runs: int = 5, *, seed: int = SEED, remembers: int = MCP_REMEMBERS, progress=None,
+                hook_seed: int = HOOK_SEED) -> dict:
     """Run every start-up measure (see the module docstring) on a temporary store.
 
     Returns:
@@ -204,6 +261,8 @@ def run_startup(runs: int = 5, *, seed: int = SEED, remembers: int = MCP_REMEMBE
         say("import --no-embed …")
         imports = _import_rate(ms, export, tmp, seed, env, min(runs, 3))
         counter = iter(range(10**9))
+        say(f"seeding {hook_seed:,} memories for the agent hooks …")
+        hook_db, hook_repo = _hook_store(Path(tmp), hook_seed)
 
         def spawn_to_initialize(_round: int) -> float:
             with RawClient(db, cwd=tmp, env=env) as client:
@@ -225,6 +284,10 @@ def run_startup(runs: int = 5, *, seed: int = SEED, remembers: int = MCP_REMEMBE
             timing.Measure("recall", [*ms, "recall", QUERY, "--project", "web"], env=env, target_s=0.450),
             timing.Measure("remember", remember_argv, env=env, target_s=0.300),
             timing.Measure("MCP spawn → initialize", timer=spawn_to_initialize, target_s=0.500),
+            timing.Measure(f"agent hook SessionStart ({hook_seed:,} memories)",
+                           timer=_hook_timer(ms, hook_db, hook_repo, "SessionStart", env), target_s=0.150),
+            timing.Measure(f"agent hook UserPromptSubmit ({hook_seed:,} memories)",
+                           timer=_hook_timer(ms, hook_db, hook_repo, "UserPromptSubmit", env), target_s=0.150),
         ]
         say("warm-up run …")
         for m in measures:
@@ -247,6 +310,7 @@ def run_startup(runs: int = 5, *, seed: int = SEED, remembers: int = MCP_REMEMBE
         "import": imports,
         "embedding": embedding,
         "seed": seed,
+        "hook_seed": hook_seed,
         "machine": {"cpus": os.cpu_count(), "load_avg_at_start": load_start,
                     "load_avg_at_end": [round(x, 2) for x in os.getloadavg()]},
     }
@@ -269,6 +333,10 @@ def startup_rows(report: dict) -> list[tuple[str, str, str, str, str, str]]:
                                         f"≤ {m['target_ratio']:g}×" if m["target_ratio"] else ""]))
         rows.append((name, f"{m['seconds']['p50'] * 1000:.0f} ms", cpu(m.get("cpu_seconds")), f"{m['ratio']:.1f}",
                      target, _mark(m["met"])))
+        if name.startswith("agent hook"):  # a hook blocks the user: its slow runs count too
+            p95 = m["seconds"]["p95"]
+            rows.append(("  … p95", f"{p95 * 1000:.0f} ms", "", "", f"≤ {HOOK_P95_S * 1000:.0f} ms",
+                         _mark(p95 <= HOOK_P95_S)))
 
     def single(name: str, seconds, target_s) -> None:
         met = None if target_s is None else (seconds is not None and seconds <= target_s)

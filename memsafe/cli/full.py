@@ -14,7 +14,7 @@ import typer
 # import order = the order of commands in --help
 # isort: off
 from memsafe.cli import memory, graph, lifecycle, transfer, doctor, config, hook, encryption, serve, ui, bench  # noqa: F401  (registers commands)
-from memsafe.cli import init  # noqa: F401,E402  (registers `memsafe init`)
+from memsafe.cli import init, agent  # noqa: F401,E402  (registers `memsafe init` and `memsafe agent`)
 # isort: on
 
 from memsafe.cli import _plain
@@ -31,7 +31,7 @@ PANELS = {
     "Daily use": ("remember", "recall", "get", "list", "update", "forget", "restore", "status"),
     "Curation": ("history", "confirm", "confidence", "consolidate", "purge", "graph", "ui"),
     "Maintenance": ("decay", "embed", "doctor", "export", "import", "config", "encrypt", "decrypt", "rekey"),
-    "Integration": ("init", "serve", "hook"),
+    "Integration": ("init", "serve", "hook", "agent"),
     "Development": ("bench",),
 }
 

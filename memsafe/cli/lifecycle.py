@@ -25,7 +25,7 @@ from memsafe.cli._common import (
     print_table,
     read_stdin,
 )
-from memsafe.models import Kind
+from memsafe.models import Kind, Source
 from memsafe.plural import count_of
 
 ReasonOpt = Annotated[str | None, typer.Option("--reason", help="Why (kept in the audit log).")]
@@ -123,6 +123,8 @@ def list_(
     project_path: ProjectPathOpt = None,
     all_projects: AllProjectsOpt = False,
     limit: Annotated[int | None, typer.Option("--limit", "-n", min=1, help="At most this many.")] = None,
+    source: Annotated[Source | None, typer.Option("--source", help="Only memories from this source "
+                                                  "(hook: what the agent hooks captured).")] = None,
     json_: JsonOpt = False,
 ) -> None:
     """List memories, newest first: active ones by default (current project plus global).
@@ -130,6 +132,8 @@ def list_(
     Examples:
 
       memsafe list --archived --all-projects
+
+      memsafe list --source hook
 
       memsafe list --forgotten --json
     """
@@ -140,7 +144,7 @@ def list_(
         scope = _scope(opened, project, project_path, all_projects)  # refuses --project with --all-projects
         key = None if all_projects else (scope.projects or [None])[0]
         memories = api.list_memories(opened.store, status=status, project=key, all_projects=all_projects,
-                                     limit=limit)
+                                     limit=limit, source=source.value if source else None)
     if json_:
         _emit_json(memories)
         return
