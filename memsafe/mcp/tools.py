@@ -275,19 +275,21 @@ class ServerState:
         self.project_arg = api.clean_project(project) if project is not None else None
         self._project_raw = project
         self.cwd = cwd or os.getcwd()
-        # The folder the client says is the workspace, when the working directory says little (a
-        # client that starts servers in the home folder): CLAUDE_PROJECT_DIR, else the client's
-        # first usable root (`follow_roots`). --project overrides both.
+        # The folder the client says is the workspace (clients start servers in the home folder):
+        # MEMSAFE_WORKSPACE or CLAUDE_PROJECT_DIR, else, when the working directory says little,
+        # the client's first usable root (`follow_roots`). --project overrides them all.
         self.workspace: str | None = None
         self.workspace_rule = ""
         self._workspace_notes: list[str] = []
-        claude_dir = os.environ.get("CLAUDE_PROJECT_DIR", "").strip()
-        if project is None and claude_dir:
-            if os.path.isabs(claude_dir) and os.path.isdir(claude_dir):
-                self.workspace, self.workspace_rule = claude_dir, "CLAUDE_PROJECT_DIR"
-            else:
-                self._workspace_notes.append(f"ignored CLAUDE_PROJECT_DIR={_cap(claude_dir, 200)}: not an absolute "
-                                             "path of a folder")
+        for name in WORKSPACE_VARIABLES if project is None else ():
+            folder = os.environ.get(name, "").strip()
+            if not folder:
+                continue
+            if os.path.isabs(folder) and os.path.isdir(folder) and "${" not in folder:
+                self.workspace, self.workspace_rule = folder, name
+                break
+            why = "a placeholder the client did not expand" if "${" in folder else "not an absolute path of a folder"
+            self._workspace_notes.append(f"ignored {name}={_cap(folder, 200)}: {why}")
         self._roots_due = True  # ask the client for its roots before the next call (if it has roots)
         self._weak_cwd: bool | None = None
         self._warned = False
@@ -436,13 +438,13 @@ class ServerState:
         self._roots_due = True
 
     async def follow_roots(self, session) -> None:
-        """Before a call: when the working directory says little (`cwd_says_little`), no
-        --project or CLAUDE_PROJECT_DIR decides, and the client advertises `roots`, ask it for
+        """Before a call: when the working directory says little (`cwd_says_little`), neither
+        --project nor a WORKSPACE_VARIABLES variable decides, and the client advertises `roots`, ask it for
         roots/list (once, and again after notifications/roots/list_changed); the first root that
         is a file:// URI of an existing folder becomes the workspace. Other roots are ignored
         with a log line; a client that does not answer leaves the project as it was."""
         if not self._roots_due or self.shared or self.project_arg is not None \
-                or self.workspace_rule == "CLAUDE_PROJECT_DIR":
+                or self.workspace_rule in WORKSPACE_VARIABLES:
             return
         self._roots_due = False
         if not self.cwd_says_little():
@@ -633,6 +635,9 @@ class ServerState:
 
 
 ROOTS_WAIT_S = 5.0  # how long a call waits for the client's answer to roots/list
+# Variables a client sets to name its workspace: memsafe's own (Cursor's `${workspaceFolder}`, written
+# by `memsafe init`), and Claude Code's.
+WORKSPACE_VARIABLES = ("MEMSAFE_WORKSPACE", "CLAUDE_PROJECT_DIR")
 
 
 def _roots_request():
@@ -992,9 +997,10 @@ def _progress_token(context):
 
 async def _with_progress(context, work):
     """Await `work` (a tool's run); when its request carries a progressToken, send
-    `notifications/progress` every PROGRESS_EVERY_S meanwhile (clients time out silent calls at
-    60 s): the handler's own counts when it reports them (`progress_callback`), else the seconds
-    elapsed. The value only grows, as the protocol requires."""
+    `notifications/progress` meanwhile (clients time out silent calls at 60 s): the handler's own
+    counts as soon as it first reports them and then at most every PROGRESS_EVERY_S
+    (`progress_callback`), and the seconds elapsed whenever PROGRESS_EVERY_S passes without
+    news. The value only grows, as the protocol requires."""
     if _progress_token(context) is None:
         return await work
     import anyio
@@ -1005,19 +1011,37 @@ async def _with_progress(context, work):
 
     async def run() -> None:
         result.append(await work)
+        if progress.total is not None and sent_counts[0] != (progress.done, progress.total):
+            # counts reported since the last notification (a call shorter than one tick included)
+            with contextlib.suppress(Exception):
+                await context.report_progress(max(float(progress.done), sent_value[0] + 0.001), progress.total,
+                                              f"{progress.message}: {progress.done:g} of {progress.total:g}")
         group.cancel_scope.cancel()
 
+    sent_counts: list = [None]  # the (done, total) last sent
+    sent_value = [-1.0]  # the progress value last sent
+
     async def tick() -> None:
-        sent, started = -1.0, time.monotonic()
+        sent, last_sent, last_seen = -1.0, float("-inf"), None
+        started = time.monotonic()
         while True:
-            await anyio.sleep(PROGRESS_EVERY_S)
+            await anyio.sleep(min(0.1, PROGRESS_EVERY_S))
+            now = time.monotonic()
+            seen = (progress.done, progress.total)
+            fresh = progress.total is not None and seen != last_seen and (
+                last_seen is None or now - last_sent >= PROGRESS_EVERY_S)
+            if not fresh and now - last_sent < PROGRESS_EVERY_S:
+                continue
             if progress.total is not None:
                 value = max(float(progress.done), sent + 0.001)
+                message = f"{progress.message}: {progress.done:g} of {progress.total:g}"
             else:
-                value = max(round(time.monotonic() - started, 1), sent + 0.001)
-            sent = value
-            message = (f"{progress.message}: {progress.done:g} of {progress.total:g}" if progress.total is not None
-                       else f"{progress.message} ({value:.0f} s)")
+                value = max(round(now - started, 1), sent + 0.001)
+                message = f"{progress.message} ({value:.0f} s)"
+            sent, last_sent, last_seen = value, now, seen
+            sent_value[0] = value
+            if progress.total is not None:
+                sent_counts[0] = seen
             try:
                 await context.report_progress(value, progress.total, message)
             except Exception as exc:  # the client went away: the call still completes
