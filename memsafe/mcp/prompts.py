@@ -20,8 +20,9 @@ Resources (read-only, plain text; every read takes the project as a tool call do
 - `memsafe://memory/{id}` (template): one memory, its text whole or its first part with the
   call for the next (`get_memory offset=`).
 
-A URI for a memory of another project, a purged or unknown one, or an id that is no number is a
-JSON-RPC error (-32602, the handler's one line); nothing is read outside the project.
+A URI for a memory of another project, a purged or unknown one, or an id that is no number, and a
+prompt argument that is missing or refused, are JSON-RPC errors (-32602 invalid params, one
+line); nothing is read outside the project.
 """
 
 from __future__ import annotations
@@ -45,12 +46,13 @@ BRIEF_LISTED = 10  # memories of each group in the brief
 REVIEW_MAX = 50  # memories a review shows (the newest; the note says how many more)
 
 
-def _not_found(exc: MemsafeError):
-    """The JSON-RPC error for a resource that cannot be read: invalid params, the handler's line."""
+def _invalid(message: str):
+    """The JSON-RPC error "invalid params" with one line: for a resource that cannot be read (the
+    handler's own line), a prompt argument refused."""
     import mcp_types as types
     from mcp.shared.exceptions import MCPError
 
-    return MCPError(code=types.INVALID_PARAMS, message=str(exc))
+    return MCPError(code=types.INVALID_PARAMS, message=message)
 
 
 def register(server, state: ServerState) -> None:
@@ -70,7 +72,7 @@ def register(server, state: ServerState) -> None:
     def recall_topic(topic: Annotated[str, Field(description="what to recall, e.g. 'how we deploy'")]) -> str:
         """What this project's memory holds on a topic, to answer from."""
         if not topic.strip():
-            raise ValueError("topic is empty; name what to recall, e.g. 'how we deploy'")
+            raise _invalid("topic is empty; name what to recall, e.g. 'how we deploy'")
         with state.store() as opened:
             key = state.project(opened)[0]
             result = api.recall(opened.store, topic, project=key, framed=True)
@@ -87,9 +89,9 @@ def register(server, state: ServerState) -> None:
         try:
             span = int(days)
         except ValueError:
-            raise ValueError(f"days must be a whole number, got {framing.inline(days)!r}") from None
+            raise _invalid(f"days must be a whole number, got {framing.inline(days)!r}") from None
         if not 1 <= span <= 365:
-            raise ValueError(f"days must be between 1 and 365, got {span}")
+            raise _invalid(f"days must be between 1 and 365, got {span}")
         with state.store() as opened:
             key, scope = project_scope(opened, since=api.parse_when(f"{span} days ago", what="since"))
             page = api.list_page(opened.store, scope, limit=REVIEW_MAX)
@@ -144,10 +146,10 @@ def register(server, state: ServerState) -> None:
         try:
             number = int(id)
         except ValueError:
-            raise _not_found(MemsafeError(f"memory id must be a number, got {framing.inline(id)!r}")) from None
+            raise _invalid(f"memory id must be a number, got {framing.inline(id)!r}") from None
         try:
             with state.store() as opened:
                 found = api.get(opened.store, number, scope=state.scope(opened))
         except MemsafeError as exc:
-            raise _not_found(exc) from None
+            raise _invalid(str(exc)) from None
         return tools.bounded(tools.memory_part(found, 0))

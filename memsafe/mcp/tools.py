@@ -1078,6 +1078,7 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
     Raises:
         InvalidInput: empty DB path or project.
     """
+    import mcp_types as types
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
     from mcp.server.mcpserver.tools import Tool
@@ -1378,9 +1379,25 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
         return result
 
     async def workspace(ctx, call_next):
-        """Before what depends on the project, take the client's roots into account (`follow_roots`)."""
+        """Before what depends on the project, take the client's roots into account (`follow_roots`).
+        A prompt asked for without an argument it needs, or one that refuses its arguments, is a
+        JSON-RPC error "invalid params" with one line (the SDK answers code 0 and a generic text)."""
         if ctx.method in ("tools/call", "resources/read", "resources/list", "prompts/get"):
             await state.follow_roots(ctx.session)
+        if ctx.method != "prompts/get":
+            return await call_next(ctx)
+        from mcp.shared.exceptions import MCPError
+
+        params = ctx.params or {}
+        prompt = server._prompt_manager.get_prompt(str(params.get("name")))
+        given = params.get("arguments") or {}
+        missing = [a.name for a in (prompt.arguments or []) if a.required and a.name not in given] if prompt else []
+        if prompt is None:
+            raise MCPError(code=types.INVALID_PARAMS, message=f"no prompt {framing.inline(str(params.get('name')))!r}; "
+                           f"the prompts are {', '.join(p.name for p in server._prompt_manager.list_prompts())}")
+        if missing:
+            raise MCPError(code=types.INVALID_PARAMS,
+                           message=f"prompt {prompt.name} needs the argument {', '.join(missing)}")
         return await call_next(ctx)
 
     async def in_order(ctx, call_next):
@@ -1403,8 +1420,6 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
         **options,
     )
     server.memsafe = state  # type: ignore[attr-defined]  # the state rides on the server for its transports
-
-    import mcp_types as types
 
     async def roots_changed(ctx, params) -> None:
         state.roots_changed()
