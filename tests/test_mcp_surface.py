@@ -520,10 +520,13 @@ def test_import_export_and_decay_send_progress_to_a_client_that_asks(where, tmp_
                                                      "all_projects": True})
         decayed = await call("decay", "configure", {"decay": "dry_run"})
         plain = await s.call_tool("status", {})
-        return imported, exported, decayed, plain
+        failed = await call("none", "transfer", {"path": str(tmp_path / "missing.jsonl"), "direction": "import"})
+        return imported, exported, decayed, plain, failed
 
-    results = anyio.run(lambda: with_session(db, tmp_path, home, body, env={"MEMSAFE_NO_MODEL": "1"}))
+    *results, failed = anyio.run(lambda: with_session(db, tmp_path, home, body, env={"MEMSAFE_NO_MODEL": "1"}))
     assert not any(is_error(r) for r in results), [text_of(r) for r in results]
+    # a call that fails while the client follows its progress is the same one-line tool error
+    assert is_error(failed) and "missing.jsonl" in text_of(failed) and "\n" not in text_of(failed)
     assert "3200 added" in text_of(results[0])
     for label in ("import", "export", "decay"):
         values = [p for p, _, _ in seen[label]]

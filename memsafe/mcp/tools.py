@@ -23,6 +23,16 @@ Start-up and stdout hygiene:
   `LOG_CAP` characters, so a huge argument never floods an undrained stderr pipe. Replies
   are written from a worker thread, so a slow reader blocks only its own reply.
 
+What a reply may hold and where the project comes from (docs/mcp.md):
+- No reply is longer than REPLY_TOKENS: `get_memory` gives a long text in parts (`offset`), a
+  history excerpts, `recall` caps its budget, and anything else is cut with a note (`bounded`).
+- `recall` with an empty query lists memories page by page, with an opaque cursor bound to the
+  listing's filters and project (`make_cursor`, `read_cursor`).
+- The project is --project, else the workspace the client names (MEMSAFE_WORKSPACE,
+  CLAUDE_PROJECT_DIR), else, when the working directory says little, the client's first usable
+  root (`ServerState.follow_roots`), else the working directory's.
+- A call whose request carries a progressToken gets notifications/progress (`_with_progress`).
+
 Protocol rules (docs/mcp.md):
 - Tool calls of one connection take effect one at a time, in the order they were read
   (`CallOrder`): a `remember` and a `recall` sent at once are answered in that order, and the
@@ -1010,7 +1020,12 @@ async def _with_progress(context, work):
     result: list = []
 
     async def run() -> None:
-        result.append(await work)
+        try:
+            result.append(await work)
+        except BaseException as exc:  # raised below, as itself: a task group would wrap it in a group
+            failed.append(exc)
+            group.cancel_scope.cancel()
+            return
         if progress.total is not None and sent_counts[0] != (progress.done, progress.total):
             # counts reported since the last notification (a call shorter than one tick included)
             with contextlib.suppress(Exception):
@@ -1048,12 +1063,15 @@ async def _with_progress(context, work):
                 log.debug("progress notification failed: %s", exc)
                 return
 
+    failed: list[BaseException] = []
     try:
         async with anyio.create_task_group() as group:
             group.start_soon(run)
             group.start_soon(tick)
     finally:
         _PROGRESS.reset(token)
+    if failed:
+        raise failed[0]
     return result[0]
 
 
