@@ -267,6 +267,8 @@ def test_prompts_and_resources_carry_the_projects_memory_and_refuse_what_is_outs
                 out[name] = None
             except MCPError as exc:
                 out[name] = exc.error
+        out["confirmed"] = await s.call_tool("update_memory", {"id": 2, "confirm": True})
+        out["confirm_foreign"] = await s.call_tool("update_memory", {"id": other, "confirm": True})
         out["brief"] = await s.read_resource("memsafe://brief")
         out["recent"] = await s.read_resource("memsafe://recent")
         out["memory"] = await s.read_resource("memsafe://memory/1")
@@ -289,7 +291,11 @@ def test_prompts_and_resources_carry_the_projects_memory_and_refuse_what_is_outs
     assert "blue-green" in topic and "#1" in topic and "citing" in topic and "AlphaVault" not in topic
     review = r["review"].messages[0].content.text
     assert "tabs over spaces" in review and "update_memory" in review and "AlphaVault" not in review
-    assert "remember" in r["save"].messages[0].content.text
+    assert "remember" in r["save"].messages[0].content.text and "confirm=true" in review
+    # the review's "right" answer: confirmed, without a new version of the text
+    assert re.match(r"Confirmed \[#2 preference .*\]; it now decays with a half-life of \d+ days$",
+                    text_of(r["confirmed"])), text_of(r["confirmed"])
+    assert is_error(r["confirm_foreign"]) and "AlphaVault" not in text_of(r["confirm_foreign"])
     assert r["missing"].message == "prompt recall-topic needs the argument topic"
     assert "empty" in r["blank"].message and "whole number" in r["bad_days"].message
     assert "no prompt 'no-such'; the prompts are recall-topic" in r["no_prompt"].message

@@ -8,7 +8,7 @@ instead of a bare instruction:
 - `recall-topic` (topic): what this project's memory holds on a topic, with the instruction to
   answer from it, cite ids, and say what is missing.
 - `review-week` (no arguments; `days` to widen): the memories captured in the last days, to go
-  through with the user: keep, correct (update_memory) or forget each.
+  through with the user: confirm, correct (update_memory) or forget each.
 - `save-session` (no arguments): have the model remember what this session taught, one fact a
   memory, without duplicates.
 
@@ -85,7 +85,7 @@ def register(server, state: ServerState) -> None:
 
     @server.prompt(name="review-week", title="Review what was captured this week")
     def review_week(days: Annotated[str, Field(description="how many days back (default 7)")] = "7") -> str:
-        """Go through the memories captured lately with the user: keep, correct or forget each."""
+        """Go through the memories captured lately with the user: confirm, correct or forget each."""
         try:
             span = int(days)
         except ValueError:
@@ -99,9 +99,10 @@ def register(server, state: ServerState) -> None:
                                      f"recall with query \"\" and since '{span} days ago' pages through the rest")
         return tools.bounded(
             f"Review with me what memsafe captured in {where(key)} over the last {span} days.\n\n{listing}\n\n"
-            "For each memory: say in one line what it claims. Then ask me which are wrong or stale. "
-            "Correct a wrong one with update_memory, hide a stale one with forget (undo=true brings it back); "
-            "keep the rest as they are. Change nothing before I answer.")
+            "For each memory: say in one line what it claims. Then ask me which are right, wrong or stale. "
+            "Confirm a right one with update_memory confirm=true (it then decays slower), correct a wrong one "
+            "with update_memory, hide a stale one with forget (undo=true brings it back). Change nothing before "
+            "I answer.")
 
     @server.prompt(name="save-session", title="Remember what this session taught")
     def save_session() -> str:

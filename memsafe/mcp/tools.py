@@ -1175,7 +1175,7 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
         tags: list[str] = [],  # noqa: B006 (pydantic copies it)
         importance: float | None = None,
         is_global: bool = False,
-        redact: Annotated[bool, Field(description="redact credentials, not refuse")] = False,
+        redact: bool = False,  # a refused credential's error names it: redact=true stores it redacted
     ) -> str:
         """Save one durable fact, decision, preference or fix for later sessions."""
         with state.store() as opened:
@@ -1262,7 +1262,7 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
 
     @tool(read_only=True)
     def get_memory(id: int, all_projects: bool = False, history: bool = False, offset: int = 0) -> str:
-        """One memory by id; history: its versions; offset: for long text, as a note says."""
+        """One memory by id; history: its versions; offset: as a note says."""
         with state.store() as opened:
             scope = state.scope(opened, all_projects)
             if history:
@@ -1270,7 +1270,8 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
             return memory_part(api.get(opened.store, id, scope=scope, use=True), offset)
 
     @tool(destructive=True)
-    def forget(id: int, reason: str = "", undo: bool = False, purge: bool = False) -> str:
+    def forget(id: int, reason: str = "", undo: bool = False,
+               purge: Annotated[bool, Field(strict=True)] = False) -> str:  # strict: "yes" purges nothing
         """Hide a memory from recall; undo=true restores; purge=true deletes a forgotten one for good."""
         if undo and purge:
             raise InvalidInput("use undo or purge, not both")
@@ -1343,13 +1344,21 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
         kind: str = "",
         tags: list[str] | None = None,
         importance: float | None = None,
+        confirm: bool = False,
     ) -> str:
-        """Edit a memory ("" keeps); history keeps the old version."""
+        """Edit a memory ("" keeps; history keeps the old); confirm: reviewed, still true."""
+        changes = bool(content or kind or tags is not None or importance is not None)
         with state.store() as opened:
-            memory = api.update(opened.store, id, content=content or None, kind=kind or None, tags=tags,
-                                importance=importance,
-                                redact=True, scope=state.scope(opened),  # credentials redacted, never raw
-                                author=state.author())
+            if changes or not confirm:
+                memory = api.update(opened.store, id, content=content or None, kind=kind or None, tags=tags,
+                                    importance=importance,
+                                    redact=True, scope=state.scope(opened),  # credentials redacted, never raw
+                                    author=state.author())
+            if confirm:
+                review = api.confirm(opened.store, id, scope=state.scope(opened))
+                head = render.compact_memory(review.memory, full=False)
+                verb = "Updated and confirmed" if changes else "Confirmed"
+                return f"{verb} {head}; it now decays with a half-life of {review.half_life_days:.0f} days"
         return f"Updated {render.compact_memory(memory, full=False)}; get_memory shows its text"
 
     # -- graph -----------------------------------------------------------------------------------
