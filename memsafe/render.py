@@ -320,13 +320,28 @@ def compact_history(report) -> str:
     return "\n".join(lines)
 
 
-def compact_decay(report) -> str:
-    """A decay run (`api.decay`): totals, then one line per changed memory."""
+def decay_lines(report) -> list[str]:
+    """A decay run (`api.decay`), as `memsafe decay` prints it and the MCP `decay` tool returns it:
+    a totals line, then per changed memory its level change, strength, idle days and half-life,
+    and (unless archived) the start of its new text, indented, on one line; a last line on the
+    levels and how to undo."""
     verb = "would change" if report.dry_run else "changed"
-    lines = [f"decay{' (dry run, nothing written)' if report.dry_run else ''}: {report.examined} examined, "
-             f"{report.protected} protected, {len(report.changes)} {verb}, {report.skipped} skipped"]
-    lines += [f"#{c.id} {c.kind} level {c.from_level}→{c.to_level} {c.action}" for c in report.changes]
-    return "\n".join(lines)
+    head = (f"decay at {report.now}{' (dry run: nothing written)' if report.dry_run else ''}: "
+            f"{report.examined} active examined, {report.protected} protected, {len(report.changes)} {verb}")
+    if report.skipped:
+        head += f", {report.skipped} skipped (changed by another process; next run)"
+    lines = [head]
+    if not report.changes:
+        return lines
+    for c in report.changes:
+        lines.append(f"  #{c.id:<5} {c.kind:<12} level {c.from_level}→{c.to_level} {c.action:<8}  "
+                     f"strength {c.strength:.3f}  idle {c.idle_days:.0f} d  half-life {c.half_life_days:.0f} d")
+        if c.action != "archived":
+            flat = printable(" ".join(c.preview.split()))
+            lines.append(f"         now: {flat if len(flat) <= 100 else flat[:99] + '…'}")
+    lines.append("levels: strength < 0.35 → summary, < 0.20 → brief, < 0.10 → archived; "
+                 "`memsafe restore ID` brings the original back")
+    return lines
 
 
 def compact_import(report, max_listed: int = 10) -> str:

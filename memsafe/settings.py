@@ -42,6 +42,8 @@ VARIABLES: tuple[tuple[str, str], ...] = (
                           "--help and TAB answers; default: the user cache folder)"),
     ("MEMSAFE_BACKGROUND_EMBED", "0: `remember` leaves vectors pending instead of starting a background embedder"),
     ("MEMSAFE_SERVE_WARM", "0: `memsafe serve` loads no model in the background (vectors wait for a recall)"),
+    ("MEMSAFE_WORKSPACE", "the client's workspace folder (Cursor: `${workspaceFolder}`): `serve` detects the "
+                          "project from it, not from the folder it was started in"),
     ("MEMSAFE_MODEL_CACHE", "0: no cached optimised model graph"),
     ("MEMSAFE_CLI_CACHE", "0: no cached --help and TAB answers"),
     ("MEMSAFE_TOKEN_CACHE", "0: no cached token counts"),

@@ -116,7 +116,8 @@ def test_yes_sets_everything_up_keeping_other_servers_and_undo_removes_it(machin
         path = paths[key]
         data = json.loads(path.read_text())
         server = data["mcpServers"]["memsafe"]
-        assert server == {"command": command[0], "args": [*command[1:], "serve"]}
+        workspace = {"env": {"MEMSAFE_WORKSPACE": "${workspaceFolder}"}} if key == "cursor" else {}
+        assert server == {"command": command[0], "args": [*command[1:], "serve"], **workspace}
         assert os.path.isabs(server["command"])
         assert {k: v for k, v in data["mcpServers"].items() if k != "memsafe"} == before["mcpServers"]
         assert {k: v for k, v in data.items() if k != "mcpServers"} == {

@@ -22,12 +22,12 @@ from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from typer.testing import CliRunner
 
-from memsafe import api, framing
+from memsafe import api, framing, tokens
 from memsafe.bench.mcp import RawClient, tools_list_tokens
 from memsafe.cli import app
 from memsafe.mcp import tools as server
 
-CORE_TOOLS = {"remember", "recall", "get_memory", "forget", "purge_memory", "status", "update_memory", "transfer"}
+CORE_TOOLS = {"remember", "recall", "get_memory", "forget", "status", "configure", "update_memory", "transfer"}
 GRAPH_TOOLS = {"relate_entities", "query_graph"}
 UNICODE = "Müller → 日本語 🚀 naïve"
 
@@ -119,8 +119,9 @@ def test_every_tool_through_a_real_stdio_client(paths, embedder):
         out["recall_after_forget"] = await call("recall", {"query": "blue-green deploy"})
         out["restore"] = await call("forget", {"id": 1, "undo": True})
         out["recall_after_restore"] = await call("recall", {"query": "blue-green deploy"})
-        out["purge_unconfirmed"] = await call("purge_memory", {"ids": [2]})
-        out["purge"] = await call("purge_memory", {"ids": [2], "confirm": True})
+        out["purge_unconfirmed"] = await call("forget", {"id": 2, "purge": True})
+        await call("forget", {"id": 2})
+        out["purge"] = await call("forget", {"id": 2, "purge": True})
         out["get_purged"] = await call("get_memory", {"id": 2})
         out["status"] = await call("status", {})
         out["health"] = await call("status", {"check": True})
@@ -149,7 +150,8 @@ def test_every_tool_through_a_real_stdio_client(paths, embedder):
     assert not is_error(r["recall_as_of"]) and text_of(r["recall_as_of"]).startswith("0 memories")  # before it
     assert is_error(r["recall_bad_as_of"])
     assert is_error(r["recall_both_scopes"]) and "not both" in text_of(r["recall_both_scopes"])
-    assert not is_error(r["update"]) and "on k8s" in text_of(r["update"])
+    assert not is_error(r["update"]) and text_of(r["update"]).startswith("Updated [#1 decision")
+    assert "on k8s" not in text_of(r["update"])  # a write acknowledges, never echoes the body
     history = text_of(r["history"])
     assert "2 versions" in history and "update" in history and "switches on k8s" in history
     assert not is_error(r["export"]) and (paths["cwd"] / "backup.jsonl").exists()
@@ -161,7 +163,7 @@ def test_every_tool_through_a_real_stdio_client(paths, embedder):
     assert text_of(r["restore"]) == "Restored #1"
     assert "#1 " not in text_of(r["recall_after_forget"])
     assert not is_error(r["restore"]) and "#1 " in text_of(r["recall_after_restore"])
-    assert is_error(r["purge_unconfirmed"]) and "confirm" in text_of(r["purge_unconfirmed"])
+    assert is_error(r["purge_unconfirmed"]) and "forget it first" in text_of(r["purge_unconfirmed"])
     assert not is_error(r["purge"]) and "#2" in text_of(r["purge"])
     assert is_error(r["get_purged"])
     assert str(paths["db"]) in text_of(r["status"]) and "memories" in text_of(r["status"])
@@ -347,18 +349,23 @@ def test_large_reply_reaches_a_slow_reader_and_the_server_stays_up(paths):
     env = server_env(paths["home"], MEMSAFE_NO_MODEL="1")
     with RawClient(paths["db"], env=env, cwd=paths["cwd"], drain_stderr=False) as c:
         c.initialize()
-        request_id = c.send("tools/call", {"name": "recall",
-                                           "arguments": {"query": "note", "budget": 200000, "limit": 400}})
+        recall_id = c.send("tools/call", {"name": "recall",
+                                          "arguments": {"query": "note", "budget": 200000, "limit": 400}})
         time.sleep(3)  # the client is busy; the server must not hang or drop the reply
-        reply = c.receive(request_id, timeout=60)
+        recalled = c.receive(recall_id, timeout=60)
         big = c.call("remember", {"content": "x" * 200_000 + " end"})
+        get_id = c.send("tools/call", {"name": "get_memory", "arguments": {"id": 401}})
+        time.sleep(3)
+        part = c.receive(get_id, timeout=60)
         pong = c.request("ping", timeout=30)
         code = c.close()
     size = max(len(line) for line in c.lines)
-    assert size > 250_000
-    text = text_of(reply["result"])
-    assert not is_error(reply["result"]) and text.startswith("400 memories")
+    assert size > 65_536  # more than a pipe holds (macOS)
+    text = text_of(recalled["result"])
+    assert not is_error(recalled["result"]) and re.match(r"\d+ memories", text) and "budget lowered" in text
+    assert tokens.count(text) <= server.REPLY_TOKENS
     assert not is_error(big), text_of(big)
+    assert not is_error(part["result"]) and "get_memory id=401 offset=" in text_of(part["result"])
     assert pong["result"] == {} and code == 0
 
 
@@ -390,7 +397,7 @@ def test_two_servers_and_the_cli_share_one_file(paths, embedder):
                     out["cli_recall_after"] = cli(db, "recall", "staging database rotation", "--json")
                     out["cli_remember"] = cli(db, "remember", "Releases are cut on Tuesdays", "--global")
                     out["b_sees_cli"] = await b.call_tool("recall", {"query": "when are releases cut"})
-                    out["a_purge"] = await a.call_tool("purge_memory", {"ids": [1], "confirm": True})
+                    out["a_purge"] = await a.call_tool("forget", {"id": 1, "purge": True})
                     out["b_get_purged"] = await b.call_tool("get_memory", {"id": 1})
                     return out
 
@@ -491,8 +498,8 @@ def test_tool_list_annotations_instructions_and_token_cost(db_path):
     assert set(tools) == CORE_TOOLS | GRAPH_TOOLS
     for name in ("recall", "status", "get_memory", "query_graph"):
         assert tools[name]["annotations"].get("readOnlyHint") is True, name
-    assert tools["purge_memory"]["annotations"]["destructiveHint"] is True
-    for name in ("remember", "forget", "update_memory", "transfer", "relate_entities"):
+    assert tools["forget"]["annotations"]["destructiveHint"] is True  # purge=true deletes for good
+    for name in ("remember", "update_memory", "transfer", "relate_entities", "configure"):
         assert tools[name]["annotations"]["destructiveHint"] is False, name
     recall_args = tools["recall"]["inputSchema"]["properties"]
     assert {"query", "as_of", "project", "kind", "tags", "budget", "limit", "all_projects"} <= set(recall_args)
@@ -821,7 +828,7 @@ def test_strict_clients_accept_every_tool_schema_and_can_call_with_nulls(paths):
         restored = c.call("forget", {"id": 1, "reason": None, "undo": True})
         # a lenient client may also send null where the schema has a plain type: its default
         plain = c.call("get_memory", {"id": 1, "history": None})
-        unknown = c.call("recall", {"query": "retries", "since": "2026-01-01"})
+        unknown = c.call("recall", {"query": "retries", "until": "2026-01-01"})
         two_unknown = c.call("status", {"verbose": True, "check": False, "format": "json"})
         missing = c.call("recall", {"query": None})
         assert c.close() == 0
@@ -841,9 +848,9 @@ def test_strict_clients_accept_every_tool_schema_and_can_call_with_nulls(paths):
     for result in (stored, recalled, updated, forgot, restored, plain):
         assert not is_error(result), text_of(result)
     assert "with jitter" in text_of(recalled) or "backoff" in text_of(recalled)
-    assert "with jitter" in text_of(updated) and "#1 decision" in text_of(updated)  # kind null: unchanged
+    assert text_of(updated).startswith("Updated [#1 decision")  # kind null: unchanged
     assert text_of(restored) == "Restored #1" and "versions" not in text_of(plain)
-    assert is_error(unknown) and text_of(unknown).startswith("unknown argument since; recall takes query, limit")
+    assert is_error(unknown) and text_of(unknown).startswith("unknown argument until; recall takes query, limit")
     assert is_error(two_unknown) and text_of(two_unknown).startswith("unknown arguments verbose, format;")
     assert "\n" not in text_of(unknown) + text_of(two_unknown)
     assert is_error(missing) and text_of(missing).startswith("invalid arguments: query")
@@ -1200,7 +1207,7 @@ def test_mcp_errors_name_tool_arguments_not_cli_flags(tmp_path, embedder):
         ("relate_entities", {"relations": [["Zoë", "owns", "payments"]]}),
         ("forget", {"id": 1}),
         ("forget", {"id": 1}),
-        ("recall", {"query": "rebase", "since": "yesterday"}),
+        ("recall", {"query": "rebase", "until": "yesterday"}),
         ("remember", {"content": "x", "kind": "nope"}),
         ("get_memory", {"id": "abc"}),
     ]
@@ -1212,7 +1219,7 @@ def test_mcp_errors_name_tool_arguments_not_cli_flags(tmp_path, embedder):
     assert "MCP/API: content, tags" in results[1][1]
     assert "create=true" in results[2][1]
     assert "undo=true" in results[4][1]
-    assert results[5][1].startswith("unknown argument since; recall takes query, ")
+    assert results[5][1].startswith("unknown argument until; recall takes query, ")
     assert "kind: Input should be 'fact'" in results[6][1] and "'nope'" in results[6][1]
     assert "id: Input should be a valid integer" in results[7][1]
 
@@ -1225,7 +1232,7 @@ def test_true_or_false_where_a_tool_takes_a_number_is_refused_and_nothing_change
     cwd.mkdir()
     home = tmp_path / "home"
     bad = [
-        ("purge_memory", {"ids": [True], "confirm": True}),
+        ("forget", {"id": True, "purge": True}),
         ("forget", {"id": True}),
         ("update_memory", {"id": True, "content": "changed"}),
         ("update_memory", {"id": 1, "importance": True}),
@@ -1290,7 +1297,7 @@ def test_tools_taking_an_id_never_read_or_change_another_projects_memory(tmp_pat
             "update_memory": ("update_memory", {"id": target, "content": "hijacked by project B", "tags": ["pwned"]}),
             "forget": ("forget", {"id": target, "reason": "from B"}),
             "restore_memory": ("forget", {"id": gone, "undo": True}),
-            "purge_memory": ("purge_memory", {"ids": [own, target], "confirm": True}),  # all or nothing
+            "purge": ("forget", {"id": target, "purge": True}),
         }
 
     async def body(s: ClientSession):

@@ -19,14 +19,14 @@ from memsafe.api.core import MAX_QUERY_CHARS, _check_id, _enum_value, clean_text
 from memsafe.api.lifecycle import DecayReport
 from memsafe.api.retrieval import recall
 from memsafe.errors import InvalidInput, Refused
-from memsafe.models import Hit, Memory, Status
+from memsafe.models import Hit, Memory, Scope, Source, Status
 from memsafe.recall import terms
 from memsafe.store import Store
 
 __all__ = [
     "PAGE_SIZE", "AGES", "BrowsePage", "SearchPage", "Facets", "StoreCharts", "Provenance", "PastText",
     "browse", "search", "facets", "store_charts", "decay_chart", "provenance", "memory_events", "text_as_of",
-    "pin", "PIN_TAG", "store_counts", "top_entities",
+    "pin", "PIN_TAG", "store_counts", "top_entities", "ListPage", "list_page",
 ]
 
 PAGE_SIZE = 50
@@ -182,6 +182,65 @@ def browse(
     memories = [found[i] for i in ids if i in found]
     total, capped = store.count_browse(scope, created_before=before)
     return BrowsePage(memories, total, ids[-1] if more and ids else None, capped)
+
+
+@dataclass
+class ListPage:
+    """One page of a listing (`list_page`), newest first. `next_after`: the id to continue after
+    (None when nothing is left); `walked`: memories looked at for this page (a source filter
+    skips some)."""
+
+    memories: list[Memory]
+    next_after: int | None
+    walked: int = 0
+
+
+LIST_WALK_MAX = 5_000  # memories one page looks at when a source filter skips most of them
+
+
+def list_page(store: Store, scope: Scope, *, source: str | None = None, after_id: int | None = None,
+              limit: int = 20) -> ListPage:
+    """One page of the memories of `scope` (its projects, kinds, tags, since, statuses), newest
+    first (keyset on id, so writes between pages neither repeat nor skip a memory), optionally
+    only those from `source` (user, agent, git, import, document, web).
+
+    A page looks at no more than LIST_WALK_MAX memories: with a rare source it may come back
+    short, or empty, with `next_after` still set; the next page goes on from there.
+
+    Raises:
+        InvalidInput: limit outside 1–500, a bad `after_id`, an unknown source.
+    """
+    if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= 500:
+        raise InvalidInput(f"limit must be between 1 and 500, got {limit}")
+    if after_id is not None:
+        _check_id(after_id)
+    wanted = _enum_value(Source, source, "source") if source else None
+    found: list[Memory] = []
+    walked = 0
+    cursor = after_id
+    while len(found) < limit:
+        step = limit + 1 if wanted is None else min(500, LIST_WALK_MAX - walked)
+        if step <= 0:
+            return ListPage(found, cursor, walked)
+        ids = store.browse_ids(scope, after_id=cursor, limit=step)
+        if not ids:
+            return ListPage(found, None, walked)
+        rows = store.get_memories(ids)
+        for memory_id in ids:
+            memory = rows.get(memory_id)
+            if memory is None:
+                continue
+            if len(found) == limit:  # one more exists: the page ends before it
+                return ListPage(found, found[-1].id, walked)
+            walked += 1
+            cursor = memory_id
+            if wanted is None or memory.source == wanted:
+                found.append(memory)
+        if len(ids) < step:
+            return ListPage(found, None, walked)
+    # exactly `limit` found: whether more exist is known only by looking
+    more = store.browse_ids(scope, after_id=cursor, limit=1)
+    return ListPage(found, cursor if more else None, walked)
 
 
 def search(

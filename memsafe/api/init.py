@@ -37,7 +37,7 @@ from memsafe.api.hooks import hook_install, hook_status, hook_uninstall
 from memsafe.errors import InvalidInput, MemsafeError, Refused
 
 __all__ = ["STEPS", "Change", "InitPlan", "init_plan", "init_apply", "completion_script", "memsafe_command",
-           "server_entry", "RULES_BEGIN", "RULES_END"]
+           "server_entry", "cursor_entry", "RULES_BEGIN", "RULES_END"]
 
 STEPS = ("hook", "agents", "rules", "completions")
 SERVER_NAME = "memsafe"
@@ -158,6 +158,12 @@ def claude_desktop_config(platform: str = sys.platform, env=os.environ) -> Path:
     return folder / "claude_desktop_config.json"
 
 
+def cursor_entry(entry: dict) -> dict:
+    """The server entry for Cursor: `entry` plus `MEMSAFE_WORKSPACE=${workspaceFolder}`, which Cursor
+    expands to the open workspace (it starts servers in the home folder, where no project shows)."""
+    return {**entry, "env": {**entry.get("env", {}), "MEMSAFE_WORKSPACE": "${workspaceFolder}"}}
+
+
 def cursor_config() -> Path:
     """Cursor's global MCP config, `~/.cursor/mcp.json` on every platform (Cursor's documentation)."""
     return Path.home() / ".cursor" / "mcp.json"
@@ -208,7 +214,7 @@ def init_plan(
         desktop = claude_desktop_config(platform, env)
         changes.append(_json_change("Claude Desktop", desktop, entry, undo, found=desktop.parent.is_dir()))
         cursor = cursor_config()
-        changes.append(_json_change("Cursor", cursor, entry, undo, found=cursor.parent.is_dir()))
+        changes.append(_json_change("Cursor", cursor, cursor_entry(entry), undo, found=cursor.parent.is_dir()))
     if "rules" in steps:
         changes.extend(_rules_changes(root, undo, claude_code=claude is not None))
     if "completions" in steps:
@@ -323,6 +329,9 @@ def _json_change(name: str, path: Path, entry: dict, undo: bool, *, found: bool)
         summary = f"remove the memsafe server from {path}"
     elif servers.get(SERVER_NAME) == entry:
         return Change("agents", name, "ok", f"already registered in {path}", path=str(path))
+    elif "env" in entry and servers.get(SERVER_NAME) == {k: v for k, v in entry.items() if k != "env"}:
+        new_data = {**data, "mcpServers": {**servers, SERVER_NAME: entry}}
+        summary = f"give the memsafe server in {path} the workspace folder"
     elif SERVER_NAME in servers:
         return Change("agents", name, "refused", f"{path} already has another `memsafe` server; left as it is "
                       "(`memsafe init --undo` removes it, then run init again)", path=str(path))

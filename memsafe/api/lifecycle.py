@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -341,7 +341,8 @@ _WATCHED = ("content", "decay_level", "status", "last_accessed_at", "content_upd
             "decay_checked_at")
 
 
-def decay(store: Store, *, dry_run: bool = False, now: datetime | None = None) -> DecayReport:
+def decay(store: Store, *, dry_run: bool = False, now: datetime | None = None,
+          progress: Callable[[int, int], None] | None = None) -> DecayReport:
     """Run the decay policy (see `memsafe.decay`) over every active memory at instant `now`
     (default: the memsafe clock).
 
@@ -354,6 +355,9 @@ def decay(store: Store, *, dry_run: bool = False, now: datetime | None = None) -
     Safe beside other writers: changes are written in short transactions of at most 32 memories
     that re-read each row and skip it if anything moved since planning (`skipped`); bookkeeping
     is written in batches of 200 with the same check.
+
+    `progress`, when given, is called with (memories done, memories to do): once planned, and
+    after each batch written.
     """
     now_dt = now or clock.now()
     now_iso = clock.to_iso(now_dt)
@@ -380,6 +384,8 @@ def decay(store: Store, *, dry_run: bool = False, now: datetime | None = None) -
             p.id, p.kind, p.from_level, p.to_level, _ACTION[p.to_level], round(p.strength, 4),
             round(p.idle_days, 1), round(p.half_life_days, 1), p.reason, text[:120],
         ))
+    if progress:
+        progress(0 if work and not dry_run else len(work), len(work))
     if dry_run:
         report.banked = sum(1 for p in plans if p.write_bank and not p.protected)
         return report
@@ -400,6 +406,8 @@ def decay(store: Store, *, dry_run: bool = False, now: datetime | None = None) -
                     applied.add(p.id)
                 else:
                     report.skipped += 1
+        if progress:
+            progress(min(start + CHANGE_BATCH, len(work)), len(work))
     report.changes = [c for c in report.changes if c.id in applied]
 
     pending = [p for p in plans if p.write_bank and not p.protected and p.id not in applied and not p.changes_level]

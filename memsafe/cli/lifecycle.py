@@ -237,24 +237,8 @@ def _print_policy(view: decay.PolicyView) -> None:
 
 def _print_decay(report) -> None:
     console = out()
-    verb = "would change" if report.dry_run else "changed"
-    head = (f"decay at {report.now}{' (dry run: nothing written)' if report.dry_run else ''}: "
-            f"{report.examined} active examined, {report.protected} protected, {len(report.changes)} {verb}")
-    if report.skipped:
-        head += f", {report.skipped} skipped (changed by another process; next run)"
-    console.print(head, markup=False, soft_wrap=True)
-    if not report.changes:
-        return
-    for c in report.changes:
-        console.print(
-            f"  #{c.id:<5} {c.kind:<12} level {c.from_level}→{c.to_level} {c.action:<8}  strength {c.strength:.3f}  "
-            f"idle {c.idle_days:.0f} d  half-life {c.half_life_days:.0f} d",
-            markup=False, highlight=False, soft_wrap=True,
-        )
-        if c.action != "archived":
-            console.print(f"         now: {_preview(c.preview, 100)}", markup=False, highlight=False, soft_wrap=True)
-    console.print("levels: strength < 0.35 → summary, < 0.20 → brief, < 0.10 → archived; "
-                  "`memsafe restore ID` brings the original back", markup=False, highlight=False, soft_wrap=True)
+    for line in render.decay_lines(report):
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
 @app.command()

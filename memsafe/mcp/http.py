@@ -20,6 +20,9 @@ the piece:
   opens, 503 otherwise (the reason goes to the log, not to the anonymous caller).
 - Attribution: each tool call runs with the token's user as `ServerState.author`, so every
   memory written over HTTP records who wrote it.
+- Restarts: sessions live in the server process. After a restart an `initialize` that still
+  carries its old session id opens a new session (`RenewStaleSessions`); any other request with
+  an unknown id is 404, the protocol's sign to initialize again.
 """
 
 from __future__ import annotations
@@ -231,7 +234,7 @@ def build_app(db: str | None = None, project: str | None = None, *, host: str = 
         allow_hosts: more Host names clients use (a reverse proxy's public name).
 
     Returns:
-        (starlette app, `ServerState`).
+        (ASGI app: the Starlette app inside `RenewStaleSessions`, `ServerState`).
     """
     from mcp.server.auth.middleware.auth_context import get_access_token
     from mcp.server.auth.provider import AccessToken
@@ -291,7 +294,68 @@ def build_app(db: str | None = None, project: str | None = None, *, host: str = 
 
     app = server.streamable_http_app(streamable_http_path=MCP_PATH, host=host,
                                      transport_security=security_settings(host, allow_hosts))
-    return app, state
+    return RenewStaleSessions(app, server.session_manager), state
+
+
+class RenewStaleSessions:
+    """ASGI wrapper of the MCP app: an `initialize` that still carries a session id this server does
+    not know (one from before a restart) opens a new session, instead of the 404 the SDK gives
+    any unknown id. After a restart, clients that re-initialize when a call answers 404 (as the
+    protocol asks) and clients that re-initialize with their old id both carry on; every other
+    request with an unknown id stays 404 (docs/team.md).
+
+    Only the session id is dropped: the token is checked as for any request, and a known id
+    (another user's session included) is left to the SDK.
+    """
+
+    MAX_BODY = 1 << 20  # bytes of a request looked at; an `initialize` is a few hundred
+
+    def __init__(self, app, manager) -> None:
+        self.app, self.manager = app, manager
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope.get("type") != "http" or scope.get("method") != "POST" or scope.get("path") != MCP_PATH:
+            return await self.app(scope, receive, send)
+        header = b"mcp-session-id"
+        stale = next((v.decode("latin-1") for k, v in scope.get("headers", []) if k.lower() == header), None)
+        if stale is None or stale in self.manager._server_instances:
+            return await self.app(scope, receive, send)
+        chunks: list[bytes] = []
+        size, more = 0, True
+        while more:
+            message = await receive()
+            if message["type"] != "http.request":  # the client went away
+                return
+            chunks.append(message.get("body", b""))
+            size += len(chunks[-1])
+            more = message.get("more_body", False) and size <= self.MAX_BODY
+        body = b"".join(chunks)
+        if _is_initialize(body):
+            log.info("an initialize carried an unknown session id (from before a restart?): opening a new session")
+            scope = {**scope, "headers": [(k, v) for k, v in scope["headers"] if k.lower() != header]}
+        replayed = False
+
+        async def replay():
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+
+def _is_initialize(body: bytes) -> bool:
+    """Whether a request body is a JSON-RPC `initialize` request (alone or first in a batch)."""
+    import json
+
+    try:
+        message = json.loads(body)
+    except (ValueError, RecursionError):
+        return False
+    if isinstance(message, list) and message:
+        message = message[0]
+    return isinstance(message, dict) and message.get("method") == "initialize" and "id" in message
 
 
 def serve_http(db: str | None = None, project: str | None = None, *, host: str = "127.0.0.1",

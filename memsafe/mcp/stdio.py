@@ -8,7 +8,7 @@ protocol version the client asks for. So:
 
 - The first time, the SDK answers as usual and `Early.record` keeps its `result`, in one JSON
   file in `settings.cache_dir()` named by a stamp of the installed server (memsafe's version,
-  Python's, and the size and mtime of `memsafe/mcp/tools.py` and of the SDK's packages): an upgrade
+  Python's, and the size and mtime of `memsafe/mcp/tools.py`, `prompts.py` and of the SDK's packages): an upgrade
   or an edit starts a new file.
 - Later, `answer_initialize` reads the first line from stdin while `memsafe.mcp.tools` is imported
   in a thread; when it is a well-formed `initialize` request whose answer is kept, it writes that
@@ -37,13 +37,14 @@ MAX_FIRST_LINE = 65_536  # bytes: a longer first line is no handshake worth answ
 
 
 def _stamp() -> str:
-    """Identity of the installed server (`caches.stamp_of`): `memsafe/mcp/tools.py` and the files
+    """Identity of the installed server (`caches.stamp_of`): `memsafe/mcp/tools.py` and `prompts.py`
+    (the tools, prompts and resources shape the capabilities), and the files
     of the MCP SDK's packages that shape the reply."""
     import importlib.util
 
     from memsafe import caches
 
-    files = [Path(__file__).resolve().parent / "tools.py"]
+    files = [Path(__file__).resolve().parent / name for name in ("tools.py", "prompts.py")]
     for package, names in (("mcp", ("__init__.py", "server/runner.py", "server/lowlevel/server.py")),
                            ("mcp_types", ("__init__.py", "version.py"))):
         try:

@@ -23,6 +23,16 @@ Start-up and stdout hygiene:
   `LOG_CAP` characters, so a huge argument never floods an undrained stderr pipe. Replies
   are written from a worker thread, so a slow reader blocks only its own reply.
 
+What a reply may hold and where the project comes from (docs/mcp.md):
+- No reply is longer than REPLY_TOKENS: `get_memory` gives a long text in parts (`offset`), a
+  history excerpts, `recall` caps its budget, and anything else is cut with a note (`bounded`).
+- `recall` with an empty query lists memories page by page, with an opaque cursor bound to the
+  listing's filters and project (`make_cursor`, `read_cursor`).
+- The project is --project, else the workspace the client names (MEMSAFE_WORKSPACE,
+  CLAUDE_PROJECT_DIR), else, when the working directory says little, the client's first usable
+  root (`ServerState.follow_roots`), else the working directory's.
+- A call whose request carries a progressToken gets notifications/progress (`_with_progress`).
+
 Protocol rules (docs/mcp.md):
 - Tool calls of one connection take effect one at a time, in the order they were read
   (`CallOrder`): a `remember` and a `recall` sent at once are answered in that order, and the
@@ -54,12 +64,14 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypedDict
 
-from pydantic import Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from memsafe import __version__, api, embed, framing, render, settings, tokens
 from memsafe.errors import InvalidInput, MemsafeError
+from memsafe.plural import count_of
 
 __all__ = ["INSTRUCTIONS", "CallOrder", "ServerState", "build_server", "serve", "strict_schema"]
 
@@ -83,6 +95,17 @@ IDLE_STORES = 2  # SQLite connections kept open between tool calls (a call and t
 COMPACT_IDLE_S = 60.0
 COMPACT_MAX_S = 5.0
 LOG_CAP = 500  # characters of one log message; longer messages are cut
+# No tool reply is longer than REPLY_TOKENS (cl100k): Claude Code refuses a reply over 25,000 tokens,
+# and the agent then gets nothing. Long text comes in parts of PART_TOKENS with a note naming the
+# call that gives the next part; whatever still comes out longer is cut, with a note (`bounded`).
+REPLY_TOKENS = 20_000
+PART_TOKENS = 12_000  # one part of a long memory's text (get_memory offset=…)
+RECALL_BUDGET_MAX = 16_000  # tokens: a larger recall budget is lowered to this
+HISTORY_EXCERPT_TOKENS = 400  # of each version's text in a history (the current text: get_memory)
+LIST_PAGE = 20  # memories per page of a listing (recall with an empty query), unless limit says
+LIST_PAGE_MAX = 100
+LIST_EXCERPT_TOKENS = 120  # of each memory's text in a listing
+PROGRESS_EVERY_S = 1.0  # a call with a progressToken gets notifications/progress this often
 
 INSTRUCTIONS = (
     "memsafe is your long-term memory across sessions, kept on this machine.\n"
@@ -262,6 +285,23 @@ class ServerState:
         self.project_arg = api.clean_project(project) if project is not None else None
         self._project_raw = project
         self.cwd = cwd or os.getcwd()
+        # The folder the client says is the workspace (clients start servers in the home folder):
+        # MEMSAFE_WORKSPACE or CLAUDE_PROJECT_DIR, else, when the working directory says little,
+        # the client's first usable root (`follow_roots`). --project overrides them all.
+        self.workspace: str | None = None
+        self.workspace_rule = ""
+        self._workspace_notes: list[str] = []
+        for name in WORKSPACE_VARIABLES if project is None else ():
+            folder = os.environ.get(name, "").strip()
+            if not folder:
+                continue
+            if os.path.isabs(folder) and os.path.isdir(folder) and "${" not in folder:
+                self.workspace, self.workspace_rule = folder, name
+                break
+            why = "a placeholder the client did not expand" if "${" in folder else "not an absolute path of a folder"
+            self._workspace_notes.append(f"ignored {name}={_cap(folder, 200)}: {why}")
+        self._roots_due = True  # ask the client for its roots before the next call (if it has roots)
+        self._weak_cwd: bool | None = None
         self._warned = False
         self._warm_lock = threading.Lock()
         self._warm_thread: threading.Thread | None = None
@@ -384,7 +424,70 @@ class ServerState:
         mode = api.config_get(opened.store, "project_mode")
         if self.project_arg is not None:  # a path: symlinks resolved, keyed with the store's project_mode
             return api.clean_project(self._project_raw, mode=mode, store=opened.store), "--project"
-        return api.current_project(opened.store, self.cwd, mode=mode), f"{mode} of {self.cwd}"
+        self._flush_workspace_notes()
+        where = self.workspace or self.cwd
+        rule = f"{mode} of {where}" + (f" ({self.workspace_rule})" if self.workspace else "")
+        return api.current_project(opened.store, where, mode=mode), rule
+
+    def _flush_workspace_notes(self) -> None:
+        notes, self._workspace_notes = self._workspace_notes, []
+        for note in notes:
+            log.warning("%s", note)
+
+    def cwd_says_little(self) -> bool:
+        """Whether the working directory is no workspace of its own: in no git repository, or in
+        one whose root is the home folder (a dotfiles checkout), where every window of a client
+        that starts servers in the home folder would share one project."""
+        if self._weak_cwd is None:
+            root = settings.git_root(Path(self.cwd))
+            self._weak_cwd = root is None or root == Path.home().resolve()
+        return self._weak_cwd
+
+    def roots_changed(self) -> None:
+        """The client sent notifications/roots/list_changed: ask again before the next call."""
+        self._roots_due = True
+
+    async def follow_roots(self, session) -> None:
+        """Before a call: when the working directory says little (`cwd_says_little`), neither
+        --project nor a WORKSPACE_VARIABLES variable decides, and the client advertises `roots`, ask it for
+        roots/list (once, and again after notifications/roots/list_changed); the first root that
+        is a file:// URI of an existing folder becomes the workspace. Other roots are ignored
+        with a log line; a client that does not answer leaves the project as it was."""
+        if not self._roots_due or self.shared or self.project_arg is not None \
+                or self.workspace_rule in WORKSPACE_VARIABLES:
+            return
+        self._roots_due = False
+        if not self.cwd_says_little():
+            return
+        capabilities = getattr(session, "client_capabilities", None)
+        if capabilities is None or capabilities.roots is None:
+            return
+        import anyio
+
+        try:
+            with anyio.fail_after(ROOTS_WAIT_S):
+                listed = await session.send_request(_roots_request(), _LooseRoots)
+        except Exception as exc:  # a timeout, an error reply: the project stays what it was
+            log.warning("the client's roots/list failed (%s); the project stays that of %s",
+                        _cap(str(exc) or type(exc).__name__, 200), self.workspace or self.cwd)
+            return
+        chosen = None
+        for root in listed.roots:
+            uri = root.get("uri") if isinstance(root, dict) else None
+            path = _file_uri_path(uri) if isinstance(uri, str) else None
+            if path is None:
+                log.warning("ignored the client's root %s: not a file:// URI", _cap(repr(uri), 200))
+            elif not os.path.isdir(path):
+                log.warning("ignored the client's root %s: no such folder", _cap(uri or "", 200))
+            elif chosen is None:
+                chosen = path
+        if chosen is None:
+            log.warning("none of the client's %d roots is a folder here; the project stays that of %s",
+                        len(listed.roots), self.workspace or self.cwd)
+            return
+        if chosen != self.workspace:
+            log.info("the client's root %s is the workspace from now on", chosen)
+        self.workspace, self.workspace_rule = chosen, "client root"
 
     def scope(self, opened: api.Opened, all_projects: bool = False):
         """The scope of a tool call, as recall's: this project plus global, or every project (read
@@ -549,6 +652,39 @@ class ServerState:
             _close_quietly(opened)
 
 
+ROOTS_WAIT_S = 5.0  # how long a call waits for the client's answer to roots/list
+# Variables a client sets to name its workspace: memsafe's own (Cursor's `${workspaceFolder}`, written
+# by `memsafe init`), and Claude Code's.
+WORKSPACE_VARIABLES = ("MEMSAFE_WORKSPACE", "CLAUDE_PROJECT_DIR")
+
+
+def _roots_request():
+    import mcp_types as types
+
+    return types.ListRootsRequest()
+
+
+class _LooseRoots(BaseModel):
+    """A roots/list result read without the SDK's file-URL check, so one bad root is ignored
+    with a log line instead of failing the whole answer."""
+
+    model_config = ConfigDict(extra="ignore")
+    roots: list[Any] = []
+
+
+def _file_uri_path(uri: str) -> str | None:
+    """The local path of a `file://` URI (percent-decoded; `file://localhost/...` too), or None."""
+    from urllib.parse import unquote, urlsplit
+
+    parts = urlsplit(uri)
+    if parts.scheme.lower() != "file" or parts.netloc not in ("", "localhost"):
+        return None
+    path = unquote(parts.path)
+    if os.name == "nt" and re.match(r"^/[A-Za-z]:", path):
+        path = path[1:]
+    return path or None
+
+
 def _close_quietly(opened: api.Opened) -> None:
     try:
         opened.store.close()
@@ -624,6 +760,226 @@ def _cap(text: str, limit: int = LOG_CAP) -> str:
     return text if len(text) <= limit else f"{text[:limit]}… [{len(text):,} chars]"
 
 
+def bounded(text: str, limit: int = REPLY_TOKENS, hint: str = "narrow the request") -> str:
+    """`text` when it has at most `limit` tokens (cl100k), else its longest prefix that leaves room
+    for a last line `Note: reply cut at N tokens (of M); HINT`. A prefix that ends inside a memory
+    leaves that memory's text cut, never a header line half-written (it is cut at a line end)."""
+    if len(text.encode("utf-8", "replace")) <= limit:  # a token is at least one byte: no count needed
+        return text
+    total = tokens.count(text)
+    if total <= limit:
+        return text
+    note = f"Note: reply cut at {limit:,} tokens (of {total:,}); {hint}"
+    head = tokens.truncate(text, limit - tokens.count(note) - 2)
+    if "\n" in head:
+        head = head[: head.rindex("\n")]
+    return f"{head}\n{note}"
+
+
+def text_part(text: str, offset: int, max_tokens: int = PART_TOKENS) -> tuple[str, int | None]:
+    """(the part of `text` that starts at character `offset`, at most `max_tokens` tokens and cut
+    at a line end or space in its last fifth when there is one; the offset of the next part, or
+    None when this part reaches the end).
+
+    Raises:
+        InvalidInput: `offset` is negative or past the end.
+    """
+    if offset < 0 or (offset and offset >= len(text)):
+        raise InvalidInput(f"offset {offset} is outside the text ({len(text):,} characters)")
+    rest = text[offset:]
+    part = tokens.truncate(rest, max_tokens)
+    if len(part) >= len(rest):
+        return rest, None
+    for mark in ("\n", " "):
+        cut = part.rfind(mark, len(part) * 4 // 5)
+        if cut > 0:
+            part = part[: cut + 1]
+            break
+    return part, offset + len(part)
+
+
+_CURSOR_KEY = b"memsafe list cursor v1"
+
+
+def make_cursor(query: dict, after_id: int) -> str:
+    """An opaque cursor for the next page of the listing `query` (its filters and project),
+    continuing after memory `after_id`: base64url of the id and a keyed digest of both, so a
+    cursor of another listing, or one edited or made up, is refused (`read_cursor`)."""
+    import base64
+    import hashlib
+    import hmac
+
+    body = json.dumps([after_id, query], sort_keys=True, separators=(",", ":"))
+    mac = hmac.new(_CURSOR_KEY, body.encode(), hashlib.sha256).hexdigest()[:16]
+    return base64.urlsafe_b64encode(f"{after_id}.{mac}".encode()).decode().rstrip("=")
+
+
+def read_cursor(cursor: str, query: dict) -> int:
+    """The memory id a cursor of `make_cursor` continues after.
+
+    Raises:
+        InvalidInput: not a cursor this server gave, or one given for another listing (other
+            filters, another project).
+    """
+    import base64
+    import binascii
+    import hashlib
+    import hmac
+
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode("ascii")
+        after, mac = raw.split(".")
+        after_id = int(after)
+    except (ValueError, binascii.Error, UnicodeDecodeError):
+        raise InvalidInput("cursor is not one a listing gave; list again without a cursor") from None
+    body = json.dumps([after_id, query], sort_keys=True, separators=(",", ":"))
+    expected = hmac.new(_CURSOR_KEY, body.encode(), hashlib.sha256).hexdigest()[:16]
+    if after_id < 1 or not hmac.compare_digest(mac, expected):
+        raise InvalidInput("cursor belongs to another listing (other filters or project) or was changed; "
+                           "pass the filters it was given with, or list again without a cursor")
+    return after_id
+
+
+class Progress:
+    """What a long tool call has done so far (`report`, from the handler's thread), for the
+    notifications the call's ticker sends (`OneLineTool`)."""
+
+    def __init__(self) -> None:
+        self.done: float = 0
+        self.total: float | None = None
+        self.message = "working"
+
+    def report(self, done: float, total: float | None = None, message: str | None = None) -> None:
+        self.done, self.total = done, total
+        if message:
+            self.message = message
+
+
+_PROGRESS: contextvars.ContextVar[Progress | None] = contextvars.ContextVar("memsafe_progress", default=None)
+
+
+def progress_callback(message: str) -> Callable[[float, float], None] | None:
+    """A `(done, total)` callback for a handler (import, export, decay) that feeds the running
+    call's progress notifications, or None when the client asked for none."""
+    current = _PROGRESS.get()
+    if current is None:
+        return None
+    return lambda done, total: current.report(done, total, message)
+
+
+CUT_HINTS = {  # what to ask instead, when a reply had to be cut at REPLY_TOKENS
+    "recall": "lower budget or limit, or add filters",
+    "query_graph": "lower depth, or query a narrower entity",
+    "get_memory": "use the offset the notes give",
+    "status": "ask without check",
+}
+
+
+def _framed_part(text: str, offset: int, max_tokens: int) -> tuple[str, int | None]:
+    """`text_part`, shrunk until its framed form (`framing.body`, two spaces a line) fits too."""
+    budget = max_tokens
+    while True:
+        part, following = text_part(text, offset, budget)
+        if budget <= 64 or tokens.count(framing.body(part)) <= max_tokens:
+            return part, following
+        budget = budget * 2 // 3
+
+
+def memory_part(memory, offset: int = 0) -> str:
+    """One memory for `get_memory`: its header and its text whole, or, for a text longer than
+    PART_TOKENS, the part starting at character `offset`, then a note giving the characters
+    shown and the call for the next part.
+
+    Raises:
+        InvalidInput: `offset` outside the text.
+    """
+    content = memory.content
+    part, following = _framed_part(content, offset, PART_TOKENS)
+    whole = offset == 0 and following is None
+    text = framing.block(framing.header(memory, project=True, cut=not whole), part)
+    if whole:
+        return text
+    end = following if following is not None else len(content)
+    where = f"Note: characters {offset:,} to {end:,} of {len(content):,}"
+    more = f"; the next part: get_memory id={memory.id} offset={following}" if following is not None else "; the end"
+    return f"{text}\n{where}{more}"
+
+
+def history_page(report, offset: int = 0) -> str:
+    """A memory's versions for `get_memory` with history, oldest first, from version index
+    `offset` (0: the first): each version's header (`render.compact_history`'s) and at most
+    HISTORY_EXCERPT_TOKENS of its text, versions added while the page stays within
+    PART_TOKENS; a note names the call for the next page and how to read a text whole.
+
+    Raises:
+        InvalidInput: `offset` outside the versions.
+    """
+    versions = report.versions
+    if offset < 0 or (offset and offset >= len(versions)):
+        raise InvalidInput(f"offset {offset} is outside the {count_of(len(versions), 'version')}")
+    changes = render.version_changes(versions)
+    lines = [f"memory #{report.memory_id}: {count_of(len(versions), 'version')}, oldest first"]
+    used, cut_any, shown = tokens.count(lines[0]), False, offset
+    for index in range(offset, len(versions)):
+        v, changed = versions[index], changes[index]
+        excerpt = tokens.truncate(v.content, HISTORY_EXCERPT_TOKENS)
+        cut = len(excerpt) < len(v.content)
+        words = [f"v{v.number}", f"{v.valid_from[:19]}→{(v.valid_to or 'now')[:19]}", framing.field(v.cause)]
+        if v.origin_id:
+            words.append(f"from=#{v.origin_id}")
+        if changed:
+            words.append(f"changed={framing.field(changed)}")
+        if v.author:
+            words.append(f"by={framing.field(v.author)}")
+        words += [f"level={v.decay_level}", framing.field(v.status)]
+        if cut:
+            words.append(f"cut ({len(v.content):,} characters)")
+        record = framing.block("[" + " ".join(words) + "]", excerpt)
+        cost = tokens.count(record)
+        if used + cost > PART_TOKENS and index > offset:
+            break
+        lines.append(record)
+        used, cut_any, shown = used + cost, cut_any or cut, index + 1
+    if shown < len(versions):
+        lines.append(f"Note: versions {offset + 1} to {shown} of {len(versions)}; the next: get_memory "
+                     f"id={report.memory_id} history=true offset={shown}")
+    if cut_any:
+        lines.append(f"Note: long texts are cut here; get_memory id={report.memory_id} gives the current text "
+                     f"whole (in parts), `memsafe history {report.memory_id}` every version")
+    return "\n".join(lines)
+
+
+def excerpts(memories) -> list[str]:
+    """Each memory's header and the start of its text (LIST_EXCERPT_TOKENS; `cut` in the header
+    when shortened), as listings show them."""
+    out = []
+    for memory in memories:
+        excerpt = tokens.truncate(memory.content, LIST_EXCERPT_TOKENS)
+        out.append(framing.block(framing.header(memory, project=True, cut=len(excerpt) < len(memory.content)), excerpt))
+    return out
+
+
+def listing_text(page, filters: str, more: str | None) -> str:
+    """A page of `api.list_page`: a banner line (count, `filters`, data-not-instructions), the
+    excerpts, then `more` when the page is not the last (or `Note: end of the list`)."""
+    lines = [f"{count_of(len(page.memories), 'memory')}, newest first{filters} ({framing.DATA_NOTE}; text "
+             "indented under [#id])", *excerpts(page.memories)]
+    lines.append(more if page.next_after and more else "Note: end of the list")
+    return "\n".join(lines)
+
+
+def config_text(store, key: str = "") -> str:
+    """`configure`'s reading: every key (or one) as `key = value (default D): help`."""
+    listing = api.config_list(store)
+    keys = [key] if key else list(listing)
+    lines = []
+    for name in keys:
+        row = listing[name]
+        value, default = ("(empty)" if v == "" else v for v in (row["value"], row["default"]))
+        lines.append(f"{name} = {value}{'' if value == default else f' (default {default})'}: {row['help']}")
+    return "\n".join(lines)
+
+
 def _describe(obj) -> str:
     """Compact text for any handler result: memories get their own form, lists one line each,
     everything else compact JSON."""
@@ -667,6 +1023,85 @@ def strict_schema(schema: Any) -> Any:
     return out
 
 
+def _progress_token(context):
+    """The progressToken of the request a tool runs for, or None."""
+    try:
+        meta = context.request_context.meta
+    except (AttributeError, ValueError, LookupError):  # no request (an in-process call)
+        return None
+    return meta.get("progress_token", meta.get("progressToken")) if meta else None
+
+
+async def _with_progress(context, work):
+    """Await `work` (a tool's run); when its request carries a progressToken, send
+    `notifications/progress` meanwhile (clients time out silent calls at 60 s): the handler's own
+    counts as soon as it first reports them and then at most every PROGRESS_EVERY_S
+    (`progress_callback`), and the seconds elapsed whenever PROGRESS_EVERY_S passes without
+    news. The value only grows, as the protocol requires."""
+    if _progress_token(context) is None:
+        return await work
+    import anyio
+
+    progress = Progress()
+    token = _PROGRESS.set(progress)  # copied into the worker thread that runs the handler
+    result: list = []
+
+    async def run() -> None:
+        try:
+            result.append(await work)
+        except BaseException as exc:  # raised below, as itself: a task group would wrap it in a group
+            failed.append(exc)
+            group.cancel_scope.cancel()
+            return
+        if progress.total is not None and sent_counts[0] != (progress.done, progress.total):
+            # counts reported since the last notification (a call shorter than one tick included)
+            with contextlib.suppress(Exception):
+                await context.report_progress(max(float(progress.done), sent_value[0] + 0.001), progress.total,
+                                              f"{progress.message}: {progress.done:g} of {progress.total:g}")
+        group.cancel_scope.cancel()
+
+    sent_counts: list = [None]  # the (done, total) last sent
+    sent_value = [-1.0]  # the progress value last sent
+
+    async def tick() -> None:
+        sent, last_sent, last_seen = -1.0, float("-inf"), None
+        started = time.monotonic()
+        while True:
+            await anyio.sleep(min(0.1, PROGRESS_EVERY_S))
+            now = time.monotonic()
+            seen = (progress.done, progress.total)
+            fresh = progress.total is not None and seen != last_seen and (
+                last_seen is None or now - last_sent >= PROGRESS_EVERY_S)
+            if not fresh and now - last_sent < PROGRESS_EVERY_S:
+                continue
+            if progress.total is not None:
+                value = max(float(progress.done), sent + 0.001)
+                message = f"{progress.message}: {progress.done:g} of {progress.total:g}"
+            else:
+                value = max(round(now - started, 1), sent + 0.001)
+                message = f"{progress.message} ({value:.0f} s)"
+            sent, last_sent, last_seen = value, now, seen
+            sent_value[0] = value
+            if progress.total is not None:
+                sent_counts[0] = seen
+            try:
+                await context.report_progress(value, progress.total, message)
+            except Exception as exc:  # the client went away: the call still completes
+                log.debug("progress notification failed: %s", exc)
+                return
+
+    failed: list[BaseException] = []
+    try:
+        async with anyio.create_task_group() as group:
+            group.start_soon(run)
+            group.start_soon(tick)
+    finally:
+        _PROGRESS.reset(token)
+    if failed:
+        raise failed[0]
+    return result[0]
+
+
 # ---------------------------------------------------------------------------------------------
 # The server
 
@@ -688,6 +1123,7 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
     Raises:
         InvalidInput: empty DB path or project.
     """
+    import mcp_types as types
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
     from mcp.server.mcpserver.tools import Tool
@@ -711,7 +1147,7 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
             if wrong:
                 raise ToolError(wrong)
             try:
-                return await super().run(arguments, context, convert_result)
+                return await _with_progress(context, super().run(arguments, context, convert_result))
             except ToolError as exc:
                 cause = exc.__cause__
                 if not isinstance(cause, ValidationError):
@@ -740,7 +1176,8 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
                 # A near-duplicate found after a remember replied is told on the next call (which
                 # let the warm thread catch up before it ran: `catch_up`).
                 notices = [] if state.shared else state.take_notices()
-                return "\n".join([result, *(f"Note: {n}" for n in notices)]) if notices else result
+                text = "\n".join([result, *(f"Note: {n}" for n in notices)]) if notices else result
+                return bounded(text, hint=CUT_HINTS.get(fn.__name__, "narrow the request"))
 
             flags: _Hints = {"read_only_hint": True} if read_only else {"destructive_hint": destructive}
             if idempotent:
@@ -764,8 +1201,8 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
         kind: KindName = "general",
         tags: list[str] = [],  # noqa: B006 (pydantic copies it)
         importance: float | None = None,
-        is_global: Annotated[bool, Field(description="visible in every project")] = False,
-        redact: Annotated[bool, Field(description="store credentials redacted, not refuse")] = False,
+        is_global: bool = False,
+        redact: bool = False,  # a refused credential's error names it: redact=true stores it redacted
     ) -> str:
         """Save one durable fact, decision, preference or fix for later sessions."""
         with state.store() as opened:
@@ -787,53 +1224,96 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
     def recall(
         query: str,
         limit: int | None = None,
-        budget: Annotated[int | None, Field(description="max tokens")] = None,
-        kind: str | None = None,
+        budget: int | None = None,
+        kind: str = "",
         tags: list[str] = [],  # noqa: B006 (pydantic copies it)
-        project: str | None = None,
+        project: str = "",
         all_projects: bool = False,
-        as_of: Annotated[str | None, Field(description="as known then, e.g. '3 days ago'")] = None,
+        as_of: str = "",
+        since: str = "",
+        source: str = "",
+        status: str = "",
+        cursor: str = "",
     ) -> str:
-        """Search memories by meaning and keywords, within a token budget. Call at task start."""
+        """Search memories within a token budget; call at task start. query "" lists, newest first."""
         if all_projects and project:
             raise InvalidInput("use all_projects or project, not both")
+        if not query.strip():
+            return listing(kind=kind, tags=tags or [], project=project, all_projects=all_projects, since=since,
+                           source=source, status=status, cursor=cursor, as_of=as_of, limit=limit)
+        if source or status or cursor:
+            raise InvalidInput("source, status and cursor are for listing: recall with query \"\" and them")
+        lowered = budget is not None and budget > RECALL_BUDGET_MAX
         with state.store() as opened:
             key = None if all_projects else (api.clean_project(project) if project else state.project(opened)[0])
             options = dict(project=key, all_projects=all_projects, kinds=[kind] if kind else [], tags=tags or [],
-                           budget=budget, limit=limit, framed=True)
+                           since=api.parse_when(since, what="since") if since else None,
+                           budget=RECALL_BUDGET_MAX if lowered else budget, limit=limit, framed=True)
             if as_of:
                 result = api.recall_as_of(opened.store, query, as_of=as_of, **options)
             else:
                 result = api.recall(opened.store, query, **options)
+        if lowered:
+            result.notes.append(f"budget lowered to {RECALL_BUDGET_MAX:,} tokens, the most one reply holds; "
+                                "narrow the query or filters for other memories")
         return render.compact_recall(result)
 
+    def listing(*, kind: str, tags: list[str], project: str, all_projects: bool, since: str, source: str,
+                status: str, cursor: str, as_of: str, limit: int | None) -> str:
+        """`recall` with an empty query: one page of the memories the filters select, newest first."""
+        if as_of:
+            raise InvalidInput("as_of needs a query; a listing shows memories as they are now")
+        status = status or "active"
+        if status not in ("active", "archived", "forgotten", "all"):
+            raise InvalidInput(f"unknown status {framing.inline(status)!r}; "
+                               "use one of: active, archived, forgotten, all")
+        size = LIST_PAGE if limit is None else limit
+        if not 1 <= size <= LIST_PAGE_MAX:
+            raise InvalidInput(f"limit of a listing must be between 1 and {LIST_PAGE_MAX}, got {size}")
+        with state.store() as opened:
+            key = None if all_projects else (api.clean_project(project) if project else state.project(opened)[0])
+            query = {"kind": kind, "source": source, "tags": sorted(tags), "status": status, "since": since,
+                     "project": key, "all": all_projects}
+            after = read_cursor(cursor, query) if cursor else None
+            scope = api.make_scope(project=key, all_projects=all_projects, kinds=[kind] if kind else [], tags=tags,
+                                   since=api.parse_when(since, what="since") if since else None)
+            scope.statuses = [status] if status != "all" else ["active", "archived", "forgotten"]
+            page = api.list_page(opened.store, scope, source=source or None, after_id=after, limit=size)
+        following = make_cursor(query, page.next_after) if page.next_after else None
+        shown = [f"{name}={framing.field(value)}" for name, value in
+                 (("kind", kind), ("source", source), ("tags", ",".join(tags)), ("since", since)) if value]
+        if status != "active":
+            shown.append(f"status={status}")
+        more = f"Note: more: recall with the same query and filters and cursor={following}" if following else None
+        return listing_text(page, f", {' '.join(shown)}" if shown else "", more)
+
     @tool(read_only=True)
-    def get_memory(id: int, all_projects: bool = False, history: bool = False) -> str:
-        """One memory by id; history adds its past versions, oldest first."""
+    def get_memory(id: int, all_projects: bool = False, history: bool = False, offset: int = 0) -> str:
+        """One memory by id; history: its versions; offset: as a note says."""
         with state.store() as opened:
             scope = state.scope(opened, all_projects)
             if history:
-                return render.compact_history(api.history(opened.store, id, scope=scope))
-            return render.compact_memory(api.get(opened.store, id, scope=scope, use=True))
+                return history_page(api.history(opened.store, id, scope=scope), offset)
+            return memory_part(api.get(opened.store, id, scope=scope, use=True), offset)
 
-    @tool()
-    def forget(id: int, reason: str | None = None, undo: bool = False) -> str:
-        """Hide a memory from recall; undo=true brings it back."""
+    @tool(destructive=True)
+    def forget(id: int, reason: str = "", undo: bool = False,
+               purge: Annotated[bool, Field(strict=True)] = False) -> str:  # strict: "yes" purges nothing
+        """Hide a memory from recall; undo=true restores; purge=true deletes a forgotten one for good."""
+        if undo and purge:
+            raise InvalidInput("use undo or purge, not both")
         with state.store() as opened:
             if undo:
                 return f"Restored #{api.restore(opened.store, id, scope=state.scope(opened)).id}"
-            memory = api.forget(opened.store, id, reason=reason, scope=state.scope(opened))
-        return f"Forgot #{memory.id}; forget with undo=true brings it back"
-
-    @tool(destructive=True)
-    def purge_memory(ids: list[int], confirm: Annotated[bool, Field(strict=True)] = False) -> str:
-        """Delete memories and their history for good (needs confirm=true; prefer forget)."""
-        if not confirm:
-            raise ToolError("purge destroys memories for good; call again with confirm=true, or use forget")
-        with state.store() as opened:
-            report = api.purge(opened.store, ids, scope=state.scope(opened))
-        purged = ", ".join(f"#{i}" for i in report.purged_ids)
-        text = f"Purged {purged} ({report.versions_removed} history versions removed); this cannot be undone"
+            if not purge:
+                memory = api.forget(opened.store, id, reason=reason or None, scope=state.scope(opened))
+                return f"Forgot #{memory.id}; forget with undo=true brings it back"
+            if api.get(opened.store, id, scope=state.scope(opened)).status != "forgotten":
+                # two steps, so that one call can never destroy a memory in use
+                raise InvalidInput(f"purge deletes #{id} and its history for good: forget it first, then call "
+                                   "forget with purge=true")
+            report = api.purge(opened.store, [id], scope=state.scope(opened))
+        text = f"Purged #{id} ({report.versions_removed} history versions removed); this cannot be undone"
         copies = render.purge_copies(report)
         if copies:  # copies memsafe made earlier (backups, exports): the user removes them
             text += f". Tell the user: {copies}"
@@ -843,7 +1323,7 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
 
     @tool(read_only=True)
     def status(check: bool = False) -> str:
-        """Store, project, model and search status; check=true adds health checks with fixes."""
+        """Store, project and search status; check=true adds health checks."""
         with state.store() as opened:
             key, rule = state.project(opened)
             report = api.status(opened, project=key, project_rule=rule)
@@ -855,29 +1335,64 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
                       for c in health.checks if c.level != "ok"]
         return "\n".join(lines)
 
+    @tool()
+    def configure(key: str = "", value: str = "", reset: bool = False,
+                  decay: Literal["", "dry_run", "run"] = "") -> str:
+        """Settings: no key lists; key reads; key+value sets. decay: as `memsafe decay`."""
+        if decay:
+            if key or value or reset:
+                raise InvalidInput("decay runs alone; call configure with decay and nothing else")
+            with state.store() as opened:
+                report = api.decay(opened.store, dry_run=decay == "dry_run", progress=progress_callback("decay"))
+            return "\n".join(render.decay_lines(report))
+        if key == "db":
+            raise InvalidInput("the database path is not set over MCP; use `memsafe config set db PATH`")
+        if value and reset:
+            raise InvalidInput("give a value or reset=true, not both")
+        if (value or reset) and not key:
+            raise InvalidInput("name the key to set; configure without arguments lists them")
+        with state.store() as opened:
+            if key:
+                api.config_get(opened.store, key)  # an unknown key: one line naming the known ones
+            if reset:
+                api.config_reset(opened.store, key)
+                return f"{key} reset; {config_text(opened.store, key)}"
+            if value:
+                api.config_set(opened.store, key, value)
+                return f"set {config_text(opened.store, key)}"
+            return config_text(opened.store, key)
+
     # -- lifecycle -------------------------------------------------------------------------------
 
     @tool()
     def update_memory(
         id: int,
-        content: str | None = None,
-        kind: str | None = None,
+        content: str = "",
+        kind: str = "",
         tags: list[str] | None = None,
         importance: float | None = None,
+        confirm: bool = False,
     ) -> str:
-        """Edit a memory; its history keeps the old version."""
+        """Edit a memory ("" keeps; history keeps the old); confirm: reviewed, still true."""
+        changes = bool(content or kind or tags is not None or importance is not None)
         with state.store() as opened:
-            memory = api.update(opened.store, id, content=content, kind=kind, tags=tags, importance=importance,
-                                redact=True, scope=state.scope(opened),  # credentials redacted, never raw
-                                author=state.author())
-        return render.compact_memory(memory)
+            if changes or not confirm:
+                memory = api.update(opened.store, id, content=content or None, kind=kind or None, tags=tags,
+                                    importance=importance,
+                                    redact=True, scope=state.scope(opened),  # credentials redacted, never raw
+                                    author=state.author())
+            if confirm:
+                review = api.confirm(opened.store, id, scope=state.scope(opened))
+                head = render.compact_memory(review.memory, full=False)
+                verb = "Updated and confirmed" if changes else "Confirmed"
+                return f"{verb} {head}; it now decays with a half-life of {review.half_life_days:.0f} days"
+        return f"Updated {render.compact_memory(memory, full=False)}; get_memory shows its text"
 
     # -- graph -----------------------------------------------------------------------------------
 
     @tool()
     def relate_entities(relations: list[list[str]], create: bool = False) -> str:
-        """Relate entities by [source, relation, target] triples; create adds missing entities.
-        Sees this project's and global entities, as recall does."""
+        """Relate entities by [source, relation, target]; create adds missing ones."""
         with state.store() as opened:
             stored = api.relate_many(opened.store, [tuple(r) for r in relations], create=create,
                                      scope=state.scope(opened))
@@ -896,16 +1411,17 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
     @tool()
     def transfer(path: str, direction: Literal["export", "import"], all_projects: bool = False,
                  skip_invalid: bool = False) -> str:
-        """Export memories to a new JSONL file, or import one (memsafe or memory-server)."""
+        """Export memories to a new JSONL file, or import one."""
         full = settings.expand_path(path, what=f"{direction} file", base=state.cwd)
         with state.store() as opened:
             if direction == "export":
                 key = None if all_projects else state.project(opened)[0]
                 report = api.export_to_path(opened.store, full, project=key, all_projects=all_projects,
-                                            overwrite=False)
+                                            overwrite=False, progress=progress_callback("export"))
                 counts = ", ".join(render.count_of(n, what) for what, n in report.counts.items())
                 return f"Exported to {framing.inline(str(report.path))}: {counts}"
-            imported = api.import_file(opened.store, full, skip_invalid=skip_invalid)
+            imported = api.import_file(opened.store, full, skip_invalid=skip_invalid,
+                                       progress=progress_callback("import (bytes)"))
         if imported.memories_added + imported.memories_updated:
             state.start_warmup(again=True)  # vectors are filled in the background
         return render.compact_import(imported)
@@ -915,6 +1431,28 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
         if ctx.method != "initialize":
             state.start_warmup()
         return result
+
+    async def workspace(ctx, call_next):
+        """Before what depends on the project, take the client's roots into account (`follow_roots`).
+        A prompt asked for without an argument it needs, or one that refuses its arguments, is a
+        JSON-RPC error "invalid params" with one line (the SDK answers code 0 and a generic text)."""
+        if ctx.method in ("tools/call", "resources/read", "resources/list", "prompts/get"):
+            await state.follow_roots(ctx.session)
+        if ctx.method != "prompts/get":
+            return await call_next(ctx)
+        from mcp.shared.exceptions import MCPError
+
+        params = ctx.params or {}
+        prompt = server._prompt_manager.get_prompt(str(params.get("name")))
+        given = params.get("arguments") or {}
+        missing = [a.name for a in (prompt.arguments or []) if a.required and a.name not in given] if prompt else []
+        if prompt is None:
+            raise MCPError(code=types.INVALID_PARAMS, message=f"no prompt {framing.inline(str(params.get('name')))!r}; "
+                           f"the prompts are {', '.join(p.name for p in server._prompt_manager.list_prompts())}")
+        if missing:
+            raise MCPError(code=types.INVALID_PARAMS,
+                           message=f"prompt {prompt.name} needs the argument {', '.join(missing)}")
+        return await call_next(ctx)
 
     async def in_order(ctx, call_next):
         """Tool calls one at a time in arrival order; see `CallOrder`."""
@@ -932,10 +1470,19 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
         version=__version__,
         tools=tools,
         log_level=_log_level(),
-        middleware=[warm_after_handshake, in_order],
+        middleware=[warm_after_handshake, in_order, workspace],
         **options,
     )
     server.memsafe = state  # type: ignore[attr-defined]  # the state rides on the server for its transports
+
+    async def roots_changed(ctx, params) -> None:
+        state.roots_changed()
+
+    server._lowlevel_server.add_notification_handler("notifications/roots/list_changed", types.NotificationParams,
+                                                     roots_changed)
+    from memsafe.mcp import prompts
+
+    prompts.register(server, state)
     return server
 
 

@@ -180,7 +180,8 @@ def test_purge_names_the_export_files_that_still_hold_the_text(store, cli, db_pa
     assert api.purge(store, [other.id]).exports == [str(first)]
     api.export_to_path(store, first)
     srv = inproc(db_path, cwd=str(tmp_path))  # no warm thread left running after the test
-    text = text_of(call(srv, "purge_memory", {"ids": [third.id], "confirm": True}))
+    call(srv, "forget", {"id": third.id})
+    text = text_of(call(srv, "forget", {"id": third.id, "purge": True}))
     assert f"rm -- '{first}'" in text and "1 file memsafe exported" in text
 
 
