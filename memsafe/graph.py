@@ -4,7 +4,9 @@ identity key of an entity name, compact rendering of relations. No database, no 
 Extraction is rule-based and conservative: it keeps what looks like a name a developer would
 look up (code identifiers, CamelCase and snake_case names, dotted module names, file paths,
 capitalised multi-word names, versions attached to names, `@handles`, CLI flags, error codes),
-and never a plain English word at the start of a sentence or a stop-word.
+and never a stop-word. A capitalised word at the start of a sentence is a name when it is not a
+common English word (`common_words`: "Postgres keeps ..." names Postgres, "Keeps ..." names
+nothing) or when the caller already knows it as an entity (`extract_entities(is_known=...)`).
 """
 
 from __future__ import annotations
@@ -12,8 +14,9 @@ from __future__ import annotations
 import functools
 import re
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from memsafe import textform
 from memsafe.recall.terms import STOP_WORDS
@@ -135,23 +138,38 @@ def _is_identifier(word: str) -> str | None:
     return None
 
 
+@functools.lru_cache(maxsize=1)
+def common_words() -> frozenset[str]:
+    """The whole English words of the embedding model's vocabulary (lower case, 3+ letters;
+    memsafe/data/common_words.txt, made by scripts/gen_common_words.py). Read once per process."""
+    path = Path(__file__).resolve().parent / "data" / "common_words.txt"
+    try:
+        return frozenset(path.read_text(encoding="utf-8").split())
+    except OSError:  # a broken install: every sentence-initial word is then a plain word
+        return frozenset()
+
+
 def _sentence_start(before: str) -> bool:
     """Whether a word preceded by `before` (the up to 3 characters before it) starts a sentence."""
     return bool(_SENTENCE_END.search(before))
 
 
-def extract_entities(text: str, extra: Iterable[str] = ()) -> list[Entity]:
+def extract_entities(text: str, extra: Iterable[str] = (),
+                     is_known: Callable[[list[str]], Collection[str]] | None = None) -> list[Entity]:
     """Entities named in `text`, in order of first appearance, one per identity key.
 
     Args:
         text: free text (a memory's content or a query).
         extra: names given explicitly (e.g. `--entity`); they come first, typed 'entity'.
+        is_known: given identity keys, those that are entities already (one call at most, with
+            the sentence-initial common words of the text): such a word is kept as a name.
 
     Returns:
         At most MAX_ENTITIES_PER_TEXT entities (explicit ones are never dropped), each at most
-        MAX_ENTITY_CHARS characters, found in the first TEXT_CHARS characters. Plain words,
-        stop-words and sentence-initial capitals are not entities; a capitalised word inside a
-        sentence is.
+        MAX_ENTITY_CHARS characters, found in the first TEXT_CHARS characters. Plain words and
+        stop-words are not entities; a capitalised word inside a sentence is, and so is one at
+        the start of a sentence unless it is a common English word (`common_words`) not known
+        to `is_known`.
     """
     found: dict[str, tuple[int, Entity]] = {}
     offered: set[str] = set()  # raw names already judged: a repeat can change nothing (linear on repeats)
@@ -241,19 +259,25 @@ def extract_entities(text: str, extra: Iterable[str] = ()) -> list[Entity]:
             add(" ".join(words), "name", m.start())
             consume(m)
     snapshot = current()
+    plain_starts: dict[str, tuple[str, int]] = {}  # key -> (word, position): a common word opening a sentence
     for m in _WORD.finditer(snapshot):
         word = m.group(0)
         ident = _is_identifier(word)
         if ident:
             add(word, ident, m.start())
             continue
-        if (
-            word[0].isupper()
-            and word[1:].islower()
-            and len(word) >= 3
-            and not _sentence_start(snapshot[max(0, m.start() - 3) : m.start()])
-        ):
-            add(word, "name", m.start())
+        if word[0].isupper() and word[1:].islower() and len(word) >= 3:
+            if not _sentence_start(snapshot[max(0, m.start() - 3) : m.start()]) or word.lower() not in common_words():
+                add(word, "name", m.start())
+            elif is_known is not None:
+                plain_starts.setdefault(entity_key(word), (word, m.start()))
+    if plain_starts and is_known is not None:
+        wanted = [k for k in plain_starts if k not in found and k not in STOP_WORDS and k not in _NOT_NAMES]
+        for key in is_known(wanted) if wanted else ():
+            if key in plain_starts:
+                word, pos = plain_starts[key]
+                offered.discard(word)
+                add(word, "name", pos)
 
     ordered = [e for _, e in sorted(found.values(), key=lambda pair: pair[0])]
     explicit_keys = {e.key for e in explicit}

@@ -198,8 +198,10 @@ def admits(scope: Scope, m) -> bool:
 
 @dataclass
 class EntityInfo:
-    """One graph entity. `aliases`: other spellings seen (same identity key); `memories`: how many
-    active memories mention it (in the scope asked for)."""
+    """One graph entity. `aliases`: its other names (spellings seen, names given with `graph
+    alias`, former names; each one finds it); `memories`: how many active memories mention it (in
+    the scope asked for); `last_mentioned`: UTC ISO-8601 time of the newest of those memories (its
+    creation when none), set by `graph_entities`."""
 
     id: int
     name: str
@@ -207,6 +209,23 @@ class EntityInfo:
     aliases: list[str] = field(default_factory=list)
     memories: int = 0
     created: bool = False
+    last_mentioned: str | None = None
+
+
+@dataclass
+class GraphEdit:
+    """What one graph edit did. `action`: rename | merge | alias-add | alias-remove | delete |
+    unlink; `entity`: the entity as it is now (for delete: as it was; for merge: the survivor);
+    `merged`: the name merged away; `links` / `relations`: memory links and relations moved
+    (merge) or removed (delete, unlink); `memory_id`: the memory an unlink changed."""
+
+    action: str
+    entity: EntityInfo
+    merged: str | None = None
+    links: int = 0
+    relations: int = 0
+    memory_id: int | None = None
+    detail: str = ""
 
 
 @dataclass

@@ -245,7 +245,8 @@ SCOPED_READS = {"recall", "get", "history", "list", "graph show", "graph entitie
 NOT_SCOPED_READS = {
     "bench", "confidence", "config get", "config list", "config reset", "config set", "confirm", "consolidate",
     "decay", "decrypt", "doctor", "embed", "encrypt", "forget", "graph add-entity", "graph relate",
-    "graph unrelate", "hook backfill", "hook install", "hook run", "hook status", "hook uninstall", "import",
+    "graph unrelate", "graph rename", "graph merge", "graph alias", "graph unalias", "graph delete",
+    "graph unlink", "hook backfill", "hook install", "hook run", "hook status", "hook uninstall", "import",
     "init", "purge", "rekey", "remember", "restore", "serve", "status", "update",
     "ui",  # prints only its URL; the page shows every project, as its owner asked for the whole store
     "agent captures", "agent plugin", "agent undo",  # session ids and counts, a folder, a write
@@ -366,6 +367,7 @@ def test_every_command_taking_an_id_has_gets_scope(tmp_path, monkeypatch, cli, d
             "update": ["update", target, "--content", "hijacked by project B", "--tag", "pwned"],
             "confirm": ["confirm", target], "confidence": ["confidence", target, "0.9"],
             "restore": ["restore", forgotten], "forget": ["forget", target, "--reason", "from B"],
+            "graph unlink": ["graph", "unlink", target, "AlphaVault"],
             "purge": ["purge", idb, target, "--yes"],  # all or nothing: B's own memory stays too
         }
 

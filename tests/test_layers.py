@@ -21,7 +21,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("presentation", ("memsafe.render",)),  # how results look, shared by the edges
     ("api", ("memsafe.api",)),
     ("domain", ("memsafe.recall", "memsafe.graph", "memsafe.decay", "memsafe.history", "memsafe.transfer",
-                "memsafe.safety", "memsafe.framing", "memsafe.hooks", "memsafe.capture")),
+                "memsafe.conflicts", "memsafe.safety", "memsafe.framing", "memsafe.hooks", "memsafe.capture")),
     ("store", ("memsafe.store",)),
     ("base", ("memsafe", "memsafe.embed", "memsafe.tokens", "memsafe.when", "memsafe.clock", "memsafe.models",
               "memsafe.errors", "memsafe.settings", "memsafe.plural", "memsafe.caches", "memsafe.textform")),

@@ -32,7 +32,7 @@ def _sha(db) -> str:
     digest = hashlib.sha256()
     with psycopg.connect(db) as conn:
         for table in ("memories", "memory_fts", "memory_tags", "memory_versions", "events", "config", "entities",
-                      "entity_aliases", "memory_entities", "relations"):
+                      "entity_aliases", "entity_alias_keys", "memory_entities", "relations"):
             for row in conn.execute(f"SELECT * FROM {table} ORDER BY 1"):  # noqa: S608 (fixed names)
                 digest.update(repr(row).encode())
     return digest.hexdigest()

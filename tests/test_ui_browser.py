@@ -170,3 +170,60 @@ def test_purge_needs_the_typed_confirmation(served, page, db_path):
     page.click("#purge")
     page.wait_for_url("**/?msg=purged")
     assert run_memsafe("--db", str(db_path), "get", "3", "--all-projects").returncode != 0
+
+
+def test_graph_edits_in_a_real_browser(served, page, tmp_path, db_path):
+    """Rename, alias, remove an alias, merge, unlink and delete from the graph page; each goes
+    through the handlers, so the CLI sees it at once. Screenshots of the edit panel are kept."""
+    _, url, base = served
+    shots = tmp_path / "screenshots"
+    shots.mkdir(exist_ok=True)
+
+    def entities() -> dict:
+        done = run_memsafe("--db", str(db_path), "graph", "entities", "--all-projects", "--json")
+        assert done.returncode == 0, done.stderr
+        return {e["name"]: e for e in json.loads(done.stdout)}
+
+    page.goto(url)
+    page.goto(base + "/graph?entity=Postgres&depth=1")
+    assert page.inner_text("#edit-entity h2") == "Edit “Postgres”"
+    page.screenshot(path=shots / "graph-edit.png", full_page=True)
+
+    page.fill("#edit-entity input[aria-label='new name']", "PostgreSQL")
+    page.click("#rename")
+    page.wait_for_url("**/graph?entity=PostgreSQL*msg=rename")
+    assert "Renamed" in page.inner_text("p.flash") and "Postgres" in page.inner_text("#aliases")
+    assert "Postgres" in entities()["PostgreSQL"]["aliases"]
+
+    page.fill("#edit-entity input[aria-label='alias']", "Pgsql")
+    page.click("#alias")
+    page.wait_for_url("**msg=alias-add")
+    assert "Pgsql" in page.inner_text("#aliases")
+    page.click("#aliases button[title='Remove the alias Pgsql']")
+    page.wait_for_url("**msg=alias-remove")
+    assert "Pgsql" not in page.inner_text("#aliases")
+
+    page.goto(base + "/graph?entity=SQLite&depth=1")
+    page.fill("#edit-entity input[aria-label='merge into']", "PostgreSQL")
+    page.click("#merge")
+    page.wait_for_url("**/graph?entity=PostgreSQL*msg=merge")
+    after = entities()
+    assert "SQLite" not in after and "SQLite" in after["PostgreSQL"]["aliases"]
+    page.screenshot(path=shots / "graph-merged.png", full_page=True)
+
+    # the memory about the compose file names PostgreSQL; unlink it from the sidebar
+    memories_before = after["PostgreSQL"]["memories"]
+    page.click(".gnode form.unlink button[data-entity='PostgreSQL'][data-memory='2']")
+    page.wait_for_url("**msg=unlink")
+    assert entities()["PostgreSQL"]["memories"] == memories_before - 1
+
+    page.click("#edit-entity details.danger summary")
+    page.check("#delete-entity-form input[name=confirm]")
+    page.click("#delete-entity")
+    page.wait_for_url("**/graph?msg=delete")
+    assert "Entity deleted" in page.inner_text("p.flash")
+    assert "PostgreSQL" not in entities()
+    shown = run_memsafe("--db", str(db_path), "get", "2", "--all-projects", "--json")
+    assert "Postgres listens on port 6543" in json.loads(shown.stdout)["content"]  # the memory stays
+    for shot in ("graph-edit", "graph-merged"):
+        assert (shots / f"{shot}.png").stat().st_size > 10_000

@@ -278,3 +278,45 @@ def test_project_facet_counts_every_status_most_first(store):
             api.remember(store, f"note {i} of {project}", project=project, embed_now=False)
     api.forget(store, 1)  # a forgotten memory still counts in its project's facet
     assert api.facets(store).projects == [(None, 4), ("api", 3), ("web", 3), ("cli", 1)]
+
+
+def test_graph_edits_over_http_and_their_bad_input(ui):
+    """Each graph edit is a POST with the CSRF token through one handler; a bad one is an error
+    page (400 usage or refusal, 404 unknown) and changes nothing."""
+    client, state, store = ui
+    api.relate_many(store, [("Postgres", "used by", "memsafe"), ("memsafe", "stores in", "SQLite")], create=True)
+
+    def graph_state():
+        listing = api.graph_list(store, all_projects=True)
+        return (sorted((e.name, tuple(e.aliases), e.memories) for e in listing.entities),
+                sorted((r.source, r.relation, r.target) for r in listing.relations))
+
+    page = client.get("/graph", params={"entity": "Postgres", "depth": "1"})
+    assert page.status_code == 200 and 'action="/graph/rename"' in page.text and 'action="/graph/unlink"' in page.text
+    before = graph_state()
+    assert client.post("/graph/rename", data={"entity": "Postgres", "other": "PG"},
+                       headers={"Origin": BASE}).status_code == 403  # no CSRF token
+    for path, form, code in (
+        ("/graph/merge", {"entity": "Postgres", "other": "postgres"}, 400),  # into itself
+        ("/graph/rename", {"entity": "Postgres", "other": "SQLite"}, 400),  # onto an existing name
+        ("/graph/rename", {"entity": "Nobody", "other": "Somebody"}, 404),
+        ("/graph/delete", {"entity": "Postgres"}, 400),  # the box not ticked
+        ("/graph/unlink", {"entity": "Postgres", "memory": "1"}, 404),  # memory 1 does not name it
+        ("/graph/unlink", {"entity": "Postgres", "memory": "x"}, 400),
+        ("/graph/explode", {"entity": "Postgres"}, 404),
+    ):
+        done = _post(client, state, path, **form)
+        assert done.status_code == code, (path, form, done.status_code)
+        assert "Traceback" not in done.text
+    assert graph_state() == before
+
+    done = _post(client, state, "/graph/rename", entity="Postgres", other="PostgreSQL", depth="1")
+    assert done.status_code == 303 and done.headers["location"] == "/graph?entity=PostgreSQL&depth=1&msg=rename"
+    assert "Renamed" in client.get(done.headers["location"]).text
+    assert _post(client, state, "/graph/merge", entity="SQLite", other="PostgreSQL").status_code == 303
+    done = _post(client, state, "/graph/unlink", entity="PostgreSQL", memory="2", at="PostgreSQL")
+    assert done.status_code == 303 and "entity=PostgreSQL" in done.headers["location"]
+    assert "PostgreSQL" not in store.entity_names(2)
+    done = _post(client, state, "/graph/delete", entity="PostgreSQL", confirm="yes")
+    assert done.status_code == 303 and done.headers["location"] == "/graph?msg=delete"
+    assert "PostgreSQL" not in {e.name for e in api.graph_entities(store, all_projects=True)}

@@ -20,6 +20,16 @@ and an entity named only by other projects' memories is, to them, a name that do
 the same "unknown entity" error, word for word, and nothing attached to it. Entity names are
 one namespace, so creating (`create=True`, `add_entity`) a name another project holds cannot
 make a second entity of it; that is refused, and nothing is stored.
+
+Edits (`rename_entity`, `merge_entities`, `add_alias`, `remove_alias`, `delete_entity`) take the
+same scope; an entity also named by memories of other projects is theirs too, so editing it is
+refused unless the scope is every project (`--all-projects`). `unlink_entity` changes one memory
+of the scope only. Each edit is one transaction: it happens whole, or not at all.
+
+An entity has one display name and one identity key, and any number of other names (aliases)
+that find it: the spellings seen, names added with `add_alias`, its former names after a rename,
+the names of entities merged into it. Extraction links a new memory that says an alias to the
+entity, and `graph show` and recall find it under each.
 """
 
 from __future__ import annotations
@@ -28,10 +38,18 @@ import math
 from collections.abc import Mapping, Sequence
 
 from memsafe import clock, graph, textform
-from memsafe.api.hygiene import _controls_to_space, _fix_surrogates, clean_text, make_scope, refuse_secret
+from memsafe.api.hygiene import (
+    _check_id,
+    _controls_to_space,
+    _fix_surrogates,
+    clean_text,
+    make_scope,
+    refuse_secret,
+)
 from memsafe.errors import InvalidInput, NotFound, Refused
 from memsafe.models import (
     EntityInfo,
+    GraphEdit,
     GraphListing,
     GraphNode,
     GraphView,
@@ -43,7 +61,8 @@ from memsafe.store import Store
 
 __all__ = [
     "add_entity", "relate", "relate_many", "unrelate", "graph_show", "graph_entities", "graph_list",
-    "link_entities", "clean_entity_names",
+    "link_entities", "clean_entity_names", "rename_entity", "merge_entities", "add_alias", "remove_alias",
+    "delete_entity", "unlink_entity", "ENTITY_SORTS",
 ]
 
 MAX_RELATION_CHARS = 64
@@ -113,7 +132,8 @@ def link_entities(store: Store, memory_id: int, content: str, explicit: Sequence
     """Extract entities from `content` (plus the explicit names) and link them to the memory,
     creating entities as needed. Call inside the memory's write transaction. Returns entity ids."""
     ids = []
-    for entity in graph.extract_entities(content, explicit):
+    known = lambda keys: store.entities_by_keys(keys).keys()  # noqa: E731
+    for entity in graph.extract_entities(content, explicit, is_known=known):
         entity_id, _ = _get_or_create(store, entity.name, entity.type, at)
         ids.append(entity_id)
     store.link_memory_entities(memory_id, ids)
@@ -374,13 +394,36 @@ def _preview(text: str) -> str:
     return flat if len(flat) <= PREVIEW_CHARS else flat[: PREVIEW_CHARS - 1] + "…"
 
 
-def graph_entities(store: Store, *, project: str | None = None, all_projects: bool = False) -> list[EntityInfo]:
-    """The entities in scope (as `graph_show`), by key, with how many active memories in scope
-    mention each."""
+ENTITY_SORTS = ("name", "count", "recent")
+
+
+def graph_entities(store: Store, *, project: str | None = None, all_projects: bool = False, sort: str = "name",
+                   limit: int | None = None) -> list[EntityInfo]:
+    """The entities in scope (as `graph_show`), with how many active memories in scope mention
+    each and when the newest of them was made.
+
+    Args:
+        sort: `name` (by identity key), `count` (most mentioned first, then by name) or `recent`
+            (newest mention first, then by name).
+        limit: at most this many (None: all).
+
+    Raises:
+        InvalidInput: unknown sort, limit < 1.
+    """
+    if sort not in ENTITY_SORTS:
+        raise InvalidInput(f"sort must be one of {', '.join(ENTITY_SORTS)}, got {sort!r}")
+    if limit is not None and (not isinstance(limit, int) or limit < 1):
+        raise InvalidInput(f"limit must be at least 1, got {limit}")
     rows = store.list_entities(_scope(project, all_projects))
+    if sort == "count":
+        rows.sort(key=lambda r: -r["memories"])  # stable: ties stay by key
+    elif sort == "recent":
+        rows.sort(key=lambda r: r["last_mentioned"] or "", reverse=True)  # stable: ties stay by key
+    rows = rows[:limit] if limit is not None else rows
     aliases = store.entity_rows([r["id"] for r in rows])
     return [
-        EntityInfo(r["id"], r["name"], r["type"], aliases[r["id"]]["aliases"], r["memories"]) for r in rows
+        EntityInfo(r["id"], r["name"], r["type"], aliases[r["id"]]["aliases"], r["memories"],
+                   last_mentioned=r["last_mentioned"]) for r in rows
     ]
 
 
@@ -390,3 +433,200 @@ def graph_list(store: Store, *, project: str | None = None, all_projects: bool =
     inside = {e.id for e in entities}
     rels = [r for r in store.all_relations() if r[1] in inside and r[3] in inside]
     return GraphListing(entities, _relation_infos(store, rels))
+
+
+# ---------------------------------------------------------------------------------------------
+# Edits
+
+
+def _editable(store: Store, name: str, scope: Scope | None, *, role: str = "") -> tuple[int, str]:
+    """(id, display name) of the entity `name` finds in `scope`, which the scope may edit. Call
+    inside `write()`.
+
+    Raises:
+        NotFound: no such entity in scope (another project's entity is unknown here).
+        Refused: memories of other projects name it too (editing it would change their graph).
+    """
+    display = _clean_name(name)
+    found = _resolve(store, [display], scope).get(graph.entity_key(display))
+    if found is None:
+        raise NotFound(f"unknown {role}entity {display!r}; `memsafe graph entities` lists them. Nothing was changed")
+    entity_id, current, _type = found
+    if scope is not None and store.shared_entities([entity_id], scope):
+        raise Refused(f"entity {current!r} is also named by memories of other projects; editing it would change "
+                      "their graph too: --all-projects (MCP: all_projects=true) edits it everywhere. "
+                      "Nothing was changed")
+    return entity_id, current
+
+
+def _owner(store: Store, key: str) -> tuple[int, str] | None:
+    """(id, display name) of the entity `key` finds in any project (its own key or an alias key)."""
+    found = store.entities_by_keys([key]).get(key)
+    return (found[0], found[1]) if found else None
+
+
+def _same_key_aliases(store: Store, entity_id: int, key: str) -> list[str]:
+    row = store.entity_rows([entity_id])[entity_id]
+    return [a for a in row["aliases"] if graph.entity_key(a) == key]
+
+
+def rename_entity(store: Store, name: str, new_name: str, *, scope: Scope | None = None) -> GraphEdit:
+    """Give entity `name` the display name `new_name`; its memories and relations stay. The old
+    name stays an alias (it still finds the entity; `remove_alias` drops it). A new name of the
+    same identity key only changes how it is written.
+
+    Raises:
+        InvalidInput: an empty or over-long name.
+        NotFound: no entity `name` in scope. Refused: `new_name` is another entity's name or
+        alias (`merge_entities` joins the two), or other projects name it too. Nothing changes.
+    """
+    display = _clean_name(new_name)
+    key = graph.entity_key(display)
+    now = clock.now_iso()
+    with store.write():
+        entity_id, current = _editable(store, name, scope)
+        old_key = store.entity_rows([entity_id])[entity_id]["key"]
+        owner = _owner(store, key)
+        if owner is not None and owner[0] != entity_id:
+            raise Refused(f"cannot rename {current!r} to {display!r}: that is already the entity {owner[1]!r}; "
+                          f"`memsafe graph merge {current!r} {owner[1]!r}` joins the two. Nothing was changed")
+        if current == display:
+            raise Refused(f"entity {current!r} already has that name. Nothing was changed")
+        if key != old_key:
+            store.delete_alias_key(entity_id, key)  # it was an alias: now the name itself
+            store.rename_entity(entity_id, display, key)
+            store.add_alias_key(entity_id, old_key)
+        else:
+            store.rename_entity(entity_id, display, key)
+        store.add_alias(entity_id, current)
+        store.add_event(now, "graph.rename", None, f"entity {entity_id}")
+    return GraphEdit("rename", _info(store, entity_id, scope=scope), merged=current)
+
+
+def merge_entities(store: Store, source: str, into: str, *, scope: Scope | None = None) -> GraphEdit:
+    """Fold entity `source` into entity `into`: every memory that names `source` names `into`,
+    its relations become `into`'s (a relation between the two goes; a duplicate keeps the higher
+    weight), its names become aliases of `into` (so they still find it), and `source` is deleted.
+
+    Raises:
+        InvalidInput: the same name twice (an entity cannot merge into itself).
+        NotFound: either is not an entity in scope (another project's entity is unknown here).
+        Refused: both names find one entity, or other projects name either. Nothing changes.
+    """
+    s_display, t_display = _clean_name(source), _clean_name(into)
+    if graph.entity_key(s_display) == graph.entity_key(t_display):
+        raise InvalidInput(f"cannot merge entity {s_display!r} into itself. Nothing was changed")
+    now = clock.now_iso()
+    with store.write():
+        s_id, s_name = _editable(store, s_display, scope)
+        t_id, t_name = _editable(store, t_display, scope, role="target ")
+        if s_id == t_id:
+            raise Refused(f"{s_display!r} and {t_display!r} are names of one entity, {t_name!r}: nothing to merge. "
+                          "Nothing was changed")
+        s_type = store.entity_rows([s_id])[s_id]["type"]
+        t_type = store.entity_rows([t_id])[t_id]["type"]
+        links, relations = store.merge_entity(s_id, t_id, now)
+        if t_type == "entity" and s_type != "entity":
+            store.set_entity_type(t_id, s_type)
+        store.add_event(now, "graph.merge", None, f"entity {s_id} into {t_id}")
+    return GraphEdit("merge", _info(store, t_id, scope=scope), merged=s_name, links=links, relations=relations)
+
+
+def add_alias(store: Store, name: str, alias: str, *, scope: Scope | None = None) -> GraphEdit:
+    """Make `alias` another name of entity `name`: it finds the entity in `graph show` and recall,
+    and a memory that says it is linked to the entity.
+
+    Raises:
+        InvalidInput: an empty or over-long name. NotFound: no entity `name` in scope.
+        Refused: `alias` already finds another entity, or is already this one's name, or other
+        projects name the entity too. Nothing changes.
+    """
+    spelled = _clean_name(alias)
+    key = graph.entity_key(spelled)
+    with store.write():
+        entity_id, current = _editable(store, name, scope)
+        owner = _owner(store, key)
+        if owner is not None and owner[0] != entity_id:
+            raise Refused(f"{spelled!r} is already the entity {owner[1]!r}; `memsafe graph merge {spelled!r} "
+                          f"{current!r}` joins the two. Nothing was changed")
+        row = store.entity_rows([entity_id])[entity_id]
+        if spelled == current or spelled in row["aliases"]:
+            raise Refused(f"{spelled!r} is already a name of {current!r}. Nothing was changed")
+        store.add_alias(entity_id, spelled)
+        if key != row["key"]:
+            store.add_alias_key(entity_id, key)
+        store.add_event(clock.now_iso(), "graph.alias", None, f"entity {entity_id}: added")
+    return GraphEdit("alias-add", _info(store, entity_id, scope=scope), detail=spelled)
+
+
+def remove_alias(store: Store, name: str, alias: str, *, scope: Scope | None = None) -> GraphEdit:
+    """`alias` is no longer a name of entity `name` (it no longer finds it; memories already
+    linked stay linked). The entity's own name cannot be removed: rename it first.
+
+    Raises:
+        InvalidInput: an empty or over-long name. NotFound: no entity `name` in scope, or it has
+        no alias `alias`. Refused: `alias` is the entity's own name, or other projects name the
+        entity too. Nothing changes.
+    """
+    spelled = _clean_name(alias)
+    key = graph.entity_key(spelled)
+    with store.write():
+        entity_id, current = _editable(store, name, scope)
+        row = store.entity_rows([entity_id])[entity_id]
+        if spelled == current or (key == row["key"] and not [a for a in row["aliases"] if a == spelled]):
+            raise Refused(f"{spelled!r} is the name of {current!r}, not an alias; `memsafe graph rename` changes it. "
+                          "Nothing was changed")
+        if key == row["key"]:  # one spelling of the entity's own name
+            removed = store.delete_aliases(entity_id, [spelled])
+        else:
+            removed = store.delete_aliases(entity_id, _same_key_aliases(store, entity_id, key))
+            removed += store.delete_alias_key(entity_id, key)
+        if not removed:
+            raise NotFound(f"entity {current!r} has no alias {spelled!r}. Nothing was changed")
+        store.add_event(clock.now_iso(), "graph.alias", None, f"entity {entity_id}: removed")
+    return GraphEdit("alias-remove", _info(store, entity_id, scope=scope), detail=spelled)
+
+
+def delete_entity(store: Store, name: str, *, scope: Scope | None = None) -> GraphEdit:
+    """Delete entity `name` with its aliases, its links to memories and its relations. The
+    memories themselves stay (their text is unchanged); a later memory that names it makes it anew.
+
+    Raises:
+        InvalidInput: an empty or over-long name. NotFound: no entity `name` in scope.
+        Refused: other projects name it too. Nothing changes.
+    """
+    with store.write():
+        entity_id, _current = _editable(store, name, scope)
+        info = _info(store, entity_id, scope=scope)
+        links, relations = store.entity_usage(entity_id)
+        store.delete_entity(entity_id)
+        store.add_event(clock.now_iso(), "graph.delete", None, f"entity {entity_id}")
+    return GraphEdit("delete", info, links=links, relations=relations)
+
+
+def unlink_entity(store: Store, memory_id: int, name: str, *, scope: Scope | None = None) -> GraphEdit:
+    """Remove a wrong link between memory `memory_id` and entity `name` (automatic extraction
+    found a name that is not one). The memory's text is unchanged. An entity left with no memory
+    and no relation is deleted too (`GraphEdit.detail` says so).
+
+    Raises:
+        NotFound: the memory is not in scope (as `api.get`), no entity `name` is known in scope,
+        or the memory is not linked to it. Nothing changes.
+    """
+    from memsafe.api.core import get  # core imports this module
+
+
+    display = _clean_name(name)
+    with store.write():
+        get(store, _check_id(memory_id), scope=scope)
+        found = _resolve(store, [display], scope).get(graph.entity_key(display))
+        if found is None:
+            raise NotFound(f"unknown entity {display!r}. Nothing was changed")
+        entity_id, current, _type = found
+        if not store.unlink_memory_entity(memory_id, entity_id):
+            raise NotFound(f"memory {memory_id} is not linked to {current!r}. Nothing was changed")
+        info = _info(store, entity_id, scope=scope)
+        gone = store.delete_orphan_entities([entity_id]) > 0
+        store.add_event(clock.now_iso(), "graph.unlink", memory_id, f"entity {entity_id}")
+    return GraphEdit("unlink", info, links=1, memory_id=memory_id,
+                     detail="the entity named no other memory and had no relation: deleted" if gone else "")

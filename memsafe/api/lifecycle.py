@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from memsafe import clock, when
+from memsafe import clock, conflicts, when
 from memsafe import decay as decay_rules
 from memsafe.api.config import config_value
 from memsafe.api.core import (
@@ -38,7 +38,7 @@ from memsafe.store import Store
 
 __all__ = [
     "Version", "HistoryReport", "DecayChange", "DecayReport", "ConfidenceChange", "ReviewResult",
-    "MergePair", "ConsolidateReport", "parse_when", "update", "history", "decay",
+    "MergePair", "PossibleConflict", "ConsolidateReport", "parse_when", "update", "history", "decay",
     "decay_policy", "confirm", "set_confidence", "consolidate", "list_memories", "restore",
     "CONFIDENCE_MIN", "CONFIDENCE_MAX",
 ]
@@ -150,14 +150,29 @@ class MergePair:
 
 
 @dataclass
+class PossibleConflict:
+    """Two memories that read alike (cosine ≥ the threshold) but say different things, so they
+    were not merged: `reasons` name how they differ (`conflicts.Difference` as text, e.g.
+    `version (v1.8 / v1.9)`), for a person to review (keep both, update or forget one)."""
+
+    first_id: int
+    second_id: int
+    similarity: float
+    project: str | None
+    reasons: list[str]
+
+
+@dataclass
 class ConsolidateReport:
-    """Near-duplicate pairs found (dry run) or merged, with the threshold used (cosine)."""
+    """Near-duplicate pairs found (dry run) or merged, with the threshold used (cosine), and the
+    pairs that read alike but differ in fact (`conflicts`: never merged)."""
 
     dry_run: bool
     threshold: float
     pairs: list[MergePair] = field(default_factory=list)
     skipped: int = 0
     embedded: int = 0  # memories still waiting for a vector, embedded (in memory) to be compared
+    conflicts: list[PossibleConflict] = field(default_factory=list)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -622,6 +637,12 @@ def consolidate(store: Store, *, dry_run: bool = False, threshold: float | None 
     linked, and each connected group (a cluster: three near-copies, or a chain of them) merges
     into one survivor. A second run finds nothing more.
 
+    Two memories that differ in fact are never joined, neither directly nor through a chain of
+    near-copies: a negation or an opposite verb, a number, a version, a date or time, an
+    identifier (hash, path, ticket, flag, code), a commit and its revert, two different commits
+    (`memsafe.conflicts.differences`). Such pairs with cosine ≥ threshold are reported in
+    `ConsolidateReport.conflicts` ("possible conflicts", for review) instead.
+
     The survivor is the most used one (access_count), then the oldest. It keeps every history:
     each merged memory's versions and its last state are copied into the survivor's history
     (cause `merge`, origin = the merged id), and it takes the union of tags and the highest
@@ -669,25 +690,35 @@ def consolidate(store: Store, *, dry_run: bool = False, threshold: float | None 
                 i = parent[i]
             return i
 
+        links: list[tuple[float, int, int]] = []
         block = max(1, 4_000_000 // len(ids))  # rows of the similarity matrix at once (≤ 16 MB)
         for start in range(0, len(ids), block):
             sims = matrix[start:start + block] @ matrix.T
             for r, c in zip(*np.nonzero(sims >= limit)):
-                a, b = root(start + int(r)), root(int(c))
-                if a != b:
-                    parent[max(a, b)] = min(a, b)
-        clusters: dict[int, list[int]] = {}
-        for i in range(len(ids)):
-            clusters.setdefault(root(i), []).append(i)
-        for members in clusters.values():
-            if len(members) < 2:
+                if start + int(r) < int(c):
+                    links.append((float(sims[r, c]), start + int(r), int(c)))
+        members: dict[int, list[int]] = {i: [i] for i in range(len(ids))}
+        apart = _Apart([info[i] for i in ids])
+        for similarity, i, j in sorted(links, key=lambda link: (-link[0], link[1], link[2])):
+            reasons = apart(i, j)
+            if reasons:
+                report.conflicts.append(PossibleConflict(ids[i], ids[j], round(similarity, 4), project, reasons))
                 continue
-            best = max(members, key=lambda i: (info[ids[i]].access_count, -ids[i]))
-            for i in members:
+            a, b = root(i), root(j)
+            # closest pairs join first; a group never takes in a member that differs from one of its own
+            if a != b and not any(apart(x, y) for x in members[a] for y in members[b]):
+                parent[max(a, b)] = min(a, b)
+                members[min(a, b)].extend(members.pop(max(a, b)))
+        for group in members.values():
+            if len(group) < 2:
+                continue
+            best = max(group, key=lambda i: (info[ids[i]].access_count, -ids[i]))
+            for i in sorted(group):
                 if i != best:
                     similarity = float(matrix[i] @ matrix[best])
                     report.pairs.append(MergePair(ids[best], ids[i], round(similarity, 4), project))
     report.pairs.sort(key=lambda p: (p.survivor_id, p.merged_id))
+    report.conflicts.sort(key=lambda c: (c.first_id, c.second_id))
     if dry_run:
         return report
     done = []
@@ -702,6 +733,23 @@ def consolidate(store: Store, *, dry_run: bool = False, threshold: float | None 
             done.append(pair)
     report.pairs = done
     return report
+
+
+class _Apart:
+    """How two of `memories` (by position) differ in fact (`conflicts.differences`, as text),
+    each pair read once. A memory with source git is a commit."""
+
+    def __init__(self, memories: list[Memory]):
+        self.memories = memories
+        self.known: dict[tuple[int, int], list[str]] = {}
+
+    def __call__(self, i: int, j: int) -> list[str]:
+        pair = (min(i, j), max(i, j))
+        if pair not in self.known:
+            a, b = self.memories[pair[0]], self.memories[pair[1]]
+            self.known[pair] = [str(d) for d in conflicts.differences(
+                a.content, b.content, a_commit=a.source == "git", b_commit=b.source == "git")]
+        return self.known[pair]
 
 
 def _merge(store: Store, s_row: dict, s_tags: list[str], m_row: dict, m_tags: list[str]) -> None:

@@ -618,7 +618,11 @@ def _apply_entity(store: Store, entity: dict, report: ImportReport) -> int:
         entity_id = store.insert_entity(entity["name"], entity["key"], refuse_secret(entity["type"], "entity type"),
                                         entity["created_at"])
         report.entities_added += 1
-    store.add_entity_aliases(entity_id, [refuse_secret(a, "entity alias") for a in entity.get("aliases", [])])
+    aliases = [refuse_secret(a, "entity alias") for a in entity.get("aliases", [])]
+    store.add_entity_aliases(entity_id, aliases)
+    for key in dict.fromkeys(graph.entity_key(a) for a in [entity["name"], *aliases]):
+        if key and store.entity_id_by_key(key) is None:  # its other names (aliases, former names) find it here too
+            store.add_alias_key(entity_id, key)
     return entity_id
 
 

@@ -308,6 +308,10 @@ def consolidate(
     most used, then the oldest), which keeps every history; the others are forgotten with
     reason `merged into N`. Memories still waiting for a vector are embedded first (a dry run
     does not store those vectors).
+
+    Pairs that read alike but differ in fact (a negation, a number, a version, a date or time, an
+    identifier, a commit and its revert, two commits) are never merged: they are listed as
+    possible conflicts, with how they differ, for you to review.
     """
     with _session(ctx) as opened:
         report = api.consolidate(opened.store, dry_run=dry_run)
@@ -322,3 +326,9 @@ def consolidate(
                       "to compare them; not stored)", markup=False)
     for p in report.pairs:
         console.print(f"  {p.merged_id} → {p.survivor_id}  (cosine {p.similarity:.3f})", markup=False)
+    if report.conflicts:
+        console.print(f"{render.count_of(len(report.conflicts), 'possible conflict')} not merged (they read "
+                      "alike but differ; review them: memsafe get ID, update or forget one):", markup=False)
+    for c in report.conflicts:
+        console.print(f"  {c.first_id} ≠ {c.second_id}  (cosine {c.similarity:.3f}): {'; '.join(c.reasons)}",
+                      markup=False, highlight=False)

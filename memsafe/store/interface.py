@@ -338,7 +338,7 @@ class Graph(ABC):
 
     @abstractmethod
     def entity_id_by_key(self, key: str) -> int | None:
-        """The id of the entity with this identity key, or None."""
+        """The id of the entity this identity key finds (its own key or an alias key), or None."""
 
     @abstractmethod
     def entity_name(self, entity_id: int) -> str | None:
@@ -363,7 +363,53 @@ class Graph(ABC):
 
     @abstractmethod
     def entities_by_keys(self, keys: Sequence[str]) -> dict[str, tuple[int, str, str]]:
-        """{identity key: (entity id, display name, type)} for the keys that exist."""
+        """{identity key: (entity id, display name, type)} for the keys that find an entity: its
+        own key, or one of its alias keys (`add_alias_key`)."""
+
+    @abstractmethod
+    def alias_keys(self, entity_ids: Sequence[int]) -> dict[int, list[str]]:
+        """{entity id: [identity keys of its other names (`entity_alias_keys`), sorted]}."""
+
+    @abstractmethod
+    def add_alias_key(self, entity_id: int, key: str) -> bool:
+        """Make `key` find the entity too (False: the key already finds one). Call inside `write()`."""
+
+    @abstractmethod
+    def delete_alias_key(self, entity_id: int, key: str) -> bool:
+        """`key` no longer finds the entity; False if it did not. Call inside `write()`."""
+
+    @abstractmethod
+    def delete_aliases(self, entity_id: int, aliases: Iterable[str]) -> int:
+        """Remove alias spellings from an entity; returns how many. Call inside `write()`."""
+
+    @abstractmethod
+    def rename_entity(self, entity_id: int, name: str, key: str) -> None:
+        """Give an entity a new display name and identity key (the caller checked the key is
+        free). Call inside `write()`."""
+
+    @abstractmethod
+    def entity_usage(self, entity_id: int) -> tuple[int, int]:
+        """(memory links, relations) of an entity, in every project."""
+
+    @abstractmethod
+    def merge_entity(self, source_id: int, target_id: int, at: str) -> tuple[int, int]:
+        """Fold entity `source_id` into `target_id`: its memory links, relations (a relation
+        between the two is dropped; one the target has already keeps the higher weight), aliases
+        and alias keys move, its own key becomes an alias key of the target, and it is deleted.
+        Returns (memory links added to the target, relations moved). Call inside `write()`."""
+
+    @abstractmethod
+    def delete_entity(self, entity_id: int) -> None:
+        """Delete an entity with its aliases, memory links and relations. Call inside `write()`."""
+
+    @abstractmethod
+    def unlink_memory_entity(self, memory_id: int, entity_id: int) -> bool:
+        """Remove one memory's link to an entity; False if there was none. Call inside `write()`."""
+
+    @abstractmethod
+    def shared_entities(self, entity_ids: Sequence[int], scope: Scope) -> set[int]:
+        """Those of `entity_ids` also named by a memory (any status) outside the scope's
+        projects: editing them would change other projects' graphs. Empty for every project."""
 
     @abstractmethod
     def insert_entity(self, name: str, key: str, type_: str, at: str) -> int:
@@ -433,7 +479,8 @@ class Graph(ABC):
     @abstractmethod
     def list_entities(self, scope: Scope) -> list[dict]:
         """The entities `scope` may see (`visible_entities`), by key, each with the number of
-        memories in the scope (its statuses) that mention it: [{id, name, type, memories}]."""
+        memories in the scope (its statuses) that mention it and the creation time of the newest of
+        them (the entity's own when none): [{id, name, type, memories, last_mentioned}]."""
 
 
 class History(ABC):

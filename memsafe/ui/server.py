@@ -63,6 +63,14 @@ MESSAGES = {
     "purged": "Purged: the memory and its history are gone for good.",
     "unchanged": "Nothing changed.",
 }
+GRAPH_MESSAGES = {
+    "rename": "Renamed: the old name still finds it (an alias).",
+    "merge": "Merged: its memories, relations and names moved here.",
+    "alias-add": "Alias added: the entity is found under it too.",
+    "alias-remove": "Alias removed.",
+    "delete": "Entity deleted with its relations and memory links; the memories are unchanged.",
+    "unlink": "Link removed: that memory no longer names the entity.",
+}
 STATUS_CODES = {NotFound: 404, Duplicate: 409, InvalidInput: 400}
 
 
@@ -282,7 +290,7 @@ def build_app(state: UiState) -> Guard:
             view = api.graph_show(store(), name, depth=depth, limit=40, all_projects=True)
             nodes, edges = layout.radial(view)
         return render(request, "graph.html", entity=name, depth=depth, view=view, nodes=nodes, edges=edges,
-                      top=api.top_entities(store()))
+                      top=api.top_entities(store()), message=GRAPH_MESSAGES.get(q.get("msg", "")))
 
     @guarded
     def charts(request: Request):
@@ -311,13 +319,42 @@ def build_app(state: UiState) -> Guard:
 
     async def act(request: Request):
         """POST /m/{id}/{action}: one curation action through one api handler, then back to the page."""
+        form = await _checked_form(request)
+        if isinstance(form, Response):
+            return form
+        return await run_in_threadpool(_act, request, form)
+
+    async def graph_act(request: Request):
+        """POST /graph/{action}: one graph edit through one api handler, then back to the graph page."""
+        form = await _checked_form(request)
+        if isinstance(form, Response):
+            return form
+        return await run_in_threadpool(_graph_act, request, form)
+
+    async def _checked_form(request: Request) -> dict | Response:
+        """The posted form, or the response refusing it (too large, wrong CSRF token)."""
         body = await request.body()
         if len(body) > MAX_BODY_BYTES:
             return PlainTextResponse("413 the form is too large\n", status_code=413)
         form = {k: v[-1] for k, v in parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True).items()}
         if not hmac.compare_digest(form.get("csrf", "").encode(), state.csrf.encode()):
             return PlainTextResponse("403 Forbidden: missing or wrong CSRF token; reload the page\n", status_code=403)
-        return await run_in_threadpool(_act, request, form)
+        return form
+
+    def _graph_act(request: Request, form: dict):
+        action = request.path_params["action"]
+        with state.lock:
+            try:
+                edit = _apply_graph(store(), action, form)
+            except MemsafeError as exc:
+                return failure(request, exc)
+        shown = "" if edit.action == "delete" else edit.entity.name
+        if edit.action == "unlink":  # back to the graph it was done on, unless its centre went with the link
+            at = form.get("at", "")
+            shown = "" if edit.detail and at == edit.entity.name else at
+        depth = "2" if form.get("depth") == "2" else "1"
+        query = {"entity": shown, "depth": depth, "msg": edit.action} if shown else {"msg": edit.action}
+        return RedirectResponse(f"/graph?{urlencode(query)}", status_code=303)
 
     def _act(request: Request, form: dict):
         action = request.path_params["action"]
@@ -336,6 +373,7 @@ def build_app(state: UiState) -> Guard:
         Route("/m/{id}", memory),
         Route("/m/{id}/{action}", act, methods=["POST"]),
         Route("/graph", graph),
+        Route("/graph/{action}", graph_act, methods=["POST"]),
         Route("/charts", charts),
         Route("/decay", decay),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
@@ -382,6 +420,30 @@ def _apply(store, memory_id: int, action: str, form: dict, state: UiState | None
         if state is not None:
             state.notice = text_of.purge_copies(report)
         return "purged"
+    raise NotFound(f"unknown action {action[:40]!r}")
+
+
+def _apply_graph(store, action: str, form: dict):
+    """Run one graph edit from the page's form (fields `entity`, `other`, `memory`) over every
+    project, as the page shows the graph; returns the `GraphEdit`. Raises MemsafeError."""
+    entity, other = form.get("entity", ""), form.get("other", "")
+    if action == "rename":
+        return api.rename_entity(store, entity, other)
+    if action == "merge":
+        return api.merge_entities(store, entity, other)
+    if action == "alias":
+        return api.add_alias(store, entity, other)
+    if action == "unalias":
+        return api.remove_alias(store, entity, other)
+    if action == "delete":
+        if form.get("confirm") != "yes":
+            raise InvalidInput("tick the box to confirm deleting the entity")
+        return api.delete_entity(store, entity)
+    if action == "unlink":
+        memory_id = _int(form.get("memory"))
+        if memory_id is None:
+            raise InvalidInput("which memory? (no memory id given)")
+        return api.unlink_entity(store, memory_id, entity)
     raise NotFound(f"unknown action {action[:40]!r}")
 
 

@@ -87,6 +87,8 @@ class SQLGraph(SQLStoreBase):
 
     def entity_id_by_key(self, key: str) -> int | None:
         row = self.conn.execute("SELECT id FROM entities WHERE key = ?", (key,)).fetchone()
+        if row is None:
+            row = self.conn.execute("SELECT entity_id FROM entity_alias_keys WHERE key = ?", (key,)).fetchone()
         return row[0] if row else None
 
     def entity_name(self, entity_id: int) -> str | None:
@@ -130,6 +132,93 @@ class SQLGraph(SQLStoreBase):
         for chunk, marks in chunked(keys):
             for r in self.conn.execute(f"SELECT key, id, name, type FROM entities WHERE key IN ({marks})", chunk):
                 out[r[0]] = (r[1], r[2], r[3])
+        rest = [k for k in dict.fromkeys(keys) if k not in out]
+        for chunk, marks in chunked(rest):
+            for r in self.conn.execute(
+                "SELECT a.key, e.id, e.name, e.type FROM entity_alias_keys a JOIN entities e ON e.id = a.entity_id "
+                f"WHERE a.key IN ({marks})", chunk,
+            ):
+                out[r[0]] = (r[1], r[2], r[3])
+        return out
+
+    def alias_keys(self, entity_ids: Sequence[int]) -> dict[int, list[str]]:
+        out: dict[int, list[str]] = {}
+        for chunk, marks in chunked(entity_ids):
+            for entity_id, key in self.conn.execute(
+                f"SELECT entity_id, key FROM entity_alias_keys WHERE entity_id IN ({marks}) ORDER BY key", chunk
+            ):
+                out.setdefault(entity_id, []).append(key)
+        return out
+
+    def add_alias_key(self, entity_id: int, key: str) -> bool:
+        self.conn.execute("INSERT INTO entity_alias_keys(key, entity_id) VALUES (?, ?) ON CONFLICT DO NOTHING",
+                          (key, entity_id))
+        return self.conn.changes() > 0
+
+    def delete_alias_key(self, entity_id: int, key: str) -> bool:
+        self.conn.execute("DELETE FROM entity_alias_keys WHERE key = ? AND entity_id = ?", (key, entity_id))
+        return self.conn.changes() > 0
+
+    def delete_aliases(self, entity_id: int, aliases: Iterable[str]) -> int:
+        n = 0
+        for alias in aliases:
+            self.conn.execute("DELETE FROM entity_aliases WHERE entity_id = ? AND alias = ?", (entity_id, alias))
+            n += self.conn.changes()
+        return n
+
+    def rename_entity(self, entity_id: int, name: str, key: str) -> None:
+        self.conn.execute("UPDATE entities SET name = ?, key = ? WHERE id = ?", (name, key, entity_id))
+        self.add_alias(entity_id, name)
+
+    def entity_usage(self, entity_id: int) -> tuple[int, int]:
+        links = self.conn.execute("SELECT count(*) FROM memory_entities WHERE entity_id = ?", (entity_id,)).fetchone()
+        rels = self.conn.execute("SELECT count(*) FROM relations WHERE source_id = ? OR target_id = ?",
+                                 (entity_id, entity_id)).fetchone()
+        return int(links[0]), int(rels[0])
+
+    def merge_entity(self, source_id: int, target_id: int, at: str) -> tuple[int, int]:
+        moved = self.conn.execute(
+            "SELECT count(*) FROM memory_entities WHERE entity_id = ? AND memory_id NOT IN "
+            "(SELECT memory_id FROM memory_entities WHERE entity_id = ?)", (source_id, target_id)).fetchone()[0]
+        self.conn.execute(
+            "INSERT INTO memory_entities(memory_id, entity_id) SELECT memory_id, ? FROM memory_entities "
+            "WHERE entity_id = ? ON CONFLICT DO NOTHING", (target_id, source_id))
+        relations = 0
+        for _rid, s, relation, t, weight in self.relations_touching([source_id]):
+            s2, t2 = (target_id if s == source_id else s), (target_id if t == source_id else t)
+            if s2 == t2:
+                continue  # a relation between the two merged entities would relate the survivor to itself
+            row = self.conn.execute("SELECT weight FROM relations WHERE source_id = ? AND relation = ? "
+                                    "AND target_id = ?", (s2, relation, t2)).fetchone()
+            self.upsert_relation(s2, relation, t2, max(weight, row[0]) if row else weight, at)
+            relations += 1
+        self.conn.execute(
+            "INSERT INTO entity_aliases(entity_id, alias) SELECT ?, alias FROM entity_aliases WHERE entity_id = ? "
+            "ON CONFLICT DO NOTHING", (target_id, source_id))
+        self.conn.execute("UPDATE entity_alias_keys SET entity_id = ? WHERE entity_id = ?", (target_id, source_id))
+        key = self.conn.execute("SELECT key FROM entities WHERE id = ?", (source_id,)).fetchone()[0]
+        self.conn.execute("DELETE FROM entities WHERE id = ?", (source_id,))
+        self.add_alias_key(target_id, key)
+        return int(moved), relations
+
+    def delete_entity(self, entity_id: int) -> None:
+        self.conn.execute("DELETE FROM entities WHERE id = ?", (entity_id,))
+
+    def unlink_memory_entity(self, memory_id: int, entity_id: int) -> bool:
+        self.conn.execute("DELETE FROM memory_entities WHERE memory_id = ? AND entity_id = ?", (memory_id, entity_id))
+        return self.conn.changes() > 0
+
+    def shared_entities(self, entity_ids: Sequence[int], scope: Scope) -> set[int]:
+        """Those of `entity_ids` also named by a memory (any status) outside the scope's
+        projects. Empty for every project."""
+        if scope.projects is None or not entity_ids:
+            return set()
+        projects, params = self._project_sql(scope)
+        out: set[int] = set()
+        for chunk, marks in chunked(entity_ids):
+            out.update(r[0] for r in self.conn.execute(
+                f"SELECT DISTINCT me.entity_id FROM memory_entities me JOIN memories m ON m.id = me.memory_id "
+                f"WHERE me.entity_id IN ({marks}) AND NOT ({projects})", [*chunk, *params]))
         return out
 
     def insert_entity(self, name: str, key: str, type_: str, at: str) -> int:
@@ -295,8 +384,10 @@ class SQLGraph(SQLStoreBase):
         where, params = self._scope_sql(scope)
         sql = (
             "SELECT e.id, e.name, e.type, (SELECT count(*) FROM memory_entities me JOIN memories m "
-            f"ON m.id = me.memory_id WHERE me.entity_id = e.id AND {where}) FROM entities e "
+            f"ON m.id = me.memory_id WHERE me.entity_id = e.id AND {where}), "
+            "coalesce((SELECT max(m.created_at) FROM memory_entities me JOIN memories m "
+            f"ON m.id = me.memory_id WHERE me.entity_id = e.id AND {where}), e.created_at) FROM entities e "
             f"WHERE {visible} ORDER BY e.key"
         )
-        return [{"id": r[0], "name": r[1], "type": r[2], "memories": r[3]}
-                for r in self.conn.execute(sql, [*params, *v_params])]
+        return [{"id": r[0], "name": r[1], "type": r[2], "memories": r[3], "last_mentioned": r[4]}
+                for r in self.conn.execute(sql, [*params, *params, *v_params])]

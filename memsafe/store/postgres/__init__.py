@@ -490,7 +490,7 @@ class PostgresStore(SQLMemories, PostgresIndexes, PostgresFullText, PostgresVect
 
     def sizes(self) -> tuple[int, int]:
         tables = ("memories", "memory_fts", "memory_tags", "memory_versions", "events", "config", "entities",
-                  "entity_aliases", "memory_entities", "relations", "memory_vectors")
+                  "entity_aliases", "entity_alias_keys", "memory_entities", "relations", "memory_vectors")
         total = self.conn.execute(
             "SELECT coalesce(sum(pg_total_relation_size(to_regclass(quote_ident(current_schema()) || '.' || t))), 0) "
             "FROM unnest(?::text[]) AS t",

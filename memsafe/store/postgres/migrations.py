@@ -245,6 +245,21 @@ def m005_unicode_forms(conn) -> None:
     refold_rows(conn)
 
 
+@migration
+def m006_entity_alias_keys(conn) -> None:
+    """Names other than its own that resolve to an entity, as SQLite's m013: an alias added by
+    hand, the old name of a renamed entity, the names of an entity merged into it."""
+    conn.script(
+        """
+        CREATE TABLE entity_alias_keys (
+            key       TEXT PRIMARY KEY,
+            entity_id BIGINT NOT NULL REFERENCES entities(id) ON DELETE CASCADE
+        );
+        CREATE INDEX entity_alias_keys_entity ON entity_alias_keys(entity_id);
+        """
+    )
+
+
 def latest() -> int:
     """The schema version this code writes: the number of registered migrations."""
     return len(MIGRATIONS)

@@ -425,6 +425,24 @@ def m012_unicode_forms(conn: apsw.Connection) -> None:
     forms.refold_rows(conn)
 
 
+@migration
+def m013_entity_alias_keys(conn: apsw.Connection) -> None:
+    """Names other than its own that resolve to an entity: an alias added by hand, the old name
+    of a renamed entity, the names of an entity merged into it. Extraction, `graph show` and
+    recall find the entity under each (an identity key, `graph.entity_key`, is in at most one
+    entity: its own key or one of these). Empty at first: until now an alias was only a spelling
+    of the entity's own key."""
+    conn.execute(
+        """
+        CREATE TABLE entity_alias_keys (
+            key       TEXT PRIMARY KEY,
+            entity_id INTEGER NOT NULL REFERENCES entities(id) ON DELETE CASCADE
+        ) WITHOUT ROWID;
+        CREATE INDEX entity_alias_keys_entity ON entity_alias_keys(entity_id);
+        """
+    )
+
+
 SCOPE_BY_ID = "memories_scope_by_id"  # m010
 CREATED_BY_STATUS = "memories_created_by_status"  # m011
 
