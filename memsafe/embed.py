@@ -509,7 +509,6 @@ class Embedder:
         self._inputs = {i.name for i in self.session.get_inputs()}
         self.dim = int(self.session.get_outputs()[0].shape[-1])
         self.model_id = model_id_of(model_path)
-        self._lock = threading.Lock()
 
     def _load_tokenizer(self):
         """The `tokenizers` Tokenizer of tokenizer.json: truncation to MAX_TOKENS, no padding."""
@@ -600,8 +599,10 @@ class Embedder:
         feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
         feeds = {k: v for k, v in feeds.items() if k in self._inputs}
         try:
-            with self._lock:
-                hidden = self.session.run(None, feeds)[0]  # (batch, seq, dim)
+            # No lock: onnxruntime runs a session from several threads at once, and a query's
+            # embedding must not wait for a batch that a lower-priority thread is running (the
+            # server's warm thread filling vectors at nice +10 beside busy processes).
+            hidden = self.session.run(None, feeds)[0]  # (batch, seq, dim)
         except Exception as exc:  # onnxruntime raises its own types for a model/tokenizer mismatch
             raise ModelUnavailable(f"the embedding model failed: {type(exc).__name__}: {str(exc)[:200]}") from None
         weights = mask[..., None].astype(np.float32)
