@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import numpy as np
 
 from memsafe import textform
@@ -507,7 +509,6 @@ class Embedder:
         self._inputs = {i.name for i in self.session.get_inputs()}
         self.dim = int(self.session.get_outputs()[0].shape[-1])
         self.model_id = model_id_of(model_path)
-        self._lock = threading.Lock()
 
     def _load_tokenizer(self):
         """The `tokenizers` Tokenizer of tokenizer.json: truncation to MAX_TOKENS, no padding."""
@@ -538,13 +539,16 @@ class Embedder:
                 return [_Encoding(ids)]
         return self.tokenizer.encode_batch([t if t.strip() else "[UNK]" for t in texts])
 
-    def embed(self, texts: list[str], batch_size: int = BATCH_SIZE) -> np.ndarray:
+    def embed(self, texts: list[str], batch_size: int = BATCH_SIZE,
+              progress: Callable[[int], None] | None = None) -> np.ndarray:
         """Embed texts. Returns (n, dim) float32, L2-normalised, in input order. Empty input gives (0, dim).
 
         Texts are tokenized once, sorted by length and cut into batches of at most `batch_size`
         texts and at most MAX_BATCH_TOKENS padded word pieces, so batches pad little and a batch of
         long texts stays small: peak memory is bounded (32 texts of 256 pieces took ~1 GB RSS,
-        8 took ~400 MB) and long texts embed faster. The vectors are the same either way.
+        8 took ~400 MB) and long texts embed faster. The vectors are the same either way. The more
+        texts in one call, the less padding (commit notes: 64 at a time padded to 14% more word
+        pieces than 256 at a time). `progress(texts embedded so far)` after each batch.
         """
         import numpy as np
 
@@ -569,6 +573,8 @@ class Embedder:
             idx = order[start:end]
             out[idx] = self._run([encodings[i] for i in idx])
             start = end
+            if progress is not None:
+                progress(end)
         return out
 
     def embed_one(self, text: str) -> np.ndarray:
@@ -593,8 +599,10 @@ class Embedder:
         feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
         feeds = {k: v for k, v in feeds.items() if k in self._inputs}
         try:
-            with self._lock:
-                hidden = self.session.run(None, feeds)[0]  # (batch, seq, dim)
+            # No lock: onnxruntime runs a session from several threads at once, and a query's
+            # embedding must not wait for a batch that a lower-priority thread is running (the
+            # server's warm thread filling vectors at nice +10 beside busy processes).
+            hidden = self.session.run(None, feeds)[0]  # (batch, seq, dim)
         except Exception as exc:  # onnxruntime raises its own types for a model/tokenizer mismatch
             raise ModelUnavailable(f"the embedding model failed: {type(exc).__name__}: {str(exc)[:200]}") from None
         weights = mask[..., None].astype(np.float32)

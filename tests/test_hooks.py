@@ -379,6 +379,18 @@ def test_backfill_computes_the_vectors_of_every_commit_it_remembers(repo, db_pat
     assert "vectors" not in shown.stderr, shown.stderr
 
 
+def test_embedding_progress_moves_with_each_inference_batch(store):
+    """`memsafe embed` and `hook backfill` embed 256 memories per transaction (fewer would pad
+    more); their progress bar still moves after each inference batch, never backwards, to the total."""
+    for i in range(70):
+        api.remember(store, f"note {i}: the ingest worker {i % 5} retries the upload after a timeout", embed_now=False)
+    calls: list[tuple[int, int]] = []
+    report = api.embed_pending(store, progress=lambda done, total: calls.append((done, total)))
+    assert (report.embedded, report.pending) == (70, 0)
+    assert len(calls) >= 3 and calls[-1] == (70, 70), calls
+    assert all(a[0] <= b[0] for a, b in zip(calls, calls[1:])), calls
+
+
 def test_queue_entries_are_drained_in_order_once(repo, store):
     """Entries queued while no run drains (as the hooks queue them) are all applied, oldest first,
     by one drain; a second drain finds nothing."""

@@ -1566,3 +1566,21 @@ def test_the_warm_thread_loads_the_model_at_full_priority_then_steps_down(db_pat
     assert seen["at_load"][:1] == [base], seen
     assert seen["warm"] == min(19, base + 10), seen
     assert seen["native"] and all(n == min(19, base + 10) for n in seen["native"]), seen
+
+
+def test_a_query_and_a_batch_embedded_at_once_give_the_vectors_they_give_alone(embedder):
+    """The warm thread's batches and a call's query embedding share one model and run at the same
+    time (a query never waits for a batch of the lower-priority thread): each gets the vectors it
+    gets alone."""
+    import numpy as np
+
+    batch = [f"commit {i}: retry the upload of shard {i} after the storage node times out" * 3 for i in range(96)]
+    queries = ["how do we retry uploads", "which node timed out", "storage shards"] * 4
+    alone_batch, alone_queries = embedder.embed(batch), [embedder.embed_one(q) for q in queries]
+    together: dict[str, object] = {}
+    worker = threading.Thread(target=lambda: together.update(batch=embedder.embed(batch, batch_size=8)))
+    worker.start()
+    together["queries"] = [embedder.embed_one(q) for q in queries]
+    worker.join()
+    assert np.allclose(together["batch"], alone_batch, atol=1e-5)
+    assert np.allclose(together["queries"], alone_queries, atol=1e-5)

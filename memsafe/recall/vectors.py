@@ -26,9 +26,6 @@ if TYPE_CHECKING:
 
 
 BACKFILL_BATCH = 256  # pending memories a recall embeds at most (attempts, written or skipped)
-# Rows per transaction of a fill with a progress callback: about 2 s of embedding on two cores (256
-# commit notes took 6-15 s, a bar standing still that long looks hung).
-PROGRESS_ROWS = 64
 RECALL_EMBED_SECONDS = 2.0  # ... and for at most this long, then answers from what it has
 WRITE_GRACE_MS = 250  # least wait for the write lock of a time-bounded fill (about one SQLite commit under load)
 AS_OF_EMBED_MAX = 256  # past texts embedded exactly per time-travel query before narrowing to candidates
@@ -64,7 +61,8 @@ def backfill(store: Store, *, limit: int | None = BACKFILL_BATCH, batch_size: in
       writes wait for another writer's lock (a decay's, an import's) only for the time left (at
       least WRITE_GRACE_MS), and a lock that is not free by then ends it: the batch stays pending.
 
-    `progress(written so far)` is called after each batch. `unsaved`, when given, receives
+    `progress(count)` is called after each inference batch: the vectors written so far plus those
+    of the transaction being embedded (so it may count a few that are then skipped). `unsaved`, when given, receives
     {memory id: (dim,) vector} of the memories embedded but not written for want of the lock, so
     a recall can still use them.
 
@@ -92,7 +90,7 @@ def backfill(store: Store, *, limit: int | None = BACKFILL_BATCH, batch_size: in
     done = attempted = 0
     cursor: int | None = None  # the last id walked
     # rows per transaction; embedded in length-sorted batches of `batch_size`
-    take_max = batch_size if deadline is not None else max(batch_size, PROGRESS_ROWS if progress else BACKFILL_BATCH)
+    take_max = max(batch_size, BACKFILL_BATCH) if deadline is None else batch_size
     while limit is None or attempted < limit:
         take = take_max
         if deadline is not None:
@@ -110,7 +108,13 @@ def backfill(store: Store, *, limit: int | None = BACKFILL_BATCH, batch_size: in
             break
         attempted += len(rows)
         cursor = rows[-1][0]
-        vectors = embedder.embed([content for _, content in rows], batch_size=batch_size)
+        # the bar moves with each inference batch, not only with each transaction (256 commit
+        # notes took 6-15 s to embed on two cores: a bar standing still that long looks hung)
+        moved: Callable[[int], None] | None = None
+        if progress is not None:
+            def moved(n: int, base: int = done, report: Callable[[int], None] = progress) -> None:
+                report(base + n)
+        vectors = embedder.embed([content for _, content in rows], batch_size=batch_size, progress=moved)
         tokens.keep_counts([content for _, content in rows])  # a CLI recall of them needs no tokenizer
         try:
             with write():
