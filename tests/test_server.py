@@ -495,7 +495,8 @@ def test_tool_list_annotations_instructions_and_token_cost(db_path):
     for name in ("remember", "forget", "update_memory", "transfer", "relate_entities"):
         assert tools[name]["annotations"]["destructiveHint"] is False, name
     recall_args = tools["recall"]["inputSchema"]["properties"]
-    assert {"query", "as_of", "project", "kind", "tags", "budget", "limit", "all_projects"} <= set(recall_args)
+    wanted = {"query", "as_of", "project", "kind", "tags", "budget", "limit", "all_projects", "source"}
+    assert wanted <= set(recall_args)
     assert "title" not in json.dumps(listing)
     cost = tools_list_tokens(listing)
     assert cost["whole"] <= 1000 and cost["core"] < cost["whole"]
@@ -1512,3 +1513,21 @@ def test_a_kept_connection_recalls_what_another_process_changed_since(paths, emb
     assert "tags=ci]\n  CI installs" in r["updated"] and "--frozen-lockfile flag" not in r["updated"]
     assert "#1 " in r["kind"] and "#1 " not in r["moved"] and "#1 " in r["back"]
     assert "#1 " not in r["forgotten"] and "#1 " in r["restored"] and "#1 " not in r["purged"]
+
+
+def test_recall_tool_filters_by_source(db_path, tmp_path, embedder):
+    srv = inproc(db_path, project="alpha", cwd=str(tmp_path))
+    opened = api.open_store(str(db_path))
+    try:
+        note = api.remember(opened.store, "We decided to cache tiles in Redis", kind="decision", project="alpha",
+                            source="user", embed_now=True).id
+        api.remember(opened.store, "git commit 1a2b3c4 on main: cache tiles in Redis", project="alpha", source="git",
+                     tags=["commit"], embed_now=True)
+    finally:
+        opened.store.close()
+    shown = text_of(call(srv, "recall", {"query": "cache tiles in Redis", "source": "-git"}))
+    assert f"#{note} " in shown and "git commit" not in shown
+    only = text_of(call(srv, "recall", {"query": "cache tiles in Redis", "source": "git"}))
+    assert "git commit 1a2b3c4" in only and "We decided" not in only
+    bad = call(srv, "recall", {"query": "tiles", "source": "user,-github"})
+    assert is_error(bad) and "unknown source" in text_of(bad)

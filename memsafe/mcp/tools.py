@@ -765,24 +765,32 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
         tags: list[str] = [],  # noqa: B006 (pydantic copies it)
         project: str | None = None,
         all_projects: bool = False,
-        as_of: Annotated[str | None, Field(description="as known then, e.g. '3 days ago'")] = None,
+        as_of: Annotated[str | None, Field(description="then, e.g. '3 days ago'")] = None,
+        source: Annotated[str, Field(description="'-git': not git")] = "",
     ) -> str:
-        """Search memories by meaning and keywords, within a token budget. Call at task start."""
+        """Search memories by meaning and keywords. Call at task start."""
         if all_projects and project:
             raise InvalidInput("use all_projects or project, not both")
         with state.store() as opened:
             key = None if all_projects else (api.clean_project(project) if project else state.project(opened)[0])
             options = dict(project=key, all_projects=all_projects, kinds=[kind] if kind else [], tags=tags or [],
-                           budget=budget, limit=limit, framed=True)
+                           budget=budget, limit=limit, framed=True, **_sources(source))
             if as_of:
                 result = api.recall_as_of(opened.store, query, as_of=as_of, **options)
             else:
                 result = api.recall(opened.store, query, **options)
         return render.compact_recall(result)
 
+    def _sources(source: str) -> dict:
+        """recall's source filter from the tool's `source`: comma-separated names, each one kept
+        (`user`) or, with a leading '-', left out (`-git`)."""
+        names = [n.strip() for n in source.split(",") if n.strip()]
+        return {"sources": [n for n in names if not n.startswith("-")],
+                "exclude_sources": [n[1:].strip() for n in names if n.startswith("-")]}
+
     @tool(read_only=True)
     def get_memory(id: int, all_projects: bool = False, history: bool = False) -> str:
-        """One memory by id; history adds its past versions, oldest first."""
+        """One memory by id; history adds its past versions."""
         with state.store() as opened:
             scope = state.scope(opened, all_projects)
             if history:
@@ -816,7 +824,7 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
 
     @tool(read_only=True)
     def status(check: bool = False) -> str:
-        """Store, project, model and search status; check=true adds health checks with fixes."""
+        """Store, project, model and search status; check=true adds health checks."""
         with state.store() as opened:
             key, rule = state.project(opened)
             report = api.status(opened, project=key, project_rule=rule)
@@ -850,7 +858,7 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
     @tool()
     def relate_entities(relations: list[list[str]], create: bool = False) -> str:
         """Relate entities by [source, relation, target] triples; create adds missing entities.
-        Sees this project's and global entities, as recall does."""
+        Sees this project's and global entities."""
         with state.store() as opened:
             stored = api.relate_many(opened.store, [tuple(r) for r in relations], create=create,
                                      scope=state.scope(opened))
