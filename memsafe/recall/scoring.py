@@ -124,6 +124,38 @@ def answers_first(relevance: dict[int, float], cands: Sequence[Candidate], weigh
     return {i: r * (1.0 - damp * asking.get(i, 0.0)) for i, r in relevance.items()}
 
 
+OWN_SOURCES = frozenset(("user", "agent"))  # what a user or their agent wrote, not imported or captured history
+
+
+def asked_for(relevance: dict[int, float], cands: Sequence[Candidate], query: Query, weight_kind: float,
+              weight_voice: float) -> dict[int, float]:
+    """Step "context", the kind and source a question asks for (`terms.asked_for`): a memory of a
+    kind the question names ("what did we decide ..." → decision) or from a source it names
+    ("which commit ..." → git) gains `weight_kind` × its relevance; in a question asked in the
+    first person ("we", "our", "I") a memory not written by the user or an agent (OWN_SOURCES:
+    a backfilled commit, an import) loses `weight_voice` × its relevance, unless the question
+    names its source. rel' = rel · (1 + w_k · named) · (1 − w_v · other voice). A whole store of
+    one source is reordered by neither.
+
+    Returns `relevance` unchanged when the question names no kind or source and is not in the
+    first person, or both weights are ≤ 0, else new scores."""
+    voice = query.own_voice and weight_voice > 0
+    if not (query.kinds or query.sources or voice) or (weight_kind <= 0 and weight_voice <= 0):
+        return relevance
+    by_id = {c.id: c for c in cands}
+    damp = min(1.0, max(0.0, weight_voice))
+    out = {}
+    for i, r in relevance.items():
+        c = by_id.get(i)
+        if c is None:
+            out[i] = r
+            continue
+        named = c.kind in query.kinds or c.source in query.sources
+        other = voice and c.source not in OWN_SOURCES and c.source not in query.sources
+        out[i] = r * (1.0 + max(0.0, weight_kind) * named) * (1.0 - damp * other)
+    return out
+
+
 def time_first(relevance: dict[int, float], cands: Sequence[Candidate], query: Query, weight_time: float
                ) -> dict[int, float]:
     """When the query names a time and nothing else (`Query.only_time`: "what did we do in the
@@ -217,12 +249,14 @@ def one_half_weight(cfg: dict, mode: str, notes: list[str]) -> dict:
 
 
 def score_candidates(cands: Sequence[Candidate], q: Query, cfg: dict) -> list[tuple[float, Candidate]]:
-    """Steps fusion (with time and graph), context (answers before questions), a time-only
+    """Steps fusion (with time and graph), context (answers before questions, the kind and source
+    asked for: `asked_for`), a time-only
     query's time first (`time_first`), exact terms first and scoring, pure:
     [(score, candidate)] best first."""
     fusion = weights.fusion_of(cfg)
     relevance = in_context(cands, fuse(cands, q, fusion), fusion.weight_context)
     relevance = answers_first(relevance, cands, cfg["weight_question"])
+    relevance = asked_for(relevance, cands, q, cfg["weight_kind"], cfg["weight_voice"])
     relevance = time_first(relevance, cands, q, cfg["weight_time"])
     held = {c.id: c.exact for c in cands if c.exact}
     for i in held:  # a memory holding an exact term ranks first in every mode, found by meaning or not
