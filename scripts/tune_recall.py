@@ -123,18 +123,19 @@ def rank(row: dict, params: dict) -> list[int]:
 
 
 def metrics(rows: list[dict], params: dict) -> dict[str, float]:
-    r1 = r3 = r5 = r10 = rr = 0.0
+    r1 = r3 = r5 = r10 = rr = s5 = 0.0
     for row in rows:
         ranked = rank(row, params)
         rel = row["relevant"]
         first = next((n for n, m in enumerate(ranked[:10], 1) if m in rel), None)
         r1 += first == 1
         r3 += first is not None and first <= 3
+        s5 += first is not None and first <= 5
         rr += 1.0 / first if first else 0.0
         r5 += len(rel & set(ranked[:5])) / len(rel)
         r10 += len(rel & set(ranked[:10])) / len(rel)
     n = len(rows) or 1
-    return {"s@1": r1 / n, "s@3": r3 / n, "r@5": r5 / n, "r@10": r10 / n, "mrr": rr / n}
+    return {"s@1": r1 / n, "s@3": r3 / n, "s@5": s5 / n, "r@5": r5 / n, "r@10": r10 / n, "mrr": rr / n}
 
 
 def corpus_scores(data: dict, params: dict) -> dict[str, float]:
@@ -245,16 +246,24 @@ def cv(cands: str, grid: dict) -> None:
                 print(f"  LoCoMo {g} {label}: " + " ".join(f"{k} {100 * v:.1f}" for k, v in m.items()))
 
 
-# The grid of `worst`: the signals whose weights differ most in effect between corpora
-# (`memsafe bench --ablate`), around the defaults.
+# The grid of `worst` (its output, every point and the folds: scripts/tune_recall_worst.txt): the
+# weights whose effect differs most between corpora (`memsafe bench --ablate`), around the defaults.
 WORST_GRID = {
-    "coverage_power": [1.0, 2.0, 3.0],
-    "weight_question": [0.0, 0.5, 0.85],
-    "weight_context": [0.3, 0.5],
-    "weight_kind": [0.0, 0.3, 0.6],
-    "weight_voice": [0.0, 0.3, 0.6],
+    "coverage_power": [2.0, 3.0],
+    "coverage_power_lexical": [0.0, 0.5, 1.0, 3.0],
+    "weight_vector": [4, 5],
+    "weight_voice": [0.0, 0.3, 0.6, 0.9],
+    "weight_kind": [0, 0.3],
+    "weight_lexical": [12, 14],
 }
 OWN_CORPORA = ("own", "devprose", "prompts", "notes")
+
+
+def lexical_params(params: dict) -> dict:
+    """The config of a lexical-only recall at `params` (`scoring.one_half_weight`): weight_vector 0,
+    coverage_power_lexical as coverage_power."""
+    cfg = {**config.default_config(), **params}
+    return {**params, "weight_vector": 0.0, "coverage_power": cfg["coverage_power_lexical"]}
 
 
 def worst_figures(data: dict, params: dict) -> dict:
@@ -270,7 +279,7 @@ def worst_figures(data: dict, params: dict) -> dict:
             continue
         rows = data[name]
         h = metrics(rows, params)
-        lex = metrics(rows, {**params, "weight_vector": 0.0})
+        lex = metrics(rows, lexical_params(params))
         vec = metrics(rows, {**params, "weight_lexical": 0.0})
         bm = data.get("bm25", {}).get(name, {"s@1": 0.0, "s@5": 0.0})
         short = sum(max(0.0, bm[k] - lex[k]) for k in ("s@1", "s@5"))
@@ -286,7 +295,8 @@ def worst_figures(data: dict, params: dict) -> dict:
 
 def worst(cands: str, grid: dict) -> None:
     """Choose by the worst corpus: for each point of `grid` (over the defaults), each shipped
-    corpus's `worst_figures` score; the chosen point maximises the lowest score over the corpora,
+    corpus's `worst_figures` score over the best score on the grid for that corpus; the chosen
+    point maximises the lowest of these ratios over the corpora (then the mean score),
     among the points that keep LoCoMo categories 1–4 R@5 and R@10 at least the defaults' (when
     LoCoMo was collected). Folds: leave one corpus out (chosen on the others, scored on it).
     Prints every point as one JSON line (to keep beside the script), then the folds and the choice."""
@@ -303,13 +313,17 @@ def worst(cands: str, grid: dict) -> None:
         print(json.dumps({"point": p, "ok": ok, "scores": {n: round(f["score"], 4) for n, f in figures.items()}}))
     names = [n for n in OWN_CORPORA if n in base]
     kept = [t for t in table if t[2]] or table
+    best = {n: max(t[1][n]["score"] for t in table) for n in names}
+
+    def worst_of(figures: dict, among: list[str]) -> float:  # the corpus furthest below its best on the grid
+        return min(figures[n]["score"] / best[n] for n in among)
+
     for held in names:
         train = [n for n in names if n != held]
-        chosen = max(kept, key=lambda t: min(t[1][n]["score"] for n in train))
+        chosen = max(kept, key=lambda t: worst_of(t[1], train))
         print(f"fold: held out {held}: chosen {chosen[0]} → {held} {chosen[1][held]['score']:.3f} "
               f"(defaults {base[held]['score']:.3f}, best on the grid {max(t[1][held]['score'] for t in table):.3f})")
-    chosen = max(kept, key=lambda t: (min(t[1][n]["score"] for n in names), statistics.fmean(
-        t[1][n]["score"] for n in names)))
+    chosen = max(kept, key=lambda t: (worst_of(t[1], names), statistics.fmean(t[1][n]["score"] for n in names)))
     print("chosen:", json.dumps(chosen[0]))
     for label, figures in (("defaults", base), ("chosen", chosen[1])):
         for n in names:

@@ -54,3 +54,17 @@ def test_recall_cli_source_options(mixed, cli):
     assert {h["id"] for h in json.loads(both.stdout)["results"]} == set(ids.values())
     bad = cli("recall", "tile renderer", "--project", "p", "--exclude-source", "github")
     assert bad.exit_code == 2 and "github" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_a_first_person_question_finds_the_users_decision_before_commits_that_share_its_words(store):
+    """Backfilled commits repeat a decision's words; "what did we decide" asks for the decision."""
+    for n in range(6):
+        api.remember(store, f"git commit {n}a2b3c{n} on main: Merge branch 'session-cache-{n}' (session cache TTL)",
+                     project="p", source="git", tags=["commit"], embed_now=True)
+    decision = api.remember(store, "Session cache entries live for 15 minutes; we chose a short TTL over eviction.",
+                            kind="decision", project="p", source="user", embed_now=True).id
+    for mode in ("hybrid", "lexical"):
+        hits = api.recall(store, "what did we decide about the session cache TTL?", project="p", mode=mode).hits
+        assert hits[0].memory.id == decision, (mode, [h.memory.content[:40] for h in hits[:3]])
+    off = api.recall(store, "session cache TTL", project="p", mode="lexical").hits  # not first person: words decide
+    assert len(off) == 7

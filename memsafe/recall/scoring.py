@@ -200,9 +200,16 @@ def _tiered(relevance: dict[int, float], tier: dict[int, int]) -> dict[int, floa
     return {i: r + tier.get(i, 0) * step for i, r in relevance.items()}
 
 
+TIE_FLOOR = 1e-6  # the least share of the small signals a memory keeps (one matched by its date alone: 0)
+
+
 def final_score(c: Candidate, relevance: float, w: Weights, now: datetime) -> float:
-    """relevance + w_r·recency + w_a·access + w_g·graph + w_c·confidence − w_d·decay_level/3
-    of candidate `c`.
+    """relevance + s · (w_r·recency + w_a·access + w_g·graph + w_c·confidence − w_d·decay_level/3)
+    of candidate `c`, s = min(1, max(relevance, TIE_FLOOR)).
+
+    s keeps the small signals small beside a weak match too: a query whose rarest word no memory
+    holds gives every match a relevance near 0, and at full weight recency and confidence alone
+    ordered them, not the words they share or the kind and source the question asks for.
 
     recency = 2^(−age/half-life), age in days from the last explicit use (else creation, else
     `now`) to `now`; access = 1 − 1/(1 + ln(1 + n)); graph = 1 − 1/(1 + degree). Relevance is
@@ -214,14 +221,9 @@ def final_score(c: Candidate, relevance: float, w: Weights, now: datetime) -> fl
     recency = 0.5 ** (max(0.0, age_days) / w.recency_half_life_days)
     access = 1.0 - 1.0 / (1.0 + math.log1p(max(0, c.access_count)))
     graph = 1.0 - 1.0 / (1.0 + max(0, c.graph_degree))
-    return (
-        relevance
-        + w.recency * recency
-        + w.access * access
-        + w.graph * graph
-        + w.confidence * c.confidence
-        - w.decay * (c.decay_level / 3.0)
-    )
+    small = (w.recency * recency + w.access * access + w.graph * graph + w.confidence * c.confidence
+             - w.decay * (c.decay_level / 3.0))
+    return relevance + min(1.0, max(relevance, TIE_FLOOR)) * small
 
 
 def rank(cands: Sequence[Candidate], relevance: dict[int, float], w: Weights, now: datetime
@@ -239,8 +241,13 @@ def one_half_weight(cfg: dict, mode: str, notes: list[str]) -> dict:
     default when it is set to 0, and a note saying so. A fusion weight scales one half against the
     other; 0 is allowed beside a non-zero other half (`check_config_pair`), and alone it ranked
     nothing: `weight_lexical 0` made every recall without the model, and `--mode lexical`, return
-    nothing. `cfg` itself is returned unchanged otherwise."""
+    nothing. A lexical-only recall ranks with `coverage_power_lexical` as its coverage_power: in
+    hybrid a steep coverage (3) leaves a memory holding few of the query's words to the vector
+    half, which finds paraphrases; alone, BM25's own order is the better guess (weights.KEYS).
+    `cfg` itself is returned unchanged otherwise."""
     key = {"lexical": "weight_lexical", "vector": "weight_vector"}.get(mode)
+    if mode == "lexical" and cfg.get("coverage_power_lexical", cfg["coverage_power"]) != cfg["coverage_power"]:
+        cfg = {**cfg, "coverage_power": cfg["coverage_power_lexical"]}
     if key is None or cfg[key] > 0:
         return cfg
     default = weights.KEYS[key].default
