@@ -10,10 +10,12 @@ from memsafe import api
 from memsafe.bench import quality
 
 # Each signal of the ranking (memsafe.recall.scoring) and the config that turns it off: a weight
-# at 0, coverage_power 0 (coverage^0 = 1: BM25 alone), min_similarity 0 (no floor on a vector-only
-# match), substance_words 0 (no guard on short memories).
+# at 0, coverage_power 0 (coverage^0 = 1: BM25 alone; coverage_power_lexical for a keyword-only
+# recall), min_similarity 0 (no floor on a vector-only match), substance_words 0 (no guard on
+# short memories).
 SIGNALS: dict[str, dict[str, float]] = {
     "IDF coverage": {"coverage_power": 0.0},
+    "lexical-only coverage": {"coverage_power_lexical": 0.0},
     "question damping": {"weight_question": 0.0},
     "turn context": {"weight_context": 0.0},
     "kind/source asked": {"weight_kind": 0.0},

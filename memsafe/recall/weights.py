@@ -122,10 +122,13 @@ KEYS: dict[str, ConfigKey] = {
         # developer prose (R@1 0.570 vs 0.634) and LoCoMo's lexical half R@5 rose 56.5 → 59.3;
         # weight_voice 0.6 (0.6 and 0.9 tie; notes among commits hybrid R@1 0.826 → 0.849, no
         # other corpus moves: their stores hold no imported history); weight_kind 0.3 ties 0 on every
-        # corpus (no corpus question names a kind its answer has but no other candidate) and stays for
-        # "what did we decide ..."; weight_lexical stays 14 (12 gave LoCoMo R@5 62.5 but adversarial
+        # corpus's score (notes lexical R@1 0.826 → 0.837; the tuner keeps the first of tied points,
+        # 0) and stays for "what did we decide ..."; weight_lexical stays 14 (12 gave LoCoMo R@5 62.5 but adversarial
         # R@5 79.8 against 81.8).
-        # Folds (leave one corpus out) in docs/recall.md.
+        # Folds (leave one corpus out): each corpus held out gets the same point but devprose (chosen
+        # without it: coverage_power_lexical 3, its score 0.780 against 0.844) and notes (without it:
+        # weight_voice 0, coverage_power_lexical 0; 0.796 against 0.904): only the corpus that
+        # needs a signal chooses it, as only LoCoMo chose weight_context.
         ConfigKey("coverage_power", float, 3.0, "exponent on the share of query-term IDF a lexical hit holds",
                   0.0, 10.0),
         ConfigKey("coverage_power_lexical", float, 0.5,
