@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import re
 import shlex
 import stat
 import subprocess
@@ -726,6 +727,45 @@ def release_pid(folder: Path) -> None:
             path.unlink()
     except (FileNotFoundError, ValueError, OSError):
         pass
+
+
+# A commit message that says nothing of its own: git's and the forges' merge subjects, git's revert
+# subject, a version bump. Matched on the subject; the body decides (`contentless`).
+_MERGE_SUBJECT = re.compile(r"Merge (branch|remote-tracking branch|tag|commit|pull request|https?://|git://|'|\")",
+                            re.IGNORECASE)
+_REVERT_SUBJECT = re.compile(r'Revert ".*"\s*$', re.IGNORECASE)
+_BUMP_SUBJECT = re.compile(r"(bump(ed)?|update[ds]?|set) (the )?(version|release)( number)?( to)? v?\d[\w.+-]*\.?\s*$"
+                           r"|bump(ed)? to v?\d[\w.+-]*\.?\s*$", re.IGNORECASE)
+# Body lines that carry nothing a question could ask for: sign-offs and trailers, git's own
+# "This reverts commit …", a merge's list of conflicted files, a forge's "See merge request …".
+_BOILERPLATE_LINE = re.compile(
+    r"\s*($|[\w-]+-by:|(Change-Id|Cc|Fixes|Closes|Link):|This reverts commit [0-9a-f]{7,40}\.?\s*$|"
+    r"#?\s*Conflicts:\s*$|See merge request\b|\(cherry picked from commit [0-9a-f]+\)\s*$)", re.IGNORECASE)
+_PATH_LINE = re.compile(r"\s*#?\s*[\w./+-]+\s*$")
+
+
+def contentless(info: CommitInfo) -> bool:
+    """True for a commit whose message says nothing of its own, which `hook backfill` and the git
+    hook do not store: a merge (git's or a forge's merge subject) or a revert (`Revert "…"`) whose
+    body holds only boilerplate (sign-offs, "This reverts commit …", a list of conflicted files),
+    and a version bump ("Bump version to 1.2.3") with no body. A merge whose body says what it
+    brings ("Merge pull request #82 from x / Update to Unicode 11"), a revert that says why, and a
+    release commit ("Release libxcb 1.15", which dates the release) are kept."""
+    subject = info.subject.strip()
+    lines = info.body.splitlines()
+    if _MERGE_SUBJECT.match(subject) or _REVERT_SUBJECT.match(subject):
+        in_conflicts = False
+        for line in lines:
+            if re.match(r"\s*#?\s*Conflicts:\s*$", line, re.IGNORECASE):
+                in_conflicts = True
+                continue
+            if _BOILERPLATE_LINE.match(line) or (in_conflicts and _PATH_LINE.match(line)):
+                continue
+            return False
+        return True
+    if _BUMP_SUBJECT.match(subject):
+        return all(_BOILERPLATE_LINE.match(line) for line in lines)
+    return False
 
 
 def commit_note(info: CommitInfo, max_files: int = MAX_FILES) -> str:

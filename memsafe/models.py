@@ -166,6 +166,8 @@ class Scope:
         projects: project keys to include; None means every project.
         include_global: also include memories with no project.
         kinds / tags: restrict to these kinds / to memories carrying all these tags.
+        sources / exclude_sources: restrict to memories from these sources (`Source` values) /
+            leave out those from these.
         since: only memories created at or after this UTC ISO-8601 instant.
         statuses: lifecycle states to include (recall: active only).
     """
@@ -175,6 +177,8 @@ class Scope:
     kinds: list[str] = field(default_factory=list)
     tags: list[str] = field(default_factory=list)
     since: str | None = None
+    sources: list[str] = field(default_factory=list)
+    exclude_sources: list[str] = field(default_factory=list)
     statuses: list[str] = field(default_factory=lambda: ["active"])
 
 
@@ -186,10 +190,11 @@ def in_scope(project: str | None, scope: Scope) -> bool:
 
 
 def admits(scope: Scope, m) -> bool:
-    """True if `m` (a `Memory` or a `history.PastState`: project, kind, tags, created_at as UTC
-    ISO-8601) passes the project, kind, tag and since filters of `scope`; its status is the
-    caller's to check (a past state has its own)."""
+    """True if `m` (a `Memory` or a `history.PastState`: project, kind, source, tags, created_at as
+    UTC ISO-8601) passes the project, kind, source, tag and since filters of `scope`; its status
+    is the caller's to check (a past state has its own)."""
     return (in_scope(m.project, scope) and (not scope.kinds or m.kind in scope.kinds)
+            and (not scope.sources or m.source in scope.sources) and m.source not in scope.exclude_sources
             and set(scope.tags) <= set(m.tags) and not (scope.since and m.created_at < scope.since))
 
 

@@ -2,11 +2,16 @@
 
     .venv/bin/python scripts/tune_recall.py collect [--locomo FILE] [--out /tmp/recall-cands.pkl] [--keep DIR]
     .venv/bin/python scripts/tune_recall.py cv [--cands /tmp/recall-cands.pkl]
+    .venv/bin/python scripts/tune_recall.py worst [--cands /tmp/recall-cands.pkl] [--grid JSON]
 
 `collect` builds one store per corpus (the shipped template corpus, the developer-prose corpus,
 and, when given, every conversation of a LoCoMo-format file) and records, per query, the
 candidates of recall's `candidates` step (BM25 and vector lists with their raw features) and the
 relevant ids. Nothing of a corpus's text is written, only ids and numbers.
+
+`worst` chooses by the worst shipped corpus (`worst_figures`, `worst`): the rules `memsafe bench`
+reports (lexical ≥ plain BM25, hybrid ≥ the better half − 0.01, hybrid R@5 ≥ BM25 + 3 points) as
+a shortfall taken off each corpus's score, LoCoMo held at least at the defaults.
 
 `cv` replays the pure ranking steps (`scoring.score_candidates`: `scoring.fuse`, `scoring.rank`)
 on those candidates for every point of GRID. Each corpus gets one score (`corpus_scores`). It
@@ -81,16 +86,18 @@ def collect(locomo_file: str | None, out: str, keep: str | None = None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(keep or tmp)
         folder.mkdir(parents=True, exist_ok=True)
-        for name, path in (("own", None), ("devprose", "memsafe/data/devprose_corpus.json")):
-            if path and not Path(path).exists():
-                continue
-            corpus = quality.load_corpus(path)
+        for name in ("own", *quality.EXTRA_CORPORA):
+            corpus = quality.load_corpus(None) if name == "own" else quality.shipped_corpus(name)
             opened, ids = _built(folder, name, _build_corpus(corpus))
             rows = []
-            for q in corpus["queries"]:
-                c = _query_candidates(opened.store, q["query"], corpus.get("project"), clock.now())
-                rows.append({**c, "relevant": {ids[r] for r in q["relevant"]}, "type": q["type"]})
+            with quality._clock_at(corpus.get("now")):  # as the bench asks: in its project, at its `now`
+                for q in corpus["queries"]:
+                    c = _query_candidates(opened.store, q["query"], q.get("project", corpus.get("project")),
+                                          clock.now())
+                    rows.append({**c, "relevant": {ids[r] for r in q["relevant"]}, "type": q["type"]})
             data[name] = rows
+            bm25 = quality.bm25_reference(opened.store, corpus, ids)["all"]
+            data.setdefault("bm25", {})[name] = {"s@1": bm25["recall_at_1"], "s@5": bm25["recall_at_5"]}
             opened.store.close()
             print(name, len(rows), file=sys.stderr)
         if locomo_file:
@@ -116,18 +123,19 @@ def rank(row: dict, params: dict) -> list[int]:
 
 
 def metrics(rows: list[dict], params: dict) -> dict[str, float]:
-    r1 = r3 = r5 = r10 = rr = 0.0
+    r1 = r3 = r5 = r10 = rr = s5 = 0.0
     for row in rows:
         ranked = rank(row, params)
         rel = row["relevant"]
         first = next((n for n, m in enumerate(ranked[:10], 1) if m in rel), None)
         r1 += first == 1
         r3 += first is not None and first <= 3
+        s5 += first is not None and first <= 5
         rr += 1.0 / first if first else 0.0
         r5 += len(rel & set(ranked[:5])) / len(rel)
         r10 += len(rel & set(ranked[:10])) / len(rel)
     n = len(rows) or 1
-    return {"s@1": r1 / n, "s@3": r3 / n, "r@5": r5 / n, "r@10": r10 / n, "mrr": rr / n}
+    return {"s@1": r1 / n, "s@3": r3 / n, "s@5": s5 / n, "r@5": r5 / n, "r@10": r10 / n, "mrr": rr / n}
 
 
 def corpus_scores(data: dict, params: dict) -> dict[str, float]:
@@ -238,6 +246,99 @@ def cv(cands: str, grid: dict) -> None:
                 print(f"  LoCoMo {g} {label}: " + " ".join(f"{k} {100 * v:.1f}" for k, v in m.items()))
 
 
+# The grid of `worst` (its output, every point and the folds: scripts/tune_recall_worst.txt): the
+# weights whose effect differs most between corpora (`memsafe bench --ablate`), around the defaults.
+WORST_GRID = {
+    "coverage_power": [3.0],  # a wider grid ({2, 3} x weight_vector {4, 5}) chose 3 and 4, as did 3 folds of 4
+    "weight_vector": [4],
+    "coverage_power_lexical": [0.0, 0.5, 1.0, 3.0],
+    "weight_voice": [0.0, 0.6],
+    "weight_kind": [0, 0.3],
+    "weight_lexical": [12, 14],
+}
+OWN_CORPORA = ("own", "devprose", "prompts", "notes")
+
+
+def lexical_params(params: dict) -> dict:
+    """The config of a lexical-only recall at `params` (`scoring.one_half_weight`): weight_vector 0,
+    coverage_power_lexical as coverage_power."""
+    cfg = {**config.default_config(), **params}
+    return {**params, "weight_vector": 0.0, "coverage_power": cfg["coverage_power_lexical"]}
+
+
+def worst_figures(data: dict, params: dict) -> dict:
+    """Per corpus of OWN_CORPORA (the shipped ones): hybrid, lexical (weight_vector 0) and vector
+    (weight_lexical 0) success at 1 and 5 (`metrics` s@1, s@5: as `memsafe bench` counts Recall@k),
+    the plain BM25 reference collected with them, and the rules `memsafe bench` holds them to:
+    lexical ≥ BM25 (R@1, R@5), hybrid ≥ max(lexical, vector) − 0.01 (R@1, R@5), hybrid R@5 ≥ BM25 + 0.03;
+    `score` = mean of hybrid R@1 and R@5 less the shortfall on every rule. LoCoMo (when collected):
+    hybrid R@5 and R@10 of categories 1–4, and adversarial R@5."""
+    out: dict = {}
+    for name in OWN_CORPORA:
+        if name not in data:
+            continue
+        rows = data[name]
+        h = metrics(rows, params)
+        lex = metrics(rows, lexical_params(params))
+        vec = metrics(rows, {**params, "weight_lexical": 0.0})
+        bm = data.get("bm25", {}).get(name, {"s@1": 0.0, "s@5": 0.0})
+        short = sum(max(0.0, bm[k] - lex[k]) for k in ("s@1", "s@5"))
+        short += sum(max(0.0, max(lex[k], vec[k]) - 0.01 - h[k]) for k in ("s@1", "s@5"))
+        short += max(0.0, bm["s@5"] + 0.03 - h["s@5"])
+        out[name] = {"hybrid": h, "lexical": lex, "vector": vec, "bm25": bm, "shortfall": short,
+                     "score": (h["s@1"] + h["s@5"]) / 2 - short}
+    if "locomo" in data:
+        groups = locomo_groups(data["locomo"])
+        m, adversarial = metrics(groups["c1-4"], params), metrics(groups["adversarial"], params)
+        out["locomo"] = {"r@5": m["r@5"], "r@10": m["r@10"], "adversarial r@5": adversarial["r@5"], "score": m["r@5"]}
+    return out
+
+
+def worst(cands: str, grid: dict) -> None:
+    """Choose by the worst corpus: for each point of `grid` (over the defaults), each shipped
+    corpus's `worst_figures` score over the best score on the grid for that corpus; the chosen
+    point maximises the lowest of these ratios over the corpora (then the mean score),
+    among the points that keep LoCoMo categories 1–4 R@5 and R@10 and adversarial R@5 at least the
+    defaults' (when
+    LoCoMo was collected). Folds: leave one corpus out (chosen on the others, scored on it).
+    Prints every point as one JSON line (to keep beside the script), then the folds and the choice."""
+    data = pickle.load(open(cands, "rb"))
+    keys = list(grid)
+    points = [dict(zip(keys, values)) for values in itertools.product(*(grid[k] for k in keys))]
+    base = worst_figures(data, {})
+    table = []
+    for p in points:
+        figures = worst_figures(data, p)
+        ok = "locomo" not in figures or all(figures["locomo"][k] >= base["locomo"][k] - 1e-9
+                                            for k in ("r@5", "r@10", "adversarial r@5"))
+        table.append((p, figures, ok))
+        print(json.dumps({"point": p, "ok": ok, "scores": {n: round(f["score"], 4) for n, f in figures.items()}}))
+    names = [n for n in OWN_CORPORA if n in base]
+    kept = [t for t in table if t[2]] or table
+    best = {n: max(t[1][n]["score"] for t in table) for n in names}
+
+    def worst_of(figures: dict, among: list[str]) -> float:  # the corpus furthest below its best on the grid
+        return min(figures[n]["score"] / best[n] for n in among)
+
+    for held in names:
+        train = [n for n in names if n != held]
+        chosen = max(kept, key=lambda t: worst_of(t[1], train))
+        print(f"fold: held out {held}: chosen {chosen[0]} → {held} {chosen[1][held]['score']:.3f} "
+              f"(defaults {base[held]['score']:.3f}, best on the grid {max(t[1][held]['score'] for t in table):.3f})")
+    chosen = max(kept, key=lambda t: (worst_of(t[1], names), statistics.fmean(t[1][n]["score"] for n in names)))
+    print("chosen:", json.dumps(chosen[0]))
+    for label, figures in (("defaults", base), ("chosen", chosen[1])):
+        for n in names:
+            f = figures[n]
+            print(f"  {label} {n}: " + "; ".join(f"{m} R@1 {f[m]['s@1']:.3f} R@5 {f[m]['s@5']:.3f}"
+                                              for m in ("hybrid", "lexical", "vector", "bm25"))
+                  + f"; shortfall {f['shortfall']:.3f}")
+        if "locomo" in figures:
+            print(f"  {label} locomo c1-4: R@5 {100 * figures['locomo']['r@5']:.1f} R@10 "
+                  f"{100 * figures['locomo']['r@10']:.1f}, adversarial R@5 "
+                  f"{100 * figures['locomo']['adversarial r@5']:.1f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     sub = parser.add_subparsers(dest="cmd", required=True)
@@ -248,9 +349,14 @@ def main() -> None:
     v = sub.add_parser("cv")
     v.add_argument("--cands", default="/tmp/recall-cands.pkl")
     v.add_argument("--grid", help="JSON object replacing GRID")
+    w = sub.add_parser("worst")
+    w.add_argument("--cands", default="/tmp/recall-cands.pkl")
+    w.add_argument("--grid", help="JSON object replacing WORST_GRID")
     args = parser.parse_args()
     if args.cmd == "collect":
         collect(args.locomo, args.out, args.keep)
+    elif args.cmd == "worst":
+        worst(args.cands, json.loads(args.grid) if args.grid else WORST_GRID)
     else:
         cv(args.cands, json.loads(args.grid) if args.grid else GRID)
 

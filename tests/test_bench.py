@@ -85,7 +85,8 @@ def test_the_notes_corpus_is_two_real_histories_with_40_notes_and_questions_half
         per_project[m["project"]] = per_project.get(m["project"], 0) + 1
     assert len(per_project) >= 2 and min(per_project.values()) >= 300, per_project
     subjects = [m["content"].split("\n")[0].split(": ", 1)[1] for m in commits]
-    assert sum(s.startswith("Merge ") for s in subjects) >= 40  # the history has its merges, reverts, bumps
+    # the history keeps the merges, reverts and bumps that say something (backfill stores no others)
+    assert sum(s.startswith("Merge ") for s in subjects) >= 20
     assert sum(s.startswith("Revert ") for s in subjects) >= 5
     assert sum(s.startswith(("Bump", "Bumped", "Release", "libxcb 1.")) for s in subjects) >= 20
     assert len(notes) >= 40 and {m["kind"] for m in notes} >= {"decision", "preference", "fact", "task"}

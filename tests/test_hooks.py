@@ -594,3 +594,30 @@ def test_a_stale_pid_file_naming_another_live_process_does_not_stop_the_hooks(re
     shorts = git(repo, "log", "--format=%h", "main..feature").stdout.decode().split()
     wait_until(lambda: all(any(n.startswith(f"git commit {s} on feature:") for n in active_notes(db_path))
                            for s in shorts), "the rebase was not followed")
+
+
+def test_backfill_skips_commits_that_say_nothing_of_their_own(repo, store):
+    """A merge with git's own message, a revert that says only what it reverts and a version bump
+    are not stored; a merge or revert that says why, and a release commit, are."""
+    commit(repo, b"Add the retry loop to the uploader", {"up.py": "1"})
+    git(repo, "checkout", "-q", "-b", "topic")
+    commit(repo, b"Drop the legacy flag", {"flag.py": "1"})
+    git(repo, "checkout", "-q", "main")
+    commit(repo, b"Keep the uploader quiet", {"quiet.py": "1"})
+    git(repo, "merge", "-q", "--no-ff", "--no-edit", "topic")  # "Merge branch 'topic'"
+    git(repo, "revert", "--no-edit", "HEAD~1")  # body: only "This reverts commit <sha>."
+    commit(repo, b'Revert "Add the retry loop to the uploader"\n\nIt hid a dead server for ten minutes.',
+           {"up.py": "0"})
+    commit(repo, b"Bump version to 2.4.1\n\nSigned-off-by: Test User <test@example.com>", {"VERSION": "2.4.1"})
+    commit(repo, b"Release 2.4.1", {"NEWS": "2.4.1"})
+    report = api.backfill_commits(store, repo)
+    assert (report.seen, report.remembered, report.skipped) == (8, 5, 3)
+    subjects = sorted(m.content.split(": ", 1)[1].split("\n")[0] for m in
+                      (store.get_memory(r["id"]) for r in store.export_memory_rows(0, 100, ["active"], None)) if m)
+    assert subjects == ["Add the retry loop to the uploader", "Drop the legacy flag", "Keep the uploader quiet",
+                        "Release 2.4.1", 'Revert "Add the retry loop to the uploader"']
+    forge = hooks.CommitInfo("a" * 40, "a" * 7, "Merge pull request #82 from k/unicode-11", "Update to Unicode 11",
+                             "main", [])
+    assert not hooks.contentless(forge)  # the body names what it brings
+    assert hooks.contentless(hooks.CommitInfo("b" * 40, "b" * 7, "Merge remote-tracking branch 'o/main'",
+                                              "Conflicts:\n\tsrc/a.c\n\tsrc/b.c", "main", []))

@@ -502,7 +502,8 @@ def test_tool_list_annotations_instructions_and_token_cost(db_path):
     for name in ("remember", "update_memory", "transfer", "relate_entities", "configure"):
         assert tools[name]["annotations"]["destructiveHint"] is False, name
     recall_args = tools["recall"]["inputSchema"]["properties"]
-    assert {"query", "as_of", "project", "kind", "tags", "budget", "limit", "all_projects"} <= set(recall_args)
+    wanted = {"query", "as_of", "project", "kind", "tags", "budget", "limit", "all_projects", "source"}
+    assert wanted <= set(recall_args)
     assert "title" not in json.dumps(listing)
     cost = tools_list_tokens(listing)
     assert cost["whole"] <= 1000 and cost["core"] < cost["whole"]
@@ -1584,3 +1585,21 @@ def test_a_query_and_a_batch_embedded_at_once_give_the_vectors_they_give_alone(e
     worker.join()
     assert np.allclose(together["batch"], alone_batch, atol=1e-5)
     assert np.allclose(together["queries"], alone_queries, atol=1e-5)
+
+
+def test_recall_tool_filters_by_source(db_path, tmp_path, embedder):
+    srv = inproc(db_path, project="alpha", cwd=str(tmp_path))
+    opened = api.open_store(str(db_path))
+    try:
+        note = api.remember(opened.store, "We decided to cache tiles in Redis", kind="decision", project="alpha",
+                            source="user", embed_now=True).id
+        api.remember(opened.store, "git commit 1a2b3c4 on main: cache tiles in Redis", project="alpha", source="git",
+                     tags=["commit"], embed_now=True)
+    finally:
+        opened.store.close()
+    shown = text_of(call(srv, "recall", {"query": "cache tiles in Redis", "source": "-git"}))
+    assert f"#{note} " in shown and "git commit" not in shown
+    only = text_of(call(srv, "recall", {"query": "cache tiles in Redis", "source": "git"}))
+    assert "git commit 1a2b3c4" in only and "We decided" not in only
+    bad = call(srv, "recall", {"query": "tiles", "source": "user,-github"})
+    assert is_error(bad) and "unknown source" in text_of(bad)

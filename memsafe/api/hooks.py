@@ -56,8 +56,9 @@ def commit_uid(project: str | None, sha: str) -> str:
 
 
 def _store_commit(store: Store, info: CommitInfo, project: str | None) -> Memory | None:
-    """Remember one commit's note (None if its uid, or the same note, is already stored)."""
-    if store.memory_by_uid(commit_uid(project, info.hash)) is not None:
+    """Remember one commit's note (None if its uid, or the same note, is already stored, or the
+    commit says nothing of its own: `hooks.contentless`)."""
+    if hooks.contentless(info) or store.memory_by_uid(commit_uid(project, info.hash)) is not None:
         return None
     try:
         return remember(

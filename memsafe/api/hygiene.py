@@ -17,7 +17,7 @@ from typing import overload
 from memsafe import settings, textform
 from memsafe.api.config import CONFIG_KEYS
 from memsafe.errors import InvalidInput, SecretDetected
-from memsafe.models import Kind, Scope
+from memsafe.models import Kind, Scope, Source
 
 MAX_CONTENT_CHARS = 1_000_000
 MAX_QUERY_CHARS = 100_000
@@ -287,12 +287,18 @@ def make_scope(
     kinds: Sequence[str] = (),
     tags: Sequence[str] = (),
     since: str | None = None,
+    sources: Sequence[str] = (),
+    exclude_sources: Sequence[str] = (),
 ) -> Scope:
-    """The recall scope: the project (if any) plus global memories, or every project."""
+    """The recall scope: the project (if any) plus global memories, or every project; `sources` /
+    `exclude_sources`: only / not memories from these sources (`Source` values). Raises
+    InvalidInput (an unknown kind or source)."""
     return Scope(
         projects=None if all_projects else ([clean_project(project, check_secrets=False)] if project else []),
         include_global=True,
         kinds=[_enum_value(Kind, k, "kind") for k in kinds],
         tags=clean_tags(tags),
         since=None if since is None else clean_text(since, "since"),  # no lone surrogate reaches SQL
+        sources=[_enum_value(Source, s, "source") for s in sources],
+        exclude_sources=[_enum_value(Source, s, "source") for s in exclude_sources],
     )

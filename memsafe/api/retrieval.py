@@ -37,6 +37,8 @@ def recall(
     budget: int | None = None,
     limit: int | None = None,
     mode: str = "hybrid",
+    sources: Sequence[str] = (),
+    exclude_sources: Sequence[str] = (),
     include_forgotten: bool = False,
     framed: bool = False,
 ) -> RecallResult:
@@ -54,6 +56,8 @@ def recall(
 
     Args:
         mode: 'hybrid' (default), 'lexical' or 'vector'.
+        sources / exclude_sources: only memories from these sources (`models.Source` values:
+            user, agent, git, ...) / none from these.
         budget: tokens; default from config `token_budget`.
         limit: maximum memories; default from config `recall_limit`.
         framed: each memory costs its block in a reply framed for a model (`memsafe.framing`:
@@ -61,13 +65,13 @@ def recall(
             context its `[graph]` block; otherwise the text alone (the CLI's table and JSON).
 
     Raises:
-        InvalidInput: empty query, budget or limit < 1, unknown kind or mode.
+        InvalidInput: empty query, budget or limit < 1, unknown kind, source or mode.
     """
     text = clean_text(query, "query", MAX_QUERY_CHARS)
     cfg = _config_snapshot(store)
     _check_mode(mode)
     budget_v, limit_v, scope, effective, depth = _arguments(cfg, budget, limit, project, all_projects, kinds, tags,
-                                                            since)
+                                                            since, sources, exclude_sources)
     if include_forgotten:  # forgotten memories are otherwise invisible to every path
         scope.statuses = [Status.ACTIVE.value, Status.FORGOTTEN.value]
     notes: list[str] = []
@@ -99,6 +103,8 @@ def recall_as_of(
     budget: int | None = None,
     limit: int | None = None,
     mode: str = "hybrid",
+    sources: Sequence[str] = (),
+    exclude_sources: Sequence[str] = (),
     framed: bool = False,
 ) -> RecallResult:
     """Recall from what was known at instant `as_of`: memories created by then and active then
@@ -124,7 +130,7 @@ def recall_as_of(
     at = clock.to_iso(at_dt)
     cfg = {**_config_snapshot(store), "weight_hop": 0.0}  # no graph hop: relations are not versioned
     budget_v, limit_v, scope, effective, depth = _arguments(cfg, budget, limit, project, all_projects, kinds, tags,
-                                                            since)
+                                                            since, sources, exclude_sources)
     visible = candidates.past_states(store, at, scope)
     notes = [f"as of {at}: {count_of(len(visible), 'memory')} in scope known and active then"]
     q = terms.parse_query(text, at_dt, lambda w: any(
@@ -155,7 +161,8 @@ def _instant(as_of: str | datetime) -> datetime:
 
 
 def _arguments(cfg: dict, budget: int | None, limit: int | None, project: str | None, all_projects: bool,
-               kinds: Sequence[str], tags: Sequence[str], since: str | None) -> tuple[int, int, Scope, int, int]:
+               kinds: Sequence[str], tags: Sequence[str], since: str | None, sources: Sequence[str] = (),
+               exclude_sources: Sequence[str] = ()) -> tuple[int, int, Scope, int, int]:
     """(budget, limit, scope, effective budget, candidate depth) of a recall: the budget and limit
     given (checked within their config keys' bounds) or the config's, the scope of `make_scope`,
     effective = budget × safety_multiplier (at least 1), depth = max(candidate_depth, limit).
@@ -163,7 +170,8 @@ def _arguments(cfg: dict, budget: int | None, limit: int | None, project: str | 
     Raises: InvalidInput."""
     budget_v = cfg["token_budget"] if budget is None else _whole(budget, "token_budget", "budget")
     limit_v = cfg["recall_limit"] if limit is None else _whole(limit, "recall_limit", "limit")
-    scope = make_scope(project=project, all_projects=all_projects, kinds=kinds, tags=tags, since=since)
+    scope = make_scope(project=project, all_projects=all_projects, kinds=kinds, tags=tags, since=since,
+                       sources=sources, exclude_sources=exclude_sources)
     effective = max(1, int(budget_v * cfg["safety_multiplier"]))
     return budget_v, limit_v, scope, effective, max(cfg["candidate_depth"], limit_v)
 

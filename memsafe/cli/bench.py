@@ -28,6 +28,10 @@ def bench(
             "\"relevant\": [memory ids], \"stale\"?: [memory ids], \"project\"?}]}; at and now: ISO-8601 times."))
     ] = None,
     misses: Annotated[bool, typer.Option("--misses", help="Also list hybrid queries not answered at rank 1.")] = False,
+    ablate: Annotated[
+        bool, typer.Option("--ablate", help="Turn each ranking signal off in turn on each corpus (or --corpus) and "
+                           "print one table of the change in R@1 / R@5, lexical and hybrid (a few minutes).")
+    ] = False,
     mcp: Annotated[
         bool, typer.Option("--mcp", help="Measure the MCP server instead: tools/list tokens and cold start.")
     ] = False,
@@ -98,6 +102,8 @@ def bench(
 
       memsafe bench --json
 
+      memsafe bench --ablate
+
       memsafe bench --postgres postgresql://me@localhost/scratch --json
 
       memsafe bench --mcp
@@ -137,6 +143,9 @@ def bench(
     if scale:
         _bench_scale(scale, full_embed_limit, json_)
         return
+    if ablate:
+        _bench_ablate(corpus, json_)
+        return
     from memsafe.bench import quality as bench_mod
 
     try:
@@ -167,6 +176,20 @@ def bench(
         if not json_:  # with --json the report above says which floor ("ok": false)
             say("Error", "a quality floor was missed")
         raise typer.Exit(1)
+
+
+def _bench_ablate(corpus: str | None, json_: bool) -> None:
+    """Each ranking signal off in turn, on every shipped corpus or on `corpus` alone."""
+    from memsafe.bench import ablate as bench_ablate
+
+    try:
+        report = bench_ablate.run_ablation(corpus_path=corpus, progress=lambda msg: err.print(
+            msg, markup=False, highlight=False))
+    except MemsafeError as exc:
+        raise _fail(str(exc), exc.exit_code) from None
+    except (OSError, ValueError, KeyError) as exc:
+        raise _fail(f"cannot run the benchmark corpus: {exc}") from None
+    emit(report, json_, bench_ablate.ablation_table(report))
 
 
 def _bench_dataset(dataset: str | None, file: str | None, json_: bool) -> None:

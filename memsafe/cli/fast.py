@@ -181,7 +181,8 @@ def remember(db: str | None, content: str, *, kind: str, tag: list[str], project
 
 def recall(db: str | None, query: str, *, limit: int | None, budget: int | None, project: str | None,
            project_path: str | None, all_projects: bool, kind: list[str], tag: list[str], mode: str,
-           include_forgotten: bool, as_of: str | None, since: str | None, json_: bool) -> None:
+           include_forgotten: bool, as_of: str | None, since: str | None, json_: bool,
+           source: list[str] | None = None, exclude_source: list[str] | None = None) -> None:
     """`memsafe recall`: the memories relevant to QUERY as a table, or one JSON document.
 
     Raises:
@@ -199,7 +200,7 @@ def recall(db: str | None, query: str, *, limit: int | None, budget: int | None,
         key = None if all_projects else project_key(opened, project, project_path)[0]
         since_at = api.parse_when(since, what="--since time") if since else None
         options = dict(project=key, all_projects=all_projects, kinds=kind, tags=tag, budget=budget, limit=limit,
-                       mode=mode, since=since_at)
+                       mode=mode, since=since_at, sources=source or [], exclude_sources=exclude_source or [])
         if as_of:
             if include_forgotten:
                 raise fail("--include-forgotten cannot be combined with --as-of (as-of shows what was known then)",

@@ -96,6 +96,10 @@ def recall(
     all_projects: Annotated[bool, typer.Option("--all-projects", help="Search every project.")] = False,
     kind: Annotated[list[Kind] | None, typer.Option("--kind", "-k", help="Only these kinds.")] = None,
     tag: TagsOpt = None,
+    source: Annotated[list[Source] | None, typer.Option("--source", help="Only memories from these sources.")] = None,
+    exclude_source: Annotated[
+        list[Source] | None, typer.Option("--exclude-source", help="No memories from these sources (e.g. git).")
+    ] = None,
     mode: Annotated[
         RecallMode, typer.Option("--mode", help="Both searches fused, keywords (BM25) only, or meaning (vectors) only.")
     ] = RecallMode.hybrid,
@@ -126,10 +130,13 @@ def recall(
       memsafe recall "ERR_SSL_PROTOCOL" --all-projects --json
 
       memsafe recall "which runtime?" --as-of 2026-03-01
+
+      memsafe recall "what did we decide about caching?" --exclude-source git
     """
     fast.recall(ctx.obj.db if ctx.obj else None, query, limit=limit, budget=budget, project=project,
                 project_path=project_path, all_projects=all_projects, kind=[k.value for k in kind or []],
                 tag=tag or [], mode=mode.value, include_forgotten=include_forgotten, as_of=as_of, since=since,
+                source=[s.value for s in source or []], exclude_source=[s.value for s in exclude_source or []],
                 json_=json_)
 
 

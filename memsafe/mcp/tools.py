@@ -1241,14 +1241,15 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
         if not query.strip():
             return listing(kind=kind, tags=tags or [], project=project, all_projects=all_projects, since=since,
                            source=source, status=status, cursor=cursor, as_of=as_of, limit=limit)
-        if source or status or cursor:
-            raise InvalidInput("source, status and cursor are for listing: recall with query \"\" and them")
+        if status or cursor:
+            raise InvalidInput("status and cursor are for listing: recall with query \"\" and them")
         lowered = budget is not None and budget > RECALL_BUDGET_MAX
         with state.store() as opened:
             key = None if all_projects else (api.clean_project(project) if project else state.project(opened)[0])
             options = dict(project=key, all_projects=all_projects, kinds=[kind] if kind else [], tags=tags or [],
                            since=api.parse_when(since, what="since") if since else None,
-                           budget=RECALL_BUDGET_MAX if lowered else budget, limit=limit, framed=True)
+                           budget=RECALL_BUDGET_MAX if lowered else budget, limit=limit, framed=True,
+                           **_sources(source))
             if as_of:
                 result = api.recall_as_of(opened.store, query, as_of=as_of, **options)
             else:
@@ -1257,6 +1258,13 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
             result.notes.append(f"budget lowered to {RECALL_BUDGET_MAX:,} tokens, the most one reply holds; "
                                 "narrow the query or filters for other memories")
         return render.compact_recall(result)
+
+    def _sources(source: str) -> dict:
+        """recall's source filter from the tool's `source`: comma-separated names, each one kept
+        (`user`) or, with a leading '-', left out (`-git`)."""
+        names = [n.strip() for n in source.split(",") if n.strip()]
+        return {"sources": [n for n in names if not n.startswith("-")],
+                "exclude_sources": [n[1:].strip() for n in names if n.startswith("-")]}
 
     def listing(*, kind: str, tags: list[str], project: str, all_projects: bool, since: str, source: str,
                 status: str, cursor: str, as_of: str, limit: int | None) -> str:
@@ -1276,9 +1284,9 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
                      "project": key, "all": all_projects}
             after = read_cursor(cursor, query) if cursor else None
             scope = api.make_scope(project=key, all_projects=all_projects, kinds=[kind] if kind else [], tags=tags,
-                                   since=api.parse_when(since, what="since") if since else None)
+                                   since=api.parse_when(since, what="since") if since else None, **_sources(source))
             scope.statuses = [status] if status != "all" else ["active", "archived", "forgotten"]
-            page = api.list_page(opened.store, scope, source=source or None, after_id=after, limit=size)
+            page = api.list_page(opened.store, scope, after_id=after, limit=size)
         following = make_cursor(query, page.next_after) if page.next_after else None
         shown = [f"{name}={framing.field(value)}" for name, value in
                  (("kind", kind), ("source", source), ("tags", ",".join(tags)), ("since", since)) if value]

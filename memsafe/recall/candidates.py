@@ -60,6 +60,8 @@ class Candidate:
     before: int | None = None
     after: int | None = None
     asks: float = 0.0  # share of its text in questions (`question_share`): read by `answers_first`
+    kind: str = ""  # the memory's kind and source: read by `scoring.asked_for`
+    source: str = ""
 
 
 CONVERSATION_GAP_SECONDS = 3600.0  # turns written further apart than this are not one conversation
@@ -300,13 +302,14 @@ def fill_features(store: Store, cands: dict[int, Candidate], memories: dict, cfg
 
 
 def _memory_features(cands: Iterable[Candidate], memories: dict, degrees: dict[int, int]) -> None:
-    """Set each candidate's times, uses, confidence, decay level and entity degree (`degrees`,
-    absent: 0) from its memory in `memories`."""
+    """Set each candidate's times, uses, confidence, decay level, kind, source and entity degree
+    (`degrees`, absent: 0) from its memory in `memories`."""
     for c in cands:
         m = memories[c.id]
         c.created_at = clock.parse_iso(m.created_at)
         c.last_used_at = clock.parse_iso(m.last_accessed_at) if m.last_accessed_at else None
         c.access_count, c.confidence, c.decay_level = m.access_count, m.confidence, m.decay_level
+        c.kind, c.source = m.kind, m.source
         c.graph_degree = degrees.get(c.id, 0)
 
 

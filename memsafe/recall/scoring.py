@@ -124,6 +124,38 @@ def answers_first(relevance: dict[int, float], cands: Sequence[Candidate], weigh
     return {i: r * (1.0 - damp * asking.get(i, 0.0)) for i, r in relevance.items()}
 
 
+OWN_SOURCES = frozenset(("user", "agent"))  # what a user or their agent wrote, not imported or captured history
+
+
+def asked_for(relevance: dict[int, float], cands: Sequence[Candidate], query: Query, weight_kind: float,
+              weight_voice: float) -> dict[int, float]:
+    """Step "context", the kind and source a question asks for (`terms.asked_for`): a memory of a
+    kind the question names ("what did we decide ..." → decision) or from a source it names
+    ("which commit ..." → git) gains `weight_kind` × its relevance; in a question asked in the
+    first person ("we", "our", "I") a memory not written by the user or an agent (OWN_SOURCES:
+    a backfilled commit, an import) loses `weight_voice` × its relevance, unless the question
+    names its source. rel' = rel · (1 + w_k · named) · (1 − w_v · other voice). A whole store of
+    one source is reordered by neither.
+
+    Returns `relevance` unchanged when the question names no kind or source and is not in the
+    first person, or both weights are ≤ 0, else new scores."""
+    voice = query.own_voice and weight_voice > 0
+    if not (query.kinds or query.sources or voice) or (weight_kind <= 0 and weight_voice <= 0):
+        return relevance
+    by_id = {c.id: c for c in cands}
+    damp = min(1.0, max(0.0, weight_voice))
+    out = {}
+    for i, r in relevance.items():
+        c = by_id.get(i)
+        if c is None:
+            out[i] = r
+            continue
+        named = c.kind in query.kinds or c.source in query.sources
+        other = voice and c.source not in OWN_SOURCES and c.source not in query.sources
+        out[i] = r * (1.0 + max(0.0, weight_kind) * named) * (1.0 - damp * other)
+    return out
+
+
 def time_first(relevance: dict[int, float], cands: Sequence[Candidate], query: Query, weight_time: float
                ) -> dict[int, float]:
     """When the query names a time and nothing else (`Query.only_time`: "what did we do in the
@@ -168,9 +200,16 @@ def _tiered(relevance: dict[int, float], tier: dict[int, int]) -> dict[int, floa
     return {i: r + tier.get(i, 0) * step for i, r in relevance.items()}
 
 
+TIE_FLOOR = 1e-6  # the least share of the small signals a memory keeps (one matched by its date alone: 0)
+
+
 def final_score(c: Candidate, relevance: float, w: Weights, now: datetime) -> float:
-    """relevance + w_r·recency + w_a·access + w_g·graph + w_c·confidence − w_d·decay_level/3
-    of candidate `c`.
+    """relevance + s · (w_r·recency + w_a·access + w_g·graph + w_c·confidence − w_d·decay_level/3)
+    of candidate `c`, s = min(1, max(relevance, TIE_FLOOR)).
+
+    s keeps the small signals small beside a weak match too: a query whose rarest word no memory
+    holds gives every match a relevance near 0, and at full weight recency and confidence alone
+    ordered them, not the words they share or the kind and source the question asks for.
 
     recency = 2^(−age/half-life), age in days from the last explicit use (else creation, else
     `now`) to `now`; access = 1 − 1/(1 + ln(1 + n)); graph = 1 − 1/(1 + degree). Relevance is
@@ -182,14 +221,9 @@ def final_score(c: Candidate, relevance: float, w: Weights, now: datetime) -> fl
     recency = 0.5 ** (max(0.0, age_days) / w.recency_half_life_days)
     access = 1.0 - 1.0 / (1.0 + math.log1p(max(0, c.access_count)))
     graph = 1.0 - 1.0 / (1.0 + max(0, c.graph_degree))
-    return (
-        relevance
-        + w.recency * recency
-        + w.access * access
-        + w.graph * graph
-        + w.confidence * c.confidence
-        - w.decay * (c.decay_level / 3.0)
-    )
+    small = (w.recency * recency + w.access * access + w.graph * graph + w.confidence * c.confidence
+             - w.decay * (c.decay_level / 3.0))
+    return relevance + min(1.0, max(relevance, TIE_FLOOR)) * small
 
 
 def rank(cands: Sequence[Candidate], relevance: dict[int, float], w: Weights, now: datetime
@@ -207,8 +241,13 @@ def one_half_weight(cfg: dict, mode: str, notes: list[str]) -> dict:
     default when it is set to 0, and a note saying so. A fusion weight scales one half against the
     other; 0 is allowed beside a non-zero other half (`check_config_pair`), and alone it ranked
     nothing: `weight_lexical 0` made every recall without the model, and `--mode lexical`, return
-    nothing. `cfg` itself is returned unchanged otherwise."""
+    nothing. A lexical-only recall ranks with `coverage_power_lexical` as its coverage_power: in
+    hybrid a steep coverage (3) leaves a memory holding few of the query's words to the vector
+    half, which finds paraphrases; alone, BM25's own order is the better guess (weights.KEYS).
+    `cfg` itself is returned unchanged otherwise."""
     key = {"lexical": "weight_lexical", "vector": "weight_vector"}.get(mode)
+    if mode == "lexical" and cfg.get("coverage_power_lexical", cfg["coverage_power"]) != cfg["coverage_power"]:
+        cfg = {**cfg, "coverage_power": cfg["coverage_power_lexical"]}
     if key is None or cfg[key] > 0:
         return cfg
     default = weights.KEYS[key].default
@@ -217,12 +256,14 @@ def one_half_weight(cfg: dict, mode: str, notes: list[str]) -> dict:
 
 
 def score_candidates(cands: Sequence[Candidate], q: Query, cfg: dict) -> list[tuple[float, Candidate]]:
-    """Steps fusion (with time and graph), context (answers before questions), a time-only
+    """Steps fusion (with time and graph), context (answers before questions, the kind and source
+    asked for: `asked_for`), a time-only
     query's time first (`time_first`), exact terms first and scoring, pure:
     [(score, candidate)] best first."""
     fusion = weights.fusion_of(cfg)
     relevance = in_context(cands, fuse(cands, q, fusion), fusion.weight_context)
     relevance = answers_first(relevance, cands, cfg["weight_question"])
+    relevance = asked_for(relevance, cands, q, cfg["weight_kind"], cfg["weight_voice"])
     relevance = time_first(relevance, cands, q, cfg["weight_time"])
     held = {c.id: c.exact for c in cands if c.exact}
     for i in held:  # a memory holding an exact term ranks first in every mode, found by meaning or not

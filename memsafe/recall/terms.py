@@ -198,6 +198,9 @@ class Query:
     now: datetime | None = None
     words: frozenset[str] = frozenset()  # `query_words` of `text`: what a memory says beyond them counts
     only_time: bool = False  # it names a time and nothing else ("what did we do in the last 24 hours?")
+    kinds: frozenset[str] = frozenset()  # the kinds of memory it asks for (`asked_for`): "what did we decide"
+    sources: frozenset[str] = frozenset()  # the sources it asks for: "which commit ..." asks for git
+    own_voice: bool = False  # asked in the first person ("we", "our", "I"): what its user or agent said
 
 
 def parse_query(text: str, now: datetime, held: Callable[[Window], bool] | None = None) -> Query:
@@ -216,8 +219,32 @@ def parse_query(text: str, now: datetime, held: Callable[[Window], bool] | None 
     if held is not None and windows:
         windows = [w for w in windows if held(when.around(w))]
         rest = rest if windows else " ".join(text.split())
-    says_more = any(w not in STOP_WORDS for w in query_terms(rest))
-    return Query(text, rest if says_more else text, windows, now, query_words(text), bool(windows) and not says_more)
+    words = query_terms(rest)
+    says_more = any(w not in STOP_WORDS for w in words)
+    kinds, sources, own_voice = asked_for(query_terms(text))
+    return Query(text, rest if says_more else text, windows, now, query_words(text), bool(windows) and not says_more,
+                 kinds, sources, own_voice)
+
+
+# Words by which a question asks for a kind or a source of memory ("what did we decide ..." wants
+# decisions, "which commit ..." the git history), and the words of a question asked in the first
+# person (what the user or their agent wrote, not imported history).
+KIND_WORDS = {
+    **dict.fromkeys(("decide", "decided", "decides", "decision", "decisions"), "decision"),
+    **dict.fromkeys(("prefer", "prefers", "preferred", "preference", "preferences"), "preference"),
+    **dict.fromkeys(("task", "tasks", "todo", "todos"), "task"),
+}
+SOURCE_WORDS = dict.fromkeys(("commit", "commits", "committed"), "git")
+FIRST_PERSON = frozenset(("we", "our", "ours", "us", "ourselves", "i", "my", "me", "mine", "myself"))
+
+
+def asked_for(words: list[str]) -> tuple[frozenset[str], frozenset[str], bool]:
+    """(kinds, sources, own voice) that a question's words (`query_terms`) ask for: the memory
+    kinds (`KIND_WORDS`) and sources (`SOURCE_WORDS`) it names, and whether it is asked in the
+    first person (`FIRST_PERSON`). Read by `scoring.asked_for`."""
+    kinds = frozenset(KIND_WORDS[w] for w in words if w in KIND_WORDS)
+    sources = frozenset(SOURCE_WORDS[w] for w in words if w in SOURCE_WORDS)
+    return kinds, sources, any(w in FIRST_PERSON for w in words)
 
 
 def content_words(text: str, limit: int = 64, known: frozenset[str] = frozenset()) -> int:

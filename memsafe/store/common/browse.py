@@ -17,7 +17,8 @@ class SQLBrowse(SQLStoreBase):
     @staticmethod
     def _narrowed(scope: Scope, created_before: str | None) -> bool:
         """A kind, tag or age filter: no index narrows these, so counting means reading rows."""
-        return bool(scope.kinds or scope.tags or scope.since or created_before)
+        return bool(scope.kinds or scope.tags or scope.since or scope.sources or scope.exclude_sources
+                    or created_before)
 
     def _browse_from(self, scope: Scope, created_before: str | None) -> str:
         """The FROM clause of a page: walk the rows in id order, newest first, and stop at the

@@ -175,6 +175,12 @@ class SQLMemories(SQLStoreBase):
         if scope.kinds:
             clauses.append(f"{alias}.kind IN ({','.join('?' * len(scope.kinds))})")
             params.extend(scope.kinds)
+        if scope.sources:
+            clauses.append(f"{alias}.source IN ({','.join('?' * len(scope.sources))})")
+            params.extend(scope.sources)
+        if scope.exclude_sources:
+            clauses.append(f"{alias}.source NOT IN ({','.join('?' * len(scope.exclude_sources))})")
+            params.extend(scope.exclude_sources)
         for tag in scope.tags:
             clauses.append(f"EXISTS (SELECT 1 FROM memory_tags t WHERE t.memory_id = {alias}.id AND t.tag = ?)")
             params.append(tag)

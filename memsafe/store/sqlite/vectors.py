@@ -572,11 +572,11 @@ class _VectorCache:
 
     def in_scope(self, scope: Scope):
         """(n,) bool: which vectors belong to memories in `scope`, exactly as `_scope_sql` with
-        `m.embedded = 1` selects them; None when the scope names kinds, tags or a since time (the
-        copy does not hold those: ask SQL). Each test is a lookup in a table indexed by code."""
+        `m.embedded = 1` selects them; None when the scope names kinds, sources, tags or a since time
+        (the copy does not hold those: ask SQL). Each test is a lookup in a table indexed by code."""
         import numpy as np
 
-        if scope.kinds or scope.tags or scope.since:
+        if scope.kinds or scope.tags or scope.since or scope.sources or scope.exclude_sources:
             return None
         wanted = np.zeros(len(self.status_codes) + 1, dtype=bool)
         wanted[[self.status_codes[s] for s in scope.statuses if s in self.status_codes]] = True
