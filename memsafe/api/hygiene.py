@@ -287,12 +287,15 @@ def make_scope(
     kinds: Sequence[str] = (),
     tags: Sequence[str] = (),
     since: str | None = None,
+    until: str | None = None,
 ) -> Scope:
-    """The recall scope: the project (if any) plus global memories, or every project."""
+    """The recall scope: the project (if any) plus global memories, or every project; `since` /
+    `until` (UTC ISO-8601) bound when the thing happened (`Memory.event_at`)."""
     return Scope(
         projects=None if all_projects else ([clean_project(project, check_secrets=False)] if project else []),
         include_global=True,
         kinds=[_enum_value(Kind, k, "kind") for k in kinds],
         tags=clean_tags(tags),
         since=None if since is None else clean_text(since, "since"),  # no lone surrogate reaches SQL
+        until=None if until is None else clean_text(until, "until"),
     )

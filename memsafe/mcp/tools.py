@@ -736,17 +736,19 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
         content: str,
         kind: KindName = "general",
         tags: list[str] = [],  # noqa: B006 (pydantic copies it)
-        importance: float | None = None,
+        importance: float = 0.5,
         is_global: Annotated[bool, Field(description="visible in every project")] = False,
-        redact: Annotated[bool, Field(description="store credentials redacted, not refuse")] = False,
+        redact: Annotated[bool, Field(description="redact secrets, not refuse")] = False,
+        supersedes: int = 0,  # the id it corrects; -1 keeps both (the reply says so when it matters)
     ) -> str:
-        """Save one durable fact, decision, preference or fix for later sessions."""
+        """Save a durable fact, decision or fix."""
         with state.store() as opened:
             key = None if is_global else state.project(opened)[0]
             memory = api.remember(  # committed before the reply; embedded by the warm thread
                 opened.store, content, kind=kind, project=key, tags=tags or [], source="agent",
                 importance=importance, redact=redact, embed_now="if-loaded" if state.shared else False,
-                author=state.author(),
+                author=state.author(), supersedes=supersedes if supersedes > 0 else None, keep_both=supersedes < 0,
+                scope=state.scope(opened),
             )
         state.embed_soon()
         where = f"project {framing.inline(memory.project)}" if memory.project else "global"
@@ -754,6 +756,10 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
         if memory.near_duplicate:
             near = memory.near_duplicate
             text += f"; nearly the same as #{near['id']} (similarity {near['similarity']:.2f}): update or forget one"
+        if memory.replaces:
+            text += f"; {render.replaces_line(memory.replaces, 'supersedes={}')}"
+            if memory.replaces["marked"] and supersedes == 0:  # how an agent says "not a correction"
+                text += f"; if it is none, forget #{memory.id} and remember it again with supersedes=-1"
         return text
 
     @tool(read_only=True)
@@ -765,7 +771,8 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
         tags: list[str] = [],  # noqa: B006 (pydantic copies it)
         project: str | None = None,
         all_projects: bool = False,
-        as_of: Annotated[str | None, Field(description="as known then, e.g. '3 days ago'")] = None,
+        as_of: Annotated[str | None, Field(description="as known then")] = None,
+        include_archived: bool = False,
     ) -> str:
         """Search memories by meaning and keywords, within a token budget. Call at task start."""
         if all_projects and project:
@@ -775,9 +782,11 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
             options = dict(project=key, all_projects=all_projects, kinds=[kind] if kind else [], tags=tags or [],
                            budget=budget, limit=limit, framed=True)
             if as_of:
+                if include_archived:
+                    raise InvalidInput("include_archived cannot be combined with as_of (as_of: what was known then)")
                 result = api.recall_as_of(opened.store, query, as_of=as_of, **options)
             else:
-                result = api.recall(opened.store, query, **options)
+                result = api.recall(opened.store, query, include_archived=include_archived, **options)
         return render.compact_recall(result)
 
     @tool(read_only=True)

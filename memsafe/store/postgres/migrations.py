@@ -245,6 +245,21 @@ def m005_unicode_forms(conn) -> None:
     refold_rows(conn)
 
 
+@migration
+def m006_event_time_and_corrections(conn) -> None:
+    """Event time and correction links, as SQLite's m013: `happened_at` (filled from
+    `created_at`), `supersedes` and `superseded_by`, and an index by status and event time."""
+    conn.script(
+        """
+        ALTER TABLE memories ADD COLUMN IF NOT EXISTS happened_at TEXT;
+        ALTER TABLE memories ADD COLUMN IF NOT EXISTS supersedes BIGINT;
+        ALTER TABLE memories ADD COLUMN IF NOT EXISTS superseded_by BIGINT;
+        UPDATE memories SET happened_at = created_at WHERE happened_at IS NULL;
+        CREATE INDEX IF NOT EXISTS memories_happened_by_status ON memories(status, happened_at);
+        """
+    )
+
+
 def latest() -> int:
     """The schema version this code writes: the number of registered migrations."""
     return len(MIGRATIONS)
