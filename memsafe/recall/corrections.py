@@ -43,19 +43,29 @@ _VALUE = re.compile(
     re.IGNORECASE,
 )
 _WORD = re.compile(r"[\w']+")
+# A text that says it corrects something: "Correction: ...", "..., not 8", "no longer", "instead of".
+_HEADED = re.compile(r"^\W*(?:correction|corrected|actually)\b", re.IGNORECASE)  # "Correction: ..."
+_ANNOUNCED = re.compile(r"\bno longer\b|\binstead of\b|\bnot any ?more\b|\bwas wrong\b|,\s*not\s", re.IGNORECASE)
+ANNOUNCED_MIN_OVERLAP = 0.25  # containment of the subject words when the new text announces a correction
+ANNOUNCED_MIN_SHARED = 2  # ... and at least this many subject words in common
 _NAME = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][a-zA-Z0-9]+\b")
 
 
 @dataclass(frozen=True)
 class Reading:
     """A text read for comparison: `subject` content words (case-folded), `values` (case-folded),
-    `shapes` {value: its shape, `shape_of`}, `negated`, `words` (how many words it has)."""
+    `shapes` {value: its shape, `shape_of`}, `negated`, `words` (how many words it has), `head`
+    the values in its head (`HEAD_WORDS`): what the text is about, not a value it states."""
 
     subject: frozenset[str]
     values: frozenset[str]
     negated: bool
     words: int
     shapes: dict[str, str]
+    head: frozenset[str] = frozenset()
+
+
+HEAD_WORDS = 4  # a text's head: its words before a first ':' among these many ("rich Console.export_svg: ...")
 
 
 def shape_of(value: str, quoted: bool = False, name: bool = False) -> str:
@@ -87,12 +97,15 @@ def read(text: str) -> Reading:
     for n in names:
         shapes.setdefault(n, "name")
     values = set(shapes)
-    words = [w for w in _WORD.findall(textform.fold(text))]
+    first = text.split(":", 1)[0] if ":" in " ".join(text.split()[:HEAD_WORDS]) else ""
+    head = frozenset(v for v in values if first and v in textform.fold(first))
+    words = [w.removesuffix("'s") for w in _WORD.findall(textform.fold(text))]
     negated = any(w in NEGATIONS or w.endswith("n't") for w in words) or "no longer" in " ".join(words)
-    subject = frozenset(w for w in _WORD.findall(textform.fold(plain)) if w not in STOP_WORDS
+    subject = frozenset(w for w in (w.removesuffix("'s") for w in _WORD.findall(textform.fold(plain)))
+                        if w not in STOP_WORDS
                         and w not in CHANGE_WORDS and w not in NEGATIONS and not w.endswith("n't")
                         and w not in names and not w.isdigit())
-    return Reading(subject, frozenset(values), negated, len(words), shapes)
+    return Reading(subject, frozenset(values), negated, len(words), shapes, head)
 
 
 @dataclass(frozen=True)
@@ -121,6 +134,8 @@ def replaces(new: str, old: str) -> Verdict | None:
     a, b = read(old), read(new)
     if a.words > MAX_WORDS or b.words > MAX_WORDS or not a.subject or not b.subject:
         return None
+    if a.head != b.head:  # two texts about two things (`Console.export_html:` / `Console.export_svg:`)
+        return None
     overlap = _containment(a.subject, b.subject)
     gone, came = sorted(a.values - b.values), sorted(b.values - a.values)
     # one side may add or drop a clause ("since the upgrade"), not both change their words
@@ -131,6 +146,14 @@ def replaces(new: str, old: str) -> Verdict | None:
             return Verdict(f"{_shown(gone)} → {_shown(came)}", round(overlap, 3))
         if came and b.negated and not a.negated:  # "use `make release` now; `make ship` was removed"
             return Verdict(f"{_shown(sorted(a.values & b.values))} → {_shown(came)}", round(overlap, 3))
+        if a.negated != b.negated:
+            return Verdict("now negated" if b.negated else "no longer negated", round(overlap, 3))
+    shared = a.subject & b.subject
+    # announced: headed "Correction: ...", or a phrase of change naming a value the old text holds
+    announced = _HEADED.search(new) or (_ANNOUNCED.search(new) and a.values & b.values)
+    if announced and overlap >= ANNOUNCED_MIN_OVERLAP and len(shared) >= ANNOUNCED_MIN_SHARED:
+        if came:
+            return Verdict(f"{_shown(gone or sorted(a.values & b.values))} → {_shown(came)}", round(overlap, 3))
         if a.negated != b.negated:
             return Verdict("now negated" if b.negated else "no longer negated", round(overlap, 3))
     if not a.values and not b.values and a.negated == b.negated \

@@ -39,6 +39,7 @@ def _rank(result, memory_id: int) -> int | None:
     return ids.index(memory_id) + 1 if memory_id in ids else None
 
 
+@pytest.mark.backends("sqlite", "postgres")
 def test_the_stale_fact_no_longer_outranks_its_correction(store, remember_at, monkeypatch):
     """Three months old "deploy with `make ship`", three days old its correction: remember names
     the memory replaced, both are linked, recall ranks the correction first and says so."""
@@ -126,6 +127,7 @@ def test_forgetting_a_correction_makes_the_old_fact_current_again(store):
     assert again.replaces is not None and again.replaces["id"] == old.id
 
 
+@pytest.mark.backends("sqlite", "postgres")
 @pytest.mark.parametrize("case", ["other project", "purged", "forgotten", "replaced already", "with keep-both",
                                   "not a number"])
 def test_a_bad_correction_is_one_line_and_stores_nothing(cli, store, case):
@@ -179,3 +181,23 @@ def test_mcp_remember_takes_supersedes_and_keeps_both(db_path, tmp_path, embedde
     assert is_error(refused) and "no memory with id 5" in text_of(refused)  # another project's: not reachable
     recalled = text_of(call(srv, "recall", {"query": "minimum supported Python version"}))
     assert "replaces #1" in recalled
+
+
+def test_an_export_carries_event_times_and_corrections_to_another_store(store, tmp_path, monkeypatch):
+    monkeypatch.setenv("MEMSAFE_NOW", NOW)
+    old = api.remember(store, "The nightly build takes about 40 minutes.", project="web", at="2026-01-05")
+    new = api.remember(store, "The nightly build takes about 12 minutes.", project="web")
+    assert new.supersedes == old.id
+    path = tmp_path / "out.jsonl"
+    api.export_to_path(store, path, all_projects=True)
+    other = api.open_store(str(tmp_path / "other" / "memory.db")).store
+    try:
+        api.remember(other, "A memory that takes the first ids here.", project="web")
+        api.import_file(other, path)
+        by_uid = {m.uid: m for m in other.get_memories(other.list_ids(api.make_scope(project="web"), None)).values()}
+        old_here, new_here = by_uid[old.uid], by_uid[new.uid]
+        assert old_here.happened_at == api.get(store, old.id).happened_at
+        assert old_here.happened_at.startswith("2026-01-0")
+        assert (old_here.superseded_by, new_here.supersedes) == (new_here.id, old_here.id)
+    finally:
+        other.close()
