@@ -414,6 +414,9 @@ def _looks_replaced(store: Store, text: str, project: str | None, source: str, v
     the same source and not `keep_both`. None when there is none."""
     from memsafe.recall import corrections, terms
 
+    # a long text is a note, not one fact (`corrections.MAX_WORDS`): no search for what it corrects
+    if len(text) > 30 * corrections.MAX_WORDS or len(text.split()) > corrections.MAX_WORDS:
+        return None
     scope = Scope(projects=[project] if project is not None else [], include_global=project is None)
     ids: list[int] = []
     with contextlib.suppress(IndexDamaged):

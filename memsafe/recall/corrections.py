@@ -138,11 +138,14 @@ def replaces(new: str, old: str) -> Verdict | None:
         return None
     overlap = _containment(a.subject, b.subject)
     gone, came = sorted(a.values - b.values), sorted(b.values - a.values)
+    alike = {a.shapes[v] for v in gone} & {b.shapes[v] for v in came}
+    if alike:  # name the changed values of one kind (a number for a number), not every difference
+        gone, came = [v for v in gone if a.shapes[v] in alike], [v for v in came if b.shapes[v] in alike]
     # one side may add or drop a clause ("since the upgrade"), not both change their words
     one_sided = not (a.subject - b.subject and b.subject - a.subject) \
         or max(len(a.subject - b.subject), len(b.subject - a.subject)) <= 1
     if overlap >= SUBJECT_MIN_OVERLAP and one_sided:
-        if gone and came and {a.shapes[v] for v in gone} & {b.shapes[v] for v in came}:
+        if gone and came and alike:
             return Verdict(f"{_shown(gone)} → {_shown(came)}", round(overlap, 3))
         if came and b.negated and not a.negated:  # "use `make release` now; `make ship` was removed"
             return Verdict(f"{_shown(sorted(a.values & b.values))} → {_shown(came)}", round(overlap, 3))
@@ -153,7 +156,7 @@ def replaces(new: str, old: str) -> Verdict | None:
     announced = _HEADED.search(new) or (_ANNOUNCED.search(new) and a.values & b.values)
     if announced and overlap >= ANNOUNCED_MIN_OVERLAP and len(shared) >= ANNOUNCED_MIN_SHARED:
         if came:
-            return Verdict(f"{_shown(gone or sorted(a.values & b.values))} → {_shown(came)}", round(overlap, 3))
+            return Verdict(f"{_shown(sorted(a.values & b.values) or gone)} → {_shown(came)}", round(overlap, 3))
         if a.negated != b.negated:
             return Verdict("now negated" if b.negated else "no longer negated", round(overlap, 3))
     if not a.values and not b.values and a.negated == b.negated \
