@@ -357,7 +357,7 @@ def remember(
         replaced = _looks_replaced(store, text, project_v, source_v, vector, embedder, keep_both)
     mark = replaced["id"] if replaced and replaced["marked"] else None
     args = (store, text, kind_v, project_v, source_v, importance_v, confidence_v, digest, author_v, uid, tag_list,
-            embedder, vector, entity_names, event_at, mark)
+            embedder, vector, entity_names, event_at, mark, target is not None)
     try:
         memory_id = _store_memory(*args)
     except IndexHealed:  # rolled back, and the damaged word index rebuilt from the memories: once more
@@ -365,6 +365,8 @@ def remember(
     memory = store.get_memory(memory_id)
     assert memory is not None  # written just above
     memory.near_duplicate = near
+    if replaced is not None and mark is not None and memory.supersedes is None:  # another writer was first
+        replaced = {**replaced, "marked": False}
     memory.replaces = replaced
     return memory
 
@@ -439,10 +441,11 @@ def _looks_replaced(store: Store, text: str, project: str | None, source: str, v
 
 
 def _store_memory(store: Store, text, kind_v, project_v, source_v, importance_v, confidence_v, digest, author_v,
-                  uid, tag_list, embedder, vector, entity_names, event_at, supersedes) -> int:
+                  uid, tag_list, embedder, vector, entity_names, event_at, supersedes, explicit) -> int:
     """`remember`'s one write transaction: the row, its vector, its entities and its event; and
     the link both ways to the memory it replaces (`supersedes`: an id, or None), which must
-    still be active and not replaced (else nothing is written). Returns the new memory's id.
+    still be active and not replaced: else, when the user named it (`explicit`), nothing is
+    written; when remember found it, the memory is stored unlinked. Returns the new memory's id.
     Raises Duplicate, Refused, IndexHealed, StoreUnavailable."""
     now = clock.now_iso()
     with store.write():
@@ -452,7 +455,10 @@ def _store_memory(store: Store, text, kind_v, project_v, source_v, importance_v,
         if supersedes is not None:
             old = store.get_memory(supersedes)
             if old is None or old.status != Status.ACTIVE.value or old.superseded_by is not None:
-                raise Refused(f"memory {supersedes} changed meanwhile (replaced, forgotten or purged); nothing stored")
+                if explicit:
+                    raise Refused(f"memory {supersedes} changed meanwhile (replaced, forgotten or purged); "
+                                  "nothing stored")
+                supersedes = None
         memory_id = store.insert_memory(
             {
                 "uid": uid or uuid.uuid4().hex,
