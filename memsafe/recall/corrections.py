@@ -29,6 +29,7 @@ CHANGE_WORDS = frozenset(
 NEGATIONS = frozenset("not no never none nothing nobody neither cannot can't won't don't doesn't didn't isn't "
                       "aren't wasn't weren't shouldn't mustn't stopped dropped removed".split())
 
+NUMBER_WORDS = frozenset("one two three four five six seven eight nine ten eleven twelve".split())
 SUBJECT_MIN_OVERLAP = 0.6  # containment of the subject words when a value or the negation changed
 PLAIN_MIN_OVERLAP = 0.5  # ... when only plain words changed (no value on either side)
 PLAIN_MAX_CHANGED = 2  # at most this many plain words changed on each side
@@ -96,13 +97,16 @@ def read(text: str) -> Reading:
     names = {textform.fold(m.group(0)) for m in _NAME.finditer(plain)} - STOP_WORDS
     for n in names:
         shapes.setdefault(n, "name")
+    for w in _WORD.findall(textform.fold(plain)):
+        if w in NUMBER_WORDS:  # "one approval" / "two approvals"
+            shapes.setdefault(w, "number")
     values = set(shapes)
     first = text.split(":", 1)[0] if ":" in " ".join(text.split()[:HEAD_WORDS]) else ""
     head = frozenset(v for v in values if first and v in textform.fold(first))
     words = [w.removesuffix("'s") for w in _WORD.findall(textform.fold(text))]
     negated = any(w in NEGATIONS or w.endswith("n't") for w in words) or "no longer" in " ".join(words)
     subject = frozenset(w for w in (w.removesuffix("'s") for w in _WORD.findall(textform.fold(plain)))
-                        if w not in STOP_WORDS
+                        if w not in STOP_WORDS and w not in NUMBER_WORDS
                         and w not in CHANGE_WORDS and w not in NEGATIONS and not w.endswith("n't")
                         and w not in names and not w.isdigit())
     return Reading(subject, frozenset(values), negated, len(words), shapes, head)
@@ -159,7 +163,8 @@ def replaces(new: str, old: str) -> Verdict | None:
             return Verdict(f"{_shown(sorted(a.values & b.values) or gone)} → {_shown(came)}", round(overlap, 3))
         if a.negated != b.negated:
             return Verdict("now negated" if b.negated else "no longer negated", round(overlap, 3))
-    if not a.values and not b.values and a.negated == b.negated \
+    said_change = bool(set(_WORD.findall(textform.fold(new))) & CHANGE_WORDS) or announced
+    if said_change and not a.values and not b.values and a.negated == b.negated \
             and _jaccard(a.subject, b.subject) >= PLAIN_MIN_OVERLAP:
         lost, gained = a.subject - b.subject, b.subject - a.subject
         if lost and gained and len(lost) <= PLAIN_MAX_CHANGED and len(gained) <= PLAIN_MAX_CHANGED \
