@@ -186,7 +186,7 @@ def plan_memory(row: dict, policy: dict[str, PolicyRow], now: datetime, parse) -
         return MemoryPlan(row["id"], row["kind"], row["decay_level"], row["decay_level"], 1.0,
                           row["decay_bank"], 0.0, math.inf, pol.floor, protected=True,
                           reason="protected tag: never decayed")
-    anchor = parse(row["last_accessed_at"] or row["created_at"])
+    anchor = parse(row["last_accessed_at"] or row.get("happened_at") or row["created_at"])  # event time
     checked = parse(row["decay_checked_at"]) if row["decay_checked_at"] else None
     if checked is None or checked < anchor:
         start, base = anchor, 0.0  # a real access since the last run: the bank restarts there

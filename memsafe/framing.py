@@ -97,7 +97,8 @@ def header(memory, *, now: datetime | None = None, project: bool = False, cut: b
     (`memory`: a `models.Memory`; AGE relative to `now`, UTC, default the clock's now)."""
     from memsafe import clock
 
-    words = [f"#{memory.id}", memory.kind, clock.age(memory.created_at, now), f"src={field(memory.source)}"]
+    when = getattr(memory, "event_at", None) or memory.created_at  # when the thing happened
+    words = [f"#{memory.id}", memory.kind, clock.age(when, now), f"src={field(memory.source)}"]
     if memory.author:
         words.append(f"by={field(memory.author)}")
     if project:

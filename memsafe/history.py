@@ -38,6 +38,12 @@ class PastState:
     access_count: int
     current_content: str
     embedded: bool
+    happened_at: str | None = None  # when the thing happened (UTC ISO-8601); None: created_at
+
+    @property
+    def event_at(self) -> str:
+        """When the thing happened (UTC ISO-8601): `happened_at`, else the time it was stored."""
+        return self.happened_at or self.created_at
 
     @property
     def same_as_now(self) -> bool:
@@ -76,6 +82,7 @@ def states_at(at: str, rows: list[dict], versions: list[dict], status_events: li
                 importance=src["importance"], confidence=src["confidence"], decay_level=src["decay_level"],
                 status=status.get(r["id"], "active"), created_at=r["created_at"], last_accessed_at=last,
                 access_count=r["access_count"], current_content=r["content"], embedded=bool(r["embedded"]),
+                happened_at=r.get("happened_at"),
             )
         )
     return out

@@ -116,7 +116,9 @@ class HookStatus:
 
 @dataclass
 class CommitInfo:
-    """One commit as the hook reads it. `files` holds every changed path (not truncated)."""
+    """One commit as the hook reads it. `files` holds every changed path (not truncated);
+    `date`: its author date (ISO-8601 with the author's offset, as git gives it), `author`: its
+    author's name; None when unknown."""
 
     hash: str
     short: str
@@ -124,6 +126,8 @@ class CommitInfo:
     body: str
     branch: str | None
     files: list[str]
+    date: str | None = None
+    author: str | None = None
 
 
 def _git(repo: Path, *args: str, check: bool = True, timeout: float | None = GIT_TIMEOUT_S) -> bytes:
@@ -575,18 +579,18 @@ def read_commit(repo: str | Path, commit: str = "HEAD", branch: str | None | _Cu
     root = Path(repo)
     if not commit or commit.startswith("-") or any(c.isspace() or c == "\x00" for c in commit):
         raise Refused(f"{commit[:40]!r} is not a commit (a hash or a ref such as HEAD)")
-    raw = _git(root, "log", "-1", "--encoding=UTF-8", "--format=%H%x00%h%x00%s%x00%b", "--end-of-options",
-               commit, "--")
+    raw = _git(root, "log", "-1", "--encoding=UTF-8", "--format=%H%x00%h%x00%aI%x00%an%x00%s%x00%b",
+               "--end-of-options", commit, "--")
     parts = raw.rstrip(b"\n").split(b"\x00")
-    if len(parts) < 4:
+    if len(parts) < 6:
         raise Refused(f"cannot read commit {commit} in {root}")
-    full, short, subject = (_text(p).strip() for p in parts[:3])
-    body = _text(b"\x00".join(parts[3:])).strip()
+    full, short, date, author, subject = (_text(p).strip() for p in parts[:5])
+    body = _text(b"\x00".join(parts[5:])).strip()
     if branch is _CURRENT:
         branch = current_branch(root)
     names = _git(root, "diff-tree", "--no-commit-id", "--name-only", "-r", "-z", "--root", full)
     files = [_text(n) for n in names.split(b"\x00") if n]
-    return CommitInfo(full, short, subject, body, branch, files)
+    return CommitInfo(full, short, subject, body, branch, files, date or None, author or None)
 
 
 def current_branch(root: Path) -> str | None:
@@ -597,11 +601,11 @@ def current_branch(root: Path) -> str | None:
 def history(root: Path, *, since: str | None = None, max_count: int | None = None,
             branch: str | None = None) -> Iterator[CommitInfo]:
     """The commits reachable from HEAD, oldest first, read in one `git log` (what `hook backfill`
-    remembers); each carries `branch`. `since`: a date git understands (`2024-01-31`, `3 months
-    ago`); `max_count`: the most recent N only. Raises Refused (git failed: no commit yet,
+    remembers); each carries `branch`, its author date and author. `since`: a date git understands
+    (`2024-01-31`, `3 months ago`); `max_count`: the most recent N only. Raises Refused (git failed: no commit yet,
     a bad date)."""
     args = ["log", "--reverse", "--encoding=UTF-8", "-z", "--name-only", "--no-renames",
-            "--format=%x1e%H%x1f%h%x1f%s%x1f%b%x1f"]
+            "--format=%x1e%H%x1f%h%x1f%aI%x1f%an%x1f%s%x1f%b%x1f"]
     if since:
         args.append(f"--since={since}")
     if max_count is not None:
@@ -611,12 +615,13 @@ def history(root: Path, *, since: str | None = None, max_count: int | None = Non
     raw = _git(root, *args, "HEAD", "--", timeout=None)
     for record in raw.split(b"\x1e")[1:]:
         parts = record.split(b"\x1f")
-        if len(parts) < 5:
+        if len(parts) < 7:
             raise Refused(f"cannot read the history of {root}")
-        full, short, subject = (_text(p).strip() for p in parts[:3])
-        body = _text(b"\x1f".join(parts[3:-1])).strip()
+        full, short, date, author, subject = (_text(p).strip() for p in parts[:5])
+        body = _text(b"\x1f".join(parts[5:-1])).strip()
         files = [_text(n) for n in parts[-1].split(b"\x00") if n.strip(b"\n")]
-        yield CommitInfo(full, short, subject, body, branch, [f.strip("\n") for f in files])
+        yield CommitInfo(full, short, subject, body, branch, [f.strip("\n") for f in files], date or None,
+                         author or None)
 
 
 QUEUE_VERSION = 1

@@ -61,7 +61,16 @@ class Memory:
     status_reason: str | None
     embedded: bool
     author: str | None = None  # who wrote the current state (a team server's token user); None: unknown
+    happened_at: str | None = None  # when the thing it tells happened (UTC ISO-8601); None: created_at
+    supersedes: int | None = None  # id of the memory this one corrects (replaces)
+    superseded_by: int | None = None  # id of the memory that corrects this one
     near_duplicate: dict | None = None  # set by remember only: {"id", "similarity"} of a near-duplicate
+    replaces: dict | None = None  # set by remember only: {"id", "preview", "marked", "why"} (`corrections`)
+
+    @property
+    def event_at(self) -> str:
+        """When the thing happened (UTC ISO-8601): `happened_at`, else the time it was stored."""
+        return self.happened_at or self.created_at
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -168,7 +177,8 @@ class Scope:
         kinds / tags: restrict to these kinds / to memories carrying all these tags.
         sources / exclude_sources: restrict to memories from these sources (`Source` values) /
             leave out those from these.
-        since: only memories created at or after this UTC ISO-8601 instant.
+        since / until: only memories whose event happened at or after `since`, before `until`
+            (UTC ISO-8601; `Memory.event_at`).
         statuses: lifecycle states to include (recall: active only).
     """
 
@@ -179,6 +189,7 @@ class Scope:
     since: str | None = None
     sources: list[str] = field(default_factory=list)
     exclude_sources: list[str] = field(default_factory=list)
+    until: str | None = None
     statuses: list[str] = field(default_factory=lambda: ["active"])
 
 
@@ -190,12 +201,14 @@ def in_scope(project: str | None, scope: Scope) -> bool:
 
 
 def admits(scope: Scope, m) -> bool:
-    """True if `m` (a `Memory` or a `history.PastState`: project, kind, source, tags, created_at as
-    UTC ISO-8601) passes the project, kind, source, tag and since filters of `scope`; its status
-    is the caller's to check (a past state has its own)."""
+    """True if `m` (a `Memory` or a `history.PastState`: project, kind, source, tags, event_at as
+    UTC ISO-8601) passes the project, kind, source, tag, since and until filters of `scope`; its
+    status is the caller's to check (a past state has its own)."""
+    at = m.event_at
     return (in_scope(m.project, scope) and (not scope.kinds or m.kind in scope.kinds)
             and (not scope.sources or m.source in scope.sources) and m.source not in scope.exclude_sources
-            and set(scope.tags) <= set(m.tags) and not (scope.since and m.created_at < scope.since))
+            and set(scope.tags) <= set(m.tags) and not (scope.since and at < scope.since)
+            and not (scope.until and at >= scope.until))
 
 
 # -- knowledge graph -----------------------------------------------------------------

@@ -99,11 +99,26 @@ def hit_dict(hit: Hit) -> dict:
         "project": m.project,
         "tags": m.tags,
         "created_at": m.created_at,
+        "happened_at": m.event_at,
         "updated_at": m.updated_at,
+        "supersedes": m.supersedes,
+        "superseded_by": m.superseded_by,
         "lexical_rank": hit.lexical_rank,
         "vector_rank": hit.vector_rank,
         "context_of": hit.context_of,
     }
+
+
+def replaces_line(replaces: dict, mark: str = "--supersedes {}") -> str:
+    """What `remember` says of the memory a new one looks like it replaces (`Memory.replaces`):
+    'this looks like it replaces #12: <preview> (why); marked it replaced' or how to mark it
+    (`mark`: the option or argument, `{}` for the id)."""
+    i = replaces["id"]
+    why = "" if replaces["why"] == "--supersedes" else f" ({replaces['why']})"
+    tail = ("marked it replaced" if replaces["marked"]
+            else f"not marked (another source, or kept both); {mark.format(i)} marks it")
+    head = "replaces" if replaces["why"] == "--supersedes" else "this looks like it replaces"
+    return f"{head} #{i}: {printable(replaces['preview'])}{why}; {tail}"
 
 
 def recall_dict(result: RecallResult) -> dict:
@@ -146,7 +161,7 @@ def recall_table(result: RecallResult):
     for h in result.hits:
         m = h.memory
         table.add_row(
-            str(m.id), m.kind, clock.age(m.created_at, now), m.source, f"{h.score:.3f}",
+            str(m.id), m.kind, clock.age(m.event_at, now), m.source, f"{h.score:.3f}",
             ("[forgotten] " if m.status == "forgotten" else "") + h.text + (" …" if h.truncated else ""),
         )
     return table
@@ -163,7 +178,7 @@ def recall_lines(result: RecallResult) -> list[str]:
     for h in result.hits:
         m = h.memory
         text = ("[forgotten] " if m.status == "forgotten" else "") + h.text + (" …" if h.truncated else "")
-        lines.append("\t".join([str(m.id), m.kind, clock.age(m.created_at, now), m.source, f"{h.score:.3f}",
+        lines.append("\t".join([str(m.id), m.kind, clock.age(m.event_at, now), m.source, f"{h.score:.3f}",
                                 printable(" ".join(text.split()))]))
     if result.graph_context:
         lines += [f"graph ({count_of(result.graph_tokens, 'token')}):", printable(framing.body(result.graph_context))]

@@ -45,16 +45,19 @@ MEMORY_FIELDS = (
     "id", "uid", "content", "kind", "project", "source", "importance", "confidence",
     "created_at", "updated_at", "content_updated_at", "last_accessed_at", "access_count",
     "decay_level", "decay_bank", "decay_checked_at", "stability",
-    "status", "status_reason", "status_changed_at", "author",
+    "status", "status_reason", "status_changed_at", "author", "happened_at",
 )
 DERIVED_MEMORY_COLUMNS = ("content_hash", "embedded")
+#: Columns of `memories` that link two memories (a correction and what it replaces): written as
+#: the other memory's uid (ids are store-local) and linked again on import when both are there.
+LINK_FIELDS = ("supersedes", "superseded_by")
 #: Columns of `memory_versions` in an export (`id`, `memory_id` are store-local).
 VERSION_FIELDS = (
     "content", "kind", "project", "tags", "importance", "confidence", "decay_level", "status",
     "valid_from", "valid_to", "cause", "origin_id", "author",
 )
 _REQUIRED_TIMES = ("created_at", "updated_at")
-_OPTIONAL_TIMES = ("content_updated_at", "last_accessed_at", "decay_checked_at", "status_changed_at")
+_OPTIONAL_TIMES = ("content_updated_at", "last_accessed_at", "decay_checked_at", "status_changed_at", "happened_at")
 MAX_DECAY_LEVEL = 3
 #: How an export that carries vectors (`export --vectors`) writes each one: the little-endian
 #: float32 values, base64 (RFC 4648) encoded, in the memory record's `vector` field.
@@ -329,6 +332,8 @@ def check_memory(obj: dict, line: int, record: int, *, now: datetime | None = No
     c.order("created_at", "updated_at", out)
     if out["content_updated_at"] is None:
         out["content_updated_at"] = out["updated_at"]
+    if out["happened_at"] is None:  # a file from before event times: it happened when it was stored
+        out["happened_at"] = out["created_at"]
     out["access_count"] = c.integer("access_count", 0, None, default=0)
     out["decay_level"] = c.integer("decay_level", 0, MAX_DECAY_LEVEL, default=0)
     out["decay_bank"] = c.number("decay_bank", None, None, default=0.0)
@@ -337,6 +342,8 @@ def check_memory(obj: dict, line: int, record: int, *, now: datetime | None = No
     reason = obj.get("status_reason")
     out["status_reason"] = c.text("status_reason") if reason is not None else None
     out["author"] = c.text("author") if obj.get("author") is not None else None
+    for field in LINK_FIELDS:
+        out[field] = c.text(field) if obj.get(field) is not None else None
     out["tags"] = c.strings("tags")
     out["entities"] = c.strings("entities")
     versions = obj.get("versions", [])

@@ -227,12 +227,13 @@ def test_a_memory_read_back_holds_each_column_in_its_own_field(db_path):
                 "updated_at": "2026-02-03T00:00:00.000000+00:00",
                 "last_accessed_at": "2026-03-04T00:00:00.000000+00:00",
                 "access_count": 5, "decay_level": 2, "status": "archived", "status_reason": "old", "author": "ana",
-                "source": "git",
+                "source": "git", "happened_at": "2025-12-01T00:00:00.000000+00:00", "supersedes": 7,
+                "superseded_by": 9,
             })
         row = store.raw_row(m.id)
         got = store.get_memories([m.id])[m.id]
         for field in dataclasses.fields(Memory):
-            if field.name in ("tags", "near_duplicate"):
+            if field.name in ("tags", "near_duplicate", "replaces"):
                 continue
             stored = bool(row[field.name]) if field.name == "embedded" else row[field.name]
             assert getattr(got, field.name) == stored, field.name
@@ -245,8 +246,8 @@ def test_a_memory_read_back_holds_each_column_in_its_own_field(db_path):
 @pytest.mark.parametrize("statuses", [("active",), ("active", "archived")])
 def test_the_memories_of_a_time_window_are_read_by_index_not_by_scanning_the_scope(db_path, monkeypatch, statuses):
     # `created_between` (the memories of the time a query names: "what happened last week?") reads
-    # the window alone from m011's index, latest first, not the creation time of every memory in
-    # scope (7 ms at 10,000 memories).
+    # the window alone from m014's index of event times, latest first, not the event time of every
+    # memory in scope (7 ms at 10,000 memories).
     from memsafe.api import core
 
     ids = {}
@@ -263,4 +264,4 @@ def test_the_memories_of_a_time_window_are_read_by_index_not_by_scanning_the_sco
         assert found == [ids["2026-11-27"], ids["2026-11-25"]]  # in the window, latest first, at most 2
         sql, bindings = seen[-1]
         plan = " ".join(r[3] for r in store.conn.execute(f"EXPLAIN QUERY PLAN {sql}", bindings))
-        assert migrations.CREATED_BY_STATUS in plan and "created_at>" in plan, plan
+        assert migrations.HAPPENED_BY_STATUS in plan and "happened_at>" in plan, plan

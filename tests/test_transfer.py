@@ -261,8 +261,10 @@ def test_export_project_filter_and_stdout(rich_store, cli, tmp_path):
 
 
 def test_export_fields_cover_every_column(store):
-    """A migration that adds a column must extend the export format (MEMORY_FIELDS / VERSION_FIELDS)."""
-    assert set(store.memory_columns()) == set(transfer.MEMORY_FIELDS) | set(transfer.DERIVED_MEMORY_COLUMNS)
+    """A migration that adds a column must extend the export format (MEMORY_FIELDS / LINK_FIELDS /
+    VERSION_FIELDS)."""
+    assert set(store.memory_columns()) == (set(transfer.MEMORY_FIELDS) | set(transfer.DERIVED_MEMORY_COLUMNS)
+                                           | set(transfer.LINK_FIELDS))
     assert set(store.version_columns()) == set(transfer.VERSION_FIELDS) | {"id", "memory_id"}
 
 

@@ -268,8 +268,8 @@ def search(
     statuses = _status_list(status)
     if statuses == [Status.ACTIVE.value]:
         result = recall(store, query, project=project, all_projects=project is None, kinds=kinds, tags=tags,
-                        since=since, budget=SEARCH_BUDGET, limit=limit)
-        hits = [h for h in result.hits if before is None or h.memory.created_at < before]
+                        since=since, until=before, budget=SEARCH_BUDGET, limit=limit)
+        hits = result.hits
         return SearchPage(result.query, hits, "recall", result.mode, result.notes)
     text = clean_text(query, "query", MAX_QUERY_CHARS)
     scope = make_scope(project=project, all_projects=project is None, kinds=kinds, tags=tags, since=since)
@@ -280,7 +280,7 @@ def search(
     hits = []
     for rank, (memory_id, bm25) in enumerate(ranked, start=1):
         m = found.get(memory_id)
-        if m is None or (before is not None and m.created_at >= before):
+        if m is None or (before is not None and m.event_at >= before):
             continue
         hits.append(Hit(memory=m, text=m.content, tokens=0, score=round(-bm25, 6), lexical_rank=rank))
         if len(hits) >= limit:

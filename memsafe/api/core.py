@@ -269,6 +269,11 @@ def remember(
     redact: bool = False,
     uid: str | None = None,
     author: str | None = None,
+    at: str | None = None,
+    happened_at: str | None = None,
+    supersedes: int | None = None,
+    keep_both: bool = False,
+    scope: Scope | None = None,
 ) -> Memory:
     """Store a memory. Returns it with its new id; `near_duplicate` names the closest memory in
     the same project when it is nearly the same (cosine ≥ `near_duplicate_threshold`); it is
@@ -287,9 +292,27 @@ def remember(
         uid: the stable uid to give the memory (a git commit's, see `api.hooks.commit_uid`);
             default a random one. The caller makes sure it is not taken.
         author: who wrote it (`clean_author`; a team server passes its token's user); None: unknown.
+        at: when the thing happened, as a person types it (`when.parse_when`: ISO-8601, a date,
+            `3 days ago`); default now. Recall's time filters and time words read it.
+        happened_at: the same as a stored UTC ISO-8601 instant (a commit's author date); a time
+            after now is taken as now (a clock ahead of ours). `at` wins when both are given.
+        supersedes: the id of the memory this one corrects: it is marked replaced (a link both
+            ways, `Memory.supersedes` / `superseded_by`). It must be an active memory of the same
+            project not replaced already.
+        keep_both: do not mark the memory this one looks like it replaces (it is still named).
+        scope: the projects the caller may reach for `supersedes` (see `get`); None: any.
+
+    Without `supersedes`, a memory of the same project that this one looks like it corrects
+    (`recall.corrections.replaces`: same subject, changed value) is named in `Memory.replaces`
+    ({"id", "preview", "why", "marked"}) and, unless `keep_both`, marked replaced when it has the
+    same source. Commits (source git) and conversation turns are events: never read as corrections.
 
     Raises:
-        InvalidInput: bad content, kind, source, tag, author or number.
+        InvalidInput: bad content, kind, source, tag, author or number; `at` unreadable or in
+            the future (InvalidTime); `supersedes` with `keep_both`.
+        NotFound: `supersedes` names no memory in reach, or a purged one.
+        Refused: `supersedes` names a memory of another project, a forgotten one, or one replaced
+            already (the message names its correction).
         SecretDetected: the content looks like a credential and `redact` is False.
         Duplicate: the same content already exists (not forgotten) in the same project; the
             message and `existing_id` name it.
@@ -304,6 +327,10 @@ def remember(
     digest = content_hash(text)
     entity_names = graph_api.clean_entity_names(entities)
     author_v = clean_author(author)
+    event_at = _event_time(at, happened_at)
+    if supersedes is not None and keep_both:
+        raise InvalidInput("--supersedes and --keep-both contradict each other; give one")
+    target = None if supersedes is None else _correction_target(store, _check_id(supersedes), project_v, scope)
 
     existing = store.find_duplicate(digest, project_v)
     if existing is not None:
@@ -321,27 +348,117 @@ def remember(
     except IndexDamaged:  # the vectors cannot be read: stored now, embedded once they are rebuilt
         near, vector = None, None
 
+    if target is not None:
+        replaced: dict | None = {"id": target.id, "preview": _preview(target.content), "why": "--supersedes",
+                                 "marked": True}
+    elif source_v == Source.GIT.value or kind_v in (Kind.CONVERSATION.value, Kind.EPHEMERAL.value):
+        replaced = None
+    else:
+        replaced = _looks_replaced(store, text, project_v, source_v, vector, embedder, keep_both)
+    mark = replaced["id"] if replaced and replaced["marked"] else None
+    args = (store, text, kind_v, project_v, source_v, importance_v, confidence_v, digest, author_v, uid, tag_list,
+            embedder, vector, entity_names, event_at, mark, target is not None)
     try:
-        memory_id = _store_memory(store, text, kind_v, project_v, source_v, importance_v, confidence_v, digest,
-                                  author_v, uid, tag_list, embedder, vector, entity_names)
+        memory_id = _store_memory(*args)
     except IndexHealed:  # rolled back, and the damaged word index rebuilt from the memories: once more
-        memory_id = _store_memory(store, text, kind_v, project_v, source_v, importance_v, confidence_v, digest,
-                                  author_v, uid, tag_list, embedder, vector, entity_names)
+        memory_id = _store_memory(*args)
     memory = store.get_memory(memory_id)
     assert memory is not None  # written just above
     memory.near_duplicate = near
+    if replaced is not None and mark is not None and memory.supersedes is None:  # another writer was first
+        replaced = {**replaced, "marked": False}
+    memory.replaces = replaced
     return memory
 
 
+def _event_time(at: str | None, happened_at: str | None) -> str | None:
+    """The stored UTC ISO-8601 event time of `remember`'s `at` (typed) or `happened_at` (stored
+    form; one after now is now), None for now. Raises InvalidTime."""
+    if at is not None:
+        from memsafe import when
+
+        return clock.to_iso(when.parse_when(clean_text(at, "--at"), clock.now(), what="--at time"))
+    if happened_at is not None:
+        return min(clock.to_iso(clock.parse_iso(happened_at)), clock.now_iso())
+    return None
+
+
+def _preview(text: str, chars: int = 80) -> str:
+    """`text` on one line, cut to `chars` characters (with … when cut)."""
+    line = " ".join(text.split())
+    return line if len(line) <= chars else line[: chars - 1].rstrip() + "…"
+
+
+def _correction_target(store: Store, memory_id: int, project: str | None, scope: Scope | None) -> Memory:
+    """The memory `remember(supersedes=memory_id)` may mark replaced. Raises NotFound (absent,
+    outside `scope`, purged) or Refused (another project, not active, replaced already)."""
+    old = reachable(store, [memory_id], scope)[memory_id]
+    if old.project != project:
+        where = f"project {old.project}" if old.project else "the global memories"
+        raise Refused(f"memory {memory_id} belongs to {where}, not to {project or 'the global memories'}; "
+                      "a correction replaces a memory of its own project; nothing stored")
+    if old.status != Status.ACTIVE.value:
+        raise Refused(f"memory {memory_id} is {old.status}; only an active memory can be replaced; nothing stored")
+    if old.superseded_by is not None:
+        raise Refused(f"memory {memory_id} was already replaced by memory {old.superseded_by}; "
+                      f"--supersedes {old.superseded_by} corrects the current one; nothing stored")
+    return old
+
+
+CORRECTION_CANDIDATES = 8  # memories of the same project a new one is compared with (best matches)
+
+
+def _looks_replaced(store: Store, text: str, project: str | None, source: str, vector, embedder,
+                    keep_both: bool) -> dict | None:
+    """{"id", "preview", "why", "marked"} of the active, not yet replaced memory of exactly
+    `project` that `text` looks like it corrects (`corrections.replaces`), among the best keyword
+    matches and, when `vector` is given, the nearest by meaning; the best match first. `marked`:
+    the same source and not `keep_both`. None when there is none."""
+    from memsafe.recall import corrections, terms
+
+    # a long text is a note, not one fact (`corrections.MAX_WORDS`): no search for what it corrects
+    if len(text) > 30 * corrections.MAX_WORDS or len(text.split()) > corrections.MAX_WORDS:
+        return None
+    scope = Scope(projects=[project] if project is not None else [], include_global=project is None)
+    ids: list[int] = []
+    with contextlib.suppress(IndexDamaged):
+        match = terms.fts_query(text)
+        if match is not None:
+            ids += [i for i, _ in store.fts_search(match, scope, CORRECTION_CANDIDATES)]
+        if vector is not None and embedder is not None and store.vectors_ready(embedder.model_id):
+            ids += [i for i, _ in store.nearest(vector_bytes(vector), project, CORRECTION_CANDIDATES)]
+    found = store.get_memories(list(dict.fromkeys(ids)), tags=False)
+    for memory_id in dict.fromkeys(ids):
+        old = found.get(memory_id)
+        if old is None or old.status != Status.ACTIVE.value or old.superseded_by is not None \
+                or old.project != project or old.source == Source.GIT.value:
+            continue
+        verdict = corrections.replaces(text, old.content)
+        if verdict is not None:
+            return {"id": old.id, "preview": _preview(old.content), "why": verdict.why,
+                    "marked": old.source == source and not keep_both}
+    return None
+
+
 def _store_memory(store: Store, text, kind_v, project_v, source_v, importance_v, confidence_v, digest, author_v,
-                  uid, tag_list, embedder, vector, entity_names) -> int:
-    """`remember`'s one write transaction: the row, its vector, its entities and its event.
-    Returns the new memory's id. Raises Duplicate, IndexHealed, StoreUnavailable."""
+                  uid, tag_list, embedder, vector, entity_names, event_at, supersedes, explicit) -> int:
+    """`remember`'s one write transaction: the row, its vector, its entities and its event; and
+    the link both ways to the memory it replaces (`supersedes`: an id, or None), which must
+    still be active and not replaced: else, when the user named it (`explicit`), nothing is
+    written; when remember found it, the memory is stored unlinked. Returns the new memory's id.
+    Raises Duplicate, Refused, IndexHealed, StoreUnavailable."""
     now = clock.now_iso()
     with store.write():
         existing = store.find_duplicate(digest, project_v)
         if existing is not None:
             raise Duplicate(f"already remembered as memory {existing}", existing)
+        if supersedes is not None:
+            old = store.get_memory(supersedes)
+            if old is None or old.status != Status.ACTIVE.value or old.superseded_by is not None:
+                if explicit:
+                    raise Refused(f"memory {supersedes} changed meanwhile (replaced, forgotten or purged); "
+                                  "nothing stored")
+                supersedes = None
         memory_id = store.insert_memory(
             {
                 "uid": uid or uuid.uuid4().hex,
@@ -356,9 +473,14 @@ def _store_memory(store: Store, text, kind_v, project_v, source_v, importance_v,
                 "content_updated_at": now,
                 "content_hash": digest,
                 "author": author_v,
+                "happened_at": event_at or now,
+                "supersedes": supersedes,
             },
             tag_list,
         )
+        if supersedes is not None:
+            store.update_memory(supersedes, {"superseded_by": memory_id})
+            store.add_event(now, "supersede", supersedes, f"by={memory_id}")
         if vector is not None and embedder is not None:  # (a vector only from an embedder)
             store.ensure_vector_table(embedder.model_id, embedder.dim)
             store.put_vector(memory_id, vector_bytes(vector))
@@ -460,6 +582,7 @@ def _ids_shown(ids: Sequence[int]) -> str:
 def forget(store: Store, memory_id: int, *, reason: str | None = None, scope: Scope | None = None) -> Memory:
     """Soft-forget: hidden from every recall path (lexical, vector, graph, export by default),
     kept for audit and `restore`. `scope` as in `get` (a memory outside it is NotFound).
+    Forgetting a correction unlinks it from the memory it replaced, which is current again.
     Raises NotFound, Refused (already forgotten)."""
     why = _controls_to_space(_fix_surrogates(reason)).strip()[:200] if reason else None
     now = clock.now_iso()
@@ -474,6 +597,11 @@ def forget(store: Store, memory_id: int, *, reason: str | None = None, scope: Sc
             memory_id,
             {"status": Status.FORGOTTEN.value, "status_reason": why, "status_changed_at": now, "updated_at": now},
         )
+        if memory.supersedes is not None:  # a correction forgotten: what it replaced is current again
+            old = store.get_memory(memory.supersedes)
+            if old is not None and old.superseded_by == memory_id:
+                store.update_memory(old.id, {"superseded_by": None})
+            store.update_memory(memory_id, {"supersedes": None})
         store.add_event(now, "forget", memory_id, "reason given" if why else None)
     return get(store, memory_id)
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from memsafe import hooks
-from memsafe.api.core import current_project, forget, remember
+from memsafe.api.core import _event_time, clean_author, current_project, forget, remember
 from memsafe.errors import Duplicate, MemsafeError
 from memsafe.hooks import CommitInfo, HookStatus
 from memsafe.models import Kind, Memory, Source, Status
@@ -55,16 +55,37 @@ def commit_uid(project: str | None, sha: str) -> str:
     return uuid.uuid5(_UID_NAMESPACE, f"git-commit\0{project or ''}\0{sha}").hex
 
 
-def _store_commit(store: Store, info: CommitInfo, project: str | None) -> Memory | None:
-    """Remember one commit's note (None if its uid, or the same note, is already stored, or the
-    commit says nothing of its own: `hooks.contentless`)."""
-    if hooks.contentless(info) or store.memory_by_uid(commit_uid(project, info.hash)) is not None:
+def _commit_author(info: CommitInfo) -> str | None:
+    """The commit's author name as memsafe stores an author, None when it is unusable (empty,
+    too long, or it looks like a credential)."""
+    try:
+        return clean_author(info.author)
+    except MemsafeError:
+        return None
+
+
+def _store_commit(store: Store, info: CommitInfo, project: str | None, *, redate: bool = False) -> Memory | None:
+    """Remember one commit's note at its author date, with its author (None if its uid, or the
+    same note, is already stored). `redate`: a commit stored before without its author date
+    (its event time is the time it was stored) gets it now, and its author when it has none.
+    A commit that says nothing of its own (`hooks.contentless`) is not stored."""
+    if hooks.contentless(info):
+        return None
+    existing = store.memory_by_uid(commit_uid(project, info.hash))
+    if existing is not None:
+        if redate and info.date and existing.get("happened_at") in (None, existing["created_at"]):
+            event_at = _event_time(None, info.date)
+            if event_at and event_at != existing["created_at"]:
+                changes: dict = {"happened_at": event_at}
+                if existing.get("author") is None:
+                    changes["author"] = _commit_author(info)
+                store.update_memory(existing["id"], changes)
         return None
     try:
         return remember(
             store, hooks.commit_note(info), kind=Kind.GENERAL.value, project=project, tags=[COMMIT_TAG],
             source=Source.GIT.value, embed_now=False, redact=True,  # a hook cannot ask: credentials are redacted
-            uid=commit_uid(project, info.hash),
+            uid=commit_uid(project, info.hash), happened_at=info.date, author=_commit_author(info),
         )
     except Duplicate:
         return None
@@ -213,8 +234,10 @@ def backfill_commits(
 ) -> BackfillReport:
     """Remember the existing history of the repository containing `repo` (commits reachable from
     HEAD, oldest first), as the hook would have: one memory per commit, same note, same uid, with
-    embedding deferred. Idempotent: a commit already remembered (by the hook or an earlier
-    backfill) is skipped. `progress(done, total)` after each batch.
+    embedding deferred, each at its own author date (`Memory.happened_at`) with its author's name.
+    Idempotent: a commit already remembered (by the hook or an earlier backfill) is skipped, but
+    for its event time: one stored without it (its time is when it was stored) gets its author
+    date. `progress(done, total)` after each batch.
 
     Raises:
         Refused: not a repository. InvalidInput: a `since` that is no date (ISO-8601, a date or a
@@ -238,7 +261,7 @@ def backfill_commits(
     for first in range(0, len(commits), BACKFILL_BATCH):
         with store.write():  # one transaction per batch: remember's own writes join it
             for info in commits[first : first + BACKFILL_BATCH]:
-                if _store_commit(store, info, project) is None:
+                if _store_commit(store, info, project, redate=True) is None:
                     report.skipped += 1
                 else:
                     report.remembered += 1

@@ -287,10 +287,12 @@ def make_scope(
     kinds: Sequence[str] = (),
     tags: Sequence[str] = (),
     since: str | None = None,
+    until: str | None = None,
     sources: Sequence[str] = (),
     exclude_sources: Sequence[str] = (),
 ) -> Scope:
-    """The recall scope: the project (if any) plus global memories, or every project; `sources` /
+    """The recall scope: the project (if any) plus global memories, or every project; `since` /
+    `until` (UTC ISO-8601) bound when the thing happened (`Memory.event_at`); `sources` /
     `exclude_sources`: only / not memories from these sources (`Source` values). Raises
     InvalidInput (an unknown kind or source)."""
     return Scope(
@@ -301,4 +303,5 @@ def make_scope(
         since=None if since is None else clean_text(since, "since"),  # no lone surrogate reaches SQL
         sources=[_enum_value(Source, s, "source") for s in sources],
         exclude_sources=[_enum_value(Source, s, "source") for s in exclude_sources],
+        until=None if until is None else clean_text(until, "until"),
     )

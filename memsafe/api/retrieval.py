@@ -34,12 +34,14 @@ def recall(
     kinds: Sequence[str] = (),
     tags: Sequence[str] = (),
     since: str | None = None,
+    until: str | None = None,
     budget: int | None = None,
     limit: int | None = None,
     mode: str = "hybrid",
     sources: Sequence[str] = (),
     exclude_sources: Sequence[str] = (),
     include_forgotten: bool = False,
+    include_archived: bool = False,
     framed: bool = False,
 ) -> RecallResult:
     """Find the memories most relevant to `query`, packed into a token budget.
@@ -60,34 +62,90 @@ def recall(
             user, agent, git, ...) / none from these.
         budget: tokens; default from config `token_budget`.
         limit: maximum memories; default from config `recall_limit`.
+        since / until: only memories whose event happened at or after `since` / before `until`
+            (UTC ISO-8601; `Memory.event_at`).
+        include_archived: return archived memories too, each with its original text (decay
+            compressed it before archiving; the full text is in its history). Without it an
+            archived memory that scores above the best memory returned is named in a note.
         framed: each memory costs its block in a reply framed for a model (`memsafe.framing`:
             header line and indented text, as MCP replies and agent hooks show it), and the graph
             context its `[graph]` block; otherwise the text alone (the CLI's table and JSON).
 
+    A memory that replaces another (`remember`'s correction link) ranks just above the one it
+    replaces (`scoring.corrections_first`) and is found through it; when both are returned, or
+    only the replaced one, a note says which replaced which.
+
     Raises:
-        InvalidInput: empty query, budget or limit < 1, unknown kind, source or mode.
+        InvalidInput: empty query, budget or limit < 1, unknown kind, source or mode, `until` not after
+            `since`.
     """
     text = clean_text(query, "query", MAX_QUERY_CHARS)
     cfg = _config_snapshot(store)
     _check_mode(mode)
     budget_v, limit_v, scope, effective, depth = _arguments(cfg, budget, limit, project, all_projects, kinds, tags,
-                                                            since, sources, exclude_sources)
+                                                            since, until, sources, exclude_sources)
     if include_forgotten:  # forgotten memories are otherwise invisible to every path
         scope.statuses = [Status.ACTIVE.value, Status.FORGOTTEN.value]
+    shown_scope = dataclasses.replace(scope, statuses=[*scope.statuses, *(["archived"] if include_archived else [])])
+    # archived memories are ranked with the rest either way, so a better archived match can be named
+    scope.statuses = [*scope.statuses, Status.ARCHIVED.value]
     notes: list[str] = []
     now = clock.now()
     q = terms.parse_query(text, now, lambda w: bool(store.created_between(
-        scope, clock.to_iso(w.start), clock.to_iso(w.end), 1)))
+        shown_scope, clock.to_iso(w.start), clock.to_iso(w.end), 1)))
     cands, memories, used_mode = candidates.gather(store, q, scope, depth, mode, cfg, notes)
+    candidates.add_corrections(store, cands, memories, shown_scope)
     ranked = scoring.score_candidates(cands, q, scoring.one_half_weight(cfg, used_mode, notes))
+    archived = [(s, c) for s, c in ranked if memories[c.id].status == Status.ARCHIVED.value]
+    if include_archived:
+        _original_texts(store, memories, [c.id for _, c in archived])
+    else:
+        ranked = [(s, c) for s, c in ranked if memories[c.id].status != Status.ARCHIVED.value]
     heads = packing.Heads(store, [memories[c.id] for _, c in ranked], now, framed=framed, tagged=bool(scope.tags))
     hits, graph_text, graph_tokens = packing.pack_hits(store, ranked, memories, effective, cfg["graph_share"],
-                                                       limit_v, scope, notes, heads)
+                                                       limit_v, shown_scope, notes, heads)
+    notes += _correction_notes(store, hits)
+    if archived and not include_archived and (not hits or archived[0][0] > hits[0].score):
+        best = archived[0][1].id
+        notes.append(f"archived memory #{best} matches better than what was returned; --include-archived "
+                     "(MCP: status=archived) returns archived memories with their original text")
     if ranked and not hits:
         notes.append(f"a budget of {count_of(budget_v, 'token')} is too small for any memory")
-    elif not ranked and scope.projects is not None:
-        notes += _found_elsewhere(store, q.lexical_text, scope)
-    return _result(text, budget_v, effective, hits, used_mode, scope, notes, now, graph_text, graph_tokens)
+    elif not ranked and not archived and scope.projects is not None:
+        notes += _found_elsewhere(store, q.lexical_text, shown_scope)
+    return _result(text, budget_v, effective, hits, used_mode, shown_scope, notes, now, graph_text, graph_tokens)
+
+
+def _original_texts(store: Store, memories: dict, ids: Sequence[int]) -> None:
+    """Put the full original text (before decay compressed it: the latest own version at level 0)
+    in place of each of `ids`' compressed text in `memories`, as copies (the store keeps the rows
+    it read)."""
+    for memory_id in ids:
+        m = memories[memory_id]
+        if m.decay_level == 0:
+            continue
+        for v in reversed(store.versions(memory_id)):
+            if v.get("origin_id") is None and v["decay_level"] == 0:
+                memories[memory_id] = dataclasses.replace(m, content=v["content"])
+                break
+
+
+def _correction_notes(store: Store, hits: Sequence[Hit]) -> list[str]:
+    """Which returned memory replaced which (`Memory.superseded_by`): 'memory #9 replaces #4 (a
+    correction; #4 is kept as history)', or for a replaced memory returned without its
+    correction (outside the filters, the budget or the limit), 'memory #4 was replaced by #9',
+    when #9 is active."""
+    shown = {h.memory.id for h in hits}
+    out = []
+    unseen = [i for h in hits if (i := h.memory.superseded_by) is not None and i not in shown]
+    active = {i for i, m in store.get_memories(unseen, tags=False).items() if m.status == Status.ACTIVE.value}
+    for h in hits:
+        fresh = h.memory.superseded_by
+        if fresh in shown:
+            out.append(f"memory #{fresh} replaces #{h.memory.id} (a correction; #{h.memory.id} is kept as history)")
+        elif fresh in active:
+            out.append(f"memory #{h.memory.id} was replaced by #{fresh}")
+    return out
 
 
 def recall_as_of(
@@ -100,6 +158,7 @@ def recall_as_of(
     kinds: Sequence[str] = (),
     tags: Sequence[str] = (),
     since: str | None = None,
+    until: str | None = None,
     budget: int | None = None,
     limit: int | None = None,
     mode: str = "hybrid",
@@ -130,11 +189,11 @@ def recall_as_of(
     at = clock.to_iso(at_dt)
     cfg = {**_config_snapshot(store), "weight_hop": 0.0}  # no graph hop: relations are not versioned
     budget_v, limit_v, scope, effective, depth = _arguments(cfg, budget, limit, project, all_projects, kinds, tags,
-                                                            since, sources, exclude_sources)
+                                                            since, until, sources, exclude_sources)
     visible = candidates.past_states(store, at, scope)
     notes = [f"as of {at}: {count_of(len(visible), 'memory')} in scope known and active then"]
     q = terms.parse_query(text, at_dt, lambda w: any(
-        clock.to_iso(w.start) <= s.created_at < clock.to_iso(w.end) for s in visible.values()))
+        clock.to_iso(w.start) <= s.event_at < clock.to_iso(w.end) for s in visible.values()))
     cands, used_mode = candidates.gather_past(store, q, visible, depth, mode, cfg, notes)
     ranked = scoring.score_candidates(cands, q, scoring.one_half_weight(cfg, used_mode, notes))
     now = clock.now()
@@ -161,8 +220,8 @@ def _instant(as_of: str | datetime) -> datetime:
 
 
 def _arguments(cfg: dict, budget: int | None, limit: int | None, project: str | None, all_projects: bool,
-               kinds: Sequence[str], tags: Sequence[str], since: str | None, sources: Sequence[str] = (),
-               exclude_sources: Sequence[str] = ()) -> tuple[int, int, Scope, int, int]:
+               kinds: Sequence[str], tags: Sequence[str], since: str | None, until: str | None = None,
+               sources: Sequence[str] = (), exclude_sources: Sequence[str] = ()) -> tuple[int, int, Scope, int, int]:
     """(budget, limit, scope, effective budget, candidate depth) of a recall: the budget and limit
     given (checked within their config keys' bounds) or the config's, the scope of `make_scope`,
     effective = budget × safety_multiplier (at least 1), depth = max(candidate_depth, limit).
@@ -170,8 +229,10 @@ def _arguments(cfg: dict, budget: int | None, limit: int | None, project: str | 
     Raises: InvalidInput."""
     budget_v = cfg["token_budget"] if budget is None else _whole(budget, "token_budget", "budget")
     limit_v = cfg["recall_limit"] if limit is None else _whole(limit, "recall_limit", "limit")
-    scope = make_scope(project=project, all_projects=all_projects, kinds=kinds, tags=tags, since=since,
+    scope = make_scope(project=project, all_projects=all_projects, kinds=kinds, tags=tags, since=since, until=until,
                        sources=sources, exclude_sources=exclude_sources)
+    if scope.since and scope.until and scope.until <= scope.since:
+        raise InvalidInput(f"--until {scope.until} is not after --since {scope.since}; nothing matches")
     effective = max(1, int(budget_v * cfg["safety_multiplier"]))
     return budget_v, limit_v, scope, effective, max(cfg["candidate_depth"], limit_v)
 

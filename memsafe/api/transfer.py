@@ -22,7 +22,7 @@ import json
 import os
 import tempfile
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -268,9 +268,13 @@ def export(store: Store, out: IO[str], *, project: str | None = None, all_projec
             ids = [r["id"] for r in rows]
             tags, entities, versions = store.tags_of(ids), store.entity_keys_of(ids), store.versions_of(ids)
             stored_vectors = store.get_vectors(ids) if embedding else {}
+            linked = store.get_memories([r[f] for r in rows for f in transfer.LINK_FIELDS if r[f] is not None],
+                                        tags=False)
             for row in rows:
                 record: dict[str, object] = {"type": "memory"}
                 record.update({f: row[f] for f in transfer.MEMORY_FIELDS})
+                for f in transfer.LINK_FIELDS:  # the other memory's uid: ids are this store's own
+                    record[f] = linked[row[f]].uid if row[f] in linked else None
                 record["tags"] = tags[row["id"]]
                 record["entities"] = entities[row["id"]]
                 record["versions"] = [
@@ -489,6 +493,7 @@ def _import_memsafe(store: Store, path: Path, report: ImportReport, problems: li
     seen_uids: dict[str, int] = {}  # uid -> line of its first memory record in this file
     added = _NewMemories(store, report)
     known: dict[str, int] = {}  # identity key -> id of the entities of this file's entity records
+    links: list[tuple[str, str | None, str | None]] = []  # (uid, supersedes uid, superseded_by uid)
     for number, text in _read(path, progress):
         if not header_seen:
             try:
@@ -523,6 +528,8 @@ def _import_memsafe(store: Store, path: Path, report: ImportReport, problems: li
                     continue
                 _apply_memory(store, rec, report, problems, number, record_no, redact, dim, author, added, known)
                 seen_uids[rec["uid"]] = number  # only once taken: an invalid first copy does not hide a valid one
+                if rec["supersedes"] or rec["superseded_by"]:
+                    links.append((rec["uid"], rec["supersedes"], rec["superseded_by"]))
             elif kind == "entity":
                 entity = transfer.check_entity(value, number, record_no, now=now)
                 try:
@@ -583,12 +590,28 @@ def _import_memsafe(store: Store, path: Path, report: ImportReport, problems: li
         except MemsafeError as exc:  # input hygiene (clean_text...) on a field
             problems.append(Notice(number, str(exc), record=record_no, fatal=True))
     added.flush()
+    _link_corrections(store, links)
     if not header_seen:
         raise Refused(f"{path.name} is empty")
     if not end_seen:
         problems.append(Notice(None, "the file has no end record: it looks truncated", fatal=True))
     else:
         problems.extend(transfer.check_end_counts(end[1], read, end[0]))
+
+
+def _link_corrections(store: Store, links: Sequence[tuple[str, str | None, str | None]]) -> None:
+    """Link again the corrections of an imported file (`transfer.LINK_FIELDS`, by uid) where both
+    memories are in the store now; a memory linked here already keeps its own link."""
+    for uid, supersedes, superseded_by in links:
+        row = store.memory_by_uid(uid)
+        if row is None:
+            continue
+        changes = {}
+        for column, other_uid in (("supersedes", supersedes), ("superseded_by", superseded_by)):
+            other = store.memory_by_uid(other_uid) if other_uid else None
+            if other is not None and row[column] is None:
+                changes[column] = other["id"]
+        store.update_memory(row["id"], changes)
 
 
 def _usable_vectors(store: Store, embedding: dict | None, problems: list[Notice]) -> int | None:

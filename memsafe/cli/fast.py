@@ -151,8 +151,10 @@ def run(argv: list[str]) -> int | None:
 
 def remember(db: str | None, content: str, *, kind: str, tag: list[str], project: str | None,
              project_path: str | None, global_: bool, source: str, importance: float | None, no_embed: bool,
-             pin: bool, entity: list[str], redact: bool, json_: bool) -> None:
-    """`memsafe remember`: store CONTENT, print its id, start its embedding in the background.
+             pin: bool, entity: list[str], redact: bool, json_: bool, at: str | None = None,
+             supersedes: int | None = None, keep_both: bool = False) -> None:
+    """`memsafe remember`: store CONTENT, print its id, start its embedding in the background;
+    say which memory it looks like it replaces.
 
     Raises:
         Failed: the error was reported (one line, or a JSON document under --json).
@@ -165,7 +167,8 @@ def remember(db: str | None, content: str, *, kind: str, tag: list[str], project
         memory = api.remember(
             opened.store, text, kind=kind, project=key, tags=[*tag, *(["pinned"] if pin else [])],
             source=source, importance=importance, embed_now=False if no_embed else "if-loaded",
-            entities=entity, redact=redact,
+            entities=entity, redact=redact, at=at, supersedes=supersedes, keep_both=keep_both,
+            scope=api.make_scope(project=key),
         )
     if not (no_embed or memory.embedded):
         api.embed_in_background(opened.path)  # vector-searchable in seconds; keyword-searchable now
@@ -173,6 +176,8 @@ def remember(db: str | None, content: str, *, kind: str, tag: list[str], project
         near = memory.near_duplicate
         say("Warning", f"nearly the same as memory {near['id']} (cosine {near['similarity']:.3f}); "
             "`memsafe consolidate` merges near-duplicates")
+    if memory.replaces:
+        say("Note", render.replaces_line(memory.replaces))
     if json_:
         emit_json(memory)
     else:
@@ -182,7 +187,8 @@ def remember(db: str | None, content: str, *, kind: str, tag: list[str], project
 def recall(db: str | None, query: str, *, limit: int | None, budget: int | None, project: str | None,
            project_path: str | None, all_projects: bool, kind: list[str], tag: list[str], mode: str,
            include_forgotten: bool, as_of: str | None, since: str | None, json_: bool,
-           source: list[str] | None = None, exclude_source: list[str] | None = None) -> None:
+           source: list[str] | None = None, exclude_source: list[str] | None = None,
+           include_archived: bool = False, until: str | None = None) -> None:
     """`memsafe recall`: the memories relevant to QUERY as a table, or one JSON document.
 
     Raises:
@@ -199,15 +205,19 @@ def recall(db: str | None, query: str, *, limit: int | None, budget: int | None,
     with session(db, json_) as opened:
         key = None if all_projects else project_key(opened, project, project_path)[0]
         since_at = api.parse_when(since, what="--since time") if since else None
+        until_at = api.parse_when(until, what="--until time") if until else None
         options = dict(project=key, all_projects=all_projects, kinds=kind, tags=tag, budget=budget, limit=limit,
-                       mode=mode, since=since_at, sources=source or [], exclude_sources=exclude_source or [])
+                       mode=mode, since=since_at, until=until_at, sources=source or [],
+                       exclude_sources=exclude_source or [])
         if as_of:
-            if include_forgotten:
-                raise fail("--include-forgotten cannot be combined with --as-of (as-of shows what was known then)",
+            if include_forgotten or include_archived:
+                flag = "--include-forgotten" if include_forgotten else "--include-archived"
+                raise fail(f"{flag} cannot be combined with --as-of (as-of shows what was known then)",
                            2, json_=json_)
             result = api.recall_as_of(opened.store, query, as_of=as_of, **options)
         else:
-            result = api.recall(opened.store, query, include_forgotten=include_forgotten, **options)
+            result = api.recall(opened.store, query, include_forgotten=include_forgotten,
+                                include_archived=include_archived, **options)
     if json_:
         emit_json(render.recall_dict(result))
         return

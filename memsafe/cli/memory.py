@@ -65,6 +65,16 @@ def remember(
     redact: Annotated[
         bool, typer.Option("--redact", help="Store content that looks like a credential with the secret redacted.")
     ] = False,
+    at: Annotated[
+        str | None, typer.Option("--at", help="When it happened, if not now: ISO-8601, a date, 'yesterday', "
+                                 "'3 days ago' (no offset = local time; not in the future).")
+    ] = None,
+    supersedes: Annotated[
+        int | None, typer.Option("--supersedes", min=1, help="This corrects memory ID: mark that one replaced.")
+    ] = None,
+    keep_both: Annotated[
+        bool, typer.Option("--keep-both", help="Do not mark the memory this one looks like it replaces.")
+    ] = False,
     json_: JsonOpt = False,
 ) -> None:
     """Remember CONTENT. Prints the new memory's id at once; its vector is computed in the background.
@@ -77,10 +87,17 @@ def remember(
       memsafe remember "API errors are logged to /var/log/api.err" --kind fact --tag ops
 
       git log -1 --format=%B | memsafe remember - --source git
+
+      memsafe remember "we moved to Postgres 16" --at 2026-03-01
+
+    When it looks like it corrects an earlier memory of the project (same subject, a changed
+    command, version, number, time, name or negation) it says so, and marks that one replaced
+    when both have the same source; --keep-both leaves it, --supersedes ID names it yourself.
     """
     fast.remember(ctx.obj.db if ctx.obj else None, content, kind=kind.value, tag=tag or [], project=project,
                   project_path=project_path, global_=global_, source=source.value, importance=importance,
-                  no_embed=no_embed, pin=pin, entity=entity or [], redact=redact, json_=json_)
+                  no_embed=no_embed, pin=pin, entity=entity or [], redact=redact, at=at, supersedes=supersedes,
+                  keep_both=keep_both, json_=json_)
 
 
 @app.command()
@@ -106,6 +123,9 @@ def recall(
     include_forgotten: Annotated[
         bool, typer.Option("--include-forgotten", help="Also search forgotten memories (marked as such).")
     ] = False,
+    include_archived: Annotated[
+        bool, typer.Option("--include-archived", help="Also return archived memories, with their original text.")
+    ] = False,
     as_of: Annotated[
         str | None,
         typer.Option("--as-of", help="Answer from what was known then: ISO-8601, a date, 'yesterday', 'last week', "
@@ -113,8 +133,11 @@ def recall(
                      "local time)."),
     ] = None,
     since: Annotated[
-        str | None, typer.Option("--since", help="Only memories created since then (same formats, e.g. today, "
+        str | None, typer.Option("--since", help="Only what happened since then (same formats, e.g. today, "
                                  "24h).")
+    ] = None,
+    until: Annotated[
+        str | None, typer.Option("--until", help="Only what happened before then (same formats).")
     ] = None,
     json_: JsonOpt = False,
 ) -> None:
@@ -135,7 +158,8 @@ def recall(
     """
     fast.recall(ctx.obj.db if ctx.obj else None, query, limit=limit, budget=budget, project=project,
                 project_path=project_path, all_projects=all_projects, kind=[k.value for k in kind or []],
-                tag=tag or [], mode=mode.value, include_forgotten=include_forgotten, as_of=as_of, since=since,
+                tag=tag or [], mode=mode.value, include_forgotten=include_forgotten,
+                include_archived=include_archived, as_of=as_of, since=since, until=until,
                 source=[s.value for s in source or []], exclude_source=[s.value for s in exclude_source or []],
                 json_=json_)
 

@@ -1203,14 +1203,16 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
         importance: float | None = None,
         is_global: bool = False,
         redact: bool = False,  # a refused credential's error names it: redact=true stores it redacted
+        supersedes: int = 0,  # the id it corrects; -1 keeps both (the reply says so when it matters)
     ) -> str:
-        """Save one durable fact, decision, preference or fix for later sessions."""
+        """Save a durable fact, decision or fix."""
         with state.store() as opened:
             key = None if is_global else state.project(opened)[0]
             memory = api.remember(  # committed before the reply; embedded by the warm thread
                 opened.store, content, kind=kind, project=key, tags=tags or [], source="agent",
                 importance=importance, redact=redact, embed_now="if-loaded" if state.shared else False,
-                author=state.author(),
+                author=state.author(), supersedes=supersedes if supersedes > 0 else None, keep_both=supersedes < 0,
+                scope=state.scope(opened),
             )
         state.embed_soon()
         where = f"project {framing.inline(memory.project)}" if memory.project else "global"
@@ -1218,6 +1220,10 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
         if memory.near_duplicate:
             near = memory.near_duplicate
             text += f"; nearly the same as #{near['id']} (similarity {near['similarity']:.2f}): update or forget one"
+        if memory.replaces:
+            text += f"; {render.replaces_line(memory.replaces, 'supersedes={}')}"
+            if memory.replaces["marked"] and supersedes == 0:  # how an agent says "not a correction"
+                text += f"; if it is none, forget #{memory.id} and remember it again with supersedes=-1"
         return text
 
     @tool(read_only=True)
@@ -1241,9 +1247,13 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
         if not query.strip():
             return listing(kind=kind, tags=tags or [], project=project, all_projects=all_projects, since=since,
                            source=source, status=status, cursor=cursor, as_of=as_of, limit=limit)
-        if status or cursor:
-            raise InvalidInput("status and cursor are for listing: recall with query \"\" and them")
+        if cursor:
+            raise InvalidInput("cursor is for listing: recall with query \"\" and it")
+        if status not in ("", "active", "archived", "all"):
+            raise InvalidInput(f"a search takes status active, archived or all (archived memories too), "
+                               f"not {framing.inline(status)!r}")
         lowered = budget is not None and budget > RECALL_BUDGET_MAX
+        include_archived = status in ("archived", "all")
         with state.store() as opened:
             key = None if all_projects else (api.clean_project(project) if project else state.project(opened)[0])
             options = dict(project=key, all_projects=all_projects, kinds=[kind] if kind else [], tags=tags or [],
@@ -1251,9 +1261,11 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
                            budget=RECALL_BUDGET_MAX if lowered else budget, limit=limit, framed=True,
                            **_sources(source))
             if as_of:
+                if include_archived:
+                    raise InvalidInput("status archived cannot be combined with as_of (as_of: what was known then)")
                 result = api.recall_as_of(opened.store, query, as_of=as_of, **options)
             else:
-                result = api.recall(opened.store, query, **options)
+                result = api.recall(opened.store, query, include_archived=include_archived, **options)
         if lowered:
             result.notes.append(f"budget lowered to {RECALL_BUDGET_MAX:,} tokens, the most one reply holds; "
                                 "narrow the query or filters for other memories")

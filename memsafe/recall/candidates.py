@@ -36,7 +36,8 @@ class Candidate:
         hop: strength in [0, 1] of the relation linking it to an entity the query names (graph).
         words: distinct content words of the memory that the query does not hold (`content_words`
             with the query's `Query.words`); set only when `similarity` is.
-        created_at / last_used_at: aware UTC; last_used_at = last explicit use, else creation.
+        created_at / last_used_at: aware UTC; created_at = when the thing happened
+            (`Memory.event_at`); last_used_at = last explicit use, else creation.
         before / after: ids of the turns just before and just after it in the same conversation
             (`same_conversation`), when it is a conversation turn and they are in scope.
     """
@@ -62,6 +63,7 @@ class Candidate:
     asks: float = 0.0  # share of its text in questions (`question_share`): read by `answers_first`
     kind: str = ""  # the memory's kind and source: read by `scoring.asked_for`
     source: str = ""
+    superseded_by: int | None = None  # the memory that corrects this one (`scoring.corrections_first`)
 
 
 CONVERSATION_GAP_SECONDS = 3600.0  # turns written further apart than this are not one conversation
@@ -306,11 +308,44 @@ def _memory_features(cands: Iterable[Candidate], memories: dict, degrees: dict[i
     (`degrees`, absent: 0) from its memory in `memories`."""
     for c in cands:
         m = memories[c.id]
-        c.created_at = clock.parse_iso(m.created_at)
+        c.created_at = clock.parse_iso(m.event_at)
+        c.superseded_by = getattr(m, "superseded_by", None)  # a past state has none: links are today's
         c.last_used_at = clock.parse_iso(m.last_accessed_at) if m.last_accessed_at else None
         c.access_count, c.confidence, c.decay_level = m.access_count, m.confidence, m.decay_level
         c.kind, c.source = m.kind, m.source
         c.graph_degree = degrees.get(c.id, 0)
+
+
+def add_corrections(store: Store, cands: list[Candidate], memories: dict[int, Memory], scope: Scope) -> None:
+    """Step "candidates", corrections: for each candidate that another memory replaces
+    (`Candidate.superseded_by`) when that correction is no candidate itself, add it, with the
+    replaced memory's relevance features (a question worded like the stale fact is answered by
+    its correction) and its own memory features; its memory joins `memories`. Only corrections
+    in `scope` and of a status it admits; chains are followed to their current end."""
+    have = {c.id for c in cands}
+    wanted: dict[int, Candidate] = {}
+    for c in cands:
+        if c.superseded_by is not None and c.superseded_by not in have:
+            wanted.setdefault(c.superseded_by, c)
+    for _ in range(8):  # a chain of corrections: bounded, each step one read
+        if not wanted:
+            return
+        found = store.get_memories(list(wanted))
+        degrees = store.entity_degrees(list(found))
+        added: dict[int, Candidate] = {}
+        for memory_id, stale in wanted.items():
+            m = found.get(memory_id)
+            if m is None or m.status not in scope.statuses or not admits(scope, m):
+                continue
+            c = Candidate(memory_id, bm25=stale.bm25, coverage=stale.coverage, similarity=stale.similarity,
+                          hop=stale.hop, exact=stale.exact, dated=stale.dated, words=stale.words)
+            memories[memory_id] = m
+            _memory_features([c], memories, degrees)
+            cands.append(c)
+            have.add(memory_id)
+            if c.superseded_by is not None and c.superseded_by not in have:
+                added.setdefault(c.superseded_by, c)
+        wanted = added
 
 
 def _word_features(cands: Iterable[Candidate], memories: dict, cfg: dict, known: frozenset[str]) -> None:
@@ -411,8 +446,8 @@ def gather_past(store: Store, q: terms.Query, visible: dict[int, PastState], dep
     if cfg["weight_time"] > 0:  # as `gather` (`_dated`): the memories of the times named
         for w in q.windows:
             start, end = clock.to_iso(w.start), clock.to_iso(w.end)
-            inside = sorted((i for i, s in visible.items() if start <= s.created_at < end),
-                            key=lambda i: (visible[i].created_at, i), reverse=True)
+            inside = sorted((i for i, s in visible.items() if start <= s.event_at < end),
+                            key=lambda i: (visible[i].event_at, i), reverse=True)
             for i in inside[:depth]:
                 by_id.setdefault(i, Candidate(i)).dated = True
     if cfg["weight_context"] > 0:

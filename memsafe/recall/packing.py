@@ -226,5 +226,5 @@ def _memory_from_state(s: PastState, at: str) -> Memory:
         id=s.id, uid=s.uid, content=s.content, kind=s.kind, project=s.project, source=s.source, tags=s.tags,
         importance=s.importance, confidence=s.confidence, created_at=s.created_at, updated_at=at,
         last_accessed_at=s.last_accessed_at, access_count=s.access_count, decay_level=s.decay_level,
-        status=s.status, status_reason=None, embedded=s.embedded,
+        status=s.status, status_reason=None, embedded=s.embedded, happened_at=s.happened_at,
     )

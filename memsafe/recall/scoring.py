@@ -235,6 +235,25 @@ def rank(cands: Sequence[Candidate], relevance: dict[int, float], w: Weights, no
     return out
 
 
+def corrections_first(ranked: list[tuple[float, Candidate]]) -> list[tuple[float, Candidate]]:
+    """Step "scoring", corrections: a memory that replaces another (`Candidate.superseded_by`)
+    ranks just above the memory it replaces when both are ranked and it ranked below it, with
+    the replaced one's score if that is higher (so scores stay in order); every other memory keeps
+    its place. A chain of corrections (#3 replaced by #7, replaced by #9) ends in the current one
+    first. Returns `ranked` unchanged when no candidate is replaced by another that ranks below it."""
+    out = list(ranked)
+    for _ in range(len(out)):
+        where = {c.id: i for i, (_, c) in enumerate(out)}
+        move = next(((i, where[c.superseded_by]) for i, (_, c) in enumerate(out)
+                     if c.superseded_by is not None and where.get(c.superseded_by, -1) > i), None)
+        if move is None:
+            return out
+        stale, fresh = move
+        score, c = out.pop(fresh)
+        out.insert(stale, (max(score, out[stale][0]), c))
+    return out
+
+
 def one_half_weight(cfg: dict, mode: str, notes: list[str]) -> dict:
     """The config a recall of one half alone ranks with (`mode` 'lexical' or 'vector': asked
     for, or lexical when vectors are unavailable): `cfg` with that half's fusion weight at its
@@ -257,8 +276,8 @@ def one_half_weight(cfg: dict, mode: str, notes: list[str]) -> dict:
 
 def score_candidates(cands: Sequence[Candidate], q: Query, cfg: dict) -> list[tuple[float, Candidate]]:
     """Steps fusion (with time and graph), context (answers before questions, the kind and source
-    asked for: `asked_for`), a time-only
-    query's time first (`time_first`), exact terms first and scoring, pure:
+    asked for: `asked_for`), a time-only query's time first (`time_first`), exact terms first,
+    scoring and corrections before the memories they replace (`corrections_first`), pure:
     [(score, candidate)] best first."""
     fusion = weights.fusion_of(cfg)
     relevance = in_context(cands, fuse(cands, q, fusion), fusion.weight_context)
@@ -268,4 +287,4 @@ def score_candidates(cands: Sequence[Candidate], q: Query, cfg: dict) -> list[tu
     held = {c.id: c.exact for c in cands if c.exact}
     for i in held:  # a memory holding an exact term ranks first in every mode, found by meaning or not
         relevance.setdefault(i, 0.0)
-    return rank(cands, exact_first(relevance, held), weights.weights_of(cfg), q.now or clock.now())
+    return corrections_first(rank(cands, exact_first(relevance, held), weights.weights_of(cfg), q.now or clock.now()))

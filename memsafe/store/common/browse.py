@@ -37,7 +37,7 @@ class SQLBrowse(SQLStoreBase):
             where += " AND m.id < ?"
             params.append(after_id)
         if created_before:
-            where += " AND m.created_at < ?"
+            where += " AND m.happened_at < ?"
             params.append(created_before)
         sql = f"SELECT m.id FROM {self._browse_from(scope, created_before)} WHERE {where} ORDER BY m.id DESC LIMIT ?"
         return [r[0] for r in self.conn.execute(sql, [*params, limit])]
@@ -48,7 +48,7 @@ class SQLBrowse(SQLStoreBase):
         tag or age filter counting means reading every row, so it stops after `cap`."""
         where, params = self._scope_sql(scope)
         if created_before:
-            where += " AND m.created_at < ?"
+            where += " AND m.happened_at < ?"
             params.append(created_before)
         if not self._narrowed(scope, created_before):
             return self.conn.execute(f"SELECT count(*) FROM memories m WHERE {where}", params).fetchone()[0], False
@@ -76,9 +76,9 @@ class SQLBrowse(SQLStoreBase):
 
     def active_profile(self, edges: Sequence[str]) -> list[tuple[str, int, int, int]]:
         """Active memories counted by (kind, decay level, age bin), in one pass over the table.
-        Age bins follow `edges` (UTC ISO-8601 creation times, newest first): bin 0 is created at
+        Age bins follow `edges` (UTC ISO-8601 event times, newest first): bin 0 happened at
         or after edges[0], bin i in [edges[i], edges[i-1]), bin len(edges) before the last edge."""
-        cases = " ".join(f"WHEN created_at >= ? THEN {i}" for i in range(len(edges)))
+        cases = " ".join(f"WHEN happened_at >= ? THEN {i}" for i in range(len(edges)))
         return [(r[0], r[1], r[2], r[3]) for r in self.conn.execute(
             f"SELECT kind, decay_level, CASE {cases} ELSE {len(edges)} END AS b, count(*) FROM memories "
             "WHERE status = 'active' GROUP BY kind, decay_level, b", list(edges))]

@@ -12,8 +12,17 @@ from memsafe.store.common.sql import chunked
 
 _MEMORY_COLUMNS = (
     "id, uid, content, kind, project, source, importance, confidence, created_at, updated_at, "
-    "last_accessed_at, access_count, decay_level, status, status_reason, embedded, author"
+    "last_accessed_at, access_count, decay_level, status, status_reason, embedded, author, happened_at, "
+    "supersedes, superseded_by"
 )
+
+
+def _with_event_time(row: dict) -> dict:
+    """`row` with `happened_at` = its `created_at` when it names no event time (an import of a
+    file without one, a row built by a caller that knows no better)."""
+    if row.get("happened_at") or "created_at" not in row:
+        return row
+    return {**row, "happened_at": row["created_at"]}
 
 
 class SQLMemories(SQLStoreBase):
@@ -22,6 +31,7 @@ class SQLMemories(SQLStoreBase):
     _ROWS_PER_INSERT = 100  # rows of one multi-row INSERT (× ≤ 23 columns: far under either engine's limit)
 
     def insert_memory(self, row: dict, tags: Sequence[str]) -> int:
+        row = _with_event_time(row)
         columns = ", ".join(row)
         marks = ", ".join("?" for _ in row)
         memory_id = self.conn.execute(f"INSERT INTO memories({columns}) VALUES ({marks}) RETURNING id",
@@ -36,11 +46,11 @@ class SQLMemories(SQLStoreBase):
         by_uid: dict[str, int] = {}
         start = 0
         while start < len(items):  # runs of rows with the same columns, at most _ROWS_PER_INSERT each
-            columns = tuple(items[start][0])
+            columns = tuple(_with_event_time(items[start][0]))
             end = start
             while end < len(items) and end - start < self._ROWS_PER_INSERT and tuple(items[end][0]) == columns:
                 end += 1
-            rows = [row for row, _ in items[start:end]]
+            rows = [_with_event_time(row) for row, _ in items[start:end]]
             marks = ", ".join(["(" + ", ".join("?" * len(columns)) + ")"] * len(rows))
             returned = self.conn.execute(  # RETURNING's order is not promised: rows are matched by uid
                 f"INSERT INTO memories({', '.join(columns)}) VALUES {marks} RETURNING id, uid",
@@ -95,7 +105,7 @@ class SQLMemories(SQLStoreBase):
                 # positionally, in the order of Memory's fields (a test holds them to
                 # _MEMORY_COLUMNS): a third of the time of keywords, ~130 rows a recall at 10,000
                 out[r[0]] = Memory(r[0], r[1], r[2], r[3], r[4], r[5], [], r[6], r[7], r[8], r[9], r[10], r[11],
-                                   r[12], r[13], r[14], bool(r[15]), r[16])
+                                   r[12], r[13], r[14], bool(r[15]), r[16], r[17], r[18], r[19])
         if tags:
             self.fill_tags(list(out.values()))
         return out
@@ -185,8 +195,11 @@ class SQLMemories(SQLStoreBase):
             clauses.append(f"EXISTS (SELECT 1 FROM memory_tags t WHERE t.memory_id = {alias}.id AND t.tag = ?)")
             params.append(tag)
         if scope.since:
-            clauses.append(f"{alias}.created_at >= ?")
+            clauses.append(f"{alias}.happened_at >= ?")
             params.append(scope.since)
+        if scope.until:
+            clauses.append(f"{alias}.happened_at < ?")
+            params.append(scope.until)
         return " AND ".join(clauses), params
 
     def count_in_scope(self, scope: Scope, embedded_only: bool = False) -> int:
@@ -244,7 +257,7 @@ class SQLMemories(SQLStoreBase):
 
     def decay_rows(self) -> list[dict]:
         rows = self._dict_rows(
-            "SELECT id, content, kind, importance, confidence, access_count, created_at, updated_at, "
+            "SELECT id, content, kind, importance, confidence, access_count, created_at, happened_at, updated_at, "
             "content_updated_at, last_accessed_at, decay_level, decay_bank, decay_checked_at, stability, status "
             "FROM memories WHERE status = 'active' ORDER BY id"
         )
@@ -268,8 +281,8 @@ class SQLMemories(SQLStoreBase):
     def created_between(self, scope: Scope, start: str, end: str, limit: int) -> list[int]:
         where, params = self._scope_sql(scope)
         return [r[0] for r in self.conn.execute(
-            f"SELECT m.id FROM memories m WHERE {where} AND m.created_at >= ? AND m.created_at < ? "
-            "ORDER BY m.created_at DESC, m.id DESC LIMIT ?", [*params, start, end, limit])]
+            f"SELECT m.id FROM memories m WHERE {where} AND m.happened_at >= ? AND m.happened_at < ? "
+            "ORDER BY m.happened_at DESC, m.id DESC LIMIT ?", [*params, start, end, limit])]
 
     def list_ids(self, scope: Scope, limit: int | None) -> list[int]:
         where, params = self._scope_sql(scope)

@@ -260,6 +260,21 @@ def m006_entity_alias_keys(conn) -> None:
     )
 
 
+@migration
+def m007_event_time_and_corrections(conn) -> None:
+    """Event time and correction links, as SQLite's m014: `happened_at` (filled from
+    `created_at`), `supersedes` and `superseded_by`, and an index by status and event time."""
+    conn.script(
+        """
+        ALTER TABLE memories ADD COLUMN IF NOT EXISTS happened_at TEXT;
+        ALTER TABLE memories ADD COLUMN IF NOT EXISTS supersedes BIGINT;
+        ALTER TABLE memories ADD COLUMN IF NOT EXISTS superseded_by BIGINT;
+        UPDATE memories SET happened_at = created_at WHERE happened_at IS NULL;
+        CREATE INDEX IF NOT EXISTS memories_happened_by_status ON memories(status, happened_at);
+        """
+    )
+
+
 def latest() -> int:
     """The schema version this code writes: the number of registered migrations."""
     return len(MIGRATIONS)

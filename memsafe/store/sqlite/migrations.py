@@ -443,8 +443,33 @@ def m013_entity_alias_keys(conn: apsw.Connection) -> None:
     )
 
 
+@migration
+def m014_event_time_and_corrections(conn: apsw.Connection) -> None:
+    """Each memory has the time the thing it tells happened (`happened_at`, UTC ISO-8601: a
+    commit's author date, a date given with `remember --at`), besides the time it was stored
+    (`created_at`); and a correction names the memory it replaces (`supersedes`) while the
+    replaced one names its correction (`superseded_by`), a link both ways.
+
+    Existing rows get the best time known: `created_at`, which for a commit remembered by the
+    post-commit hook is the moment of the commit; `hook backfill` re-dates commits stored
+    before (their author date, read from git). An index by status and event time serves the
+    windows a query names (`created_between`) and `--since`/`--until`, and the covering index of
+    a scope by id (m010) holds `happened_at` instead of `created_at`. Columns that exist
+    already are left as they are."""
+    have = {r[1] for r in conn.execute("PRAGMA table_info(memories)")}
+    for column, sql_type in (("happened_at", "TEXT"), ("supersedes", "INTEGER"), ("superseded_by", "INTEGER")):
+        if column not in have:
+            conn.execute(f"ALTER TABLE memories ADD COLUMN {column} {sql_type}")
+    conn.execute("UPDATE memories SET happened_at = created_at WHERE happened_at IS NULL")
+    conn.execute(f"CREATE INDEX IF NOT EXISTS {HAPPENED_BY_STATUS} ON memories(status, happened_at)")
+    # the covering index of a scope by id (m010) holds the time a scope filters on: now the event's
+    conn.execute(f"DROP INDEX IF EXISTS {SCOPE_BY_ID}")
+    conn.execute(f"CREATE INDEX {SCOPE_BY_ID} ON memories(id, status, project, embedded, kind, happened_at)")
+
+
 SCOPE_BY_ID = "memories_scope_by_id"  # m010
 CREATED_BY_STATUS = "memories_created_by_status"  # m011
+HAPPENED_BY_STATUS = "memories_happened_by_status"  # m014
 
 
 def latest() -> int:
