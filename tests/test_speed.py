@@ -670,3 +670,33 @@ def test_a_process_pinned_to_one_cpu_embeds_on_one_thread():
     env = {k: v for k, v in os.environ.items() if k != "MEMSAFE_EMBED_THREADS"}
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert proc.stdout.split() == ["1", "1"], proc.stderr[-2000:]
+
+
+HOOK_LIGHT = ("typer", "rich", "click", "pydantic", "numpy", "onnxruntime", "tokenizers", "tiktoken", "mcp",
+              "detect_secrets")
+
+
+@pytest.mark.parametrize("event", ["SessionStart", "UserPromptSubmit"])
+def test_the_agent_hooks_that_answer_the_model_import_no_cli_model_or_tokenizer(tmp_path, store, db_path, event):
+    """The hooks at session start and at each prompt run in a process of their own: they answer
+    from the store by keywords, without the CLI (Typer, Click, rich, pydantic), numpy, the model,
+    a tokenizer library or the secret scanner's plugins; a session start also without the secret
+    scanner (`memsafe.safety`) and the query parser (`memsafe.when`)."""
+    api.remember(store, "We deploy notifications with a blue-green switch", kind="decision")
+    api.remember(store, "The runbook for restarting notifications lives in ops/notify.md", tags=["pinned"])
+    home = tmp_path / "home"
+    payload = {"session_id": f"imports-{event}", "cwd": str(tmp_path), "hook_event_name": event,
+               "transcript_path": str(tmp_path / "none.jsonl"),
+               **({"source": "startup"} if event == "SessionStart" else {"prompt": "restarting notifications"})}
+    env = {"MEMSAFE_HOME": str(home), "MEMSAFE_CACHE_DIR": str(tmp_path / "cache")}
+    for attempt in ("first", "again"):  # the second as in use: token counts and secret gates cached
+        proc = run(["--db", str(db_path), "agent", "hook"], {**env, "PYTHONPROFILEIMPORTTIME": "1"}, cwd=tmp_path,
+                   input=json.dumps(payload | {"session_id": f"imports-{event}-{attempt}"}))
+        modules = set(re.findall(r"^import time:\s+\d+ \|\s+\d+ \| +(\S+)$", proc.stderr, re.M))
+        assert proc.returncode == 0 and "runbook" in json.loads(proc.stdout)["hookSpecificOutput"]["additionalContext"]
+        assert not (home / "hook.log").exists() or not (home / "hook.log").read_text().strip()
+    names = {m.split(".")[0] for m in modules}
+    assert not names & set(HOOK_LIGHT), sorted(names & set(HOOK_LIGHT))
+    assert "memsafe.store.sqlite" in modules  # it did read the store
+    if event == "SessionStart":
+        assert not modules & {"memsafe.safety", "memsafe.when", "memsafe.api.retrieval"}, sorted(modules)
