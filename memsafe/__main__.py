@@ -4,10 +4,11 @@
 Typer app (about 0.1 s of imports, which counts against the client's handshake: FIELD-CASES F04);
 `memsafe --version` is answered here too; `memsafe [--db PATH] ui [--port N] [--no-open]` starts the
 page without the CLI (`memsafe.ui.start`); `memsafe agent hook [--agent NAME]` (an agent's
-lifecycle hook) runs `memsafe.agents.protocol` without it; a plain `recall` or `remember` runs without the Typer app
-(`memsafe.cli.fast`, which also takes a plain `import`, and exits without the interpreter's
-teardown); `--help` and completion (TAB) requests answered before come from
-`memsafe.cli.cache`; every other command line goes through the CLI as usual.
+lifecycle hook) runs `memsafe.agents.protocol` without it; `--help` and completion (TAB)
+requests answered before come from `memsafe.cli.cache`, before anything else is imported; a
+plain `recall`, `remember`, `import`, `get`, `list`, `status`, `history`, `graph show` or
+`forget` runs without the Typer app (`memsafe.cli.fast`, which exits without the interpreter's
+teardown); every other command line goes through the CLI as usual.
 """
 
 import os
@@ -140,25 +141,28 @@ def main() -> None:
 
 
 def _cli() -> None:
-    """Every command line but `--version`, `serve` and `ui`: the fast path, a cached answer, or
+    """Every command line but `--version`, `serve` and `ui`: a cached answer, the fast path, or
     the Typer app. Raises SystemExit with the command's code (or returns: 0)."""
+    argv = sys.argv[1:]
+    if argv[-1:] in (["--help"], ["-h"]) or "_MEMSAFE_COMPLETE" in os.environ:  # only these have a key
+        from memsafe.cli import cache as cli_cache
+
+        key = cli_cache.request_key(argv, os.environ, sys.stdout)
+        if key is not None:  # first, as it is the lightest: no CLI, nor the fast path's modules
+            if not cli_cache.replay(key):
+                from memsafe.cli import main as cli_main
+
+                with cli_cache.recording(key):
+                    cli_main()
+            return
     from memsafe.cli import fast
 
-    code = fast.run(sys.argv[1:])  # a plain `recall`, `remember` or `import`: no Typer app (None: not one)
+    code = fast.run(argv)  # a plain command of the fast path: no Typer app (None: not one)
     if code is not None:
         _exit_now(_terminated_code(code))
-    from memsafe.cli import cache as cli_cache
-
-    key = cli_cache.request_key(sys.argv[1:], os.environ, sys.stdout)
-    if key is not None and cli_cache.replay(key):  # --help or a TAB answered before: no CLI import
-        return
     from memsafe.cli import main as cli_main
 
-    if key is None:
-        cli_main()
-        return
-    with cli_cache.recording(key):
-        cli_main()
+    cli_main()
 
 
 _signals: list[int] = []  # SIGINT or SIGTERM, once a CLI command received one

@@ -133,7 +133,8 @@ def man_files() -> dict[str, str]:
     return out
 
 
-FAST_COMMANDS = ("recall", "remember", "import")  # the commands `memsafe.cli.fast` runs without Typer
+# the commands `memsafe.cli.fast` runs without Typer (a sub-command as "group command")
+FAST_COMMANDS = ("recall", "remember", "import", "get", "forget", "history", "list", "status", "graph show")
 
 
 def _fast_spec(param) -> object:
@@ -159,20 +160,28 @@ def _fast_spec(param) -> object:
 
 def fast_spec_file() -> dict[str, str]:
     """{"memsafe/cli/fast_spec.py": its text}: for each of FAST_COMMANDS, every option name (long
-    and short) → (parameter, spec, repeatable), the positional parameter, and the defaults."""
+    and short) → (parameter, spec, repeatable), the positional parameter (name, spec) or None,
+    and the defaults."""
     import pprint
 
     from typer.main import get_command
 
     from memsafe.cli import app
 
-    commands = get_command(app).commands
-    options, positional, defaults = {}, {}, {}
+    root = get_command(app)
+    options: dict = {}
+    positional: dict = {}
+    defaults: dict = {}
     for name in FAST_COMMANDS:
-        options[name], defaults[name] = {}, {}
-        for param in commands[name].params:
+        command = root
+        for word in name.split():
+            command = command.commands[word]  # type: ignore[attr-defined]  # a group's
+        options[name], defaults[name], positional[name] = {}, {}, None
+        for param in command.params:
             if param.param_type_name == "argument":
-                positional[name] = param.name
+                if param.multiple or positional[name] is not None:
+                    raise SystemExit(f"{name}: the fast path reads one argument, not {param.name!r} too")
+                positional[name] = (param.name, _fast_spec(param))
                 continue
             spec = _fast_spec(param)
             for opt in param.opts:
@@ -190,7 +199,7 @@ def fast_spec_file() -> dict[str, str]:
         "",
         "OPTIONS: dict[str, dict[str, tuple[str, Any, bool]]] = "
         + pprint.pformat(options, width=100, sort_dicts=False),
-        f"POSITIONAL: dict[str, str] = {pprint.pformat(positional, width=100, sort_dicts=False)}",
+        f"POSITIONAL: dict[str, tuple[str, Any] | None] = {pprint.pformat(positional, width=100, sort_dicts=False)}",
         f"DEFAULTS: dict[str, dict[str, Any]] = {pprint.pformat(defaults, width=100, sort_dicts=False)}",
         "",
     ])

@@ -182,6 +182,79 @@ def test_import_on_the_fast_path_prints_and_exits_exactly_as_the_typer_app(tmp_p
     assert not names & {*HEAVY, *CLI_APP}, sorted(names & {*HEAVY, *CLI_APP})
 
 
+READING = [  # each reading command (and forget) on the fast path
+    ["get", "1"], ["list", "--project", "web"], ["status"], ["history", "1"], ["graph", "show", "Kafka", "-p", "web"],
+    ["forget", "2", "--reason", "stale"],
+]
+
+
+def test_reading_commands_on_the_fast_path_print_and_exit_exactly_as_the_typer_app(tmp_path, seeded, store):
+    """get, list, status, history, graph show and forget run without the Typer app and say the
+    same, plain, piped and --json: results, handler errors (not found, an unknown entity), usage
+    errors (a bad id, both scopes, two statuses, a value out of range) and the exit codes."""
+    api.remember(store, "Kafka consumers retry three times", project="web", entities=["Kafka"])
+    api.update(store, 1, content="We deploy with blue-green switches on Thursdays")
+    cases = [
+        (["status"], None),
+        (["status", "--json", "-p", "web"], None),
+        (["get", "1"], None),
+        (["get", "1", "--json"], None),
+        (["get", "3", "--project", "web"], None),
+        (["get", "99"], None),
+        (["get", "99", "--json"], None),
+        (["get", "x"], None),
+        (["get", "1", "--all-projects", "-p", "web"], None),
+        (["get", "1", "--all-projects", "-p", "web", "--json"], None),
+        (["list"], None),
+        (["list", "--all-projects", "--json"], None),
+        (["list", "-n", "1", "--source", "user", "--all"], None),
+        (["list", "--archived"], None),
+        (["list", "--archived", "--forgotten"], None),
+        (["list", "--archived", "--forgotten", "--json"], None),
+        (["list", "--source", "bogus"], None),
+        (["list", "-n", "0"], None),
+        (["history", "1"], None),
+        (["history", "1", "--json"], None),
+        (["history", "99"], None),
+        (["graph", "show", "Kafka", "-p", "web"], None),
+        (["graph", "show", "Kafka", "--json", "--depth", "1", "--all-projects"], None),
+        (["graph", "show", "nope"], None),
+        (["graph", "show", "nope", "--json"], None),
+        (["graph", "show", "Kafka", "--depth", "11"], None),
+        (["forget", "2", "--reason", "stale"], None),
+        (["forget", "2", "--json"], None),
+        (["forget", "99", "--json"], None),
+        (["forget", "1", "--reason", " "], None),
+        (["list", "--forgotten", "--json"], None),
+        (["get", "2", "--json"], None),
+    ]
+    results = _both_paths(tmp_path, seeded, cases)
+    for case, fast, typer_ in results:
+        assert fast == typer_, case
+    codes = [fast[0] for _, fast, _ in results]
+    assert codes == [0, 0, 0, 0, 0, 1, 1, 2, 2, 2, 0, 0, 0, 0, 2, 2, 2, 2,
+                     0, 0, 1, 0, 0, 1, 1, 2, 0, 1, 1, 2, 0, 0], codes
+    assert "Thursdays" in results[2][1][1] and "Fridays" in results[18][1][1]  # the cases did run
+    assert "Kafka consumers" in results[21][1][1] and "Forgot memory 2" in results[26][1][1]
+    assert json.loads(results[30][1][1])[0]["id"] == 2 and json.loads(results[31][1][1])["status"] == "forgotten"
+    assert json.loads(results[6][1][1])["error"]["type"] == "NotFound"
+
+
+@pytest.mark.parametrize("args", READING)
+def test_reading_commands_run_without_the_typer_app(seeded, store, args):
+    """The reading commands (and forget) take the fast path: no Typer, Click, rich or pydantic,
+    and (but `status`, which loads the model to say whether vector search works) nothing heavy
+    once the secret gates are cached (a second run)."""
+    api.remember(store, "Kafka consumers retry three times", project="web", entities=["Kafka"])
+    imported(args if args[0] != "forget" else ["get", "1"], seeded)  # the secret gates' cache, as in use
+    names, proc = imported(args, {**seeded, "COLUMNS": "300"})  # status names a long temporary path: no wrapping
+    assert proc.returncode == 0, [line for line in proc.stderr.splitlines() if not line.startswith("import time")]
+    if args[0] == "status":  # rich's emoji table may be read (a model's `name:size:hash`), not its console
+        names -= {"rich"} if "rich.console" not in proc.stderr else set()
+    heavy = set(CLI_APP) | (set() if args[0] == "status" else set(HEAVY))
+    assert not names & heavy, f"{args} imported {sorted(names & heavy)}"
+
+
 def test_the_fast_path_takes_only_command_lines_it_reads_exactly_as_the_typer_app():
     from memsafe.cli import fast
 
@@ -201,10 +274,25 @@ def test_the_fast_path_takes_only_command_lines_it_reads_exactly_as_the_typer_ap
                  ["recall", "q", "--kind", "Fact"], ["remember", "x", "--importance", "1.5"],
                  ["remember", "x", "--importance", "nan"], ["remember", "x", "--importance", "1e-1"],
                  ["remember", "x", "--source", "me"], ["remember", "x", "--db", "y"], ["--db", "recall", "q"],
-                 ["--version", "recall", "q"], ["list"], [], ["recall", "q", "--unknown"],
+                 ["--version", "recall", "q"], ["list", "x"], [], ["recall", "q", "--unknown"],
                  ["import"], ["import", "a", "b"], ["import", "f", "--format", "Memsafe"], ["import", "f", "-f"],
-                 ["import", "f", "--help"], ["import", "f", "--vectors"], ["import", "f", "--dry-run=1"]):
+                 ["import", "f", "--help"], ["import", "f", "--vectors"], ["import", "f", "--dry-run=1"],
+                 ["get"], ["get", "x"], ["get", "-1"], ["get", "+1"], ["get", "1", "2"], ["get", "1", "--reason", "r"],
+                 ["forget", "1", "--reason", "  "], ["history", "1", "--help"], ["status", "x"], ["status", "-h"],
+                 ["list", "-n", "0"], ["list", "--source", "me"], ["graph"], ["graph", "show"],
+                 ["graph", "show", "E", "--depth", "11"], ["graph", "show", "E", "F"], ["graph", "list"],
+                 ["graph", "show", " "]):
         assert fast.parse(argv) is None, argv
+    assert fast.parse(["graph", "show", "Kafka", "--depth=0", "-n", "3", "--all-projects"]) == (
+        "graph show", None, {"depth": 0, "limit": 3, "project": None, "project_path": None, "all_projects": True,
+                             "json_": False, "entity": "Kafka"})
+    assert fast.parse(["--db", "x.db", "status", "--json"]) == (
+        "status", "x.db", {"project": None, "project_path": None, "json_": True})
+    command, db, kwargs = fast.parse(["forget", "12", "--reason", "stale", "-p", "web"])
+    assert (command, kwargs["memory_id"], kwargs["reason"], kwargs["project"]) == ("forget", 12, "stale", "web")
+    command, db, kwargs = fast.parse(["list", "--forgotten", "--source", "hook", "-n", "5"])
+    assert (command, kwargs["forgotten"], kwargs["source"], kwargs["limit"], kwargs["all_"]) == (
+        "list", True, "hook", 5, False)
 
 
 def test_a_text_no_secret_gate_can_match_is_scanned_without_detect_secrets(tmp_path):
@@ -582,3 +670,33 @@ def test_a_process_pinned_to_one_cpu_embeds_on_one_thread():
     env = {k: v for k, v in os.environ.items() if k != "MEMSAFE_EMBED_THREADS"}
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert proc.stdout.split() == ["1", "1"], proc.stderr[-2000:]
+
+
+HOOK_LIGHT = ("typer", "rich", "click", "pydantic", "numpy", "onnxruntime", "tokenizers", "tiktoken", "mcp",
+              "detect_secrets")
+
+
+@pytest.mark.parametrize("event", ["SessionStart", "UserPromptSubmit"])
+def test_the_agent_hooks_that_answer_the_model_import_no_cli_model_or_tokenizer(tmp_path, store, db_path, event):
+    """The hooks at session start and at each prompt run in a process of their own: they answer
+    from the store by keywords, without the CLI (Typer, Click, rich, pydantic), numpy, the model,
+    a tokenizer library or the secret scanner's plugins; a session start also without the secret
+    scanner (`memsafe.safety`) and the query parser (`memsafe.when`)."""
+    api.remember(store, "We deploy notifications with a blue-green switch", kind="decision")
+    api.remember(store, "The runbook for restarting notifications lives in ops/notify.md", tags=["pinned"])
+    home = tmp_path / "home"
+    payload = {"session_id": f"imports-{event}", "cwd": str(tmp_path), "hook_event_name": event,
+               "transcript_path": str(tmp_path / "none.jsonl"),
+               **({"source": "startup"} if event == "SessionStart" else {"prompt": "restarting notifications"})}
+    env = {"MEMSAFE_HOME": str(home), "MEMSAFE_CACHE_DIR": str(tmp_path / "cache")}
+    for attempt in ("first", "again"):  # the second as in use: token counts and secret gates cached
+        proc = run(["--db", str(db_path), "agent", "hook"], {**env, "PYTHONPROFILEIMPORTTIME": "1"}, cwd=tmp_path,
+                   input=json.dumps(payload | {"session_id": f"imports-{event}-{attempt}"}))
+        modules = set(re.findall(r"^import time:\s+\d+ \|\s+\d+ \| +(\S+)$", proc.stderr, re.M))
+        assert proc.returncode == 0 and "runbook" in json.loads(proc.stdout)["hookSpecificOutput"]["additionalContext"]
+        assert not (home / "hook.log").exists() or not (home / "hook.log").read_text().strip()
+    names = {m.split(".")[0] for m in modules}
+    assert not names & set(HOOK_LIGHT), sorted(names & set(HOOK_LIGHT))
+    assert "memsafe.store.sqlite" in modules  # it did read the store
+    if event == "SessionStart":
+        assert not modules & {"memsafe.safety", "memsafe.when", "memsafe.api.retrieval"}, sorted(modules)

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from memsafe import capture, clock, framing, safety, tokens
+from memsafe import clock, framing, tokens
 from memsafe.api.config import config_value
 from memsafe.api.core import forget, remember
 from memsafe.api.hygiene import MAX_QUERY_CHARS, make_scope
@@ -190,6 +190,7 @@ def prompt_context(store: Store, project: str | None, prompt: str, *, shown: dic
     Returns: (text, `shown` with what the text shows added). A prompt holding a credential gets
     nothing and is not searched for.
     """
+    from memsafe import safety  # here, not at import: a session start's brief never scans
     from memsafe.api.retrieval import recall
 
     seen = dict(shown or {})
@@ -263,6 +264,7 @@ def capture_session(store: Store, project: str | None, *, agent: str, session_id
         OSError: the transcript cannot be read (nothing is stored).
         StoreUnavailable: another writer held the store for WRITE_WAIT_MS (nothing is stored).
     """
+    from memsafe import capture, safety  # here, not at import: only the capture events read transcripts
     from memsafe.api.lifecycle import update
 
     state = dict(state or {})

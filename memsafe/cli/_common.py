@@ -359,14 +359,4 @@ def emit(obj, json_: bool, human, piped=None) -> None:
         print_table(lambda: human, piped)
 
 
-def print_table(table, lines=None) -> None:
-    """Print `table()` (a rich renderable) on a terminal, or `lines()` (plain text lines, every
-    value whole) when stdout is a pipe or a file and `lines` is given: a table folds and cuts
-    long content to the terminal's width, which a script or `grep` must not see."""
-    if lines is not None and not _plain.is_tty(sys.stdout):
-        sys.stdout.write("".join(line + "\n" for line in lines()))
-        sys.stdout.flush()
-    else:
-        out().print(table())
-
-
+print_table = _plain.print_table

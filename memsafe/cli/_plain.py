@@ -212,16 +212,65 @@ def out():
     return render.console()
 
 
+def _cells(char: str) -> int:
+    """At least the cells rich gives `char` (1 or 2)."""
+    import unicodedata
+
+    return 2 if ord(char) > 0xFFFF or unicodedata.east_asian_width(char) in "WFA" else 1
+
+
+def _unchanged(text: str, width: int) -> bool:
+    """True when rich's console (no markup, no highlighting, soft wrap off) would print `text` as
+    it is on a line of `width` cells: printable, no `:emoji:` code, no trailing blanks, and too
+    short to wrap (wide, ambiguous and astral characters counted as two cells, as no terminal gives
+    them more)."""
+    cells = len(text) if text.isascii() else sum(_cells(char) for char in text)
+    if not (text.isprintable() and text == text.rstrip() and cells < width):
+        return False
+    if not _EMOJI_CODE.search(text):
+        return True
+    from rich._emoji_replace import _emoji_replace  # its table only (a model's `name:size:hash` looks like a code)
+
+    return _emoji_replace(text) == text
+
+
+def _piped_width(default: int) -> int | None:
+    """The width the data console lays out at when stdout is not a terminal (`render.console`),
+    or None when it is one: then rich must lay it out."""
+    if is_tty(sys.stdout):
+        return None
+    width = os.environ.get("COLUMNS") or ""
+    return int(width) if width.isdigit() else default
+
+
 def print_line(text: str) -> None:
     """One line of text on stdout, as `out().print(text)` shows it; without importing rich when
-    the line cannot be changed by it (printable ASCII that fits the width, no `:emoji:` code, not a terminal)."""
-    stream = sys.stdout
-    width = os.environ.get("COLUMNS") or ""
-    plain = text.isascii() and text.isprintable() and ":" not in text and text == text.strip()
-    if plain and len(text) < (int(width) if width.isdigit() else 80) and not is_tty(stream):
-        stream.write(text + "\n")
+    the line cannot be changed by it (printable, fits the width, no `:emoji:` code, not a terminal)."""
+    print_lines([text], default_width=80)
+
+
+def print_lines(lines, default_width: int = 120) -> None:
+    """Lines of text on stdout, as `out().print(line)` shows each; without importing rich when
+    none can be changed by it (see `print_line`)."""
+    lines = list(lines)
+    width = _piped_width(default_width)
+    if width is not None and all(_unchanged(line, width) for line in lines):
+        sys.stdout.write("".join(line + "\n" for line in lines))
+        return
+    console = out()
+    for line in lines:
+        console.print(line, markup=False, highlight=False)
+
+
+def print_table(table, lines=None) -> None:
+    """Print `table()` (a rich renderable) on a terminal, or `lines()` (plain text lines, every
+    value whole) when stdout is a pipe or a file and `lines` is given: a table folds and cuts
+    long content to the terminal's width, which a script or `grep` must not see."""
+    if lines is not None and not is_tty(sys.stdout):
+        sys.stdout.write("".join(line + "\n" for line in lines()))
+        sys.stdout.flush()
     else:
-        out().print(text)
+        out().print(table())
 
 
 def safe_streams() -> None:

@@ -1,18 +1,20 @@
 """Responsibility: the hot commands, `recall` and `remember`, as a shell, a git hook or an agent
-calls them many times a session, and `import`, without building the Typer app (Typer, rich and
-the handlers nobody runs were most of a whole-process recall, and half of an import of 1,000
-memories).
+calls them many times a session, `import`, and the reading commands a person types between them
+(`get`, `list`, `status`, `history`, `graph show`, and `forget`), without building the Typer app
+(Typer, rich and the handlers nobody runs were most of a whole-process recall, and half of an
+import of 1,000 memories).
 
 `run(argv)` reads a command line of the plain shape those callers use:
-`[--db PATH] recall|remember|import`, known options each as `--name VALUE`, `--name=VALUE`,
-`-x VALUE` or a flag, and one argument. For anything else (`--help`, an unknown or malformed
-option, a value out of range, a second argument, `--`, a completion request) it returns None and
-`memsafe.__main__` hands the command line to the Typer app, so help texts, usage errors and exit
-codes come from one place (`MEMSAFE_CLI_FAST=0` sends every command line there). The options
-are those the Typer commands declare, read from `fast_spec` (generated from them by `make docs`),
-so each is written once. The commands'
-bodies (`recall`, `remember`, `import_`) are shared: the Typer commands in `memsafe.cli.memory`
-and `memsafe.cli.transfer` call them too.
+`[--db PATH] COMMAND` (one of those above), known options each as `--name VALUE`, `--name=VALUE`,
+`-x VALUE` or a flag, and the command's one argument (none for `list` and `status`). For anything
+else (`--help`, an unknown or malformed option, a value out of range, a second argument, `--`, a
+completion request) it returns None and `memsafe.__main__` hands the command line to the Typer
+app, so help texts, usage errors and exit codes come from one place (`MEMSAFE_CLI_FAST=0` sends
+every command line there). The options are those the Typer commands declare, read from
+`fast_spec` (generated from them by `make docs`), so each is written once. The commands' bodies
+(`recall`, `remember`, `import_`, `get`, …) are shared: the Typer commands in
+`memsafe.cli.memory`, `.lifecycle`, `.graph` and `.transfer` call them too, so both paths print
+and exit alike.
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ from memsafe.cli._plain import (
     is_tty,
     out,
     print_line,
+    print_lines,
+    print_table,
     progress,
     project_key,
     read_stdin,
@@ -69,9 +73,18 @@ def _value(spec, raw: str):
     return value if (low is None or value >= low) and (high is None or value <= high) else None
 
 
+def _command(argv: list[str], i: int) -> tuple[str, int] | None:
+    """(the fast command at argv[i], the index after it): one word, or a group's command (`graph show`)."""
+    if i < len(argv) and argv[i] in fast_spec.OPTIONS:
+        return argv[i], i + 1
+    pair = " ".join(argv[i:i + 2])
+    return (pair, i + 2) if pair in fast_spec.OPTIONS else None
+
+
 def parse(argv: list[str]) -> tuple[str, str | None, dict] | None:
-    """(command, --db value or None, keyword arguments of its body) for a plain command line of
-    `recall`, `remember` or `import`, else None (the Typer app takes it)."""
+    """(command, --db value or None, keyword arguments of its body) for a plain command line of one
+    of the commands in `fast_spec.OPTIONS` (`recall`, `remember`, `import`, `get`, `forget`,
+    `history`, `list`, `status`, `graph show`), else None (the Typer app takes it)."""
     db = None
     i = 0
     while i < len(argv) and argv[i].startswith("--db"):
@@ -81,12 +94,13 @@ def parse(argv: list[str]) -> tuple[str, str | None, dict] | None:
             db, i = argv[i][5:], i + 1
         else:
             return None
-    if i >= len(argv) or argv[i] not in fast_spec.OPTIONS:
+    found = _command(argv, i)
+    if found is None:
         return None
-    command, options = argv[i], fast_spec.OPTIONS[argv[i]]
+    command, i = found
+    options = fast_spec.OPTIONS[command]
     kwargs = {k: (list(v) if isinstance(v, list) else v) for k, v in fast_spec.DEFAULTS[command].items()}
     positional: list[str] = []
-    i += 1
     while i < len(argv):
         arg = argv[i]
         if arg == "-" or not arg.startswith("-"):
@@ -116,14 +130,20 @@ def parse(argv: list[str]) -> tuple[str, str | None, dict] | None:
             kwargs[param].append(value)
         else:
             kwargs[param] = value
-    if len(positional) != 1 or not positional[0].strip():
+    argument = fast_spec.POSITIONAL[command]
+    if argument is None:
+        return (command, db, kwargs) if not positional else None
+    if len(positional) != 1:
         return None
-    kwargs[fast_spec.POSITIONAL[command]] = positional[0]
+    value = _value(argument[1], positional[0])
+    if value is None:
+        return None
+    kwargs[argument[0]] = value
     return command, db, kwargs
 
 
 def run(argv: list[str]) -> int | None:
-    """Run `argv` when it is a plain `recall`, `remember` or `import` (see `parse`): returns the exit
+    """Run `argv` when it is a plain command line of a fast command (see `parse`): returns the exit
     code. None when the Typer app must take it (nothing was done)."""
     if "_MEMSAFE_COMPLETE" in os.environ or os.environ.get("MEMSAFE_CLI_FAST", "1") == "0":
         return None
@@ -133,7 +153,10 @@ def run(argv: list[str]) -> int | None:
     command, db, kwargs = parsed
     safe_streams()
     try:
-        commands: dict[str, Callable[..., object]] = {"recall": recall, "remember": remember, "import": import_}
+        commands: dict[str, Callable[..., object]] = {
+            "recall": recall, "remember": remember, "import": import_, "get": get, "forget": forget,
+            "history": history, "list": list_, "status": status, "graph show": graph_show,
+        }
         commands[command](db, **kwargs)
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else 1
@@ -331,3 +354,162 @@ def import_(db: str | None, file: str | Path, *, format_: str, dry_run: bool, sk
         )
     if report.partial:
         raise Failed(PARTIAL_EXIT)
+
+
+# -- the reading commands (and forget): the Typer commands in cli/memory.py, cli/lifecycle.py and
+# cli/graph.py call these ----------------------------------------------------------------------
+
+
+def _scope(opened, project: str | None, project_path: str | None, all_projects: bool, json_: bool):
+    """The read scope of a command, as recall's: the current (or given) project plus global
+    memories, or every project with --all-projects. Raises `Failed` (exit 2) for both."""
+    from memsafe import api
+
+    if all_projects and (project is not None or project_path is not None):
+        raise fail(BOTH_SCOPES, 2, json_=json_)
+    key = None if all_projects else project_key(opened, project, project_path)[0]
+    return api.make_scope(project=key, all_projects=all_projects)
+
+
+def graph_options(scope) -> dict:
+    """A scope as the graph handlers' keyword arguments."""
+    if scope.projects is None:
+        return {"all_projects": True}
+    return {"project": scope.projects[0] if scope.projects else None}
+
+
+def preview(text: str, n: int = 70) -> str:
+    """`text` on one line, cut to at most `n` characters (an ellipsis ends a cut one)."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= n else flat[: n - 1] + "…"
+
+
+def get(db: str | None, memory_id: int, *, project: str | None, project_path: str | None, all_projects: bool,
+        json_: bool) -> None:
+    """`memsafe get`: one memory (whatever its status) as a table, plain lines when piped, or JSON.
+
+    Raises:
+        Failed: the error was reported (not found: exit 1; both scopes: exit 2).
+    """
+    from memsafe import api
+
+    with session(db, json_) as opened:
+        scope = _scope(opened, project, project_path, all_projects, json_)
+        memory = api.get(opened.store, memory_id, scope=scope, use=True)
+    if json_:
+        emit_json(memory)
+    else:
+        print_table(lambda: render.memory_table(memory), lambda: render.memory_lines(memory))
+
+
+def forget(db: str | None, memory_id: int, *, reason: str | None, project: str | None, project_path: str | None,
+           all_projects: bool, json_: bool) -> None:
+    """`memsafe forget`: hide a memory from every recall (kept for audit; `restore` undoes it).
+
+    Raises:
+        Failed: the error was reported.
+    """
+    from memsafe import api
+
+    with session(db, json_) as opened:
+        scope = _scope(opened, project, project_path, all_projects, json_)
+        memory = api.forget(opened.store, memory_id, reason=reason, scope=scope)
+    if json_:
+        emit_json(memory)
+    else:
+        print_line(f"Forgot memory {memory.id} (restore with: memsafe restore {memory.id})")
+
+
+def history(db: str | None, memory_id: int, *, project: str | None, project_path: str | None, all_projects: bool,
+            json_: bool) -> None:
+    """`memsafe history`: every version of a memory, oldest first (a table, plain lines, or JSON).
+
+    Raises:
+        Failed: the error was reported.
+    """
+    from memsafe import api
+
+    with session(db, json_) as opened:
+        scope = _scope(opened, project, project_path, all_projects, json_)
+        report = api.history(opened.store, memory_id, scope=scope)
+    if json_:
+        emit_json(report)
+    else:
+        print_table(lambda: render.history_table(report), lambda: render.history_lines(report))
+
+
+def list_(db: str | None, *, archived: bool, forgotten: bool, all_: bool, project: str | None,
+          project_path: str | None, all_projects: bool, limit: int | None, source: str | None, json_: bool) -> None:
+    """`memsafe list`: memories newest first, active ones by default (current project plus global).
+
+    Raises:
+        Failed: the error was reported (two status options: exit 2).
+    """
+    from memsafe import api, clock
+
+    if sum([archived, forgotten, all_]) > 1:
+        raise fail("use only one of --archived, --forgotten, --all", 2, json_=json_)
+    status = "archived" if archived else "forgotten" if forgotten else "all" if all_ else "active"
+    with session(db, json_) as opened:
+        scope = _scope(opened, project, project_path, all_projects, json_)  # refuses --project with --all-projects
+        key = None if all_projects else (scope.projects or [None])[0]
+        memories = api.list_memories(opened.store, status=status, project=key, all_projects=all_projects,
+                                     limit=limit, source=source)
+    if json_:
+        emit_json(memories)
+        return
+    if not memories:
+        err_line(f"No {status if status != 'all' else ''} memories.".replace("  ", " "))
+        return
+    title = f"{render.count_of(len(memories), 'memory')} ({status})"
+
+    def table():
+        from rich.table import Table
+
+        table = Table(title=title, title_justify="left")
+        for name in ("id", "kind", "status", "level", "age", "content"):
+            table.add_column(name, overflow="fold" if name == "content" else "ellipsis")
+        now = clock.now()
+        for m in memories:
+            table.add_row(str(m.id), m.kind, m.status, str(m.decay_level), clock.age(m.created_at, now),
+                          preview(m.content, 90))
+        return table
+
+    print_table(table, lambda: render.memories_lines(memories, title))
+
+
+def status(db: str | None, *, project: str | None, project_path: str | None, json_: bool) -> None:
+    """`memsafe status`: where the store is, what it holds, whether vector search works.
+
+    Raises:
+        Failed: exit 1 when vector search is unavailable (after the report), or the error reported.
+    """
+    from memsafe import api
+
+    with session(db, json_) as opened:
+        key, rule = project_key(opened, project, project_path)
+        report = api.status(opened, project=key, project_rule=rule)
+    if json_:
+        emit_json(report)
+    else:
+        print_lines(render.status_lines(report))
+    if not (report.vector_search["available"] and report.model.get("loaded")):
+        raise Failed(1)
+
+
+def graph_show(db: str | None, entity: str, *, depth: int, limit: int, project: str | None,
+               project_path: str | None, all_projects: bool, json_: bool) -> None:
+    """`memsafe graph show`: an entity's neighbourhood with its memories (lines, or JSON).
+
+    Raises:
+        Failed: the error was reported (an unknown entity: exit 1).
+    """
+    from memsafe import api
+
+    with session(db, json_) as opened:
+        scope = _scope(opened, project, project_path, all_projects, json_)
+        view = api.graph_show(opened.store, entity, depth=depth, limit=limit, **graph_options(scope))
+    if json_:
+        emit_json(view)
+    else:
+        print_lines(render.graph_view_lines(view))

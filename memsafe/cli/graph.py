@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from memsafe import api, render
+from memsafe.cli import fast
 from memsafe.cli._common import (
     AllProjectsOpt,
     Group,
@@ -36,11 +37,7 @@ graph_app = typer.Typer(
 app.add_typer(graph_app, name="graph")
 
 
-def _options(scope) -> dict:
-    """A scope as the graph handlers' keyword arguments."""
-    if scope.projects is None:
-        return {"all_projects": True}
-    return {"project": scope.projects[0] if scope.projects else None}
+_options = fast.graph_options
 
 
 @graph_app.command("add-entity")
@@ -140,15 +137,8 @@ def show(
 
       memsafe graph show checkout-api --depth 1
     """
-    with _session(ctx) as opened:
-        scope = _scope(opened, project, project_path, all_projects)
-        view = api.graph_show(opened.store, entity, depth=depth, limit=limit, **_options(scope))
-    if json_:
-        _emit_json(view)
-        return
-    console = out()
-    for line in render.graph_view_lines(view):
-        console.print(line, markup=False, highlight=False)
+    fast.graph_show(ctx.obj.db if ctx.obj else None, entity, depth=depth, limit=limit, project=project,
+                    project_path=project_path, all_projects=all_projects, json_=json_)
 
 
 LISTED = 50  # entities (and relations) a table shows unless --limit says otherwise

@@ -7,7 +7,8 @@ from typing import Annotated
 
 import typer
 
-from memsafe import api, clock, decay, render
+from memsafe import api, decay, render
+from memsafe.cli import fast
 from memsafe.cli._common import (
     AllProjectsOpt,
     IdArg,
@@ -20,20 +21,15 @@ from memsafe.cli._common import (
     _session,
     app,
     emit,
-    err,
     out,
-    print_table,
     read_stdin,
 )
 from memsafe.models import Kind, Source
-from memsafe.plural import count_of
 
 ReasonOpt = Annotated[str | None, typer.Option("--reason", help="Why (kept in the audit log).")]
 
 
-def _preview(text: str, n: int = 70) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= n else flat[: n - 1] + "…"
+_preview = fast.preview
 
 
 @app.command()
@@ -105,12 +101,8 @@ def history(
     from the row before (content, kind, tags, importance, status, level).
     Reads the current project and global memories unless --all-projects (as `get`).
     """
-    with _session(ctx) as opened:
-        report = api.history(opened.store, memory_id, scope=_scope(opened, project, project_path, all_projects))
-    if json_:
-        _emit_json(report)
-        return
-    print_table(lambda: render.history_table(report), lambda: render.history_lines(report))
+    fast.history(ctx.obj.db if ctx.obj else None, memory_id, project=project, project_path=project_path,
+                 all_projects=all_projects, json_=json_)
 
 
 @app.command("list")
@@ -137,35 +129,9 @@ def list_(
 
       memsafe list --forgotten --json
     """
-    if sum([archived, forgotten, all_]) > 1:
-        raise _fail("use only one of --archived, --forgotten, --all", 2)
-    status = "archived" if archived else "forgotten" if forgotten else "all" if all_ else "active"
-    with _session(ctx) as opened:
-        scope = _scope(opened, project, project_path, all_projects)  # refuses --project with --all-projects
-        key = None if all_projects else (scope.projects or [None])[0]
-        memories = api.list_memories(opened.store, status=status, project=key, all_projects=all_projects,
-                                     limit=limit, source=source.value if source else None)
-    if json_:
-        _emit_json(memories)
-        return
-    if not memories:
-        err.print(f"No {status if status != 'all' else ''} memories.".replace("  ", " "))
-        return
-    title = f"{count_of(len(memories), 'memory')} ({status})"
-
-    def table():
-        from rich.table import Table
-
-        table = Table(title=title, title_justify="left")
-        for name in ("id", "kind", "status", "level", "age", "content"):
-            table.add_column(name, overflow="fold" if name == "content" else "ellipsis")
-        now = clock.now()
-        for m in memories:
-            table.add_row(str(m.id), m.kind, m.status, str(m.decay_level), clock.age(m.created_at, now),
-                          _preview(m.content, 90))
-        return table
-
-    print_table(table, lambda: render.memories_lines(memories, title))
+    fast.list_(ctx.obj.db if ctx.obj else None, archived=archived, forgotten=forgotten, all_=all_, project=project,
+               project_path=project_path, all_projects=all_projects, limit=limit,
+               source=source.value if source else None, json_=json_)
 
 
 @app.command("decay")

@@ -19,7 +19,6 @@ from memsafe.cli._common import (
     TagsOpt,
     _emit_json,
     _fail,
-    _project,
     _scope,
     _session,
     app,
@@ -178,9 +177,8 @@ def get(
     Like recall, it reads the current project and global memories: a memory of another project
     is "not found" unless --all-projects (or that --project) is given.
     """
-    with _session(ctx) as opened:
-        memory = api.get(opened.store, memory_id, scope=_scope(opened, project, project_path, all_projects), use=True)
-    emit(memory, json_, render.memory_table(memory), lambda: render.memory_lines(memory))
+    fast.get(ctx.obj.db if ctx.obj else None, memory_id, project=project, project_path=project_path,
+             all_projects=all_projects, json_=json_)
 
 
 @app.command()
@@ -197,10 +195,8 @@ def forget(
 
     Like get, it reaches the current project and global memories (--all-projects: every project).
     """
-    with _session(ctx) as opened:
-        memory = api.forget(opened.store, memory_id, reason=reason,
-                            scope=_scope(opened, project, project_path, all_projects))
-    emit(memory, json_, f"Forgot memory {memory.id} (restore with: memsafe restore {memory.id})")
+    fast.forget(ctx.obj.db if ctx.obj else None, memory_id, reason=reason, project=project,
+                project_path=project_path, all_projects=all_projects, json_=json_)
 
 
 @app.command()
@@ -268,16 +264,6 @@ def status(
 
     Exits 1 if vector search is unavailable (recall then uses BM25 only).
     """
-    with _session(ctx) as opened:
-        key, rule = _project(opened, project, project_path)
-        report = api.status(opened, project=key, project_rule=rule)
-    if json_:
-        _emit_json(report)
-    else:
-        console = out()
-        for line in render.status_lines(report):
-            console.print(line, markup=False)
-    if not (report.vector_search["available"] and report.model.get("loaded")):
-        raise typer.Exit(1)
+    fast.status(ctx.obj.db if ctx.obj else None, project=project, project_path=project_path, json_=json_)
 
 
