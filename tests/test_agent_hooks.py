@@ -553,3 +553,32 @@ def test_a_hook_command_line_naming_an_unknown_agent_exits_0_and_is_logged(db, r
                           input=json.dumps(start(repo)).encode(), capture_output=True, timeout=120)
     assert (done.returncode, done.stdout) == (0, b"")  # exit 2 would block the user's prompt in Claude Code
     assert "unknown agent 'nope'" in log_lines()[before]
+
+
+@pytest.mark.parametrize("ids", [
+    ("SessionCase-A", "sessioncase-a"),  # tags fold case: two sessions must not share one
+    ("f" * 64, "f" * 64 + "0"),  # longer than a tag may be, and equal in their first 80 characters
+    ("ghp_PVzkl2YEYVdBlVAq8xTmR3nWc5Lk7Jd9Fb1H", "sess-plain"),  # a session id that looks like a token
+    (" padded ", "padded"),
+], ids=["case", "long", "token-like", "spaces"])
+def test_every_session_id_is_captured_under_its_own_tag_and_undone_alone(db, repo, tmp_path, ids):
+    first, second = ids
+    for n, session in enumerate(ids):
+        path = tmp_path / f"t{n}.jsonl"
+        t = Transcript(path, session=session, cwd=str(repo))
+        t.user(["We decided to name the queue worker Falcon.", "Never deploy the billing service on a Friday."][n])
+        before = len(log_lines())
+        done = run_hook(ending(repo, "Stop", path, session=session), db)
+        assert (done.returncode, done.stdout) == (0, b"") and log_lines()[before:] == [], log_lines()[before:]
+    opened = api.open_store(str(db))
+    try:
+        mine = {m.content for m in api.session_captures(opened.store, first)}
+        theirs = {m.content for m in api.session_captures(opened.store, second)}
+        assert any("Falcon" in c for c in mine) and not any("billing" in c for c in mine), mine
+        assert any("billing" in c for c in theirs) and not any("Falcon" in c for c in theirs), theirs
+        undone = api.undo_session(opened.store, first)
+        assert len(undone) == 2  # the statement and the summary
+        assert {m.status for m in api.session_captures(opened.store, second)} == {"active"}
+    finally:
+        opened.store.close()
+

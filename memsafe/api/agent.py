@@ -13,6 +13,7 @@ brings one back).
 
 from __future__ import annotations
 
+import hashlib
 import re
 import uuid
 from dataclasses import dataclass, field
@@ -41,9 +42,17 @@ TOOLS_NOTE = ("more with the memsafe MCP tools: recall (search), get_memory, rem
               "`memsafe list --source hook` shows what the hooks captured")
 
 
+_PLAIN_SESSION = re.compile(r"[a-z0-9][a-z0-9._-]{0,47}")  # kept as it is by tag folding and within a tag's length
+
+
 def session_tag(session_id: str) -> str:
-    """The tag every capture of agent session `session_id` carries: `session:<session_id>`."""
-    return "session:" + framing.inline(session_id.strip())[:80]
+    """The tag every capture of agent session `session_id` carries: `session:<session_id>` for an
+    id a tag holds unchanged (lower-case letters, digits, `.`, `_`, `-`; at most 48 characters;
+    nothing credential-like), else `session:~<digest>` (24 hex digits of its SHA-256): tags fold
+    case, have a length limit and refuse credentials, and two sessions must never share a tag."""
+    if _PLAIN_SESSION.fullmatch(session_id) and not safety.scan(session_id):
+        return "session:" + session_id
+    return "session:~" + hashlib.sha256(session_id.encode("utf-8", "surrogatepass")).hexdigest()[:24]
 
 
 def summary_uid(agent: str, session_id: str) -> str:
