@@ -582,3 +582,33 @@ def test_every_session_id_is_captured_under_its_own_tag_and_undone_alone(db, rep
     finally:
         opened.store.close()
 
+
+
+def test_a_session_moved_to_another_transcript_is_read_from_its_start(db, repo, tmp_path):
+    old = tmp_path / "old.jsonl"
+    t = Transcript(old, cwd=str(repo))
+    t.user("We decided to keep the retry budget at three attempts.")
+    for i in range(20):
+        t.assistant(f"Working on step {i} of the change, nothing to report yet.")
+    run_hook(ending(repo, "Stop", old), db)
+    new = tmp_path / "new.jsonl"
+    t2 = Transcript(new, cwd=str(repo))
+    t2.user("Never deploy the billing service on a Friday.")
+    for i in range(40):
+        t2.assistant(f"Still going with step {i}.")
+    assert new.stat().st_size > old.stat().st_size  # the old offset lies inside the new file
+    run_hook(ending(repo, "Stop", new), db)
+    texts = [m.content for m in captured(db) if "session-summary" not in m.tags]
+    assert "Never deploy the billing service on a Friday." in texts, texts
+
+
+@pytest.mark.parametrize("state", [{"offset": "abc", "captured": None}, {"offset": -5, "captured": -3},
+                                   {"offset": 1.5, "captured": "2"}], ids=["text", "negative", "float"])
+def test_a_damaged_session_state_does_not_stop_the_capture(db, repo, tmp_path, state):
+    path = tmp_path / "t.jsonl"
+    Transcript(path, cwd=str(repo)).user("Never deploy the billing service on a Friday.")
+    sessions.save(sessions.path_of("claude", "sess-1"), {"capture": {**state, "transcript": str(path)}})
+    before = len(log_lines())
+    run_hook(ending(repo, "Stop", path), db)
+    assert log_lines()[before:] == []
+    assert "Never deploy the billing service on a Friday." in [m.content for m in captured(db)]

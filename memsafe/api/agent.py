@@ -259,9 +259,10 @@ def capture_session(store: Store, project: str | None, *, agent: str, session_id
                     transcript: str | Path, cwd: str | None = None, state: dict | None = None,
                     now: datetime | None = None) -> CaptureReport:
     """Read `transcript` (JSON Lines) from where the last capture of this session stopped
-    (`state`), store the user's explicit statements the capture rules find (source `hook`,
-    credentials redacted, duplicates of stored memories skipped, at most config `hook_capture_max`
-    per session) and write or update the session's summary memory, in one transaction.
+    (`state`; from its start when the session's transcript is another file now), store the user's
+    explicit statements the capture rules find (source `hook`, credentials redacted, duplicates of
+    stored memories skipped, at most config `hook_capture_max` per session) and write or update the
+    session's summary memory, in one transaction.
 
     Args:
         state: what the previous capture of the session returned as `CaptureReport.state` ({} first).
@@ -275,12 +276,14 @@ def capture_session(store: Store, project: str | None, *, agent: str, session_id
     from memsafe.api.lifecycle import update
 
     state = dict(state or {})
-    chunk = capture.read_transcript(transcript, int(state.get("offset") or 0))
+    # an offset is into the file it was read from: another transcript is read from its start
+    same_file = state.get("transcript") in (None, str(transcript))
+    chunk = capture.read_transcript(transcript, _count(state, "offset") if same_file else 0)
     log = capture.SessionLog.from_dict(state.get("log") or {})
     messages = log.add(chunk.entries, cwd)
     found = capture.captures_in(messages)
     report = CaptureReport(skipped_bytes=chunk.skipped_bytes, bad_lines=chunk.bad_lines)
-    left = config_value(store, "hook_capture_max") - int(state.get("captured") or 0)
+    left = config_value(store, "hook_capture_max") - _count(state, "captured")
     tag = session_tag(session_id)
     now = now or clock.now()
     with store.write(wait_ms=WRITE_WAIT_MS):
@@ -316,9 +319,16 @@ def capture_session(store: Store, project: str | None, *, agent: str, session_id
                     update(store, row["id"], content=text, redact=True, embed_now=False)
                     report.summary_changed = True
     report.state = {**state, "offset": chunk.offset, "log": log.to_dict(),
-                    "captured": int(state.get("captured") or 0) + len(report.captured),
+                    "captured": _count(state, "captured") + len(report.captured),
                     "transcript": str(transcript)}
     return report
+
+
+def _count(state: dict, key: str) -> int:
+    """A count or byte offset of a session's state; 0 when missing or not a whole number >= 0 (a
+    state file edited or damaged by hand must not stop every later hook of the session)."""
+    value = state.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
 
 def session_captures(store: Store, session_id: str | None = None, *, limit: int | None = None) -> list[Memory]:
