@@ -612,3 +612,28 @@ def test_a_damaged_session_state_does_not_stop_the_capture(db, repo, tmp_path, s
     run_hook(ending(repo, "Stop", path), db)
     assert log_lines()[before:] == []
     assert "Never deploy the billing service on a Friday." in [m.content for m in captured(db)]
+
+
+def test_undo_takes_every_capture_committed_before_it_even_one_it_waited_for(db, repo, tmp_path):
+    import threading
+    import time
+
+    path = tmp_path / "t.jsonl"
+    Transcript(path, cwd=str(repo)).user("We decided to name the queue worker Falcon.")
+    run_hook(ending(repo, "Stop", path), db)
+    capturing, undoing = api.open_store(str(db)), api.open_store(str(db))
+    undone: list = []
+    try:
+        with capturing.store.write():  # a capture in progress when the undo starts
+            late = api.remember(capturing.store, "Never deploy the billing service on a Friday.",
+                                tags=[api.CAPTURED_TAG, api.session_tag("sess-1")],
+                                source="hook", embed_now=False)
+            worker = threading.Thread(target=lambda: undone.extend(api.undo_session(undoing.store, "sess-1")))
+            worker.start()
+            time.sleep(0.5)  # the undo is waiting for the store now
+        worker.join(30)
+    finally:
+        capturing.store.close()
+        undoing.store.close()
+    assert late.id in undone and len(undone) == 3
+    assert {m.status for m in captured(db)} == {"forgotten"}

@@ -353,8 +353,8 @@ def undo_session(store: Store, session_id: str) -> list[int]:
     """
     if not session_id.strip():
         raise InvalidInput("empty session id")
-    ids = [m.id for m in session_captures(store, session_id) if m.status == Status.ACTIVE.value]
-    with store.write():
+    with store.write():  # listed inside: a capture committing meanwhile is undone too, not left behind
+        ids = [m.id for m in session_captures(store, session_id) if m.status == Status.ACTIVE.value]
         for memory_id in ids:
             forget(store, memory_id, reason=f"undo of the captures of agent session {framing.inline(session_id)[:80]}")
     return ids
