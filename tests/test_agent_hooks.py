@@ -637,3 +637,12 @@ def test_undo_takes_every_capture_committed_before_it_even_one_it_waited_for(db,
         undoing.store.close()
     assert late.id in undone and len(undone) == 3
     assert {m.status for m in captured(db)} == {"forgotten"}
+
+
+@pytest.mark.parametrize("tail", ["repeat", "one-long-word"])
+def test_a_5_mb_prompt_is_searched_by_its_whole_words(db, repo, tail):
+    retry, = seed(db, repo, [("The retry budget of the payment client is three attempts.", {})])
+    question = "what is the retry budget of the payment client? "
+    text = question * (5_000_000 // len(question)) if tail == "repeat" else question + "z" * 5_000_000
+    got = injected(run_hook(prompt(repo, text), db))
+    assert retry in framing.texts_of(got)

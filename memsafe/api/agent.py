@@ -182,6 +182,16 @@ def session_brief(store: Store, project: str | None, *, budget: int | None = Non
     return "\n".join([*lines, note])
 
 
+def _whole_words(text: str, max_chars: int) -> str:
+    """`text`, or its longest prefix of at most `max_chars` characters that ends before a space: a
+    word cut in two is a word no memory holds, and it would lower every match's coverage."""
+    if len(text) <= max_chars:
+        return text
+    cut = text[: max_chars + 1]
+    end = max(cut.rfind(c) for c in " \t\n\r")
+    return cut[:end].rstrip() if end > 0 else ""
+
+
 def prompt_context(store: Store, project: str | None, prompt: str, *, shown: dict[str, str] | None = None,
                    budget: int | None = None, floor: float | None = None, mode: str = "lexical",
                    session_id: str | None = None) -> tuple[str, dict[str, str]]:
@@ -202,7 +212,7 @@ def prompt_context(store: Store, project: str | None, prompt: str, *, shown: dic
     from memsafe.api.retrieval import recall
 
     seen = dict(shown or {})
-    query = prompt.strip()[:MAX_QUERY_CHARS]
+    query = _whole_words(prompt.strip(), MAX_QUERY_CHARS)
     if not query or safety.scan(query):
         return "", seen
     budget = budget or config_value(store, "hook_prompt_budget")
