@@ -646,3 +646,22 @@ def test_a_5_mb_prompt_is_searched_by_its_whole_words(db, repo, tail):
     text = question * (5_000_000 // len(question)) if tail == "repeat" else question + "z" * 5_000_000
     got = injected(run_hook(prompt(repo, text), db))
     assert retry in framing.texts_of(got)
+
+
+def test_a_session_listed_by_captures_is_undone_by_the_id_listed_and_echoed_in_one_line(db, repo, tmp_path):
+    session = "F" * 70  # a tag cannot hold it as it is
+    path = tmp_path / "t.jsonl"
+    Transcript(path, session=session, cwd=str(repo)).user("We decided to name the queue worker Falcon.")
+    run_hook(ending(repo, "Stop", path, session=session), db)
+    listed = subprocess.run([str(MEMSAFE), "--db", str(db), "agent", "captures", "--json"], capture_output=True,
+                            text=True)
+    rows = json.loads(listed.stdout)
+    assert len(rows) == 1 and rows[0]["active"] == 2, rows
+    undo = subprocess.run([str(MEMSAFE), "--db", str(db), "agent", "undo", rows[0]["session"]], capture_output=True,
+                          text=True)
+    assert undo.returncode == 0 and "Forgot 2 memories" in undo.stdout, undo
+    assert {m.status for m in captured(db)} == {"forgotten"}
+    odd = subprocess.run([str(MEMSAFE), "--db", str(db), "agent", "undo", "x" * 10_000 + "\x1b[2J\nforged line"],
+                         capture_output=True, text=True)
+    assert odd.returncode == 0 and len(odd.stderr) < 200 and "\x1b" not in odd.stderr, odd.stderr[:300]
+    assert odd.stderr.count("\n") == 1
