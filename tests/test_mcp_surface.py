@@ -622,3 +622,24 @@ def test_prompt_and_resource_arguments_are_read_strictly_and_refused_in_one_boun
         assert "\n" not in error.message and len(error.message) < 300, (name, error.message[:300])
     assert "100,000" in r["huge_topic"].message and "empty" in r["nul_topic"].message
     assert "Traceback" not in errlog.read_text()
+
+
+def test_a_refused_megabyte_argument_is_echoed_in_a_short_line(where, tmp_path):
+    db, home = where["db"], where["home"]
+    huge = "k" * 100_000
+
+    async def body(s: ClientSession):
+        out = {"key": await s.call_tool("configure", {"key": huge}),
+               "choice": await s.call_tool("configure", {"key": "project_mode", "value": huge}),
+               "status": await s.call_tool("recall", {"query": "", "status": huge})}
+        try:
+            await s.get_prompt(huge, {})
+        except MCPError as exc:
+            out["prompt"] = exc.error.message
+        return out
+
+    r = anyio.run(lambda: with_session(db, tmp_path, home, body))
+    for name, result in r.items():
+        message = result if isinstance(result, str) else text_of(result)
+        assert isinstance(result, str) or is_error(result), name
+        assert "kkkk" in message and len(message) < 1000, (name, len(message))  # the key list is long
