@@ -665,3 +665,17 @@ def test_a_session_listed_by_captures_is_undone_by_the_id_listed_and_echoed_in_o
                          capture_output=True, text=True)
     assert odd.returncode == 0 and len(odd.stderr) < 200 and "\x1b" not in odd.stderr, odd.stderr[:300]
     assert odd.stderr.count("\n") == 1
+
+
+def test_an_undone_statement_stays_undone_when_its_transcript_is_read_again(db, repo, tmp_path):
+    path = tmp_path / "t.jsonl"
+    Transcript(path, cwd=str(repo)).user("We decided to name the queue worker Falcon.")
+    run_hook(ending(repo, "Stop", path), db)
+    undo = subprocess.run([str(MEMSAFE), "--db", str(db), "agent", "undo", "sess-1"], capture_output=True, text=True)
+    assert "Forgot 2 memories" in undo.stdout
+    moved = tmp_path / "moved.jsonl"  # the session goes on in another file holding the same lines
+    moved.write_bytes(path.read_bytes())
+    run_hook(ending(repo, "Stop", moved), db)
+    sessions.path_of("claude", "sess-1").unlink()  # and its state is lost
+    run_hook(ending(repo, "SessionEnd", path), db)
+    assert [m for m in captured(db) if m.status == "active" and "session-summary" not in m.tags] == []

@@ -275,8 +275,9 @@ def capture_session(store: Store, project: str | None, *, agent: str, session_id
     """Read `transcript` (JSON Lines) from where the last capture of this session stopped
     (`state`; from its start when the session's transcript is another file now), store the user's
     explicit statements the capture rules find (source `hook`, credentials redacted, duplicates of
-    stored memories skipped, at most config `hook_capture_max` per session) and write or update the
-    session's summary memory, in one transaction.
+    stored memories and statements of this session undone before skipped, at most config
+    `hook_capture_max` per session) and write or update the session's summary memory, in one
+    transaction.
 
     Args:
         state: what the previous capture of the session returned as `CaptureReport.state` ({} first).
@@ -301,7 +302,14 @@ def capture_session(store: Store, project: str | None, *, agent: str, session_id
     tag = session_tag(session_id)
     now = now or clock.now()
     with store.write(wait_ms=WRITE_WAIT_MS):
+        # what `undo_session` forgot stays forgotten when the transcript is read again (another
+        # file, a lost state): a forgotten memory is no duplicate to `remember`
+        undone = {m.content for m in session_captures(store, session_id)
+                  if m.status != Status.ACTIVE.value} if found else set()
         for item in found:
+            if safety.redact_for_capture(item.text)[0].strip() in undone:
+                report.duplicates += 1
+                continue
             if left <= 0:
                 report.over_cap += 1
                 continue
