@@ -325,7 +325,8 @@ class ConfigKey:
                                                 or self.high is not None and value > self.high):
             raise InvalidInput(f"{self.name} must be between {self.low:g} and {self.high:g}, got {raw}")
         if self.choices and value not in self.choices:
-            raise InvalidInput(f"{self.name} must be one of {', '.join(self.choices)}, got {raw!r}")
+            shown = repr(raw) if len(repr(raw)) <= 40 else repr(raw)[:39] + "…"
+            raise InvalidInput(f"{self.name} must be one of {', '.join(self.choices)}, got {shown}")
         if self.check is not None:
             value = self.check(value)
         return value

@@ -553,3 +553,129 @@ def test_a_hook_command_line_naming_an_unknown_agent_exits_0_and_is_logged(db, r
                           input=json.dumps(start(repo)).encode(), capture_output=True, timeout=120)
     assert (done.returncode, done.stdout) == (0, b"")  # exit 2 would block the user's prompt in Claude Code
     assert "unknown agent 'nope'" in log_lines()[before]
+
+
+@pytest.mark.parametrize("ids", [
+    ("SessionCase-A", "sessioncase-a"),  # tags fold case: two sessions must not share one
+    ("f" * 64, "f" * 64 + "0"),  # longer than a tag may be, and equal in their first 80 characters
+    ("ghp_PVzkl2YEYVdBlVAq8xTmR3nWc5Lk7Jd9Fb1H", "sess-plain"),  # a session id that looks like a token
+    (" padded ", "padded"),
+], ids=["case", "long", "token-like", "spaces"])
+def test_every_session_id_is_captured_under_its_own_tag_and_undone_alone(db, repo, tmp_path, ids):
+    first, second = ids
+    for n, session in enumerate(ids):
+        path = tmp_path / f"t{n}.jsonl"
+        t = Transcript(path, session=session, cwd=str(repo))
+        t.user(["We decided to name the queue worker Falcon.", "Never deploy the billing service on a Friday."][n])
+        before = len(log_lines())
+        done = run_hook(ending(repo, "Stop", path, session=session), db)
+        assert (done.returncode, done.stdout) == (0, b"") and log_lines()[before:] == [], log_lines()[before:]
+    opened = api.open_store(str(db))
+    try:
+        mine = {m.content for m in api.session_captures(opened.store, first)}
+        theirs = {m.content for m in api.session_captures(opened.store, second)}
+        assert any("Falcon" in c for c in mine) and not any("billing" in c for c in mine), mine
+        assert any("billing" in c for c in theirs) and not any("Falcon" in c for c in theirs), theirs
+        undone = api.undo_session(opened.store, first)
+        assert len(undone) == 2  # the statement and the summary
+        assert {m.status for m in api.session_captures(opened.store, second)} == {"active"}
+    finally:
+        opened.store.close()
+
+
+
+def test_a_session_moved_to_another_transcript_is_read_from_its_start(db, repo, tmp_path):
+    old = tmp_path / "old.jsonl"
+    t = Transcript(old, cwd=str(repo))
+    t.user("We decided to keep the retry budget at three attempts.")
+    for i in range(20):
+        t.assistant(f"Working on step {i} of the change, nothing to report yet.")
+    run_hook(ending(repo, "Stop", old), db)
+    new = tmp_path / "new.jsonl"
+    t2 = Transcript(new, cwd=str(repo))
+    t2.user("Never deploy the billing service on a Friday.")
+    for i in range(40):
+        t2.assistant(f"Still going with step {i}.")
+    assert new.stat().st_size > old.stat().st_size  # the old offset lies inside the new file
+    run_hook(ending(repo, "Stop", new), db)
+    texts = [m.content for m in captured(db) if "session-summary" not in m.tags]
+    assert "Never deploy the billing service on a Friday." in texts, texts
+
+
+@pytest.mark.parametrize("state", [{"offset": "abc", "captured": None}, {"offset": -5, "captured": -3},
+                                   {"offset": 1.5, "captured": "2"}], ids=["text", "negative", "float"])
+def test_a_damaged_session_state_does_not_stop_the_capture(db, repo, tmp_path, state):
+    path = tmp_path / "t.jsonl"
+    Transcript(path, cwd=str(repo)).user("Never deploy the billing service on a Friday.")
+    sessions.save(sessions.path_of("claude", "sess-1"), {"capture": {**state, "transcript": str(path)}})
+    before = len(log_lines())
+    run_hook(ending(repo, "Stop", path), db)
+    assert log_lines()[before:] == []
+    assert "Never deploy the billing service on a Friday." in [m.content for m in captured(db)]
+
+
+def test_undo_takes_every_capture_committed_before_it_even_one_it_waited_for(db, repo, tmp_path):
+    import threading
+    import time
+
+    path = tmp_path / "t.jsonl"
+    Transcript(path, cwd=str(repo)).user("We decided to name the queue worker Falcon.")
+    run_hook(ending(repo, "Stop", path), db)
+    capturing, undoing = api.open_store(str(db)), api.open_store(str(db))
+    undone: list = []
+    try:
+        with capturing.store.write():  # a capture in progress when the undo starts
+            late = api.remember(capturing.store, "Never deploy the billing service on a Friday.",
+                                tags=[api.CAPTURED_TAG, api.session_tag("sess-1")],
+                                source="hook", embed_now=False)
+            worker = threading.Thread(target=lambda: undone.extend(api.undo_session(undoing.store, "sess-1")))
+            worker.start()
+            time.sleep(0.5)  # the undo is waiting for the store now
+        worker.join(30)
+    finally:
+        capturing.store.close()
+        undoing.store.close()
+    assert late.id in undone and len(undone) == 3
+    assert {m.status for m in captured(db)} == {"forgotten"}
+
+
+@pytest.mark.parametrize("tail", ["repeat", "one-long-word"])
+def test_a_5_mb_prompt_is_searched_by_its_whole_words(db, repo, tail):
+    retry, = seed(db, repo, [("The retry budget of the payment client is three attempts.", {})])
+    question = "what is the retry budget of the payment client? "
+    text = question * (5_000_000 // len(question)) if tail == "repeat" else question + "z" * 5_000_000
+    got = injected(run_hook(prompt(repo, text), db))
+    assert retry in framing.texts_of(got)
+
+
+def test_a_session_listed_by_captures_is_undone_by_the_id_listed_and_echoed_in_one_line(db, repo, tmp_path):
+    session = "F" * 70  # a tag cannot hold it as it is
+    path = tmp_path / "t.jsonl"
+    Transcript(path, session=session, cwd=str(repo)).user("We decided to name the queue worker Falcon.")
+    run_hook(ending(repo, "Stop", path, session=session), db)
+    listed = subprocess.run([str(MEMSAFE), "--db", str(db), "agent", "captures", "--json"], capture_output=True,
+                            text=True)
+    rows = json.loads(listed.stdout)
+    assert len(rows) == 1 and rows[0]["active"] == 2, rows
+    undo = subprocess.run([str(MEMSAFE), "--db", str(db), "agent", "undo", rows[0]["session"]], capture_output=True,
+                          text=True)
+    assert undo.returncode == 0 and "Forgot 2 memories" in undo.stdout, undo
+    assert {m.status for m in captured(db)} == {"forgotten"}
+    odd = subprocess.run([str(MEMSAFE), "--db", str(db), "agent", "undo", "x" * 10_000 + "\x1b[2J\nforged line"],
+                         capture_output=True, text=True)
+    assert odd.returncode == 0 and len(odd.stderr) < 200 and "\x1b" not in odd.stderr, odd.stderr[:300]
+    assert odd.stderr.count("\n") == 1
+
+
+def test_an_undone_statement_stays_undone_when_its_transcript_is_read_again(db, repo, tmp_path):
+    path = tmp_path / "t.jsonl"
+    Transcript(path, cwd=str(repo)).user("We decided to name the queue worker Falcon.")
+    run_hook(ending(repo, "Stop", path), db)
+    undo = subprocess.run([str(MEMSAFE), "--db", str(db), "agent", "undo", "sess-1"], capture_output=True, text=True)
+    assert "Forgot 2 memories" in undo.stdout
+    moved = tmp_path / "moved.jsonl"  # the session goes on in another file holding the same lines
+    moved.write_bytes(path.read_bytes())
+    run_hook(ending(repo, "Stop", moved), db)
+    sessions.path_of("claude", "sess-1").unlink()  # and its state is lost
+    run_hook(ending(repo, "SessionEnd", path), db)
+    assert [m for m in captured(db) if m.status == "active" and "session-summary" not in m.tags] == []

@@ -583,3 +583,63 @@ def test_after_an_http_restart_an_initialize_with_the_old_session_id_gets_a_new_
         assert opened_store.store.counts()["total"] == 1
     finally:
         opened_store.store.close()
+
+
+def test_prompt_and_resource_arguments_are_read_strictly_and_refused_in_one_bounded_line(where, tmp_path):
+    db, home = where["db"], where["home"]
+    env = {"MEMSAFE_HOME": str(home / ".memsafe")}
+    for i in range(1, 11):
+        cli(db, "remember", f"Memory number {i} about the deploy pipeline", "--project", "web", env=env)
+    errlog = tmp_path / "server.err"
+
+    async def body(s: ClientSession):
+        out = {}
+        for name, args in (("huge_topic", ("recall-topic", {"topic": "deploy " * 200_000})),
+                           ("nul_topic", ("recall-topic", {"topic": "\x00\x00"})),
+                           ("huge_days", ("review-week", {"days": "9" * 4000})),
+                           ("arabic_days", ("review-week", {"days": "\u0667"})),
+                           ("underscore_days", ("review-week", {"days": "1_0"}))):
+            try:
+                await s.get_prompt(*args)
+                out[name] = None
+            except MCPError as exc:
+                out[name] = exc.error
+        for name, uri in (("underscore", "memsafe://memory/1_0"), ("plus", "memsafe://memory/+1"),
+                          ("space", "memsafe://memory/%201"), ("arabic", "memsafe://memory/\u0661"),
+                          ("leading_zero", "memsafe://memory/01"), ("huge", "memsafe://memory/" + "9" * 5000),
+                          ("dotdot", "memsafe://memory/1/../2")):
+            try:
+                await s.read_resource(uri)
+                out[name] = None
+            except MCPError as exc:
+                out[name] = exc.error
+        return out
+
+    r = anyio.run(lambda: with_session(db, tmp_path, home, body, args=("--project", "web"), errlog=errlog))
+    for name, error in r.items():
+        assert error is not None, name
+        assert error.code == types.INVALID_PARAMS, (name, error)
+        assert "\n" not in error.message and len(error.message) < 300, (name, error.message[:300])
+    assert "100,000" in r["huge_topic"].message and "empty" in r["nul_topic"].message
+    assert "Traceback" not in errlog.read_text()
+
+
+def test_a_refused_megabyte_argument_is_echoed_in_a_short_line(where, tmp_path):
+    db, home = where["db"], where["home"]
+    huge = "k" * 100_000
+
+    async def body(s: ClientSession):
+        out = {"key": await s.call_tool("configure", {"key": huge}),
+               "choice": await s.call_tool("configure", {"key": "project_mode", "value": huge}),
+               "status": await s.call_tool("recall", {"query": "", "status": huge})}
+        try:
+            await s.get_prompt(huge, {})
+        except MCPError as exc:
+            out["prompt"] = exc.error.message
+        return out
+
+    r = anyio.run(lambda: with_session(db, tmp_path, home, body))
+    for name, result in r.items():
+        message = result if isinstance(result, str) else text_of(result)
+        assert isinstance(result, str) or is_error(result), name
+        assert "kkkk" in message and len(message) < 1000, (name, len(message))  # the key list is long

@@ -13,6 +13,7 @@ brings one back).
 
 from __future__ import annotations
 
+import hashlib
 import re
 import uuid
 from dataclasses import dataclass, field
@@ -41,9 +42,21 @@ TOOLS_NOTE = ("more with the memsafe MCP tools: recall (search), get_memory, rem
               "`memsafe list --source hook` shows what the hooks captured")
 
 
+_PLAIN_SESSION = re.compile(r"[a-z0-9][a-z0-9._-]{0,47}")  # kept as it is by tag folding and within a tag's length
+_DIGEST_SESSION = re.compile(r"~[0-9a-f]{24}")
+
+
 def session_tag(session_id: str) -> str:
-    """The tag every capture of agent session `session_id` carries: `session:<session_id>`."""
-    return "session:" + framing.inline(session_id.strip())[:80]
+    """The tag every capture of agent session `session_id` carries: `session:<session_id>` for an
+    id a tag holds unchanged (lower-case letters, digits, `.`, `_`, `-`; at most 48 characters;
+    nothing credential-like), else `session:~<digest>` (24 hex digits of its SHA-256): tags fold
+    case, have a length limit and refuse credentials, and two sessions must never share a tag.
+    `~<digest>` itself (as `memsafe agent captures` lists such a session) names the same tag."""
+    if _PLAIN_SESSION.fullmatch(session_id) and not safety.scan(session_id):
+        return "session:" + session_id
+    if _DIGEST_SESSION.fullmatch(session_id):
+        return "session:" + session_id
+    return "session:~" + hashlib.sha256(session_id.encode("utf-8", "surrogatepass")).hexdigest()[:24]
 
 
 def summary_uid(agent: str, session_id: str) -> str:
@@ -173,6 +186,16 @@ def session_brief(store: Store, project: str | None, *, budget: int | None = Non
     return "\n".join([*lines, note])
 
 
+def _whole_words(text: str, max_chars: int) -> str:
+    """`text`, or its longest prefix of at most `max_chars` characters that ends before a space: a
+    word cut in two is a word no memory holds, and it would lower every match's coverage."""
+    if len(text) <= max_chars:
+        return text
+    cut = text[: max_chars + 1]
+    end = max(cut.rfind(c) for c in " \t\n\r")
+    return cut[:end].rstrip() if end > 0 else ""
+
+
 def prompt_context(store: Store, project: str | None, prompt: str, *, shown: dict[str, str] | None = None,
                    budget: int | None = None, floor: float | None = None, mode: str = "lexical",
                    session_id: str | None = None) -> tuple[str, dict[str, str]]:
@@ -194,7 +217,7 @@ def prompt_context(store: Store, project: str | None, prompt: str, *, shown: dic
     from memsafe.api.retrieval import recall
 
     seen = dict(shown or {})
-    query = prompt.strip()[:MAX_QUERY_CHARS]
+    query = _whole_words(prompt.strip(), MAX_QUERY_CHARS)
     if not query or safety.scan(query):
         return "", seen
     budget = budget or config_value(store, "hook_prompt_budget")
@@ -251,9 +274,11 @@ def capture_session(store: Store, project: str | None, *, agent: str, session_id
                     transcript: str | Path, cwd: str | None = None, state: dict | None = None,
                     now: datetime | None = None) -> CaptureReport:
     """Read `transcript` (JSON Lines) from where the last capture of this session stopped
-    (`state`), store the user's explicit statements the capture rules find (source `hook`,
-    credentials redacted, duplicates of stored memories skipped, at most config `hook_capture_max`
-    per session) and write or update the session's summary memory, in one transaction.
+    (`state`; from its start when the session's transcript is another file now), store the user's
+    explicit statements the capture rules find (source `hook`, credentials redacted, duplicates of
+    stored memories and statements of this session undone before skipped, at most config
+    `hook_capture_max` per session) and write or update the session's summary memory, in one
+    transaction.
 
     Args:
         state: what the previous capture of the session returned as `CaptureReport.state` ({} first).
@@ -268,16 +293,25 @@ def capture_session(store: Store, project: str | None, *, agent: str, session_id
     from memsafe.api.lifecycle import update
 
     state = dict(state or {})
-    chunk = capture.read_transcript(transcript, int(state.get("offset") or 0))
+    # an offset is into the file it was read from: another transcript is read from its start
+    same_file = state.get("transcript") in (None, str(transcript))
+    chunk = capture.read_transcript(transcript, _count(state, "offset") if same_file else 0)
     log = capture.SessionLog.from_dict(state.get("log") or {})
     messages = log.add(chunk.entries, cwd)
     found = capture.captures_in(messages)
     report = CaptureReport(skipped_bytes=chunk.skipped_bytes, bad_lines=chunk.bad_lines)
-    left = config_value(store, "hook_capture_max") - int(state.get("captured") or 0)
+    left = config_value(store, "hook_capture_max") - _count(state, "captured")
     tag = session_tag(session_id)
     now = now or clock.now()
     with store.write(wait_ms=WRITE_WAIT_MS):
+        # what `undo_session` forgot stays forgotten when the transcript is read again (another
+        # file, a lost state): a forgotten memory is no duplicate to `remember`
+        undone = {m.content for m in session_captures(store, session_id)
+                  if m.status != Status.ACTIVE.value} if found else set()
         for item in found:
+            if safety.redact_for_capture(item.text)[0].strip() in undone:
+                report.duplicates += 1
+                continue
             if left <= 0:
                 report.over_cap += 1
                 continue
@@ -309,9 +343,16 @@ def capture_session(store: Store, project: str | None, *, agent: str, session_id
                     update(store, row["id"], content=text, redact=True, embed_now=False)
                     report.summary_changed = True
     report.state = {**state, "offset": chunk.offset, "log": log.to_dict(),
-                    "captured": int(state.get("captured") or 0) + len(report.captured),
+                    "captured": _count(state, "captured") + len(report.captured),
                     "transcript": str(transcript)}
     return report
+
+
+def _count(state: dict, key: str) -> int:
+    """A count or byte offset of a session's state; 0 when missing or not a whole number >= 0 (a
+    state file edited or damaged by hand must not stop every later hook of the session)."""
+    value = state.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
 
 def session_captures(store: Store, session_id: str | None = None, *, limit: int | None = None) -> list[Memory]:
@@ -336,8 +377,8 @@ def undo_session(store: Store, session_id: str) -> list[int]:
     """
     if not session_id.strip():
         raise InvalidInput("empty session id")
-    ids = [m.id for m in session_captures(store, session_id) if m.status == Status.ACTIVE.value]
-    with store.write():
+    with store.write():  # listed inside: a capture committing meanwhile is undone too, not left behind
+        ids = [m.id for m in session_captures(store, session_id) if m.status == Status.ACTIVE.value]
         for memory_id in ids:
             forget(store, memory_id, reason=f"undo of the captures of agent session {framing.inline(session_id)[:80]}")
     return ids

@@ -123,7 +123,8 @@ def config_reset(store: Store, key: str):
 def _config_spec(key: str) -> ConfigKey:
     spec = CONFIG_KEYS.get(key)
     if spec is None:
-        raise InvalidInput(f"unknown config key {key!r}; known keys: {', '.join(CONFIG_KEYS)}, db")
+        shown = repr(key) if len(repr(key)) <= 40 else repr(key)[:39] + "…"  # never echo megabytes
+        raise InvalidInput(f"unknown config key {shown}; known keys: {', '.join(CONFIG_KEYS)}, db")
     return spec
 
 

@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from memsafe import api, clock, render
+from memsafe import api, clock, framing, render
 from memsafe.cli._common import Group, JsonOpt, _emit_json, _fail, _session, app, err, out
 from memsafe.errors import MemsafeError
 
@@ -114,10 +114,12 @@ def undo(
     if json_:
         _emit_json({"session": session_id, "forgotten": ids})
         return
+    shown = framing.inline(session_id)
+    shown = shown if len(shown) <= 80 else shown[:80] + "…"  # one bounded line, whatever was passed
     if not ids:
-        err.print(f"Nothing captured in session {session_id} is active.", markup=False)
+        err.print(f"Nothing captured in session {shown} is active.", markup=False)
         return
-    out().print(f"Forgot {render.count_of(len(ids), 'memory')} captured in session {session_id}: "
+    out().print(f"Forgot {render.count_of(len(ids), 'memory')} captured in session {shown}: "
                 + ", ".join(f"#{i}" for i in ids), markup=False, highlight=False)
 
 

@@ -27,6 +27,9 @@ line); nothing is read outside the project.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Annotated
 
 from pydantic import Field
@@ -55,6 +58,40 @@ def _invalid(message: str):
     return MCPError(code=types.INVALID_PARAMS, message=message)
 
 
+ECHO_CHARS = 40  # of a refused argument, in its error line
+
+
+@contextmanager
+def _refused() -> Iterator[None]:
+    """Turn memsafe's refusal of an argument or store (`MemsafeError`: a topic too long or empty
+    once cleaned, a store that cannot be opened) into "invalid params" with its one line, instead
+    of the SDK's "Error rendering prompt" and a traceback on stderr."""
+    try:
+        yield
+    except MemsafeError as exc:
+        raise _invalid(" ".join(str(exc).split())) from None
+
+
+def _echo(value: str) -> str:
+    """A refused argument as its error line shows it: one line, at most ECHO_CHARS characters."""
+    shown = framing.inline(value)
+    return repr(shown if len(shown) <= ECHO_CHARS else shown[:ECHO_CHARS] + "…")
+
+
+def _whole_number(value: str, what: str, low: int, high: int) -> int:
+    """`value` read as a whole number in [low, high], written the one way (ASCII digits, no sign,
+    space, `_` or leading zero), so each number has one spelling and one URI.
+
+    Raises: the "invalid params" error, naming `what`.
+    """
+    if not re.fullmatch(r"[1-9][0-9]{0,17}|0", value):
+        raise _invalid(f"{what} must be a whole number written in digits, got {_echo(value)}")
+    number = int(value)
+    if not low <= number <= high:
+        raise _invalid(f"{what} must be between {low:,} and {high:,}, got {_echo(value)}")
+    return number
+
+
 def register(server, state: ServerState) -> None:
     """Add the prompts and resources to `server` (an `MCPServer` built by `build_server`)."""
     from memsafe.mcp import tools
@@ -73,7 +110,7 @@ def register(server, state: ServerState) -> None:
         """What this project's memory holds on a topic, to answer from."""
         if not topic.strip():
             raise _invalid("topic is empty; name what to recall, e.g. 'how we deploy'")
-        with state.store() as opened:
+        with _refused(), state.store() as opened:
             key = state.project(opened)[0]
             result = api.recall(opened.store, topic, project=key, framed=True)
         found = render.compact_recall(result)
@@ -86,13 +123,8 @@ def register(server, state: ServerState) -> None:
     @server.prompt(name="review-week", title="Review what was captured this week")
     def review_week(days: Annotated[str, Field(description="how many days back (default 7)")] = "7") -> str:
         """Go through the memories captured lately with the user: confirm, correct or forget each."""
-        try:
-            span = int(days)
-        except ValueError:
-            raise _invalid(f"days must be a whole number, got {framing.inline(days)!r}") from None
-        if not 1 <= span <= 365:
-            raise _invalid(f"days must be between 1 and 365, got {span}")
-        with state.store() as opened:
+        span = _whole_number(days, "days", 1, 365)
+        with _refused(), state.store() as opened:
             key, scope = project_scope(opened, since=api.parse_when(f"{span} days ago", what="since"))
             page = api.list_page(opened.store, scope, limit=REVIEW_MAX)
         listing = tools.listing_text(page, f", the last {span} days", f"Note: only the newest {REVIEW_MAX} are shown; "
@@ -118,7 +150,7 @@ def register(server, state: ServerState) -> None:
     @server.resource("memsafe://brief", name="project-brief", title="Project brief", mime_type="text/plain",
                      description="This project's memory at a glance: counts, pinned memories, latest decisions")
     def brief() -> str:
-        with state.store() as opened:
+        with _refused(), state.store() as opened:
             key, scope = project_scope(opened)
             counts = api.store_counts(opened.store)
             pinned = api.list_page(opened.store, project_scope(opened, tags=[api.PIN_TAG])[1], limit=BRIEF_LISTED)
@@ -136,7 +168,7 @@ def register(server, state: ServerState) -> None:
     @server.resource("memsafe://recent", name="recent-memories", title="Recent memories", mime_type="text/plain",
                      description="The 20 newest memories of this project (excerpts)")
     def recent() -> str:
-        with state.store() as opened:
+        with _refused(), state.store() as opened:
             _, scope = project_scope(opened)
             page = api.list_page(opened.store, scope, limit=tools.LIST_PAGE)
         return tools.bounded(tools.listing_text(page, "", 'Note: recall with query "" pages through all of them'))
@@ -144,13 +176,7 @@ def register(server, state: ServerState) -> None:
     @server.resource(MEMORY_TEMPLATE, name="memory", title="A memory by id", mime_type="text/plain",
                      description="One memory of this project (or global); long text: its first part")
     def memory(id: str) -> str:
-        try:
-            number = int(id)
-        except ValueError:
-            raise _invalid(f"memory id must be a number, got {framing.inline(id)!r}") from None
-        try:
-            with state.store() as opened:
-                found = api.get(opened.store, number, scope=state.scope(opened))
-        except MemsafeError as exc:
-            raise _invalid(str(exc)) from None
+        number = _whole_number(id, "memory id", 1, 2**63 - 1)
+        with _refused(), state.store() as opened:
+            found = api.get(opened.store, number, scope=state.scope(opened))
         return tools.bounded(tools.memory_part(found, 0))

@@ -1285,7 +1285,7 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
             raise InvalidInput("as_of needs a query; a listing shows memories as they are now")
         status = status or "active"
         if status not in ("active", "archived", "forgotten", "all"):
-            raise InvalidInput(f"unknown status {framing.inline(status)!r}; "
+            raise InvalidInput(f"unknown status {framing.inline(status)[:40]!r}; "
                                "use one of: active, archived, forgotten, all")
         size = LIST_PAGE if limit is None else limit
         if not 1 <= size <= LIST_PAGE_MAX:
@@ -1467,7 +1467,8 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
         given = params.get("arguments") or {}
         missing = [a.name for a in (prompt.arguments or []) if a.required and a.name not in given] if prompt else []
         if prompt is None:
-            raise MCPError(code=types.INVALID_PARAMS, message=f"no prompt {framing.inline(str(params.get('name')))!r}; "
+            name = framing.inline(str(params.get("name")))[:40]
+            raise MCPError(code=types.INVALID_PARAMS, message=f"no prompt {name!r}; "
                            f"the prompts are {', '.join(p.name for p in server._prompt_manager.list_prompts())}")
         if missing:
             raise MCPError(code=types.INVALID_PARAMS,
