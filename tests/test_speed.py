@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import uuid
 import signal
 import subprocess
 import sys
@@ -685,13 +686,13 @@ def test_the_agent_hooks_that_answer_the_model_import_no_cli_model_or_tokenizer(
     api.remember(store, "We deploy notifications with a blue-green switch", kind="decision")
     api.remember(store, "The runbook for restarting notifications lives in ops/notify.md", tags=["pinned"])
     home = tmp_path / "home"
-    payload = {"session_id": f"imports-{event}", "cwd": str(tmp_path), "hook_event_name": event,
+    payload = {"cwd": str(tmp_path), "hook_event_name": event,
                "transcript_path": str(tmp_path / "none.jsonl"),
                **({"source": "startup"} if event == "SessionStart" else {"prompt": "restarting notifications"})}
     env = {"MEMSAFE_HOME": str(home), "MEMSAFE_CACHE_DIR": str(tmp_path / "cache")}
     for attempt in ("first", "again"):  # the second as in use: token counts and secret gates cached
         proc = run(["--db", str(db_path), "agent", "hook"], {**env, "PYTHONPROFILEIMPORTTIME": "1"}, cwd=tmp_path,
-                   input=json.dumps(payload | {"session_id": f"imports-{event}-{attempt}"}))
+                   input=json.dumps(payload | {"session_id": str(uuid.uuid4())}))  # as Claude Code names sessions
         modules = set(re.findall(r"^import time:\s+\d+ \|\s+\d+ \| +(\S+)$", proc.stderr, re.M))
         assert proc.returncode == 0 and "runbook" in json.loads(proc.stdout)["hookSpecificOutput"]["additionalContext"]
         assert not (home / "hook.log").exists() or not (home / "hook.log").read_text().strip()

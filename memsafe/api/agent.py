@@ -44,6 +44,7 @@ TOOLS_NOTE = ("more with the memsafe MCP tools: recall (search), get_memory, rem
 
 _PLAIN_SESSION = re.compile(r"[a-z0-9][a-z0-9._-]{0,47}")  # kept as it is by tag folding and within a tag's length
 _DIGEST_SESSION = re.compile(r"~[0-9a-f]{24}")
+_UUID_SESSION = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")  # Claude Code's ids
 
 
 def session_tag(session_id: str) -> str:
@@ -52,8 +53,12 @@ def session_tag(session_id: str) -> str:
     nothing credential-like), else `session:~<digest>` (24 hex digits of its SHA-256): tags fold
     case, have a length limit and refuse credentials, and two sessions must never share a tag.
     `~<digest>` itself (as `memsafe agent captures` lists such a session) names the same tag."""
-    if _PLAIN_SESSION.fullmatch(session_id) and not safety.scan(session_id):
+    if _UUID_SESSION.fullmatch(session_id):  # a UUID is never a credential: no scanner to load at session start
         return "session:" + session_id
+    if _PLAIN_SESSION.fullmatch(session_id):
+        from memsafe import safety  # here, not at import: see above
+        if not safety.scan(session_id):
+            return "session:" + session_id
     if _DIGEST_SESSION.fullmatch(session_id):
         return "session:" + session_id
     return "session:~" + hashlib.sha256(session_id.encode("utf-8", "surrogatepass")).hexdigest()[:24]
