@@ -7,11 +7,11 @@ from __future__ import annotations
 import json
 import os
 import re
-import uuid
 import signal
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import numpy as np
