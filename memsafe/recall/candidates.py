@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from memsafe import clock
 from memsafe.errors import IndexDamaged
-from memsafe.models import Kind, Memory, Scope, Status, admits
+from memsafe.models import Kind, Memory, Scope, Source, Status, admits
 from memsafe.recall import related, terms, vectors
 from memsafe.store import Store
 from memsafe.store.common.fulltext import exact_hits, holds_exact
@@ -81,9 +81,20 @@ def same_conversation(a, b) -> bool:
     return gap <= CONVERSATION_GAP_SECONDS
 
 
+def one_voice(a, b) -> bool:
+    """True if turns `a` and `b` (`models.Memory` or `history.PastState`) are both messages the
+    agent-loop hooks captured (source `hook`): one user's prompts to an assistant, whose replies
+    are not stored, so neither answers the other. Each states its own facts; lending the relevance
+    of one prompt to the next ranked the prompt after the relevant one above it (on the prompts
+    corpus R@1 −2.3 points, docs/recall.md), while between the turns of a conversation among
+    people it is worth about 5 points of LoCoMo R@5 (`in_context`)."""
+    hook = Source.HOOK.value
+    return a.source == hook and b.source == hook
+
+
 def link_turns(cands: dict[int, Candidate], visible: dict) -> None:
     """Step "candidates", conversation context: link each candidate that is a conversation turn to
-    the turns just before and after it (ids ± 1) when `same_conversation`, setting
+    the turns just before and after it (ids ± 1) when `same_conversation` and not `one_voice`, setting
     `Candidate.before` / `after` and adding those turns as candidates with no retriever features.
     A turn added so is not linked back: only a turn a retriever found gains its neighbours'
     relevance (`in_context`). Linking it back moved LoCoMo dev categories 1–4
@@ -97,7 +108,7 @@ def link_turns(cands: dict[int, Candidate], visible: dict) -> None:
     for i in [i for i in cands if i in visible and visible[i].kind == "conversation"]:
         for n, side in ((i - 1, "before"), (i + 1, "after")):
             near = visible.get(n)
-            if near is not None and same_conversation(visible[i], near):
+            if near is not None and same_conversation(visible[i], near) and not one_voice(visible[i], near):
                 setattr(cands[i], side, n)
                 cands.setdefault(n, Candidate(n))
 

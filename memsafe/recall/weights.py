@@ -24,7 +24,8 @@ KEYS: dict[str, ConfigKey] = {
         # + weight_hop · hop strength + weight_time · closeness to the time the query names
         # (scoring.fuse: absolute scales, nothing relative to the best hit), then a conversation
         # turn gains weight_context × the larger relevance of the turns just before and after it
-        # (scoring.in_context), memories holding the query's exact identifiers go first
+        # (scoring.in_context; never between two prompts the hooks captured, candidates.one_voice),
+        # memories holding the query's exact identifiers go first
         # (scoring.exact_first); sim is the cosine to the query without the words half the store
         # holds (terms.common_words); then the small signals below (recency, access, graph,
         # confidence, decay) reorder near-ties.

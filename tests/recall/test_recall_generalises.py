@@ -357,3 +357,18 @@ def test_context_stays_inside_one_conversation_and_the_scope(store):
     tagged = api.recall(store, query, project="pottery", tags=["chat"])
     assert answer not in [h.memory.id for h in tagged.hits]
     assert answer in [h.memory.id for h in api.recall(store, query, project="pottery").hits[:3]]
+
+
+def test_prompts_the_hooks_captured_lend_each_other_no_context(store):
+    # One user's prompts to an assistant, captured by the agent-loop hooks (source hook, the
+    # replies not stored), are one voice: a prompt does not answer the one before it, so it gains
+    # none of that prompt's relevance. The same turns stored as a conversation among people do.
+    query = "What kind of pieces does Lea want to make at the studio?"
+    turns = _talk(store, project="people")
+    hits = api.recall(store, query, project="people").hits
+    assert turns[2] in [h.memory.id for h in hits[:2]] and any(h.context_of is not None for h in hits)
+    prompts = _talk(store, project="prompts", source="hook")
+    hits = api.recall(store, query, project="prompts").hits
+    assert all(h.context_of is None for h in hits)
+    assert prompts[2] not in [h.memory.id for h in hits[:3]]
+
