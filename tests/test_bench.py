@@ -141,7 +141,7 @@ def test_a_corpus_of_prompts_in_projects_at_times_is_measured_as_captured(cli, t
              "source": "hook", "content": "The checkout latency budget is 300 ms at p95."},
             {"id": "new", "project": "alpha", "at": "2025-02-03T09:00:00+00:00", "kind": "conversation",
              "source": "hook", "content": "The checkout latency budget is now 500 ms at p95."},
-            {"id": "beta", "project": "beta", "at": "2025-01-20T09:00:00+00:00", "source": "hook",
+            {"id": "beta", "project": "beta", "at": "2025-01-20T09:00:00+00:00", "source": "slack",
              "content": "Our gateway keeps its latency budget of 80 ms."},
             {"id": "pasted", "project": "alpha", "source": "hook", "at": "2025-02-04T09:00:00+00:00",
              "content": 'my test: create_user(email="a@example.com", password="Xk9mQ2vL7pRt") fails'},
@@ -158,7 +158,7 @@ def test_a_corpus_of_prompts_in_projects_at_times_is_measured_as_captured(cli, t
     on = ("--postgres", str(db_path)) if backend == "postgres" else ()
     r = cli("bench", "--quick", "--json", "--corpus", str(path), *on)
     data = json.loads(r.stdout)
-    assert data["corpus"]["sources_stored_as"] == {"hook": "user"} and data["corpus"]["redacted"] == 1, data["corpus"]
+    assert data["corpus"]["sources_stored_as"] == {"slack": "user"} and data["corpus"]["redacted"] == 1, data["corpus"]
     assert data["corpus"]["queries"] == {"keyword": 1, "update": 1}
     for mode in ("lexical", "vector", "hybrid"):
         figures = data["modes"][mode]

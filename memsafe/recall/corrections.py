@@ -47,6 +47,10 @@ _WORD = re.compile(r"[\w']+")
 # A text that says it corrects something: "Correction: ...", "..., not 8", "no longer", "instead of".
 _HEADED = re.compile(r"^\W*(?:correction|corrected|actually)\b", re.IGNORECASE)  # "Correction: ..."
 _ANNOUNCED = re.compile(r"\bno longer\b|\binstead of\b|\bnot any ?more\b|\bwas wrong\b|,\s*not\s", re.IGNORECASE)
+# A text that tells of the same thing happening once more is a new event: when only plain words
+# differ it does not correct the old one ("rotated the keys again for the new vendor").
+_REPEATED = re.compile(r"\bagain\b|\bonce more\b|\b(?:another|a second|a third) time\b|\bas well\b",
+                       re.IGNORECASE)
 ANNOUNCED_MIN_OVERLAP = 0.25  # containment of the subject words when the new text announces a correction
 ANNOUNCED_MIN_SHARED = 2  # ... and at least this many subject words in common
 _NAME = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][a-zA-Z0-9]+\b")
@@ -164,7 +168,7 @@ def replaces(new: str, old: str) -> Verdict | None:
         if a.negated != b.negated:
             return Verdict("now negated" if b.negated else "no longer negated", round(overlap, 3))
     said_change = bool(set(_WORD.findall(textform.fold(new))) & CHANGE_WORDS) or announced
-    if said_change and not a.values and not b.values and a.negated == b.negated \
+    if said_change and not _REPEATED.search(new) and not a.values and not b.values and a.negated == b.negated \
             and _jaccard(a.subject, b.subject) >= PLAIN_MIN_OVERLAP:
         lost, gained = a.subject - b.subject, b.subject - a.subject
         if lost and gained and len(lost) <= PLAIN_MAX_CHANGED and len(gained) <= PLAIN_MAX_CHANGED \
