@@ -305,7 +305,8 @@ def remember(
     Without `supersedes`, a memory of the same project that this one looks like it corrects
     (`recall.corrections.replaces`: same subject, changed value) is named in `Memory.replaces`
     ({"id", "preview", "why", "marked"}) and, unless `keep_both`, marked replaced when it has the
-    same source. Commits (source git) and conversation turns are events: never read as corrections.
+    same source. Only what a person, an agent or a hook states now (`STATED_SOURCES`) is read as
+    a correction: commits, imports, documents, pages and conversation turns are records.
 
     Raises:
         InvalidInput: bad content, kind, source, tag, author or number; `at` unreadable or in
@@ -351,7 +352,7 @@ def remember(
     if target is not None:
         replaced: dict | None = {"id": target.id, "preview": _preview(target.content), "why": "--supersedes",
                                  "marked": True}
-    elif source_v == Source.GIT.value or kind_v in (Kind.CONVERSATION.value, Kind.EPHEMERAL.value):
+    elif source_v not in STATED_SOURCES or kind_v in (Kind.CONVERSATION.value, Kind.EPHEMERAL.value):
         replaced = None
     else:
         replaced = _looks_replaced(store, text, project_v, source_v, vector, embedder, keep_both)
@@ -406,6 +407,10 @@ def _correction_target(store: Store, memory_id: int, project: str | None, scope:
 
 
 CORRECTION_CANDIDATES = 8  # memories of the same project a new one is compared with (best matches)
+# Sources whose memories state a fact as it is now, one at a time: a new one may correct an older.
+# Commits, imports, documents and pages are records of their own time, stored in bulk (an import
+# carries its correction links with it): none is read as a correction.
+STATED_SOURCES = frozenset({Source.USER.value, Source.AGENT.value, Source.HOOK.value})
 
 
 def _looks_replaced(store: Store, text: str, project: str | None, source: str, vector, embedder,

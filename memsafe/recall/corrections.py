@@ -44,6 +44,24 @@ _VALUE = re.compile(
     re.IGNORECASE,
 )
 _WORD = re.compile(r"[\w']+")
+# A run of CJK characters has no spaces: read as its overlapping character pairs, as the word index
+# does (`store.common.tokenizer`), so a clause of its own is many words, not one.
+_CJK_RUN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]+")
+
+
+def _words(text: str) -> list[str]:
+    """The words of folded `text`: `_WORD` runs, each CJK run as its character bigrams."""
+    out: list[str] = []
+    for w in _WORD.findall(text):
+        if _CJK_RUN.search(w):
+            for part in re.split(f"({_CJK_RUN.pattern})", w):
+                if _CJK_RUN.fullmatch(part):
+                    out += [part] if len(part) == 1 else [part[i:i + 2] for i in range(len(part) - 1)]
+                elif part:
+                    out.append(part)
+        else:
+            out.append(w)
+    return out
 # A text that says it corrects something: "Correction: ...", "..., not 8", "no longer", "instead of".
 _HEADED = re.compile(r"^\W*(?:correction|corrected|actually)\b", re.IGNORECASE)  # "Correction: ..."
 _ANNOUNCED = re.compile(r"\bno longer\b|\binstead of\b|\bnot any ?more\b|\bwas wrong\b|,\s*not\s", re.IGNORECASE)
@@ -107,9 +125,9 @@ def read(text: str) -> Reading:
     values = set(shapes)
     first = text.split(":", 1)[0] if ":" in " ".join(text.split()[:HEAD_WORDS]) else ""
     head = frozenset(v for v in values if first and v in textform.fold(first))
-    words = [w.removesuffix("'s") for w in _WORD.findall(textform.fold(text))]
+    words = [w.removesuffix("'s") for w in _words(textform.fold(text))]
     negated = any(w in NEGATIONS or w.endswith("n't") for w in words) or "no longer" in " ".join(words)
-    subject = frozenset(w for w in (w.removesuffix("'s") for w in _WORD.findall(textform.fold(plain)))
+    subject = frozenset(w for w in (w.removesuffix("'s") for w in _words(textform.fold(plain)))
                         if w not in STOP_WORDS and w not in NUMBER_WORDS
                         and w not in CHANGE_WORDS and w not in NEGATIONS and not w.endswith("n't")
                         and w not in names and not w.isdigit())

@@ -201,3 +201,26 @@ def test_an_export_carries_event_times_and_corrections_to_another_store(store, t
         assert (old_here.superseded_by, new_here.supersedes) == (new_here.id, old_here.id)
     finally:
         other.close()
+
+
+@pytest.mark.parametrize("source", ["import", "document", "web", "git"])
+def test_records_stored_in_bulk_are_never_read_as_corrections(store, source):
+    """Imports, documents, pages and commits are records of their own time: two of them that
+    differ in a number link nothing (an import carries its own correction links)."""
+    api.remember(store, "The checkout service keeps 3 replicas in production.", source=source, project="web")
+    second = api.remember(store, "The checkout service keeps 5 replicas in production.", source=source, project="web")
+    assert second.replaces is None
+    said = api.remember(store, "The checkout service keeps 7 replicas in production.", source="user", project="web")
+    if source == "git":  # a commit is never what a statement corrects either
+        assert said.replaces is None
+    else:  # a person's statement names the record it may correct, and marks nothing: another source
+        assert said.replaces is not None and not said.replaces["marked"]
+
+
+def test_a_cjk_clause_of_its_own_is_not_a_changed_value():
+    """CJK text has no spaces: each run is read as character pairs, so two notes that share a
+    clause but each say something else are two facts, not a correction of a number."""
+    old = "调试认证服务时发现磁盘已满来自过期的连接，重启持续集成流水线以后恢复正常。（编号 228）"
+    new = "调试通知服务时发现悬空指针来自过期的连接，重启持续集成流水线以后恢复正常。（编号 267）"
+    assert corrections.replaces(new, old) is None
+    assert corrections.replaces("部署命令是 `make ship`。", "部署命令是 `make release`。") is not None
