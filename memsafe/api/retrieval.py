@@ -86,21 +86,22 @@ def recall(
                                                             since, until, sources, exclude_sources)
     if include_forgotten:  # forgotten memories are otherwise invisible to every path
         scope.statuses = [Status.ACTIVE.value, Status.FORGOTTEN.value]
-    shown_scope = dataclasses.replace(scope, statuses=[*scope.statuses, *(["archived"] if include_archived else [])])
-    # archived memories are ranked with the rest either way, so a better archived match can be named
-    scope.statuses = [*scope.statuses, Status.ARCHIVED.value]
+    if include_archived:
+        scope.statuses = [*scope.statuses, Status.ARCHIVED.value]
+    shown_scope = scope
     notes: list[str] = []
     now = clock.now()
     q = terms.parse_query(text, now, lambda w: bool(store.created_between(
         shown_scope, clock.to_iso(w.start), clock.to_iso(w.end), 1)))
     cands, memories, used_mode = candidates.gather(store, q, scope, depth, mode, cfg, notes)
     candidates.add_corrections(store, cands, memories, shown_scope)
-    ranked = scoring.score_candidates(cands, q, scoring.one_half_weight(cfg, used_mode, notes))
-    archived = [(s, c) for s, c in ranked if memories[c.id].status == Status.ARCHIVED.value]
+    weights = scoring.one_half_weight(cfg, used_mode, notes)
+    ranked = scoring.score_candidates(cands, q, weights)
     if include_archived:
+        archived = [(s, c) for s, c in ranked if memories[c.id].status == Status.ARCHIVED.value]
         _original_texts(store, memories, [c.id for _, c in archived])
     else:
-        ranked = [(s, c) for s, c in ranked if memories[c.id].status != Status.ARCHIVED.value]
+        archived = _archived_matches(store, q, scope, cfg, weights)
     heads = packing.Heads(store, [memories[c.id] for _, c in ranked], now, framed=framed, tagged=bool(scope.tags))
     hits, graph_text, graph_tokens = packing.pack_hits(store, ranked, memories, effective, cfg["graph_share"],
                                                        limit_v, shown_scope, notes, heads)
@@ -114,6 +115,19 @@ def recall(
     elif not ranked and not archived and scope.projects is not None:
         notes += _found_elsewhere(store, q.lexical_text, shown_scope)
     return _result(text, budget_v, effective, hits, used_mode, shown_scope, notes, now, graph_text, graph_tokens)
+
+
+ARCHIVED_PROBE = 5  # archived memories a recall looks at, by keywords, to say one matches better
+
+
+def _archived_matches(store: Store, q, scope: Scope, cfg: dict, weights) -> list:
+    """The best (score, candidate) pairs among the archived memories of `scope`, found by keywords
+    alone (no vector: a bounded probe beside the recall, not a second one), best first; scored as
+    the recall scores. Its own candidate pool, so archived memories never take a slot of the
+    recall's depth."""
+    probe = dataclasses.replace(scope, statuses=[Status.ARCHIVED.value])
+    cands, _memories, _mode = candidates.gather(store, q, probe, ARCHIVED_PROBE, "lexical", cfg, [])
+    return scoring.score_candidates(cands, q, weights)
 
 
 def _original_texts(store: Store, memories: dict, ids: Sequence[int]) -> None:

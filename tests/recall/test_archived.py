@@ -69,3 +69,20 @@ def test_mcp_recall_with_status_archived_includes_archived_memories(db_path, sto
     assert is_error(both) and "status archived" in text_of(both)
     odd = call(srv, "recall", {"query": "invoice", "status": "forgotten"})
     assert is_error(odd) and "status active, archived or all" in text_of(odd)
+
+
+def test_many_archived_matches_never_crowd_an_active_memory_out_of_recall(store):
+    """Archived memories are looked at in a pool of their own: more archived matches than the
+    recall's candidate depth still leave the active answer first."""
+    api.config_set(store, "candidate_depth", "20")
+    with store.write():
+        for n in range(40):
+            old = api.remember(store, f"The billing queue retries a failed job {n} times before it gives up.",
+                               project="web", embed_now=False)
+            store.update_memory(old.id, {"status": "archived"})
+    active = api.remember(store, "The billing queue now retries every failed job five times.", project="web",
+                          embed_now=False)
+    for mode in ("lexical", "hybrid"):
+        result = api.recall(store, "how often does the billing queue retry a failed job?", project="web", mode=mode)
+        assert result.hits and result.hits[0].memory.id == active.id, (mode, result.notes)
+        assert all(h.memory.status == "active" for h in result.hits)
