@@ -112,11 +112,15 @@ def main() -> None:
             os._exit(STOP.code if STOP.signum else _terminated_code(130))
         return
     if "agent" in sys.argv[1:4]:  # `[--db PATH] agent hook ...`: an agent's lifecycle hook, without the CLI
+        import gc
+
+        gc.disable()  # a hook is one short process: collecting while it imports costs it ~10% of its CPU
         from memsafe.agents import protocol
 
         hook_args = protocol.parse_argv(sys.argv[1:])
         if hook_args is not None:
             _exit_now(protocol.main(*hook_args))
+        gc.enable()
     if "ui" in sys.argv[1:4]:  # `[--db PATH] ui ...`: the page starts without the CLI
         from memsafe.ui import start
 

@@ -23,10 +23,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from memsafe.settings import ConfigKey
-
 __all__ = ["Rule", "rules", "match", "sentences", "Capture", "captures_in", "Entry", "read_transcript",
-           "Chunk", "SessionLog", "KEYS", "MAX_READ_BYTES"]
+           "Chunk", "SessionLog", "MAX_READ_BYTES"]
 
 RULES_FILE = Path(__file__).resolve().parent / "data" / "capture_rules.json"
 MAX_READ_BYTES = 8 * 1024 * 1024  # per hook: a 50 MB backlog is read from its last 8 MB
@@ -36,21 +34,6 @@ MAX_ASKED = 6  # prompts named in a session summary
 MAX_FILES = 25  # files named in a session summary
 MAX_LIST = 8  # commands and commits named in a session summary
 EDIT_TOOLS = ("Edit", "Write", "MultiEdit", "NotebookEdit", "apply_patch")
-
-# The config keys of the agent hooks (`memsafe config`).
-KEYS: dict[str, ConfigKey] = {
-    k.name: k
-    for k in [
-        ConfigKey("hook_brief_budget", int, 600, "tokens the agent hook injects at session start (cl100k_base)",
-                  50, 20_000),
-        ConfigKey("hook_prompt_budget", int, 400, "tokens the agent hook injects with a prompt (cl100k_base)",
-                  50, 20_000),
-        ConfigKey("hook_relevance_floor", float, 2.0,
-                  "recall score a memory needs to be injected with a prompt (a full keyword match scores about 16)",
-                  0.0, 100.0),
-        ConfigKey("hook_capture_max", int, 20, "statements the agent hooks capture per session at most", 0, 1000),
-    ]
-}
 
 
 @dataclass(frozen=True)

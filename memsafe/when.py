@@ -125,6 +125,29 @@ _NEEDED = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct",
            *_UNITS.split("|"), "tonight", "ago", *_SEASONS.split("|"), "christmas", "xmas", "easter", "halloween")
 
 
+class _Lazy:
+    """A pattern compiled on its first match, not at import: most texts name no time (`find`
+    answers them before any pattern runs), and compiling these costs every recall's process a
+    few milliseconds."""
+
+    __slots__ = ("_source", "_flags", "_compiled")
+
+    def __init__(self, source: str, flags: int = 0) -> None:
+        self._source, self._flags = source, flags
+        self._compiled: re.Pattern | None = None
+
+    def _rx(self) -> re.Pattern:
+        if self._compiled is None:
+            self._compiled = re.compile(self._source, self._flags)
+        return self._compiled
+
+    def match(self, text: str, pos: int = 0) -> re.Match | None:
+        return self._rx().match(text, pos)
+
+    def fullmatch(self, text: str) -> re.Match | None:
+        return self._rx().fullmatch(text)
+
+
 @functools.cache
 def _span() -> re.Pattern:
     return re.compile(_SPAN_SOURCE, re.IGNORECASE)
@@ -278,7 +301,7 @@ def _folded(span: str) -> str:
 
 # The plural only after a count, as in _SPAN: "past hours" and "last hours" name no time there, so
 # `counted_back` (--since) does not read them as the last hour either.
-_ROLLING = re.compile(
+_ROLLING = _Lazy(
     rf"(?:the )?(?:(?:last|past|previous) (?P<n>{_NUM}|few) |past |last (?=hour))(?P<unit>{_UNITS})(?(n)s?)")
 # A count past this (10 digits) reaches back further than the calendar (years 1-9999) in any unit,
 # minutes included; int() refuses a text of more than 4,300 digits, and a query may hold 100,000.
@@ -334,8 +357,8 @@ def _rolling(m: re.Match, now: datetime, span: str) -> Window:
 
 # "the last week of March", "the past 3 months in 2023": a span that counts back (with or without a
 # number) and, after "of" or "in", another span: the end of that one's window, not of now.
-_TAIL = re.compile(rf"(?:the )?(?:last|past|previous) (?:(?P<n>{_NUM}|few) )?(?P<unit>{_UNITS})s?")
-_OF = re.compile(r"\s+(?:of|in)\s+(?:the\s+)?", re.IGNORECASE)
+_TAIL = _Lazy(rf"(?:the )?(?:last|past|previous) (?:(?P<n>{_NUM}|few) )?(?P<unit>{_UNITS})s?")
+_OF = _Lazy(r"\s+(?:of|in)\s+(?:the\s+)?", re.IGNORECASE)
 
 
 def _tail_of(text: str, m: re.Match) -> tuple[re.Match | None, re.Match | None]:
@@ -422,8 +445,8 @@ def _latest_day(month: int, day: int, wall: datetime) -> Span:
     raise OverflowError("before year 1")
 
 
-_YMD = re.compile(r"(?P<y>\d{4})(?P<s>[-/.])(?P<m>\d{1,2})(?P=s)(?P<d>\d{1,2})")
-_ABC = re.compile(r"(?P<a>\d{1,2})(?P<s>[-/.])(?P<b>\d{1,2})(?:(?P=s)(?P<y>\d{4}|\d{2}))?")
+_YMD = _Lazy(r"(?P<y>\d{4})(?P<s>[-/.])(?P<m>\d{1,2})(?P=s)(?P<d>\d{1,2})")
+_ABC = _Lazy(r"(?P<a>\d{1,2})(?P<s>[-/.])(?P<b>\d{1,2})(?:(?P=s)(?P<y>\d{4}|\d{2}))?")
 
 
 def _numeric(raw: str, wall: datetime) -> list[Span] | None:
@@ -479,7 +502,7 @@ def _named(raw: str, wall: datetime) -> list[Span] | None:
     return [_period(date, period)]
 
 
-_DAY_OF_MONTH = re.compile(rf"(?:(?P<d1>\d{{1,2}})(?:st|nd|rd|th)? (?:of )?(?P<m1>{_MONTHS})\.?"
+_DAY_OF_MONTH = _Lazy(rf"(?:(?P<d1>\d{{1,2}})(?:st|nd|rd|th)? (?:of )?(?P<m1>{_MONTHS})\.?"
                            rf"|(?P<m2>{_MONTHS})\.? (?P<d2>\d{{1,2}})(?:st|nd|rd|th)?)(?:,? (?P<y>[1-9]\d{{3}}))?")
 
 
@@ -494,7 +517,7 @@ def _day_of_month(raw: str, wall: datetime) -> list[Span] | None:
 
 
 _WEEKDAYS = {name: n for n, name in enumerate(_DAYS.split("|"))}
-_WEEKDAY = re.compile(rf"(?:(?P<rel>last|this|next|past|previous) )?(?P<day>{_DAYS})"
+_WEEKDAY = _Lazy(rf"(?:(?P<rel>last|this|next|past|previous) )?(?P<day>{_DAYS})"
                       rf"|(?P<n>\d+) (?P<ago>{_DAYS})s ago|(?:(?P<wrel>the|last|this|next|past|previous) )?weekend")
 
 
@@ -530,7 +553,7 @@ def _weekday(raw: str, wall: datetime) -> list[Span] | None:
     return [_period(start, "day")]
 
 
-_RECURRING = re.compile(rf"(?:the )?(?:(?P<rel>last|this|next|past|previous) )?(?P<name>{_SEASONS}|{_HOLIDAYS})"
+_RECURRING = _Lazy(rf"(?:the )?(?:(?P<rel>last|this|next|past|previous) )?(?P<name>{_SEASONS}|{_HOLIDAYS})"
                         rf"(?: of)?(?:,? (?P<year>[1-9]\d{{3}}))?")
 
 
@@ -625,7 +648,7 @@ def _order_of(locale: str) -> str | None:
     return None
 
 
-_RELATIVE = re.compile(r"(?P<day>today|tonight|yesterday)|(?P<n>\d{1,7}) (?P<ago>day|week|month|year)s? ago"
+_RELATIVE = _Lazy(r"(?P<day>today|tonight|yesterday)|(?P<n>\d{1,7}) (?P<ago>day|week|month|year)s? ago"
                        r"|(?P<rel>this|last|next) (?P<unit>week|month|year)"
                        rf"|(?P<month>{_MONTHS})(?:\.?,? (?P<of>[1-9]\d{{3}}))?|(?P<year>[1-9]\d{{3}})")
 _MONTH_NUMBERS = {name: n for n, names in enumerate(
@@ -734,10 +757,10 @@ def closeness(at: datetime, windows: list[Window]) -> float:
 # One time typed whole: --since, --as-of, MCP as_of, the web page's "as of"
 
 
-_ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}(?![\d-])")  # shaped like an ISO-8601 date, valid or not
-_NUMBER = re.compile(r"(?P<at>@)?(?P<sign>[+-])?(?P<int>\d+)(?:\.(?P<frac>\d+))?")
-_AGO = re.compile(rf"(?P<n>{_NUM}) (?P<unit>{_UNITS})s? ago")
-_ONLY_NUMBERS = re.compile(r"[\d\s/.,:+-]+")  # a numeric shape: read strictly or refused, never guessed
+_ISO_DATE = _Lazy(r"\d{4}-\d{2}-\d{2}(?![\d-])")  # shaped like an ISO-8601 date, valid or not
+_NUMBER = _Lazy(r"(?P<at>@)?(?P<sign>[+-])?(?P<int>\d+)(?:\.(?P<frac>\d+))?")
+_AGO = _Lazy(rf"(?P<n>{_NUM}) (?P<unit>{_UNITS})s? ago")
+_ONLY_NUMBERS = _Lazy(r"[\d\s/.,:+-]+")  # a numeric shape: read strictly or refused, never guessed
 FUTURE_TOLERANCE = timedelta(seconds=1)
 # The units a too-long bare number is likely counted in, by its digits (Unix time now has 10).
 _TIMESTAMP_UNITS = {12: "milliseconds", 13: "milliseconds", 14: "milliseconds", 15: "microseconds",

@@ -154,12 +154,13 @@ def handle(event: Event, db: str | None = None) -> str:
     Raises:
         MemsafeError, OSError, sessions.Busy: whatever stopped it (the caller logs it).
     """
+    from memsafe import settings
     from memsafe.agents import sessions
     from memsafe.api import agent as handlers
     from memsafe.api.config import config_value
-    from memsafe.api.core import open_store
     from memsafe.api.hygiene import current_project
     from memsafe.errors import StoreUnavailable
+    from memsafe.store import connect  # not `api.core.open_store`: its module loads what only writing needs
 
     if not event.cwd:
         raise BadEvent("the event names no `cwd`")
@@ -170,16 +171,13 @@ def handle(event: Event, db: str | None = None) -> str:
         raise BadEvent("the event names no `transcript_path`")
     if capture and not event.session_id:
         raise BadEvent("the event names no session id")
+    path, _ = settings.resolve_db_path(db)
     try:
-        opened = open_store(db, create=capture)
+        store = connect(path, create=capture)
     except StoreUnavailable:
-        from memsafe import settings
-
-        path, _ = settings.resolve_db_path(db)
         if not capture and isinstance(path, os.PathLike) and not os.path.exists(path):
             return ""  # no store yet: nothing to inject
         raise
-    store = opened.store
     try:
         project = current_project(store, event.cwd, mode=config_value(store, "project_mode"))
         state_path = sessions.path_of(event.agent, event.session_id) if event.session_id else None

@@ -15,17 +15,16 @@ from __future__ import annotations
 
 import hashlib
 import re
-import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
 from memsafe import clock, framing, tokens
 from memsafe.api.config import config_value
-from memsafe.api.core import forget, remember
 from memsafe.api.hygiene import MAX_QUERY_CHARS, make_scope
 from memsafe.errors import Duplicate, InvalidInput
-from memsafe.models import Kind, Memory, Source, Status
+from memsafe.models import Hit, Kind, Memory, Source, Status
 from memsafe.store import Store
 
 __all__ = ["session_brief", "prompt_context", "capture_session", "CaptureReport", "session_captures",
@@ -37,7 +36,7 @@ HIGH_CONFIDENCE = 0.9  # a memory at least this sure is part of the brief withou
 ITEM_TOKENS = 90  # at most this much of one memory's text in the brief (its block is marked `cut`)
 SECTION_LIMIT = 8  # memories listed per section of the brief, at most
 WRITE_WAIT_MS = 3000  # a hook gives up on a store another writer holds for longer
-_UID_NAMESPACE = uuid.UUID("4d3a2c1b-6e5f-4a7b-9c8d-6167656e7473")  # fixed: a session's summary uid never changes
+_UID_NAMESPACE = "4d3a2c1b-6e5f-4a7b-9c8d-6167656e7473"  # fixed: a session's summary uid never changes
 TOOLS_NOTE = ("more with the memsafe MCP tools: recall (search), get_memory, remember (store), forget; "
               "`memsafe list --source hook` shows what the hooks captured")
 
@@ -66,7 +65,9 @@ def session_tag(session_id: str) -> str:
 
 def summary_uid(agent: str, session_id: str) -> str:
     """The uid of the summary memory of `agent`'s session `session_id`: uuid5 of both, hex."""
-    return uuid.uuid5(_UID_NAMESPACE, f"agent-session\0{agent}\0{session_id}").hex
+    import uuid  # here, not at import: it loads `platform`, which no injection needs
+
+    return uuid.uuid5(uuid.UUID(_UID_NAMESPACE), f"agent-session\0{agent}\0{session_id}").hex
 
 
 _PIECE = re.compile(r"(?<=\S)(?= \S)")  # before a single space that starts a word: a boundary of cl100k's pieces
@@ -131,7 +132,10 @@ def _scope(project: str | None, **extra):
 
 
 def _listed(store: Store, project: str | None, limit: int, **extra) -> list[Memory]:
-    ids = store.list_ids(_scope(project, **extra), limit)
+    """The `limit` newest memories of `project` (and global ones) in the scope `extra` narrows.
+    Walked newest first (`browse_ids`): the (status, project) index would make SQLite read and
+    sort every row of a large store to find the few newest of one kind."""
+    ids = store.browse_ids(_scope(project, **extra), limit=limit)
     found = store.get_memories(ids)
     return [found[i] for i in ids if i in found]
 
@@ -201,58 +205,123 @@ def _whole_words(text: str, max_chars: int) -> str:
     return cut[:end].rstrip() if end > 0 else ""
 
 
+BANNER_TOKENS = 40  # kept free of a prompt's budget for the banner line
+
+
+MIN_PROMPT_WORDS = 2  # a prompt naming fewer content words is chat ("ok", "thanks!", "continue"): no recall
+# Words of chat, not of a topic: a prompt of these alone ("yes please", "good night") asks nothing a
+# memory answers, and one memory holding the word matched it fully (scripts/tune_hook_floor.py).
+CHAT_WORDS = frozenset("""
+okay yes yeah yep yup nope please thanks thank cheers great good nice cool sure fine awesome perfect
+hello hey hiya bye goodbye morning afternoon evening night today tomorrow tonight again continue
+proceed done go ahead sounds looks works right wait hmm well lol sorry
+""".split())
+
+
+# A word no chat holds: an identifier (snake_case, CamelCase, CONSTANT, letters with digits)
+_IDENTIFIER = re.compile(r"\b(?:\w+_\w+|[A-Za-z]*[a-z][A-Z]\w*|[A-Z]{3,}\b|(?=\w*\d)(?=\w*[A-Za-z]{2})\w{3,})")
+
+
+def asks_enough(prompt: str) -> bool:
+    """Whether a prompt hook recalls on `prompt` at all: it names at least MIN_PROMPT_WORDS content
+    words (`terms.query_words`: three letters or more, no stop words) beside CHAT_WORDS, or it
+    names one and is a question or holds an identifier ("who is our designer?", "NO_COLOR")."""
+    from memsafe.recall import terms
+
+    named = len(terms.query_words(prompt) - CHAT_WORDS)
+    return named >= MIN_PROMPT_WORDS or (named == 1 and (prompt.rstrip().endswith("?")
+                                                         or _IDENTIFIER.search(prompt) is not None))
+
+
+def recall_for_prompt(store: Store, project: str | None, prompt: str, *, budget: int,
+                      mode: str = "lexical") -> tuple[list[Hit], datetime]:
+    """(the recall hits, best first, each with its `score`, that a prompt hook weighs for `prompt`
+    in `project` and global memories, before the relevance floor; the instant recall ranked them
+    at): recall on the prompt's first MAX_QUERY_CHARS characters (whole words), at most 8, within
+    `budget` tokens less the banner's. No hits for a prompt holding a credential (it is not
+    searched for) or nothing searchable."""
+    from memsafe import safety  # here, not at import: a session start's brief never scans
+    from memsafe.api.retrieval import recall
+
+    query = _whole_words(prompt.strip(), MAX_QUERY_CHARS)
+    if not query or budget <= BANNER_TOKENS or safety.scan(query):
+        return [], clock.now()
+    try:
+        result = recall(store, query, project=project, budget=budget - BANNER_TOKENS, mode=mode, limit=8)
+    except InvalidInput:  # nothing searchable in it (punctuation only)
+        return [], clock.now()
+    return list(result.hits), clock.parse_iso(result.at) if result.at else clock.now()
+
+
+def prompt_mode(store: Store) -> str:
+    """The recall mode a prompt hook uses: 'hybrid' when this process holds the embedding model
+    already and the store searches vectors (a warm process, whose query vectors recall keeps), else
+    'lexical': loading the model costs a hook's fresh process far more than its whole budget."""
+    from memsafe import embed
+
+    return "hybrid" if embed.loaded() and store.vector_available else "lexical"
+
+
+def _prompt_banner(n: int) -> str:
+    one = n == 1
+    return (f"memsafe: {n} memor{'y' if one else 'ies'} written earlier that match{'es' if one else ''} "
+            f"this prompt ({framing.DATA_NOTE}; text indented under [#id])")
+
+
+def injected(hits: list[Hit], *, floor: float, budget: int, now: datetime,
+             keep: Callable[[Hit], bool] = lambda h: True) -> list[Hit]:
+    """The hits of `recall_for_prompt` a prompt hook injects: those scoring at least `floor` that
+    `keep` admits (not shown in the session before), in order, as many as fit in `budget` tokens
+    with the banner and each record's header."""
+    chosen = [h for h in hits if h.score >= floor and keep(h)]
+    kept, used = [], _line_tokens(_prompt_banner(len(chosen)))
+    for h in chosen:  # recall counted the texts; the framed blocks cost their headers and indents too
+        cost = _line_tokens(framing.header(h.memory, now=now, cut=h.truncated)) + _body_cost(h.text)
+        if used + cost <= budget:
+            kept.append(h)
+            used += cost
+    return kept
+
+
 def prompt_context(store: Store, project: str | None, prompt: str, *, shown: dict[str, str] | None = None,
-                   budget: int | None = None, floor: float | None = None, mode: str = "lexical",
+                   budget: int | None = None, floor: float | None = None, mode: str | None = None,
                    session_id: str | None = None) -> tuple[str, dict[str, str]]:
     """The memories of `project` (and global ones) relevant to `prompt`, framed for the model, when
-    any clears the relevance floor; '' otherwise (an unrelated prompt gets nothing).
+    the prompt asks something (`asks_enough`) and a memory clears the relevance floor; ''
+    otherwise (an unrelated prompt gets nothing). The floors were chosen on data
+    (scripts/tune_hook_floor.py): the lowest at which at most 1% of prompts unrelated to a project
+    inject anything there.
 
     Args:
         shown: {memory id (str): its updated_at} of what this session was shown already; a memory
             there is not shown again unless it changed since.
         budget: tokens (cl100k_base) of the whole text; default config `hook_prompt_budget`.
-        floor: recall score a memory needs; default config `hook_relevance_floor`.
-        mode: recall mode ('lexical': no model to load in a hook's process).
+        floor: recall score a memory needs; default config `hook_relevance_floor` (lexical) or
+            `hook_relevance_floor_hybrid` (hybrid).
+        mode: recall mode; default `prompt_mode()`: hybrid only when this process holds the model
+            already, else lexical (a hook's process never loads the model).
         session_id: this session (its own captures, the user's own words, are not shown back).
 
     Returns: (text, `shown` with what the text shows added). A prompt holding a credential gets
     nothing and is not searched for.
     """
-    from memsafe import safety  # here, not at import: a session start's brief never scans
-    from memsafe.api.retrieval import recall
-
     seen = dict(shown or {})
-    query = _whole_words(prompt.strip(), MAX_QUERY_CHARS)
-    if not query or safety.scan(query):
+    if not asks_enough(prompt):
         return "", seen
     budget = budget or config_value(store, "hook_prompt_budget")
-    floor = config_value(store, "hook_relevance_floor") if floor is None else floor
-    banner_cost = 40
-    if budget <= banner_cost:
-        return "", seen
-    try:
-        result = recall(store, query, project=project, budget=budget - banner_cost, mode=mode, limit=8)
-    except InvalidInput:  # nothing searchable in it (punctuation only)
+    mode = mode or prompt_mode(store)
+    if floor is None:
+        floor = config_value(store, "hook_relevance_floor_hybrid" if mode == "hybrid" else "hook_relevance_floor")
+    found, now = recall_for_prompt(store, project, prompt, budget=budget, mode=mode)
+    if not found:
         return "", seen
     skip_tag = session_tag(session_id) if session_id else None
-    hits = [h for h in result.hits
-            if h.score >= floor and seen.get(str(h.memory.id)) != h.memory.updated_at
-            and not (skip_tag and skip_tag in h.memory.tags)]
+    hits = injected(found, floor=floor, budget=budget, now=now,
+                    keep=lambda h: seen.get(str(h.memory.id)) != h.memory.updated_at
+                    and not (skip_tag and skip_tag in h.memory.tags))
     if not hits:
         return "", seen
-    one = len(hits) == 1
-    banner = (f"memsafe: {len(hits)} memor{'y' if one else 'ies'} written earlier that match{'es' if one else ''} "
-              f"this prompt ({framing.DATA_NOTE}; text indented under [#id])")
-    now = clock.parse_iso(result.at) if result.at else clock.now()
-    kept, used = [], _line_tokens(banner)
-    for h in hits:  # recall counted the texts; the framed blocks cost their headers and indents too
-        cost = _line_tokens(framing.header(h.memory, now=now, cut=h.truncated)) + _body_cost(h.text)
-        if used + cost <= budget:
-            kept.append(h)
-            used += cost
-    hits = kept
-    if not hits:
-        return "", seen
+    banner = _prompt_banner(len(hits))
     out = framing.for_model(hits, banner_line=banner, now=now)
     for h in hits:
         seen[str(h.memory.id)] = h.memory.updated_at
@@ -295,6 +364,7 @@ def capture_session(store: Store, project: str | None, *, agent: str, session_id
         StoreUnavailable: another writer held the store for WRITE_WAIT_MS (nothing is stored).
     """
     from memsafe import capture, safety  # here, not at import: only the capture events read transcripts
+    from memsafe.api.core import remember
     from memsafe.api.lifecycle import update
 
     state = dict(state or {})
@@ -380,6 +450,8 @@ def undo_session(store: Store, session_id: str) -> list[int]:
     Raises:
         InvalidInput: an empty session id.
     """
+    from memsafe.api.core import forget
+
     if not session_id.strip():
         raise InvalidInput("empty session id")
     with store.write():  # listed inside: a capture committing meanwhile is undone too, not left behind

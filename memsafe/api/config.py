@@ -3,14 +3,15 @@ effective value (stored, else default), setting and resetting one, and the datab
 the user config file.
 
 `CONFIG_KEYS` gathers the keys from the modules that read them: recall's (`recall.weights.KEYS`:
-budget, packing and ranking), then near-duplicates, the decay policy and project detection.
+budget, packing and ranking), then near-duplicates, the decay policy, project detection and the
+agent hooks.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from memsafe import capture, clock, settings
+from memsafe import clock, settings
 from memsafe.errors import InvalidInput, Refused
 from memsafe.recall import weights
 from memsafe.settings import ConfigKey
@@ -42,7 +43,23 @@ CONFIG_KEYS: dict[str, ConfigKey] = {
             choices=("git-root", "cwd"),
         ),
     ]},
-    **capture.KEYS,
+    # the agent hooks' (`memsafe.api.agent`); here, not in `memsafe.capture`: a hook that injects never loads capture
+    **{k.name: k for k in [
+        ConfigKey("hook_brief_budget", int, 600, "tokens the agent hook injects at session start (cl100k_base)",
+                  50, 20_000),
+        ConfigKey("hook_prompt_budget", int, 400, "tokens the agent hook injects with a prompt (cl100k_base)",
+                  50, 20_000),
+        # chosen on data (scripts/tune_hook_floor.py): the lowest floor at which at most 1% of
+        # prompts unrelated to a project inject anything there (keyword: 56% of probing questions
+        # get their memory, 0.8% of unrelated prompts something; hybrid: 70%, 0.8%)
+        ConfigKey("hook_relevance_floor", float, 3.5,
+                  "recall score a memory needs to be injected with a prompt, keyword search (a full keyword "
+                  "match scores about 16)", 0.0, 100.0),
+        ConfigKey("hook_relevance_floor_hybrid", float, 1.25,
+                  "recall score a memory needs to be injected with a prompt, hybrid search (in a process that "
+                  "holds the model already)", 0.0, 100.0),
+        ConfigKey("hook_capture_max", int, 20, "statements the agent hooks capture per session at most", 0, 1000),
+    ]},
 }
 
 

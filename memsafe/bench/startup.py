@@ -216,25 +216,65 @@ def _hook_store(folder: Path, n: int) -> tuple[Path, Path]:
 
 
 def _hook_timer(ms: list[str], db: Path, repo: Path, event_name: str, env: dict):
-    """A timer (round → seconds) of one `memsafe agent hook` process answering `event_name`, in a
-    new session each round (so the prompt's memories were not shown before); checks the reply
-    injects something."""
+    """A timer (round → (wall seconds, CPU seconds)) of one `memsafe agent hook` process answering
+    `event_name`, in a new session each round (so the prompt's memories were not shown before);
+    checks the reply injects something. The CPU time (user + system) is the process's own, from
+    `os.wait4` where it exists: on a loaded machine the wall time waits for the CPU, the CPU time
+    much less so."""
     import json
     import subprocess
 
-    def run(round_no: int) -> float:
+    def run(round_no: int) -> tuple[float, float | None]:
         event = {"session_id": f"bench-{event_name}-{round_no}-{time.time_ns()}", "cwd": str(repo),
                  "transcript_path": str(repo / "none.jsonl"), "hook_event_name": event_name,
                  **({"source": "startup"} if event_name == "SessionStart" else {"prompt": HOOK_PROMPT})}
         started = time.perf_counter()
-        done = subprocess.run([*ms, "--db", str(db), "agent", "hook"], input=json.dumps(event).encode(),
-                              capture_output=True, env={**os.environ, **env}, cwd=str(repo))
+        proc = subprocess.Popen([*ms, "--db", str(db), "agent", "hook"], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env={**os.environ, **env},
+                                cwd=str(repo))
+        cpu = None
+        if hasattr(os, "wait4"):  # POSIX: reaped here, for the process's own resource usage
+            out = _feed(proc, event)
+            _, status, usage = os.wait4(proc.pid, 0)
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            cpu = usage.ru_utime + usage.ru_stime
+        else:
+            out, _ = proc.communicate(json.dumps(event).encode())
         seconds = time.perf_counter() - started
-        if done.returncode != 0 or b"additionalContext" not in done.stdout:
+        if proc.returncode != 0 or b"additionalContext" not in out:
             raise RuntimeError(f"the {event_name} hook injected nothing (see the hook log)")
-        return seconds
+        return seconds, cpu
 
     return run
+
+
+def _feed(proc, event: dict) -> bytes:
+    """Write `event` to the stdin of `proc`, close it, and read its stdout to the end (the caller
+    reaps the process itself, for its resource usage)."""
+    import json
+
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(json.dumps(event).encode())
+    proc.stdin.close()
+    out = proc.stdout.read()
+    proc.stdout.close()
+    return out
+
+
+def hook_verdicts(report: dict) -> dict:
+    """{measure name: {"p50_s", "p95_s", "cpu_p50_s", "cpu_p95_s" (None without CPU times),
+    "target_p50_s", "target_p95_s", "met"}} for the agent hook measures of a `run_startup` report:
+    `met` when the median is within the hook target and the p95 within HOOK_P95_S, wall-clock."""
+    out = {}
+    for name, m in report["processes"]["measures"].items():
+        if not name.startswith("agent hook"):
+            continue
+        cpu = m.get("cpu_seconds") or {}
+        out[name] = {"p50_s": m["seconds"]["p50"], "p95_s": m["seconds"]["p95"],
+                     "cpu_p50_s": cpu.get("p50"), "cpu_p95_s": cpu.get("p95"),
+                     "target_p50_s": m["target_s"], "target_p95_s": HOOK_P95_S,
+                     "met": m["seconds"]["p50"] <= m["target_s"] and m["seconds"]["p95"] <= HOOK_P95_S}
+    return out
 
 
 def run_startup(runs: int = 5, *, seed: int = SEED, remembers: int = MCP_REMEMBERS, progress=None,
@@ -244,7 +284,8 @@ def run_startup(runs: int = 5, *, seed: int = SEED, remembers: int = MCP_REMEMBE
     Returns:
         {"processes": `timing.interleaved` result (seconds, ratio to `python -c pass`, target, met),
          "mcp_initialize": {...}, "in_server": {...}, "in_process_recall": {...},
-         "cli_remember_to_searchable": {...}, "seed": n, "machine": {...}}. Seconds throughout.
+         "cli_remember_to_searchable": {...}, "seed": n, "machine": {...},
+         "hooks": `hook_verdicts`}. Seconds throughout.
 
     Raises:
         RuntimeError: a command failed or a server did not answer.
@@ -311,7 +352,7 @@ def run_startup(runs: int = 5, *, seed: int = SEED, remembers: int = MCP_REMEMBE
         in_server = _mcp_measures(db, tmp, remembers, env)
         say("recall in process …")
         in_process = _in_process_recall(db)
-    return {
+    report = {
         "processes": processes,
         "cli_remember_to_searchable": {"seconds": None if cli_searchable is None else round(cli_searchable, 3),
                                        "target_s": 5.0},
@@ -324,6 +365,8 @@ def run_startup(runs: int = 5, *, seed: int = SEED, remembers: int = MCP_REMEMBE
         "machine": {"cpus": os.cpu_count(), "load_avg_at_start": load_start,
                     "load_avg_at_end": [round(x, 2) for x in os.getloadavg()]},
     }
+    report["hooks"] = hook_verdicts(report)
+    return report
 
 
 def _mark(met: bool | None) -> str:
@@ -345,8 +388,9 @@ def startup_rows(report: dict) -> list[tuple[str, str, str, str, str, str]]:
                      target, _mark(m["met"])))
         if name.startswith("agent hook"):  # a hook blocks the user: its slow runs count too
             p95 = m["seconds"]["p95"]
-            rows.append(("  … p95", f"{p95 * 1000:.0f} ms", "", "", f"≤ {HOOK_P95_S * 1000:.0f} ms",
-                         _mark(p95 <= HOOK_P95_S)))
+            cpu95 = (m.get("cpu_seconds") or {}).get("p95")
+            rows.append(("  … p95", f"{p95 * 1000:.0f} ms", "" if cpu95 is None else f"{cpu95 * 1000:.0f} ms", "",
+                         f"≤ {HOOK_P95_S * 1000:.0f} ms", _mark(p95 <= HOOK_P95_S)))
 
     def single(name: str, seconds, target_s) -> None:
         met = None if target_s is None else (seconds is not None and seconds <= target_s)
@@ -383,4 +427,18 @@ def startup_table(report: dict):
         table.add_column(col, justify="left" if col == "measure" else "right")
     for row in startup_rows(report):
         table.add_row(*row)
+    table.caption = hook_verdict_line(report)
     return table
+
+
+def hook_verdict_line(report: dict) -> str:
+    """One line: each agent hook's p50 / p95 (wall, then CPU) and whether it meets its target."""
+    parts = []
+    for name, v in (report.get("hooks") or hook_verdicts(report)).items():
+        event = name.removeprefix("agent hook ").split(" ")[0]
+        cpu = "" if v["cpu_p50_s"] is None else f" (CPU {v['cpu_p50_s'] * 1000:.0f} / {v['cpu_p95_s'] * 1000:.0f} ms)"
+        parts.append(f"{event} {v['p50_s'] * 1000:.0f} / {v['p95_s'] * 1000:.0f} ms{cpu}: "
+                     f"{'meets' if v['met'] else 'MISSES'} ≤ {v['target_p50_s'] * 1000:.0f} / "
+                     f"{v['target_p95_s'] * 1000:.0f} ms")
+    load = report["machine"]["load_avg_at_start"]
+    return f"agent hooks, p50 / p95: {'; '.join(parts)} (load average {load[0]:.1f} at the start)"

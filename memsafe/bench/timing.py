@@ -99,22 +99,24 @@ class Measure:
     Args:
         name: shown in tables and used as the JSON key.
         argv: the command, or a callable (round number → argv) when each run needs its own input.
-        timer: instead of `argv`, a callable (round number → seconds) that runs and times the
-            process itself (e.g. spawn → a protocol reply).
+        timer: instead of `argv`, a callable (round number → seconds, or (seconds, CPU seconds))
+            that runs and times the process itself (e.g. spawn → a protocol reply).
         env: environment overrides. cwd: working directory.
         target_s / target_ratio: the goal, in seconds or as a multiple of the baseline (either or neither).
     """
 
     def __init__(self, name: str, argv: Sequence[str] | Callable[[int], Sequence[str]] = (), *,
-                 timer: Callable[[int], float] | None = None, env: Mapping[str, str] | None = None,
-                 cwd: str | None = None, target_s: float | None = None, target_ratio: float | None = None):
+                 timer: Callable[[int], float | tuple[float, float | None]] | None = None,
+                 env: Mapping[str, str] | None = None, cwd: str | None = None, target_s: float | None = None,
+                 target_ratio: float | None = None):
         self.name, self.argv, self.timer, self.env, self.cwd = name, argv, timer, env, cwd
         self.target_s, self.target_ratio = target_s, target_ratio
 
     def run(self, round_no: int) -> tuple[float, float | None]:
         """(wall seconds, CPU seconds or None) of one run."""
         if self.timer is not None:
-            return self.timer(round_no), None
+            timed = self.timer(round_no)
+            return timed if isinstance(timed, tuple) else (timed, None)
         argv = self.argv(round_no) if callable(self.argv) else self.argv
         return run_process(argv, env=self.env, cwd=self.cwd)
 

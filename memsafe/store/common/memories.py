@@ -192,7 +192,8 @@ class SQLMemories(SQLStoreBase):
             clauses.append(f"{alias}.source NOT IN ({','.join('?' * len(scope.exclude_sources))})")
             params.extend(scope.exclude_sources)
         for tag in scope.tags:
-            clauses.append(f"EXISTS (SELECT 1 FROM memory_tags t WHERE t.memory_id = {alias}.id AND t.tag = ?)")
+            # driven from the tag's index: a rare tag (pinned) is found without walking every row
+            clauses.append(f"{alias}.id IN (SELECT t.memory_id FROM memory_tags t WHERE t.tag = ?)")
             params.append(tag)
         if scope.since:
             clauses.append(f"{alias}.happened_at >= ?")
