@@ -114,7 +114,7 @@ def main() -> None:
     if "agent" in sys.argv[1:4]:  # `[--db PATH] agent hook ...`: an agent's lifecycle hook, without the CLI
         import gc
 
-        gc.disable()  # a hook is one short process: collecting while it imports costs it ~10% of its CPU
+        gc.disable()  # a hook that injects is one short process: collecting while it imports costs ~10% of its CPU
         from memsafe.agents import protocol
 
         hook_args = protocol.parse_argv(sys.argv[1:])

@@ -146,8 +146,10 @@ def main(out: Path) -> None:
                "Made up, and run for real by `scripts/agent_session_example.py`: the Claude Code plugin's hook "
                "command (`sh bin/memsafe-hook claude`) as Claude Code runs it, with the event JSON on stdin and "
                "the transcript in Claude Code's JSON Lines shape; `Stop` after every turn, a compaction after "
-               "turn 11. The store starts with ten memories of earlier sessions. Times are wall-clock per hook "
-               "process on the machine that ran it.", "", "## Session start (`SessionStart`, source startup)", ""]
+               "turn 11. The store starts with ten memories of earlier sessions. A memory the session was shown "
+               "already (in the brief, or with an earlier prompt) is not shown again until a compaction or a "
+               "change: turn 2's answer, #2, is in the brief. Times are wall-clock per hook process on the "
+               "machine that ran it.", "", "## Session start (`SessionStart`, source startup)", ""]
         started = time.perf_counter()
         subprocess.run([sys.executable, "-c", "pass"], check=True)
         baseline = (time.perf_counter() - started) * 1000

@@ -167,6 +167,10 @@ def handle(event: Event, db: str | None = None) -> str:
     if not os.path.isdir(event.cwd):
         raise BadEvent(f"cwd {event.cwd} is not a folder (any more)")
     capture = event.name in ("compact", "stop", "end")
+    if capture:  # `python -m memsafe` starts a hook without the garbage collector; a capture's long read needs it
+        import gc
+
+        gc.enable()
     if capture and not event.transcript_path:
         raise BadEvent("the event names no `transcript_path`")
     if capture and not event.session_id:

@@ -140,6 +140,16 @@ def _listed(store: Store, project: str | None, limit: int, **extra) -> list[Memo
     return [found[i] for i in ids if i in found]
 
 
+def _sure(store: Store, project: str | None, among: int) -> list[Memory]:
+    """The memories of at least HIGH_CONFIDENCE among the `among` newest of `project`, newest
+    first, with their tags (read for those only: most of the newest are less sure)."""
+    ids = store.browse_ids(_scope(project), limit=among)
+    found = store.get_memories(ids, tags=False)
+    sure = [found[i] for i in ids if i in found and found[i].confidence >= HIGH_CONFIDENCE]
+    store.fill_tags(sure)
+    return sure
+
+
 def session_brief(store: Store, project: str | None, *, budget: int | None = None,
                   now: datetime | None = None, session_id: str | None = None) -> str:
     """The project brief a session starts with: pinned and high-confidence memories of `project`
@@ -156,11 +166,10 @@ def session_brief(store: Store, project: str | None, *, budget: int | None = Non
     budget = budget or config_value(store, "hook_brief_budget")
     now = now or clock.now()
     skip_tag = session_tag(session_id) if session_id else None
-    recent = _listed(store, project, 300)
     sections: list[tuple[str, list[Memory]]] = [
         ("Pinned and high-confidence:",
          _listed(store, project, SECTION_LIMIT, tags=["pinned"])
-         + [m for m in recent if m.confidence >= HIGH_CONFIDENCE and SUMMARY_TAG not in m.tags]),
+         + [m for m in _sure(store, project, 300) if SUMMARY_TAG not in m.tags]),
         ("Recent decisions:", _listed(store, project, SECTION_LIMIT, kinds=[Kind.DECISION.value])),
         ("Open tasks:", _listed(store, project, SECTION_LIMIT, kinds=[Kind.TASK.value])),
         ("Last session:", _listed(store, project, 2, tags=[SUMMARY_TAG])),
