@@ -223,9 +223,10 @@ def _hook_timer(ms: list[str], db: Path, repo: Path, event_name: str, env: dict)
     much less so."""
     import json
     import subprocess
+    import uuid
 
     def run(round_no: int) -> tuple[float, float | None]:
-        event = {"session_id": f"bench-{event_name}-{round_no}-{time.time_ns()}", "cwd": str(repo),
+        event = {"session_id": str(uuid.uuid4()), "cwd": str(repo),  # a new session, named as Claude Code names it
                  "transcript_path": str(repo / "none.jsonl"), "hook_event_name": event_name,
                  **({"source": "startup"} if event_name == "SessionStart" else {"prompt": HOOK_PROMPT})}
         started = time.perf_counter()
