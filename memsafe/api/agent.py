@@ -237,9 +237,10 @@ def asks_enough(prompt: str) -> bool:
     names one and is a question or holds an identifier ("who is our designer?", "NO_COLOR")."""
     from memsafe.recall import terms
 
-    named = len(terms.query_words(prompt) - CHAT_WORDS)
-    return named >= MIN_PROMPT_WORDS or (named == 1 and (prompt.rstrip().endswith("?")
-                                                         or _IDENTIFIER.search(prompt) is not None))
+    query = _whole_words(prompt.strip(), MAX_QUERY_CHARS)  # what recall would search: a 5 MB prompt is not read whole
+    named = len(terms.query_words(query) - CHAT_WORDS)
+    return named >= MIN_PROMPT_WORDS or (named == 1 and (query.endswith("?")
+                                                         or _IDENTIFIER.search(query) is not None))
 
 
 def recall_for_prompt(store: Store, project: str | None, prompt: str, *, budget: int,
