@@ -398,12 +398,15 @@ def word_terms(store: Store, text: str) -> list[str]:
     (`checkout-api`) stays one phrase, as it names one thing. Raises IndexDamaged (word index)."""
     found = terms.fts_terms(text)
     compounds = [t for t in found if _HYPHENATED.fullmatch(t)]
-    if not compounds:
-        return found
-    _, df, _ = store.fts_term_stats(compounds, [])
+    return widened(found, store.fts_term_stats(compounds, [])[1]) if compounds else found
+
+
+def widened(found: list[str], df: dict[str, int]) -> list[str]:
+    """`found` (quoted FTS5 terms) with the parts of each hyphenated word whose count in `df`
+    ({term: memories holding it}) is 0 after it (`word_terms`)."""
     out = dict.fromkeys(found)
-    for t in compounds:
-        if not df.get(t):
+    for t in found:
+        if _HYPHENATED.fullmatch(t) and t in df and not df[t]:
             out.update(dict.fromkeys(f'"{part}"' for part in t[1:-1].split("-") if part not in terms.STOP_WORDS))
     return list(out)
 
@@ -460,7 +463,11 @@ def gather_past(store: Store, q: terms.Query, visible: dict[int, PastState], dep
     turns around each; no graph hop (relations are not versioned). Features are filled from the
     past states. Returns (candidates, mode used)."""
     texts = {i: s.content for i, s in visible.items()}
-    words, df, matches = store.scratch_lexical(texts, terms.fts_terms(q.lexical_text), depth)
+    found = terms.fts_terms(q.lexical_text)
+    words, df, matches = store.scratch_lexical(texts, found, depth)
+    wider = widened(found, df)  # a hyphenated word no text held then searches its parts, as `word_terms`
+    if wider != found:
+        words, df, matches = store.scratch_lexical(texts, wider, depth)
     exact_terms = terms.exact_terms(q.lexical_text)
     held, exact = _exact_held(texts, exact_terms)
     lexical = [] if mode == "vector" else exact_hits(words, held, len(exact_terms), depth)

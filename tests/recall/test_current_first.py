@@ -100,5 +100,9 @@ def test_a_hyphenated_word_no_memory_holds_is_searched_by_its_parts(store):
     api.remember(store, "checkout-api reviews happen on Tuesdays")
     assert '"screen"' in candidates.word_terms(store, "switch to the alternate full-screen buffer")
     assert candidates.word_terms(store, "who reviews checkout-api") == ['"reviews"', '"checkout-api"']
-    hits = api.recall(store, "switch the terminal to the alternate full-screen buffer", mode="lexical").hits
-    assert hits[0].memory.id == screen.id
+    question = "switch the terminal to the alternate full-screen buffer"
+    assert api.recall(store, question, mode="lexical").hits[0].memory.id == screen.id
+    from memsafe import clock
+
+    past = api.recall_as_of(store, question, as_of=clock.now_iso(), mode="lexical")
+    assert past.hits[0].memory.id == screen.id  # the texts as they were: the same words searched
