@@ -24,6 +24,7 @@ SIGNALS: dict[str, dict[str, float]] = {
     "substance words": {"substance_words": 0.0},
     "time named": {"weight_time": 0.0},
     "graph hop": {"weight_hop": 0.0},
+    "current first": {"current_depth": 0},
     "recency": {"weight_recency": 0.0},
     "access": {"weight_access": 0.0},
     "graph degree": {"weight_graph": 0.0},

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from memsafe import clock
 from memsafe.errors import IndexDamaged
 from memsafe.models import Kind, Memory, Scope, Source, Status, admits
-from memsafe.recall import related, terms, vectors
+from memsafe.recall import corrections, related, terms, vectors
 from memsafe.store import Store
 from memsafe.store.common.fulltext import exact_hits, holds_exact
 
@@ -64,6 +64,9 @@ class Candidate:
     kind: str = ""  # the memory's kind and source: read by `scoring.asked_for`
     source: str = ""
     superseded_by: int | None = None  # the memory that corrects this one (`scoring.corrections_first`)
+    key: str = ""  # the rarest query term it holds (`lexical_scale`): read by `scoring.current_first`
+    held: frozenset[str] = frozenset()  # the query terms it holds (`lexical_scale`)
+    changes: bool = False  # its text says something changed (`corrections.announces_change`)
 
 
 CONVERSATION_GAP_SECONDS = 3600.0  # turns written further apart than this are not one conversation
@@ -136,7 +139,8 @@ def idf(df: int, n: int) -> float:
 
 
 def lexical_scale(n: int, df: dict[str, int], matches: dict[str, set[int]],
-                  exact: dict[str, tuple[int, set[int]]] | None = None) -> tuple[dict[int, float], float]:
+                  exact: dict[str, tuple[int, set[int]]] | None = None
+                  ) -> tuple[dict[int, float], float, dict[int, tuple[str, frozenset[str]]]]:
     """The two numbers that put a BM25 hit on an absolute scale, from a word index's statistics.
 
     Args:
@@ -147,13 +151,18 @@ def lexical_scale(n: int, df: dict[str, int], matches: dict[str, set[int]],
     Returns:
         ({id: `term_coverage`}, Σ idf of the terms as FTS5's bm25 computes it,
         ln((n − df + 0.5) / (df + 0.5)) floored at 1e-6: the bm25 of a memory of average length
-        holding each term once, by which `Candidate.bm25` is divided).
+        holding each term once, by which `Candidate.bm25` is divided, {id: the rarest query term
+        it holds (fewest memories; ties by the term)}).
     """
     df, matches = dict(df), dict(matches)
     for term, (count, ids) in (exact or {}).items():
         df[term], matches[term] = min(count, n), ids  # a writer between the counts can make df exceed n
     scale = sum(_fts_idf(n, d) for d in df.values())
-    return term_coverage({t: idf(d, n) for t, d in df.items()}, matches), scale
+    rarest: dict[int, tuple[str, frozenset[str]]] = {}
+    for term in sorted(matches, key=lambda t: (df.get(t, n), t), reverse=True):  # the rarest written last
+        for i in matches[term]:
+            rarest[i] = (term, rarest.get(i, ("", frozenset()))[1] | {term})
+    return term_coverage({t: idf(d, n) for t, d in df.items()}, matches), scale, rarest
 
 
 def _fts_idf(n: int, df: int) -> float:
@@ -190,7 +199,8 @@ def gather(store: Store, q: terms.Query, scope: Scope, depth: int, mode: str, cf
     if damage and mode == "lexical":  # the other half answers
         mode = "vector"
         query_vector = vectors.embed_query_async(store, q.text, scope, depth)
-    coverage, idf_sum = words(lambda: _coverage(store, q.lexical_text, lexical), ({}, 0.0)) if lexical else ({}, 0.0)
+    coverage, idf_sum, keys = (words(lambda: _coverage(store, q.lexical_text, lexical), ({}, 0.0, {})) if lexical
+                               else ({}, 0.0, {}))
     # no BM25 in vector mode, but the memories holding an exact term still come first
     exact = (words(lambda: store.fts_search(None, scope, depth, terms.exact_terms(q.lexical_text)), [])
              if mode == "vector" and not damage else lexical)
@@ -199,16 +209,16 @@ def gather(store: Store, q: terms.Query, scope: Scope, depth: int, mode: str, cf
     hops = related.one_hop(store, related.query_entities(store, q.text), scope)[0] if cfg["weight_hop"] > 0 else {}
     rows = _Rows(store, scope, cfg["weight_context"] > 0)
     dated = _dated(store, q, scope, depth) if cfg["weight_time"] > 0 else []
-    by_id = _lexical_candidates(held, lexical, coverage, idf_sum, hops, dated)
+    by_id = _lexical_candidates(held, lexical, coverage, idf_sum, hops, dated, keys)
     rows.read(list(by_id))
     _memory_features([c for i, c in by_id.items() if i in rows.memories], rows.memories, rows.degrees)
     vector, used_mode = (([], mode) if query_vector is None
                          else vectors.search(store, query_vector, mode, scope, depth, notes))
     if mode == "vector" and used_mode == "lexical" and not damage:  # vectors unavailable: fall back to BM25
         lexical, held = words(lambda: _lexical(store, q.lexical_text, scope, depth), []), {}
-        coverage, idf_sum = (words(lambda: _coverage(store, q.lexical_text, lexical), ({}, 0.0)) if lexical
-                             else ({}, 0.0))
-        by_id = _lexical_candidates(held, lexical, coverage, idf_sum, hops, dated)
+        coverage, idf_sum, keys = (words(lambda: _coverage(store, q.lexical_text, lexical), ({}, 0.0, {}))
+                                   if lexical else ({}, 0.0, {}))
+        by_id = _lexical_candidates(held, lexical, coverage, idf_sum, hops, dated, keys)
     if damage:
         half = "by meaning" if used_mode != "lexical" else "without it (vectors are unavailable too)"
         notes.append(f"the {damage[0].index} index is damaged ({damage[0].detail}); recall answers {half} "
@@ -240,17 +250,19 @@ def _dated(store: Store, q: terms.Query, scope: Scope, depth: int) -> list[int]:
 
 
 def _lexical_candidates(held: dict[int, int], lexical: list[tuple[int, float]], coverage: dict[int, float],
-                        idf_sum: float, hops: dict[int, float], dated: Sequence[int]
-                        ) -> dict[int, Candidate]:
+                        idf_sum: float, hops: dict[int, float], dated: Sequence[int],
+                        keys: dict[int, tuple[str, frozenset[str]]] | None = None) -> dict[int, Candidate]:
     """Step "candidates": {id: Candidate} of the memories holding exact terms (`held`: how many),
     the BM25 hits (`lexical`, best first; bm25 over `idf_sum`, with their `coverage`), the
     memories one relation away from a named entity (`hops`: strength) and those created in a
-    time the query names (`dated`, `_dated`): every candidate that needs no query vector."""
+    time the query names (`dated`, `_dated`): every candidate that needs no query vector. `keys`:
+    {id: the rarest query term it holds} (`lexical_scale`)."""
     by_id = {i: Candidate(i, exact=n) for i, n in held.items()}
     exact = getattr(lexical, "held", {})
     for rank, (i, bm25) in enumerate(lexical, start=1):
         by_id[i] = Candidate(i, bm25=-bm25 / idf_sum if idf_sum > 0 else 0.0,
-                                      coverage=coverage.get(i, 0.0), lexical_rank=rank, exact=exact.get(i, 0))
+                             coverage=coverage.get(i, 0.0), lexical_rank=rank, exact=exact.get(i, 0),
+                             key=(keys or {}).get(i, ("",))[0], held=(keys or {}).get(i, ("", frozenset()))[1])
     for i, strength in hops.items():
         by_id.setdefault(i, Candidate(i)).hop = strength
     for i in dated:
@@ -362,21 +374,49 @@ def add_corrections(store: Store, cands: list[Candidate], memories: dict[int, Me
 def _word_features(cands: Iterable[Candidate], memories: dict, cfg: dict, known: frozenset[str]) -> None:
     """Set each candidate's content words beyond the query's words `known` (`terms.content_words`),
     read by the vector half only (0 for a candidate it did not find) and only up to
-    `substance_words`, the most it weighs; and the share of its text that asks a question
-    (`terms.question_share`), when `weight_question` reads it."""
+    `substance_words`, the most it weighs; the share of its text that asks a question
+    (`terms.question_share`), when `weight_question` reads it; and for a captured prompt whether it
+    says something changed (`corrections.announces_change`). Its source is set already
+    (`_memory_features`)."""
     words = math.ceil(cfg["substance_words"])
     asks = cfg["weight_question"] > 0
     for c in cands:
         content = memories[c.id].content
         c.words = terms.content_words(content, words, known) if c.similarity is not None else 0
         c.asks = terms.question_share(content) if asks else 0.0
+        # read only where `scoring.current_first` reads it (captured prompts): a regex over each text
+        c.changes = c.source == Source.HOOK.value and corrections.announces_change(content)
+
+
+_HYPHENATED = re.compile(r'"[^\W\d_]+(?:-[^\W\d_]+)+"')  # a quoted term of words joined by hyphens only
+
+
+def word_terms(store: Store, text: str) -> list[str]:
+    """The quoted FTS5 terms BM25 searches for `text`: `terms.fts_terms`, where a word of letters
+    joined by hyphens that no memory holds as such ("full-screen") also searches its parts
+    (`"full"`, `"screen"`): a text may say "alternative screen". One that some memory holds
+    (`checkout-api`) stays one phrase, as it names one thing. Raises IndexDamaged (word index)."""
+    found = terms.fts_terms(text)
+    compounds = [t for t in found if _HYPHENATED.fullmatch(t)]
+    return widened(found, store.fts_term_stats(compounds, [])[1]) if compounds else found
+
+
+def widened(found: list[str], df: dict[str, int]) -> list[str]:
+    """`found` (quoted FTS5 terms) with the parts of each hyphenated word whose count in `df`
+    ({term: memories holding it}) is 0 after it (`word_terms`)."""
+    out = dict.fromkeys(found)
+    for t in found:
+        if _HYPHENATED.fullmatch(t) and t in df and not df[t]:
+            out.update(dict.fromkeys(f'"{part}"' for part in t[1:-1].split("-") if part not in terms.STOP_WORDS))
+    return list(out)
 
 
 def _lexical(store: Store, text: str, scope: Scope, depth: int) -> list[tuple[int, float]]:
-    """The BM25 hits of the word index, memories holding the query's exact terms (identifiers,
-    versions, single CJK characters: `terms.exact_terms`) first; the evidence rides on the result
-    (`memsafe.store.LexicalHits`: `held`, `exact`)."""
-    match, exact = terms.fts_query(text), terms.exact_terms(text)
+    """The BM25 hits of the word index (`word_terms`), memories holding the query's exact terms
+    (identifiers, versions, single CJK characters: `terms.exact_terms`) first; the evidence rides
+    on the result (`memsafe.store.LexicalHits`: `held`, `exact`)."""
+    words, exact = word_terms(store, text), terms.exact_terms(text)
+    match = " OR ".join(words) if words else None
     return store.fts_search(match, scope, depth, exact) if match is not None or exact else []
 
 
@@ -393,11 +433,12 @@ def _unheld_notes(text: str, found: dict[str, tuple[int, set[int]]]) -> list[str
     return notes
 
 
-def _coverage(store: Store, text: str, hits: list[tuple[int, float]]) -> tuple[dict[int, float], float]:
+def _coverage(store: Store, text: str, hits: list[tuple[int, float]]
+              ) -> tuple[dict[int, float], float, dict[int, tuple[str, frozenset[str]]]]:
     """`lexical_scale` of the BM25 hits: the term statistics of the word index, with an
     exact term counted by its exact matches."""
     exact = getattr(hits, "exact", {})
-    wanted = [t for t in terms.fts_terms(text) if t[1:-1].replace('""', '"') not in exact]
+    wanted = [t for t in word_terms(store, text) if t[1:-1].replace('""', '"') not in exact]
     n, df, matches = store.fts_term_stats(wanted, [i for i, _ in hits])
     return lexical_scale(n, df, matches, exact)
 
@@ -422,7 +463,11 @@ def gather_past(store: Store, q: terms.Query, visible: dict[int, PastState], dep
     turns around each; no graph hop (relations are not versioned). Features are filled from the
     past states. Returns (candidates, mode used)."""
     texts = {i: s.content for i, s in visible.items()}
-    words, df, matches = store.scratch_lexical(texts, terms.fts_terms(q.lexical_text), depth)
+    found = terms.fts_terms(q.lexical_text)
+    words, df, matches = store.scratch_lexical(texts, found, depth)
+    wider = widened(found, df)  # a hyphenated word no text held then searches its parts, as `word_terms`
+    if wider != found:
+        words, df, matches = store.scratch_lexical(texts, wider, depth)
     exact_terms = terms.exact_terms(q.lexical_text)
     held, exact = _exact_held(texts, exact_terms)
     lexical = [] if mode == "vector" else exact_hits(words, held, len(exact_terms), depth)
@@ -444,11 +489,12 @@ def gather_past(store: Store, q: terms.Query, visible: dict[int, PastState], dep
                                          [i for i, _ in lexical], notes)
 
     # The same candidates as `gather`, with the scratch index's statistics.
-    coverage, scale = lexical_scale(len(texts), df, matches, exact)
+    coverage, scale, keys = lexical_scale(len(texts), df, matches, exact)
     by_id: dict[int, Candidate] = {}
     for rank, (i, bm25) in enumerate(lexical, start=1):
         by_id[i] = Candidate(i, bm25=-bm25 / scale if scale > 0 else 0.0, coverage=coverage.get(i, 0.0),
-                             lexical_rank=rank, exact=held.get(i, 0))
+                             lexical_rank=rank, exact=held.get(i, 0), key=keys.get(i, ("",))[0],
+                             held=keys.get(i, ("", frozenset()))[1])
     for i, n in held.items():  # in vector mode too: a memory holding an exact term comes first
         by_id.setdefault(i, Candidate(i)).exact = n
     for rank, (i, sim) in enumerate(vector, start=1):

@@ -195,5 +195,23 @@ def replaces(new: str, old: str) -> Verdict | None:
     return None
 
 
+# A text that says something changed: a verb of change, "instead", "no longer", "from X to Y", "now".
+# Read on any text (a prompt that gives a new value while it asks for something, `scoring.current_first`).
+_CHANGE = re.compile(
+    r"\b(?:mov(?:e|ed|es|ing)|switch(?:ed|es|ing)?|chang(?:e|ed|es|ing)|instead|upgrad(?:e|ed|es|ing)|"
+    r"bump(?:ed|ing|s)?|becomes?|became|leaving|replac(?:e|ed|es|ing)|no longer|any ?more|after all|"
+    r"goes (?:up|down)|rais(?:e|ed|es|ing)|lower(?:ed|s|ing)|increas(?:e|ed|es|ing)|decreas(?:e|ed|es|ing)|"
+    r"from \S+(?: \S+)? to|now)\b",
+    re.IGNORECASE,
+)
+CHANGE_CHARS = 2000  # only the head of a long text is read: the change is said where the fact is
+
+
+def announces_change(text: str) -> bool:
+    """True if `text` says that something changed ("we moved from Postgres 14 to 16", "deploys
+    are now Thursdays only", "3 days before instead of 2"), in its first CHANGE_CHARS characters."""
+    return _CHANGE.search(text[:CHANGE_CHARS]) is not None
+
+
 def _shown(values: list[str]) -> str:
     return ", ".join(f"`{v}`" for v in values[:3]) + (", …" if len(values) > 3 else "")

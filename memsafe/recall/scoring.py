@@ -8,6 +8,7 @@ runs them in order. No database, no model.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from datetime import datetime
 
@@ -254,6 +255,58 @@ def corrections_first(ranked: list[tuple[float, Candidate]]) -> list[tuple[float
     return out
 
 
+# The current fact first (`current_first`): which sources it reorders and how near two memories
+# must be. Only prompts the agent-loop hooks captured: a note (user, agent) that corrects another
+# is linked to it by `remember` (`corrections_first`); reordering notes by time cost developer prose
+# hybrid R@1 0.796 → 0.699. A commit or an import is a record of its own time.
+CAPTURED = frozenset(("hook",))
+SAME_RATIO, SAME_COVER = 0.6, 0.9  # a later memory holding nearly as much of the query, near in score
+SAID_RATIO, SAID_COVER = 0.3, 0.3  # ... or one that says the thing changed (`corrections.announces_change`)
+# A question about what was true before ("what was the first ...", "originally", "used to") asks for
+# the earlier value: the current fact does not go first.
+_PAST = re.compile(r"\b(?:first|originally|initially|previously|formerly|earlier|before|old|older|original|"
+                   r"used to|prior)\b", re.IGNORECASE)
+
+
+def current_first(ranked: list[tuple[float, Candidate]], query: Query, depth: int
+                  ) -> list[tuple[float, Candidate]]:
+    """Step "scoring", the current fact first: among the first `depth` hits, a later memory that
+    restates an earlier one ranked above it ranks just above it (with its score, so scores stay in
+    order), when both are captured prompts (source hook, CAPTURED). Restates: both keyword matches,
+    the later holds its rarest query term (`Candidate.key`) among the earlier one's (`held`), and
+    either scores at least SAME_RATIO × its score holding SAME_COVER × its coverage, or says the
+    thing changed (`Candidate.changes`: "we moved from Postgres 14 to 16") and scores SAID_RATIO ×
+    and holds SAID_COVER × as much. A prompt that gives a new value asks for something as well, so
+    `remember` marks no correction, and it ranked below the stale value (on the prompts corpus,
+    update-first@10 0.52). Time is `Candidate.created_at`, when the thing happened.
+
+    Returns `ranked` unchanged when `depth` < 2, when the query names a time or asks what was
+    true before (`_PAST`), or when no pair is out of order."""
+    if depth < 2 or len(ranked) < 2 or query.windows or _PAST.search(query.text):
+        return ranked
+    out = list(ranked)
+    head = min(depth, len(out))
+    for _ in range(head * head):  # each move puts a later memory above an earlier one: bounded
+        move = next(((i, j) for j in range(1, head) for i in range(j) if _restates(out[i], out[j])), None)
+        if move is None:
+            return out
+        i, j = move
+        score, c = out.pop(j)
+        out.insert(i, (max(score, out[i][0]), c))
+    return out
+
+
+def _restates(first: tuple[float, Candidate], later: tuple[float, Candidate]) -> bool:
+    """True if `later` (ranked below `first`) restates what `first` says, later in time (`current_first`)."""
+    (s_old, old), (s_new, new) = first, later
+    if not (old.source in CAPTURED and new.source in CAPTURED and old.bm25 is not None and new.bm25 is not None
+            and old.created_at is not None and new.created_at is not None and new.created_at > old.created_at
+            and new.key and new.key in old.held):
+        return False
+    ratio, cover = (SAID_RATIO, SAID_COVER) if new.changes else (SAME_RATIO, SAME_COVER)
+    return s_new >= ratio * s_old and new.coverage >= cover * old.coverage
+
+
 def one_half_weight(cfg: dict, mode: str, notes: list[str]) -> dict:
     """The config a recall of one half alone ranks with (`mode` 'lexical' or 'vector': asked
     for, or lexical when vectors are unavailable): `cfg` with that half's fusion weight at its
@@ -277,7 +330,8 @@ def one_half_weight(cfg: dict, mode: str, notes: list[str]) -> dict:
 def score_candidates(cands: Sequence[Candidate], q: Query, cfg: dict) -> list[tuple[float, Candidate]]:
     """Steps fusion (with time and graph), context (answers before questions, the kind and source
     asked for: `asked_for`), a time-only query's time first (`time_first`), exact terms first,
-    scoring and corrections before the memories they replace (`corrections_first`), pure:
+    scoring, the current prompt before the one it restates (`current_first`) and corrections
+    before the memories they replace (`corrections_first`), pure:
     [(score, candidate)] best first."""
     fusion = weights.fusion_of(cfg)
     relevance = in_context(cands, fuse(cands, q, fusion), fusion.weight_context)
@@ -287,4 +341,5 @@ def score_candidates(cands: Sequence[Candidate], q: Query, cfg: dict) -> list[tu
     held = {c.id: c.exact for c in cands if c.exact}
     for i in held:  # a memory holding an exact term ranks first in every mode, found by meaning or not
         relevance.setdefault(i, 0.0)
-    return corrections_first(rank(cands, exact_first(relevance, held), weights.weights_of(cfg), q.now or clock.now()))
+    ranked = rank(cands, exact_first(relevance, held), weights.weights_of(cfg), q.now or clock.now())
+    return corrections_first(current_first(ranked, q, cfg["current_depth"]))

@@ -151,6 +151,13 @@ KEYS: dict[str, ConfigKey] = {
                   "share of its relevance a memory of the kind or source a question names gains", 0.0, 10.0),
         ConfigKey("weight_voice", float, 0.6,
                   "share of its relevance imported history (git, import) loses in a first-person question", 0.0, 1.0),
+        # A later captured prompt restating an earlier one ranks above it among the first
+        # current_depth hits (scoring.current_first). On the prompts corpus: update-first@10
+        # 0.516 → 0.806 (lexical 0.452 → 0.774), hybrid R@1/R@5 0.702/0.912 → 0.696/0.918; no
+        # other corpus holds captured prompts. Extended to notes (sources user, agent) it cost
+        # developer prose hybrid R@1 0.796 → 0.699: a note's update is `remember`'s correction link.
+        ConfigKey("current_depth", int, 10,
+                  "hits among which a later captured prompt restating an earlier one ranks above it (0: off)", 0, 1000),
         ConfigKey("candidate_depth", int, 75, "candidates taken from each retriever (BM25 and KNN)", 5, 1000),
         ConfigKey("weight_lexical", float, 14.0, "weight of BM25 in fusion", 0.0, 100.0),
         ConfigKey("weight_vector", float, 4.0, "weight of the vector similarity in fusion", 0.0, 100.0),
