@@ -686,9 +686,12 @@ def get_embedder(_generation: int | None = None) -> Embedder | None:
                 _shared_error = "disabled by MEMSAFE_NO_MODEL"
             else:
                 try:
-                    _shared = Embedder(*model_files(), one_query=_one_query)
+                    files = model_files()
+                    _shared = Embedder(*files, one_query=_one_query)
                 except ModelUnavailable as exc:
                     _shared_error = str(exc)
+                else:
+                    _remember_load(files[0], _shared)
         return _shared
 
 
@@ -708,6 +711,67 @@ def load_soon(one_query: bool = False) -> None:
         _loader = threading.Thread(target=get_embedder, args=(_generations,),
                                    name="memsafe-model-load")
         _loader.start()
+
+
+def _runtime_files() -> list[Path]:
+    """The files of the installed onnxruntime that decide whether a model loads (its package and
+    native module), found without importing it; [] when it is not installed."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec("onnxruntime")
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None or not spec.submodule_search_locations:
+        return []
+    folder = Path(list(spec.submodule_search_locations)[0])
+    return [folder / "__init__.py", *sorted((folder / "capi").glob("onnxruntime_pybind11_state*"))]
+
+
+def _loads_path(model_path: Path) -> Path | None:
+    """The file recording that `model_path` loaded with this onnxruntime (`known_model`), named by
+    a stamp of both (`caches.stamp_of`), or None when onnxruntime is not installed."""
+    from memsafe import caches, settings
+
+    runtime = _runtime_files()
+    if not runtime:
+        return None
+    return settings.cache_dir() / f"model-loads-{caches.stamp_of([model_path, *runtime])}.json"
+
+
+def known_model() -> dict | None:
+    """{"id": model id, "dim": dimensions} of the model `get_embedder` would load, when this very
+    model file (path, size, mtime) already loaded in an earlier process with the onnxruntime
+    installed now (same files): what `memsafe status` reports without loading it (~0.5 s of CPU).
+    None when that is not known (never loaded, the model or onnxruntime changed, the model is
+    disabled or missing): then only loading it tells. Reads files only; never raises."""
+    if os.environ.get("MEMSAFE_NO_MODEL"):
+        return None
+    try:
+        model_path, _ = model_files()
+        where = _loads_path(model_path)
+        if where is None:
+            return None
+        from memsafe import caches
+
+        kept = caches.load_json(where).get(model_id_of(model_path))
+    except (ModelUnavailable, OSError):
+        return None
+    if isinstance(kept, dict) and isinstance(kept.get("dim"), int) and kept["dim"] > 0:
+        return {"id": model_id_of(model_path), "dim": kept["dim"]}
+    return None
+
+
+def _remember_load(model_path: Path, embedder: Embedder) -> None:
+    """Record that `model_path` loaded (`known_model`); a cache: never fails the load."""
+    try:
+        where = _loads_path(model_path)
+        if where is not None:
+            from memsafe import caches
+
+            caches.merge_json(where, {embedder.model_id: {"dim": embedder.dim}})
+    except OSError:
+        pass
 
 
 def load_error() -> str | None:

@@ -682,11 +682,18 @@ def vector_fix() -> str:
 
 
 def status(opened: Opened, *, project: str | None, project_rule: str, load_model: bool = True) -> StatusReport:
-    """Paths, sizes, schema version, counts, pending embeddings, model and vector-search state."""
+    """Paths, sizes, schema version, counts, pending embeddings, model and vector-search state.
+
+    `model` is {"loaded": True, "id", "dim"} when the model loads: known without loading it when
+    this model file loaded before with this onnxruntime (`embed.known_model`), else by loading it
+    (with `load_model`); {"loaded": False, "error"} when it does not."""
     store = opened.store
     db_bytes, wal_bytes = store.sizes()
     model: dict = {"loaded": False}
-    if load_model and store.vector_available:
+    known = embed.known_model() if store.vector_available and not embed.loaded() else None
+    if known is not None:
+        model = {"loaded": True, **known}
+    elif load_model and store.vector_available:
         embedder = embed.get_embedder()
         if embedder is not None:
             model = {"loaded": True, "id": embedder.model_id, "dim": embedder.dim}

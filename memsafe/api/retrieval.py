@@ -126,6 +126,8 @@ def _archived_matches(store: Store, q, scope: Scope, cfg: dict, weights) -> list
     the recall scores. Its own candidate pool, so archived memories never take a slot of the
     recall's depth."""
     probe = dataclasses.replace(scope, statuses=[Status.ARCHIVED.value])
+    if not store.list_ids(probe, 1):  # none to probe (most stores): a keyword search of nothing saved
+        return []
     cands, _memories, _mode = candidates.gather(store, q, probe, ARCHIVED_PROBE, "lexical", cfg, [])
     return scoring.score_candidates(cands, q, weights)
 

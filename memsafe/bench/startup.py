@@ -44,8 +44,8 @@ HOOK_PROMPT = "the runbook for restarting notifications"
 MCP_REMEMBERS = 200
 QUERY = "how is the cache warmed at boot"
 LEXICAL_S = 0.200  # `recall --mode lexical`, and each reading command
-# The reading commands timed (each with `--project web`); `status` loads the model to say whether
-# vector search works, so it is the one expected above the lexical recall's target.
+# The reading commands timed (each with `--project web`); `status` says whether the model loads
+# without loading it once it loaded before (`embed.known_model`: the seeding here loads it).
 READING = (("get", "1"), ("list", "-n", "20"), ("history", "1"), ("status",))
 
 

@@ -33,7 +33,8 @@ def bench(
                            "print one table of the change in R@1 / R@5, lexical and hybrid (a few minutes).")
     ] = False,
     mcp: Annotated[
-        bool, typer.Option("--mcp", help="Measure the MCP server instead: tools/list tokens and cold start.")
+        bool, typer.Option("--mcp", help="Measure the MCP server instead: tools/list tokens, cold start, "
+                                         "warm searches and writes.")
     ] = False,
     runs: Annotated[
         int, typer.Option("--runs", min=1, max=50,
@@ -213,9 +214,10 @@ def _bench_dataset(dataset: str | None, file: str | None, json_: bool) -> None:
 
 def _bench_mcp(runs: int, json_: bool) -> None:
     """The MCP server's token cost and cold start, on a temporary seeded store."""
-    from memsafe.bench.mcp import SEED_MEMORIES, mcp_lines, run_mcp
+    from memsafe.bench.mcp import SEED_MEMORIES, WARM_MEMORIES, mcp_lines, run_mcp
 
-    err.print(f"seeding {SEED_MEMORIES} memories, then {runs} cold starts …")
+    err.print(f"seeding {SEED_MEMORIES} memories, then {runs} cold starts; then {WARM_MEMORIES:,} memories for a warm "
+              "server's searches and writes …")
     try:
         report = run_mcp(runs)
     except (MemsafeError, RuntimeError) as exc:

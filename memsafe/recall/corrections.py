@@ -14,6 +14,7 @@ holds a value) one or two plain words in an otherwise equal sentence ("deploy wi
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -106,8 +107,12 @@ def shape_of(value: str, quoted: bool = False, name: bool = False) -> str:
     return "identifier"
 
 
+@functools.lru_cache(maxsize=2048)
 def read(text: str) -> Reading:
-    """Read `text` into subject words, values and negation (see the module docstring)."""
+    """Read `text` into subject words, values and negation (see the module docstring). Kept for
+    the texts read last: a remember compares its text with each of its best matches, and the
+    same memories are the best matches of many remembers in a row. The result is shared: do not
+    change its `shapes`."""
     shapes: dict[str, str] = {}
     for m in _QUOTED.finditer(text):
         shapes[" ".join(textform.fold(next(g for g in m.groups() if g)).split())] = "code"

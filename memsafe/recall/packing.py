@@ -150,17 +150,23 @@ class Heads:
         self.store, self.memories, self.now, self.framed = store, memories, now, framed
         self._tags: dict[int, list[str]] = {m.id: list(m.tags) for m in memories} if tagged else {}
         self._cost: dict[tuple[int, bool], int] = {}
+        self._copies: dict[int, Memory] = {}
         self.count = framing.body_tokens if framed else tokens.count
         self.truncate = framing.cut_body if framed else tokens.truncate
 
     def memory(self, index: int) -> Memory:
-        """A copy of the memory at `index`, with its tags."""
+        """A copy of the memory at `index`, with its tags (one copy per index: the cost of its
+        header and the hit returned read the same one)."""
+        copy = self._copies.get(index)
+        if copy is not None:
+            return copy
         m = self.memories[index]
         if m.id not in self._tags:
             batch = [x.id for x in self.memories[index:index + self.BATCH] if x.id not in self._tags]
             assert self.store is not None  # memories without their tags come from a store
             self._tags.update(self.store.tags_of(batch))
-        return dataclasses.replace(m, tags=list(self._tags[m.id]))
+        copy = self._copies[index] = dataclasses.replace(m, tags=list(self._tags[m.id]))
+        return copy
 
     def overhead(self, index: int, cut: bool) -> int:
         """Tokens the framing adds to the memory at `index` (its header line, `framing.head_tokens`;
