@@ -277,7 +277,7 @@ def _seed_warm(db: Path, n: int) -> None:
 def insert_floor(folder: Path, writes: int = WARM_WRITES) -> dict:
     """A bare SQLite insert as memsafe writes one (WAL, `BEGIN IMMEDIATE`, one row, `COMMIT`), in
     this process: per write, wall-clock ms and CPU ms, with `synchronous` FULL (an fsync per
-    commit) and NORMAL (none; what the server's commits do, its fsync following on a thread)."""
+    commit: what the server does) and NORMAL (no fsync: the floor without durability)."""
     import apsw
 
     out = {}

@@ -325,10 +325,6 @@ class ServerState:
         self._idle_lock = threading.Lock()
         self._solo = threading.RLock()  # see `_open_call`
         self._on_full_disk = False
-        # Commits reach the disk on a thread of their own (`_sync_to_disk`), not before each reply.
-        self._disk_sync: Callable[[], None] | None = None
-        self._sync_due = threading.Event()
-        self._sync_thread: threading.Thread | None = None
 
     @contextlib.contextmanager
     def store(self, *, fresh: bool = False) -> Iterator[api.Opened]:
@@ -383,9 +379,6 @@ class ServerState:
             # Closing the last connection would checkpoint the WAL into the file (about a third of a
             # remember's time); SQLite's auto-checkpoint at commit keeps the WAL short.
             opened.store.no_checkpoint_on_close()
-            sync = opened.store.sync_later() if not self._on_full_disk else None
-            if sync is not None and self._disk_sync is None:
-                self._start_disk_sync(sync)
             if opened.warnings and not self._warned:
                 self._warned = True
                 for warning in opened.warnings:
@@ -401,33 +394,6 @@ class ServerState:
             raise
         finally:
             self._give_back(opened, reusable)
-            if self._disk_sync is not None:
-                self._sync_due.set()
-
-    def _start_disk_sync(self, sync: Callable[[], None]) -> None:
-        """Make commits durable on disk on a thread of their own, soon after each call (see
-        `_sync_to_disk`)."""
-        self._disk_sync = sync
-        self._sync_thread = threading.Thread(target=self._sync_to_disk, name="memsafe-disk-sync", daemon=True)
-        self._sync_thread.start()
-
-    def _sync_to_disk(self) -> None:
-        """After each call, fsync what was committed (`Store.sync_later`). A call replies as soon as
-        its write is committed: from then on a killed or crashed server loses nothing, and the
-        disk has it one fsync later (a few milliseconds; calls that come meanwhile share the next
-        one), which only a power cut or a kernel crash in between could lose. A reply that waited
-        for its own fsync took a write from ~4 to ~7 ms on an SSD (one fsync: ~3.3 ms)."""
-        sync = self._disk_sync
-        assert sync is not None  # set before the thread starts
-        while True:
-            self._sync_due.wait()
-            self._sync_due.clear()
-            try:
-                sync()
-            except OSError as exc:  # the disk failed: SQLite's own checkpoint will report it too
-                log.warning("syncing the store to disk failed: %s", exc)
-            if self.stopping.is_set() and not self._sync_due.is_set():
-                return
 
     def _take_idle(self) -> api.Opened | None:
         """An idle connection that still reaches the current store, or None (stale ones are closed)."""
@@ -678,9 +644,6 @@ class ServerState:
         self._flush.set()
         if self._warm_thread is not None:
             self._warm_thread.join(timeout)
-        if self._sync_thread is not None:
-            self._sync_due.set()  # one last sync, of everything committed so far
-            self._sync_thread.join(timeout)
         with self._idle_lock:
             idle, self._idle = self._idle, []
         for n, opened in enumerate(idle, start=1):

@@ -706,14 +706,6 @@ class Store(Memories, FullText, Vectors, Graph, History, Config, Browse):
         """Leave the stored files untouched when this connection closes (read-only runs; `on=False`
         undoes it); a no-op where closing writes nothing."""
 
-    def sync_later(self) -> Callable[[], None] | None:
-        """Let this connection's commits return once the operating system holds them, without
-        waiting for the disk: a killed process loses nothing committed, a power cut or kernel crash
-        may lose the last commits until the returned function runs (it makes every commit so far,
-        of any connection, durable on disk; OSError when the disk fails). None, and nothing
-        changed, where every commit already waits for the disk (PostgreSQL: the server decides)."""
-        return None
-
     def still_current(self) -> bool:
         """Whether this open connection may serve one more call as a fresh open would: the schema is
         still this code's (another process may have migrated it since). SQLite also checks that no

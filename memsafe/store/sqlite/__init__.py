@@ -18,7 +18,7 @@ import importlib.util
 import os
 import re
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -624,28 +624,6 @@ class SQLiteStore(SQLMemories, SQLiteFullText, SQLiteVectors, SQLiteIndexes, SQL
         """Do not checkpoint the WAL into the main file when this connection closes (read-only runs);
         `on=False`: do (SQLite's default when it is the last connection)."""
         self.conn.config(apsw.SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1 if on else 0)
-
-    def sync_later(self) -> Callable[[], None] | None:
-        """See `Store.sync_later`: `synchronous = NORMAL` on this connection (in WAL mode SQLite
-        then syncs at checkpoints only, and a commit is a write into the WAL, no fsync), and
-        a function that fsyncs the WAL file: what `synchronous = FULL` does at every commit."""
-        self.conn.execute("PRAGMA synchronous = NORMAL")
-        wal = f"{self.path}-wal"
-
-        def flush() -> None:
-            try:
-                # Only the WAL, never the database file: closing a descriptor of the database
-                # file would drop this process's POSIX locks on it (SQLite locks the database
-                # file and the -shm file, not the -wal).
-                fd = os.open(wal, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-            except FileNotFoundError:
-                return  # no WAL: every commit was checkpointed into the file, which SQLite synced
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-
-        return flush
 
     def still_current(self) -> bool:
         """See `Store.still_current`: no transaction open, the same file (device and inode) at the
