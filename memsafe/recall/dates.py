@@ -43,8 +43,8 @@ def _local_day(at: datetime) -> datetime:
 
 def is_day(w: when.Window) -> bool:
     """Whether window `w` is one local calendar day (midnight to midnight, DST days included)."""
-    start = clock.local_wall(w.start)
-    return start == _local_day(w.start) and clock.local_wall(w.end) == start + timedelta(days=1)
+    start = clock.local_wall(w.start)  # (a subtraction: a day at the end of the calendar does not overflow)
+    return start == _local_day(w.start) and clock.local_wall(w.end) - start == timedelta(days=1)
 
 
 def yearless(w: when.Window) -> bool:
