@@ -64,12 +64,17 @@ def _mentions(text: str, at: datetime, zone: str, locale: str) -> tuple[when.Win
     return tuple(w for w in found if w.end > w.start)
 
 
+def _reading() -> tuple[str, str]:
+    """What reads a date besides its text: the zone (TZ) and the order of day and month
+    (`when.date_order`: MEMSAFE_DATE_ORDER and the locale)."""
+    return (os.environ.get("TZ", ""),
+            "|".join(os.environ.get(v, "") for v in ("LC_ALL", "LC_TIME", "LANG", "MEMSAFE_DATE_ORDER")))
+
+
 def mentions(text: str, at: datetime) -> tuple[when.Window, ...]:
     """The time windows a memory's `text` mentions (`when.find`; relative words counted from
     `at`, the memory's event time, aware UTC), at most `when.MAX_SPANS`."""
-    # what reads a date: the zone and the locale's order of day and month (`when.date_order`)
-    reading = "|".join(os.environ.get(v, "") for v in ("LC_ALL", "LC_TIME", "LANG", "MEMSAFE_DATE_ORDER"))
-    return _mentions(text, at, os.environ.get("TZ", ""), reading)
+    return _mentions(text, at, *_reading())
 
 
 def matches(named: Sequence[when.Window], mentioned: Iterable[when.Window]) -> bool:
@@ -90,24 +95,27 @@ def mark(cands: Iterable, memories: dict, named: Sequence[when.Window]) -> None:
     inside one of `named` (`matches`). Nothing when the query names no time."""
     if not named:
         return
+    reading = _reading()
     for c in cands:
         m = memories.get(c.id)
         if m is None:
             continue
-        found = mentions(m.content, clock.parse_iso(m.event_at))
+        found = _mentions(m.content, clock.parse_iso(m.event_at), *reading)
         c.date_mention = 1.0 if found and matches(named, found) else 0.0
 
 
-def spellings(day: datetime) -> list[str]:
+def spellings(day: datetime, year: bool = False) -> list[str]:
     """The ways a text writes the day and month of naive `day`, as phrases of words the word
-    index holds (without the year, so any year's is found; ordinals one word, as indexed):
-    "12 03", "03 12", "12 3", "3 12", "3 december", "december 3", "3rd dec", "dec 3rd", ..."""
+    index holds, without the year (any year's is found; ordinals one word, as indexed): "12 03",
+    "03 12", "3 december", "december 3", "3rd dec", "dec 3rd", "3rd of december", ... Numbers
+    without their zero ("12/3", "3.12") are most often no date ("Python 3.12"): only with the
+    year, when `year` ("12 3 2024", "2024 12 3", "3 12 2024")."""
     d, m = day.day, day.month
     ordinal = f"{d}{'th' if 10 <= d % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(d % 10, 'th')}"
-    out: dict[str, None] = {}
-    for dd in dict.fromkeys((f"{d:02d}", str(d))):
-        for mm in dict.fromkeys((f"{m:02d}", str(m))):
-            out.update(dict.fromkeys((f"{mm} {dd}", f"{dd} {mm}")))
+    out = dict.fromkeys((f"{m:02d} {d:02d}", f"{d:02d} {m:02d}"))
+    if year and (d < 10 or m < 10):
+        y = day.year
+        out.update(dict.fromkeys((f"{m} {d} {y}", f"{d} {m} {y}", f"{y} {m} {d}")))
     name = _MONTH_NAMES[m - 1]
     for month in dict.fromkeys((name, name[:3])):
         out.update(dict.fromkeys((f"{d} {month}", f"{month} {d}", f"{ordinal} {month}", f"{month} {ordinal}",
@@ -118,8 +126,8 @@ def spellings(day: datetime) -> list[str]:
 def phrases(named: Sequence[when.Window]) -> list[str]:
     """The quoted FTS5 phrases of `spellings` for the first MAX_DAYS days among `named` ([] when
     it names no single day)."""
-    days = list(dict.fromkeys(_local_day(w.start) for w in named if is_day(w)))[:MAX_DAYS]
-    return [f'"{p}"' for p in dict.fromkeys(p for day in days for p in spellings(day))]
+    days = list(dict.fromkeys((_local_day(w.start), not yearless(w)) for w in named if is_day(w)))[:MAX_DAYS]
+    return [f'"{p}"' for p in dict.fromkeys(p for day, year in days for p in spellings(day, year))]
 
 
 def match(named: Sequence[when.Window]) -> str | None:

@@ -150,6 +150,15 @@ def test_a_dated_question_finds_the_memory_of_that_day_first_in_any_form(store, 
     assert _ids(api.recall_as_of(store, question, as_of=NOW, mode=mode))[0] == deploys["billing"], question
 
 
+def test_a_day_written_without_its_zeros_is_found_for_a_question_naming_its_year(store, remember_at, monkeypatch):
+    monkeypatch.setenv("LC_TIME", "en_US.UTF-8")
+    target = remember_at(STORED, "Cut over the ledger database on 12/3/2024 after the freeze.").id
+    remember_at(STORED, "Ledger database cut over plan drafted for Python 3.12 upgrade.")
+    monkeypatch.setenv("MEMSAFE_NOW", NOW.isoformat())
+    for question in ("ledger cut over 2024-12-03", "ledger cut over on 3 December 2024"):
+        assert _ids(api.recall(store, question, mode="lexical"))[0] == target, question
+
+
 def test_a_question_naming_its_day_in_the_other_order_follows_the_locale(store, deploys, monkeypatch):
     monkeypatch.setenv("LC_TIME", "en_GB.UTF-8")  # 03/12/2024 is 3 December
     assert _ids(api.recall(store, "service deploy 03/12/2024"))[0] == deploys["billing"]
