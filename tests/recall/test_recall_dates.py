@@ -181,3 +181,13 @@ def test_the_cli_recall_reads_a_date_in_another_form_than_the_memory(cli, monkey
     done = cli("recall", "when did we freeze payments, Dec 3rd?", "--mode", "lexical", "--json")
     assert done.exit_code == 0, done.output
     assert json.loads(done.stdout)["results"][0]["content"] == "Froze the payments schema on 2024-12-03 for the audit."
+
+
+@pytest.mark.backends("sqlite")
+def test_a_flag_reads_a_numeric_date_in_the_order_set_and_names_the_setting_when_none_is(monkeypatch):
+    with pytest.raises(InvalidInput, match="ambiguous .*MEMSAFE_DATE_ORDER"):
+        when.parse_when("12/03/2026", NOW)
+    monkeypatch.setenv("MEMSAFE_DATE_ORDER", "DMY")
+    assert when.parse_when("12/03/2026", NOW) == datetime(2026, 3, 12, tzinfo=UTC)
+    monkeypatch.setenv("MEMSAFE_DATE_ORDER", "MDY")
+    assert when.parse_when("12/03/2026", NOW) == datetime(2026, 12, 3, tzinfo=UTC)
