@@ -184,7 +184,8 @@ def test_the_cli_recall_reads_a_date_in_another_form_than_the_memory(cli, monkey
 
 
 @pytest.mark.backends("sqlite")
-def test_a_flag_reads_a_numeric_date_in_the_order_set_and_names_the_setting_when_none_is(monkeypatch):
+def test_a_flag_reads_a_numeric_date_in_the_order_set_and_names_the_setting_when_none_is(zone, monkeypatch):
+    zone("UTC")
     with pytest.raises(InvalidInput, match="ambiguous .*MEMSAFE_DATE_ORDER"):
         when.parse_when("12/03/2026", NOW)
     monkeypatch.setenv("MEMSAFE_DATE_ORDER", "DMY")
