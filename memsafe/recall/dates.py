@@ -24,8 +24,12 @@ import os
 import re
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
-from memsafe import clock, when
+from memsafe import clock
+
+if TYPE_CHECKING:  # the query parser loads only when a query names a time (a session start names none)
+    from memsafe.when import Window
 
 # A memory's text is read for dates up to here: the dates that matter are near the start of a
 # note or a commit message, and `when.find` reads at most MAX_SPANS spans anyway.
@@ -41,22 +45,24 @@ def _local_day(at: datetime) -> datetime:
     return clock.local_wall(at).replace(hour=0, minute=0, second=0, microsecond=0)
 
 
-def is_day(w: when.Window) -> bool:
+def is_day(w: Window) -> bool:
     """Whether window `w` is one local calendar day (midnight to midnight, DST days included)."""
     start = clock.local_wall(w.start)  # (a subtraction: a day at the end of the calendar does not overflow)
     return start == _local_day(w.start) and clock.local_wall(w.end) - start == timedelta(days=1)
 
 
-def yearless(w: when.Window) -> bool:
+def yearless(w: Window) -> bool:
     """Whether `w` is a day named by its day and month only ("Dec 3rd", "3 December", "12/03"):
     read as its latest occurrence, but a mention of that day in any year matches it."""
     return is_day(w) and _YEARLESS.fullmatch(" ".join(w.span.lower().split())) is not None
 
 
 @functools.lru_cache(maxsize=8192)
-def _mentions(text: str, at: datetime, zone: str, locale: str) -> tuple[when.Window, ...]:
+def _mentions(text: str, at: datetime, zone: str, locale: str) -> tuple[Window, ...]:
     """`mentions`, kept per (text, event time, TZ, locale): a recall reads ~100-200 candidates,
     mostly the same memories recall after recall."""
+    from memsafe import when
+
     try:
         found, _ = when.find(text[:MAX_TEXT_CHARS], at)
     except Exception:  # an odd text is no date; recall goes on without it
@@ -71,13 +77,13 @@ def _reading() -> tuple[str, str]:
             "|".join(os.environ.get(v, "") for v in ("LC_ALL", "LC_TIME", "LANG", "MEMSAFE_DATE_ORDER")))
 
 
-def mentions(text: str, at: datetime) -> tuple[when.Window, ...]:
+def mentions(text: str, at: datetime) -> tuple[Window, ...]:
     """The time windows a memory's `text` mentions (`when.find`; relative words counted from
     `at`, the memory's event time, aware UTC), at most `when.MAX_SPANS`."""
     return _mentions(text, at, *_reading())
 
 
-def matches(named: Sequence[when.Window], mentioned: Iterable[when.Window]) -> bool:
+def matches(named: Sequence[Window], mentioned: Iterable[Window]) -> bool:
     """Whether a mentioned window lies inside a window the query names (`named`), or is the day,
     in any year, of a day the query names without a year (`yearless`)."""
     days = [(_local_day(q.start).month, _local_day(q.start).day) for q in named if yearless(q)]
@@ -89,7 +95,7 @@ def matches(named: Sequence[when.Window], mentioned: Iterable[when.Window]) -> b
     return False
 
 
-def mark(cands: Iterable, memories: dict, named: Sequence[when.Window]) -> None:
+def mark(cands: Iterable, memories: dict, named: Sequence[Window]) -> None:
     """Set `date_mention` (1.0 or 0.0) of each candidate (`recall.candidates.Candidate`) whose
     memory in `memories` ({id: Memory or PastState}: `content`, `event_at`) mentions a time
     inside one of `named` (`matches`). Nothing when the query names no time."""
@@ -123,20 +129,20 @@ def spellings(day: datetime, year: bool = False) -> list[str]:
     return list(out)
 
 
-def phrases(named: Sequence[when.Window]) -> list[str]:
+def phrases(named: Sequence[Window]) -> list[str]:
     """The quoted FTS5 phrases of `spellings` for the first MAX_DAYS days among `named` ([] when
     it names no single day)."""
     days = list(dict.fromkeys((_local_day(w.start), not yearless(w)) for w in named if is_day(w)))[:MAX_DAYS]
     return [f'"{p}"' for p in dict.fromkeys(p for day, year in days for p in spellings(day, year))]
 
 
-def match(named: Sequence[when.Window]) -> str | None:
+def match(named: Sequence[Window]) -> str | None:
     """An FTS5 MATCH expression (`phrases` joined by OR, the syntax both backends' `fts_search`
     read), or None when `named` holds no single day."""
     return " OR ".join(phrases(named)) or None
 
 
-def mentioning(store, named: Sequence[when.Window], scope, depth: int) -> list[int]:
+def mentioning(store, named: Sequence[Window], scope, depth: int) -> list[int]:
     """Ids of at most `depth` memories in `scope` whose text spells a day `named` holds
     (`match`; unchecked: `mark` reads each). [] when the query names no single day."""
     expression = match(named)
@@ -145,7 +151,7 @@ def mentioning(store, named: Sequence[when.Window], scope, depth: int) -> list[i
     return [i for i, _ in store.fts_search(expression, scope, depth)]
 
 
-def spelled_in(store, texts: dict[int, str], named: Sequence[when.Window], depth: int) -> list[int]:
+def spelled_in(store, texts: dict[int, str], named: Sequence[Window], depth: int) -> list[int]:
     """`mentioning` for texts as they were (`texts`: {id: text}, time travel), through the store's
     scratch index (`Store.scratch_lexical`); [] when `named` holds no single day."""
     wanted = phrases(named)
