@@ -34,6 +34,8 @@ VARIABLES: tuple[tuple[str, str], ...] = (
     ("MEMSAFE_DB", "the database file or postgresql:// URL (after --db, before `config set db`)"),
     ("MEMSAFE_HOME", "folder for the default database, the settings file and hook.log (tests use it)"),
     ("MEMSAFE_NOW", "fix the clock (ISO-8601), for tests, benchmarks and reproducible decay runs"),
+    ("MEMSAFE_DATE_ORDER", "the order of day and month in numeric dates (12/03) a query or flag names: DMY, "
+                           "MDY or YMD (default: the locale's, LC_TIME; with none a query reads both days)"),
     ("MEMSAFE_MODEL_DIR", "a folder with model.onnx and tokenizer.json: another compatible embedding model"),
     ("MEMSAFE_NO_VEC", "run without vector search (troubleshooting); recall uses keywords only"),
     ("MEMSAFE_NO_MODEL", "run without the embedding model (troubleshooting); recall uses keywords only"),

@@ -20,16 +20,16 @@ What the words mean:
     holding now − 3 days in a query, and the instant now − 3 days in a flag, as git reads it.
   * A flag takes the start of the span it names: `--since today` includes this morning, `--since
     "last week"` starts at last week's Monday, 00:00 local; `--as-of May` at May 1, 00:00.
-  * Numeric dates: year first (2024-12-03, 2024/12/03, 2024.12.03) is year-month-day; with dots
-    and a 4-digit year (03.12.2024) day first; with slashes or dashes (12/03, 12/03/2024, 12/03/24)
-    in the locale's order (`date_order`: LC_ALL, LC_TIME or LANG; en_US month first, en_GB and de
-    day first), and in the other where the locale's names no day (13/03 is 13 March everywhere).
-    Without a locale (unset, C, POSIX) a query reads both days where both exist and a flag refuses
-    the ambiguity. A form that names no day (2026-02-30, 31/04/2026, 31 April, 13/13) is refused
-    by a flag and is no window in a query. A slash date without a year counts in a query only
-    with a zero ("12/03", "3/04") or after "on", "since", "by", ... ("24/7" and "1/2" are not
-    dates), and no numeric form counts after a word that names what it counts ("a ratio of
-    12/03", "version 3.12.2024"); dots need a 4-digit year ("Python 3.12" is no date).
+  * Numeric dates: year first (2024-12-03, 2024/12/03, 2024.12.03) is year-month-day; with dots and a
+    4-digit year (03.12.2024) day first; with slashes or dashes (12/03, 12/03/2024, 12/03/24) in the
+    order of `date_order` (MEMSAFE_DATE_ORDER, else the locale's: LC_ALL, LC_TIME or LANG; en_US
+    month first, en_GB and de day first), and in the other where that order names no day (13/03 is
+    13 March everywhere). Without either (no locale: unset, C, POSIX) a query reads both days where
+    both exist and a flag refuses the ambiguity. A form that names no day (2026-02-30, 31/04/2026,
+    31 April, 13/13) is refused by a flag and is no window in a query. A slash date without a year
+    counts in a query only with a zero ("12/03", "3/04") or after "on", "since", "by", ... ("24/7"
+    and "1/2" are not dates), and no numeric form counts after a word that names what it counts ("a
+    ratio of 12/03", "version 3.12.2024"); dots need a 4-digit year ("Python 3.12" is no date).
   * Seasons are meteorological (spring March-May, summer June-August, autumn or fall
     September-November, winter December-February), of the northern hemisphere unless the
     locale's territory is in the southern one (`_SOUTHERN`: en_AU, en_NZ, es_AR, pt_BR, en_ZA,
@@ -65,7 +65,7 @@ from dataclasses import dataclass
 from datetime import MAXYEAR, MINYEAR, datetime, timedelta, timezone
 
 from memsafe import clock
-from memsafe.errors import InvalidTime
+from memsafe.errors import InvalidInput, InvalidTime
 
 _MONTHS = ("january|february|march|april|may|june|july|august|september|october|november|december"
            "|jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec")
@@ -625,10 +625,22 @@ def _territory() -> str:
     return name.partition("_")[2].upper()
 
 
+DATE_ORDERS = ("DMY", "MDY", "YMD")
+
+
 def date_order() -> str | None:
-    """The order of day, month and year in the locale's numeric dates (`_locale`): "DMY", "MDY"
-    or "YMD", as CLDR gives it (dateparser's copy of its data); None for no locale (unset, C,
-    POSIX) or one CLDR does not know."""
+    """The order of day, month and year in numeric dates: `MEMSAFE_DATE_ORDER` (DMY, MDY or YMD,
+    any case) when set, else the locale's (`_locale`) as CLDR gives it (dateparser's copy of its
+    data); None for no locale (unset, C, POSIX) or one CLDR does not know.
+
+    Raises:
+        InvalidInput: `MEMSAFE_DATE_ORDER` is set to something else.
+    """
+    chosen = os.environ.get("MEMSAFE_DATE_ORDER", "").strip()
+    if chosen:
+        if chosen.upper() not in DATE_ORDERS:
+            raise InvalidInput(f"MEMSAFE_DATE_ORDER={chosen!r} is not one of {', '.join(DATE_ORDERS)}")
+        return chosen.upper()
     return _order_of(_locale())
 
 
@@ -835,8 +847,8 @@ def _instant(typed: str, raw: str, now: datetime, what: str) -> datetime | None:
     if days:
         if len(days) > 1:
             shown = " or ".join(f"{start.day} {start:%B %Y}" for start, _ in days)
-            raise InvalidTime(f"{what} {raw!r} is ambiguous ({shown}); write YYYY-MM-DD, or set LC_TIME "
-                              "(en_US reads month first, en_GB day first)")
+            raise InvalidTime(f"{what} {raw!r} is ambiguous ({shown}); write YYYY-MM-DD, or set "
+                              "MEMSAFE_DATE_ORDER (DMY, MDY) or LC_TIME (en_US reads month first, en_GB day first)")
         return clock.from_local(days[0][0])
     if _ONLY_NUMBERS.fullmatch(typed):
         return None

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from memsafe import clock
 from memsafe.errors import IndexDamaged
 from memsafe.models import Kind, Memory, Scope, Source, Status, admits
-from memsafe.recall import corrections, related, terms, vectors
+from memsafe.recall import corrections, dates, related, terms, vectors
 from memsafe.store import Store
 from memsafe.store.common.fulltext import exact_hits, holds_exact
 
@@ -51,6 +51,7 @@ class Candidate:
     hop: float = 0.0
     exact: int = 0  # how many of the query's exact terms it holds (Store.fts_search `held`; scoring.exact_first)
     dated: bool = False  # created in a time window the query names (`_dated`)
+    date_mention: float = 0.0  # its text mentions a time the query names (`dates.mark`): 1.0, else 0.0
     words: int = 0
     created_at: datetime | None = None
     last_used_at: datetime | None = None
@@ -209,7 +210,9 @@ def gather(store: Store, q: terms.Query, scope: Scope, depth: int, mode: str, cf
     hops = related.one_hop(store, related.query_entities(store, q.text), scope)[0] if cfg["weight_hop"] > 0 else {}
     rows = _Rows(store, scope, cfg["weight_context"] > 0)
     dated = _dated(store, q, scope, depth) if cfg["weight_time"] > 0 else []
-    by_id = _lexical_candidates(held, lexical, coverage, idf_sum, hops, dated, keys)
+    # memories whose text spells a day the query names: candidates only if `dates.mark` reads it there
+    spelled = words(lambda: dates.mentioning(store, q.named, scope, depth), []) if cfg["weight_time"] > 0 else []
+    by_id = _lexical_candidates(held, lexical, coverage, idf_sum, hops, dated, keys, spelled)
     rows.read(list(by_id))
     _memory_features([c for i, c in by_id.items() if i in rows.memories], rows.memories, rows.degrees)
     vector, used_mode = (([], mode) if query_vector is None
@@ -218,7 +221,7 @@ def gather(store: Store, q: terms.Query, scope: Scope, depth: int, mode: str, cf
         lexical, held = words(lambda: _lexical(store, q.lexical_text, scope, depth), []), {}
         coverage, idf_sum, keys = (words(lambda: _coverage(store, q.lexical_text, lexical), ({}, 0.0, {}))
                                    if lexical else ({}, 0.0, {}))
-        by_id = _lexical_candidates(held, lexical, coverage, idf_sum, hops, dated, keys)
+        by_id = _lexical_candidates(held, lexical, coverage, idf_sum, hops, dated, keys, spelled)
     if damage:
         half = "by meaning" if used_mode != "lexical" else "without it (vectors are unavailable too)"
         notes.append(f"the {damage[0].index} index is damaged ({damage[0].detail}); recall answers {half} "
@@ -235,6 +238,8 @@ def gather(store: Store, q: terms.Query, scope: Scope, depth: int, mode: str, cf
     shown = {i: c for i, c in by_id.items() if i in memories and memories[i].status in scope.statuses}
     _memory_features([c for c in shown.values() if c.created_at is None], memories, rows.degrees)
     _word_features(shown.values(), memories, cfg, q.words)
+    if cfg["weight_time"] > 0:
+        dates.mark(shown.values(), memories, q.named)
     return list(shown.values()), memories, used_mode
 
 
@@ -251,12 +256,14 @@ def _dated(store: Store, q: terms.Query, scope: Scope, depth: int) -> list[int]:
 
 def _lexical_candidates(held: dict[int, int], lexical: list[tuple[int, float]], coverage: dict[int, float],
                         idf_sum: float, hops: dict[int, float], dated: Sequence[int],
-                        keys: dict[int, tuple[str, frozenset[str]]] | None = None) -> dict[int, Candidate]:
+                        keys: dict[int, tuple[str, frozenset[str]]] | None = None,
+                        spelled: Sequence[int] = ()) -> dict[int, Candidate]:
     """Step "candidates": {id: Candidate} of the memories holding exact terms (`held`: how many),
     the BM25 hits (`lexical`, best first; bm25 over `idf_sum`, with their `coverage`), the
-    memories one relation away from a named entity (`hops`: strength) and those created in a
-    time the query names (`dated`, `_dated`): every candidate that needs no query vector. `keys`:
-    {id: the rarest query term it holds} (`lexical_scale`)."""
+    memories one relation away from a named entity (`hops`: strength), those created in a time
+    the query names (`dated`, `_dated`) and those whose text may mention one (`spelled`,
+    `dates.mentioning`): every candidate that needs no query vector. `keys`: {id: the rarest
+    query term it holds} (`lexical_scale`)."""
     by_id = {i: Candidate(i, exact=n) for i, n in held.items()}
     exact = getattr(lexical, "held", {})
     for rank, (i, bm25) in enumerate(lexical, start=1):
@@ -267,6 +274,8 @@ def _lexical_candidates(held: dict[int, int], lexical: list[tuple[int, float]], 
         by_id.setdefault(i, Candidate(i)).hop = strength
     for i in dated:
         by_id.setdefault(i, Candidate(i)).dated = True
+    for i in spelled:
+        by_id.setdefault(i, Candidate(i))
     return by_id
 
 
@@ -507,9 +516,13 @@ def gather_past(store: Store, q: terms.Query, visible: dict[int, PastState], dep
                             key=lambda i: (visible[i].event_at, i), reverse=True)
             for i in inside[:depth]:
                 by_id.setdefault(i, Candidate(i)).dated = True
+        for i in dates.spelled_in(store, texts, q.named, depth):  # kept only if `dates.mark` reads the date there
+            by_id.setdefault(i, Candidate(i))
     if cfg["weight_context"] > 0:
         link_turns(by_id, visible)
     fill_features(store, by_id, visible, cfg, q.words)
+    if cfg["weight_time"] > 0:
+        dates.mark(by_id.values(), visible, q.named)
     return list(by_id.values()), used_mode
 
 

@@ -56,13 +56,15 @@ def fuse(cands: Sequence[Candidate], query: Query, f: Fusion) -> dict[int, float
     strength, so it can answer a question that names the entity it is linked to ("who owns the
     consumer of invoices.v1?") even above the memory that only names that entity. Time: when the
     query names a time (`memsafe.when`), a memory dated in the window gains w_t, one near it
-    less (`when.closeness`).
+    less (`when.closeness`), and so does one whose text mentions a time inside it
+    (`Candidate.date_mention`, `recall.dates`: "2024-12-03" for "Dec 3rd"), whenever it was made.
 
     Returns:
         {id: relevance ≥ 0}; candidates with nothing (no lexical match, vector below the floor,
         no hop) are absent, but for a `dated` one (created in a window the query names), whose
-        relevance is then 0: "what happened last week?" finds last week's memories, below any
-        memory that matches what the query says. A query that names a time and nothing else
+        relevance is then 0, and one whose text mentions such a time, whose relevance is w_t
+        (it tells of that time, whenever it was made): "what happened last week?" finds last
+        week's memories, below any memory that matches what the query says. A query that names a time and nothing else
         puts that time's memories first after fusion (`time_first`).
     """
     from memsafe import when
@@ -73,12 +75,13 @@ def fuse(cands: Sequence[Candidate], query: Query, f: Fusion) -> dict[int, float
         vec = f.weight_vector * vector_relevance(c.similarity, c.words, f) if c.similarity is not None else 0.0
         hop = f.weight_hop * c.hop
         if lex <= 0 and vec <= 0 and hop <= 0:
-            if c.dated:  # only its date matches: after every match, ordered by the other signals
-                out[c.id] = 0.0
+            if c.dated or c.date_mention > 0:  # only its date matches
+                out[c.id] = f.weight_time * c.date_mention
             continue
         score = lex + vec + hop
-        if query.windows and c.created_at is not None and f.weight_time:
-            score += f.weight_time * when.closeness(c.created_at, query.windows)
+        if (query.windows and c.created_at is not None or c.date_mention > 0) and f.weight_time:
+            near = when.closeness(c.created_at, query.windows) if query.windows and c.created_at is not None else 0.0
+            score += f.weight_time * max(near, c.date_mention)  # dated then, or telling of that time
         out[c.id] = score
     return out
 
@@ -173,8 +176,8 @@ def time_first(relevance: dict[int, float], cands: Sequence[Candidate], query: Q
     """
     if not query.only_time or weight_time <= 0:
         return relevance
-    inside = {c.id for c in cands if c.id in relevance and c.created_at is not None
-              and any(w.start <= c.created_at < w.end for w in query.windows)}
+    inside = {c.id for c in cands if c.id in relevance and (c.date_mention >= 1 or c.created_at is not None
+              and any(w.start <= c.created_at < w.end for w in query.windows))}
     return _tiered(relevance, dict.fromkeys(inside, 1))
 
 

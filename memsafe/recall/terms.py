@@ -201,6 +201,9 @@ class Query:
     kinds: frozenset[str] = frozenset()  # the kinds of memory it asks for (`asked_for`): "what did we decide"
     sources: frozenset[str] = frozenset()  # the sources it asks for: "which commit ..." asks for git
     own_voice: bool = False  # asked in the first person ("we", "our", "I"): what its user or agent said
+    # every window the query names, those no memory's event time is near too: a memory whose text
+    # mentions one (`recall.dates`) matches it whenever it was stored
+    named: list = field(default_factory=list)
 
 
 def parse_query(text: str, now: datetime, held: Callable[[Window], bool] | None = None) -> Query:
@@ -216,6 +219,7 @@ def parse_query(text: str, now: datetime, held: Callable[[Window], bool] | None 
     from memsafe import when
 
     windows, rest = when.find(text, now)
+    named = windows
     if held is not None and windows:
         windows = [w for w in windows if held(when.around(w))]
         rest = rest if windows else " ".join(text.split())
@@ -223,7 +227,7 @@ def parse_query(text: str, now: datetime, held: Callable[[Window], bool] | None 
     says_more = any(w not in STOP_WORDS for w in words)
     kinds, sources, own_voice = asked_for(query_terms(text))
     return Query(text, rest if says_more else text, windows, now, query_words(text), bool(windows) and not says_more,
-                 kinds, sources, own_voice)
+                 kinds, sources, own_voice, named)
 
 
 # Words by which a question asks for a kind or a source of memory ("what did we decide ..." wants
