@@ -196,7 +196,8 @@ def gather(store: Store, q: terms.Query, scope: Scope, depth: int, mode: str, cf
              if mode == "vector" and not damage else lexical)
     held = getattr(exact, "held", {}) if mode == "vector" else {}
     notes += _unheld_notes(q.text, getattr(exact, "exact", {}))
-    hops = related.one_hop(store, related.query_entities(store, q.text), scope)[0] if cfg["weight_hop"] > 0 else {}
+    named = related.query_entities(store, q.text, scope) if cfg["weight_hop"] > 0 else []
+    hops = related.one_hop(store, named, scope)[0] if cfg["weight_hop"] > 0 else {}
     rows = _Rows(store, scope, cfg["weight_context"] > 0)
     dated = _dated(store, q, scope, depth) if cfg["weight_time"] > 0 else []
     by_id = _lexical_candidates(held, lexical, coverage, idf_sum, hops, dated)
