@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from memsafe import clock
-from memsafe.errors import IndexDamaged
+from memsafe.errors import IndexDamaged, repair_hint
 from memsafe.models import Kind, Memory, Scope, Source, Status, admits
 from memsafe.recall import related, terms, vectors
 from memsafe.store import Store
@@ -213,7 +213,7 @@ def gather(store: Store, q: terms.Query, scope: Scope, depth: int, mode: str, cf
     if damage:
         half = "by meaning" if used_mode != "lexical" else "without it (vectors are unavailable too)"
         notes.append(f"the {damage[0].index} index is damaged ({damage[0].detail}); recall answers {half} "
-                     "meanwhile; `memsafe doctor --repair` rebuilds it from the memories")
+                     f"meanwhile; {repair_hint(store)}")
         used_mode = "vector" if used_mode == "hybrid" else used_mode
     for rank, (i, sim) in enumerate(vector, start=1):
         c = by_id.setdefault(i, Candidate(i))
