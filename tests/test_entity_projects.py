@@ -223,3 +223,15 @@ def test_export_and_import_keep_each_projects_graph(store, db_path, tmp_path, ba
                                              [("SharedLib", "owned_by", "TeamA")])
     finally:
         again.close()
+
+
+def test_graph_show_of_every_project_starts_from_each_projects_entity(store):
+    api.remember(store, "SharedLib is pinned", project="a", embed_now=False)
+    api.remember(store, "SharedLib is vendored", project="b", embed_now=False)
+    api.relate(store, "SharedLib", "owned_by", "TeamA", create=True, scope=A)
+    api.relate(store, "SharedLib", "owned_by", "TeamB", create=True, scope=B)
+    every = api.graph_show(store, "SharedLib", depth=1, all_projects=True)
+    assert sorted((r.source, r.target) for r in every.relations) == [("SharedLib", "TeamA"), ("SharedLib", "TeamB")]
+    assert [n.distance for n in every.nodes].count(0) == 2
+    in_a = api.graph_show(store, "SharedLib", depth=1, project="a")
+    assert [(r.source, r.target) for r in in_a.relations] == [("SharedLib", "TeamA")]

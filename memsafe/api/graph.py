@@ -351,8 +351,10 @@ def graph_show(
     """Breadth-first neighbourhood of an entity over relations in both directions.
 
     Scope (as recall's): the entities, relations and memories of `project` plus global ones, or
-    of every project with `all_projects`; with neither, global ones only. An entity named only
-    by another project's memories is neither shown nor walked through (module docstring).
+    of every project with `all_projects`; with neither, global ones only. Another project's
+    entity is neither shown nor walked through (module docstring). The walk starts from every
+    entity of that name in scope (a project's own and a global one; each project's for every
+    project), nearest first.
 
     Args:
         depth: hops from the entity (0 = the entity alone), at most 10.
@@ -372,8 +374,12 @@ def graph_show(
     if found is None or not store.visible_entities([found[0]], scope):
         raise _unknown(display, scope)
     start = found[0]
-    distance = {start: 0}
-    frontier = [start]
+    # every entity of this name the scope sees starts the walk: a project's own and a global one,
+    # or, for every project, each project's
+    twins = [e for e in store.entity_ids_by_keys([graph.entity_key(display)], _owners(scope)) if e != start]
+    starts = [start, *sorted(store.visible_entities(twins, scope))][:limit] if twins else [start]
+    distance = dict.fromkeys(starts, 0)
+    frontier = list(starts)
     truncated = False
     for hop in range(1, depth + 1):
         if not frontier:
