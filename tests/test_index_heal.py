@@ -549,3 +549,35 @@ def test_a_read_only_store_with_a_damaged_index_answers_and_says_to_repair_with_
     assert run_memsafe("--db", str(db_path), "doctor", "--repair", "--no-model").returncode == 0
     done = run_memsafe("--db", str(db_path), "recall", query)
     assert done.returncode == 0 and expected in done.stdout and "index is damaged" not in done.stderr
+
+
+@pytest.mark.backends("sqlite")
+def test_mcp_over_a_read_only_store_with_a_damaged_index_answers_and_refuses_writes(filled, backend, db_path,
+                                                                                     tmp_path):
+    """A real MCP client over stdio, the store on a read-only mount: recall and get_memory answer
+    with the note to repair with write access; remember is one tool error; the server logs no
+    traceback."""
+    import anyio
+    from test_server import is_error, text_of, with_session
+
+    opened, ids = filled
+    _raw(opened.store, backend, ["DELETE FROM memories_fts_data WHERE id > 10"])
+    opened.store.close()
+    work = tmp_path / "srv"
+    work.mkdir()
+
+    async def body(s):
+        return {"recall": await s.call_tool("recall", {"query": QUERY, "all_projects": True}),
+                "get": await s.call_tool("get_memory", {"id": ids[FOUND], "all_projects": True}),
+                "status": await s.call_tool("status", {"check": True}),
+                "remember": await s.call_tool("remember", {"content": NEW, "is_global": True})}
+
+    with _unwritable("mount", db_path) as db:
+        out = anyio.run(with_session, db, work, tmp_path / "home", tmp_path / "server.err", body)
+    for name in ("recall", "get", "status"):
+        assert not is_error(out[name]), (name, text_of(out[name]))
+    assert TEXTS[FOUND] in text_of(out["recall"]) and TEXTS[FOUND] in text_of(out["get"])
+    assert "`memsafe doctor --repair`, run with write access to the store" in text_of(out["recall"])
+    assert is_error(out["remember"]) and "read-only" in text_of(out["remember"])
+    assert len(text_of(out["remember"]).strip().splitlines()) == 1
+    assert "Traceback" not in (tmp_path / "server.err").read_text()
