@@ -12,7 +12,7 @@ import apsw
 import pytest
 
 from memsafe import api
-from memsafe.errors import Refused
+from memsafe.errors import NotFound, Refused
 
 # conftest: tests on `db_path`, `store` or `cli` run once per backend
 pytestmark = pytest.mark.backends("sqlite", "postgres")
@@ -235,3 +235,16 @@ def test_graph_show_of_every_project_starts_from_each_projects_entity(store):
     assert [n.distance for n in every.nodes].count(0) == 2
     in_a = api.graph_show(store, "SharedLib", depth=1, project="a")
     assert [(r.source, r.target) for r in in_a.relations] == [("SharedLib", "TeamA")]
+
+
+def test_a_global_entity_other_projects_name_is_edited_from_every_project_only(store):
+    api.remember(store, "GlobalThing is the shared config", embed_now=False)  # global
+    mine = api.remember(store, "CheckoutApi reads GlobalThing", project="a", embed_now=False)
+    node = api.graph_show(store, "GlobalThing", depth=0, project="a").nodes[0]
+    assert mine.id in [m.id for m in node.memories]  # a's memory links the global entity
+    with pytest.raises(Refused, match="also named by memories of other projects"):
+        api.rename_entity(store, "GlobalThing", "SharedConfig", scope=B)
+    with pytest.raises(NotFound):  # b cannot reach a's memory, nor its links
+        api.unlink_entity(store, mine.id, "GlobalThing", scope=B)
+    assert api.rename_entity(store, "GlobalThing", "SharedConfig", scope=EVERY).entity.name == "SharedConfig"
+    assert api.unlink_entity(store, mine.id, "SharedConfig", scope=A).memory_id == mine.id

@@ -19,13 +19,13 @@ Writes follow the same rule: `add_entity`, `relate_many`, `unrelate` and the edi
 caller's scope, find a name among its own project's entities first, then the global ones, and
 create a missing one in its own project (the global graph when it has none); a new memory is
 linked the same way, by its own project. Another project's entity is, to them, a name that
-does not exist: the same replies, word for word, as for a name
-stored nowhere, and nothing attached to it.
+does not exist: the same replies, word for word, as for a name stored nowhere, and nothing
+attached to it.
 
 Edits (`rename_entity`, `merge_entities`, `add_alias`, `remove_alias`, `delete_entity`) change
 the entity of the scope only; with every project as the scope (`--all-projects`), a name that
-several projects hold is refused as ambiguous (`--project` chooses one). An entity still named
-by memories of another project (a store that predates ownership) is refused too.
+several projects hold is refused as ambiguous (`--project` chooses one). A global entity that
+memories of other projects name too is theirs as well: editing it from one project is refused.
 `unlink_entity` changes one memory of the scope only. Each edit is one transaction: it happens
 whole, or not at all.
 
@@ -121,11 +121,9 @@ def _clean_weight(weight: float) -> float:
 GLOBAL = ""  # the owner of the global graph's entities (`Store.owners_of`)
 
 
-def _owners(scope: Scope | None) -> list[str] | None:
+def _owners(store: Store, scope: Scope | None) -> list[str] | None:
     """The projects whose entities `scope` reads and writes, its own first (None: every one)."""
-    if scope is None or scope.projects is None:
-        return None
-    return [*scope.projects, *([GLOBAL] if scope.include_global else [])]
+    return None if scope is None else store.owners_of(scope)
 
 
 def _home(scope: Scope | None) -> str:
@@ -209,7 +207,8 @@ def add_entity(store: Store, name: str, *, type: str | None = None,  # noqa: A00
     display = _clean_name(name)
     type_v = _clean_relation(type) if type is not None else "entity"
     with store.write():
-        entity_id, created = _get_or_create(store, display, type_v, clock.now_iso(), _owners(scope), _home(scope))
+        entity_id, created = _get_or_create(store, display, type_v, clock.now_iso(), _owners(store, scope),
+                                            _home(scope))
         if type is not None and not created:
             store.set_entity_type(entity_id, type_v)
         store.add_event(clock.now_iso(), "graph.add_entity", None, "created" if created else "exists")
@@ -220,7 +219,7 @@ def _resolve(store: Store, names: Sequence[str], scope: Scope | None = None) -> 
     """{identity key: (id, display name, type)} of the named entities that `scope` owns (None:
     every project's, the oldest first): its own project's first, then the global ones. Another
     project's entity is not looked at, exactly as if it did not exist."""
-    return store.entities_by_keys([graph.entity_key(n) for n in names], _owners(scope))
+    return store.entities_by_keys([graph.entity_key(n) for n in names], _owners(store, scope))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -278,7 +277,7 @@ def relate_many(store: Store, relations: Sequence[Mapping | Sequence], *, create
                 "(MCP/API: create=true). Nothing was stored"
             )
         for name in missing:
-            _get_or_create(store, name, "entity", now, _owners(scope), _home(scope))
+            _get_or_create(store, name, "entity", now, _owners(store, scope), _home(scope))
         known = _resolve(store, names, scope)
         out = []
         for source, relation, target, weight in parsed:
@@ -376,7 +375,7 @@ def graph_show(
     start = found[0]
     # every entity of this name the scope sees starts the walk: a project's own and a global one,
     # or, for every project, each project's
-    twins = [e for e in store.entity_ids_by_keys([graph.entity_key(display)], _owners(scope)) if e != start]
+    twins = [e for e in store.entity_ids_by_keys([graph.entity_key(display)], _owners(store, scope)) if e != start]
     starts = [start, *sorted(store.visible_entities(twins, scope))][:limit] if twins else [start]
     distance = dict.fromkeys(starts, 0)
     frontier = list(starts)
