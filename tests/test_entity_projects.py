@@ -39,6 +39,8 @@ CREATE INDEX entity_alias_keys_entity ON entity_alias_keys(entity_id);
 """
 
 PG_OLD_GRAPH = """
+DROP INDEX entities_key;
+DROP INDEX entity_alias_keys_key;
 ALTER TABLE entities DROP CONSTRAINT entities_project_key;
 ALTER TABLE entities DROP COLUMN project;
 ALTER TABLE entities ADD CONSTRAINT entities_key_key UNIQUE (key);

@@ -291,6 +291,8 @@ def m008_entity_projects(conn) -> None:
         ALTER TABLE entity_alias_keys ADD COLUMN project TEXT NOT NULL DEFAULT '';
         ALTER TABLE entity_alias_keys DROP CONSTRAINT IF EXISTS entity_alias_keys_pkey;
         ALTER TABLE entity_alias_keys ADD PRIMARY KEY (project, key);
+        CREATE INDEX entities_key ON entities(key);
+        CREATE INDEX entity_alias_keys_key ON entity_alias_keys(key);
         """
     )
     owners.assign_entity_projects(conn)

@@ -475,7 +475,8 @@ def m015_entity_projects(conn: apsw.Connection) -> None:
     scope reads and writes the entities of its own projects only, so a name held by another
     project is, to it, a name that does not exist. Existing entities are split among the
     projects whose memories name them (`memsafe.store.common.owners`). Both tables are rebuilt
-    (a column constraint cannot be dropped in place); foreign keys are off while migrating."""
+    (a column constraint cannot be dropped in place); foreign keys are off while migrating. A
+    key alone stays indexed in both, for the every-project lookups."""
     conn.execute(
         """
         CREATE TABLE entities_new (
@@ -500,6 +501,8 @@ def m015_entity_projects(conn: apsw.Connection) -> None:
         DROP TABLE entity_alias_keys;
         ALTER TABLE entity_alias_keys_new RENAME TO entity_alias_keys;
         CREATE INDEX entity_alias_keys_entity ON entity_alias_keys(entity_id);
+        CREATE INDEX entities_key ON entities(key);
+        CREATE INDEX entity_alias_keys_key ON entity_alias_keys(key);
         """
     )
     owners.assign_entity_projects(conn)
