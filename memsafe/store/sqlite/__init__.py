@@ -222,7 +222,7 @@ class SQLiteStore(SQLMemories, SQLiteFullText, SQLiteVectors, SQLiteIndexes, SQL
                     f"{path} has schema version {version}, newer than this memsafe understands "
                     f"({migrations.latest()}); upgrade memsafe. The file was not changed."
                 )
-            if conn.readonly("main"):  # SQLite opened a file it may not write to read only
+            if conn.readonly("main") and not self.disk_was_full:  # a file it may not write: opened to read
                 self.read_only = True
             # The word index's tokenizer (`memories_fts`, since migration m007). After the key: apsw
             # asks SQLite for FTS5's API with a statement, which cannot run on a file it cannot read.
