@@ -76,6 +76,15 @@ class SecretDetected(MemsafeError):
     """Content looks like a credential and was refused."""
 
 
+def repair_hint(store: object) -> str:
+    """What rebuilds a damaged derived index of `store`, for a note: `memsafe doctor --repair`,
+    with write access when the store was opened to read only (its `read_only`)."""
+    if getattr(store, "read_only", False):
+        return ("`memsafe doctor --repair`, run with write access to the store (it is read-only here), "
+                "rebuilds it from the memories")
+    return "`memsafe doctor --repair` rebuilds it from the memories"
+
+
 class IndexDamaged(StoreUnavailable):
     """A derived index (the word, trigram or vector index) is damaged or missing while the memories
     are intact. Recall answers from the other half meanwhile; `memsafe doctor --repair` rebuilds it.

@@ -196,17 +196,27 @@ def test_edits_follow_the_project_scope(store):
         api.rename_entity(store, "LedgerVault", "Vault", scope=A)
     with pytest.raises(NotFound):
         api.delete_entity(store, "LedgerVault", scope=A)
-    for edit in (lambda: api.rename_entity(store, "SharedLib", "Shared", scope=A),
-                 lambda: api.delete_entity(store, "SharedLib", scope=A),
-                 lambda: api.add_alias(store, "SharedLib", "Shlib", scope=A),
-                 lambda: api.merge_entities(store, "Redis", "SharedLib", scope=A)):
-        with pytest.raises(Refused, match="also named by memories of other projects"):
-            edit()
-    with pytest.raises(Refused, match="already the entity"):
-        api.rename_entity(store, "Redis", "LedgerVault", scope=A)  # the name is taken, whoever holds it
     assert _graph_state(store) == before
-    assert api.rename_entity(store, "SharedLib", "Shared", scope=EVERY).entity.name == "Shared"
-    assert api.merge_entities(store, "Redis", "Postgres", scope=A).entity.name == "Postgres"
+    # each project has its own SharedLib: editing a's leaves b's as it was
+    b_before = _project_graph(store, "b")
+    assert api.add_alias(store, "SharedLib", "Shlib", scope=A).entity.name == "SharedLib"
+    assert api.rename_entity(store, "SharedLib", "Shared", scope=A).entity.name == "Shared"
+    assert api.merge_entities(store, "Redis", "Shared", scope=A).entity.name == "Shared"
+    assert api.delete_entity(store, "Shared", scope=A).entity.name == "Shared"
+    assert _project_graph(store, "b") == b_before
+    # b's name is free in a: renaming to it answers as renaming to a name stored nowhere
+    assert api.rename_entity(store, "Postgres", "LedgerVault", scope=A).entity.name == "LedgerVault"
+    assert _project_graph(store, "b") == b_before
+    # every project: a name two projects hold is ambiguous; --project chooses
+    with pytest.raises(Refused, match="several projects have an entity 'LedgerVault'"):
+        api.rename_entity(store, "LedgerVault", "Vault", scope=EVERY)
+    assert api.rename_entity(store, "CheckoutApi", "Checkout", scope=EVERY).entity.name == "Checkout"
+
+
+def _project_graph(store, project: str) -> tuple:
+    listing = api.graph_list(store, project=project)
+    return (sorted((e.id, e.name, e.type, tuple(e.aliases), e.memories) for e in listing.entities),
+            sorted((r.source, r.relation, r.target, r.weight) for r in listing.relations))
 
 
 def test_merge_into_itself_and_onto_names_of_one_entity(store):

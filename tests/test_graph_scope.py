@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from memsafe import api
-from memsafe.errors import NotFound, Refused
+from memsafe.errors import NotFound
 
 # conftest: tests on `store` or `cli` run once per backend; the stdio test keeps a SQLite file
 pytestmark = pytest.mark.backends("sqlite", "postgres")
@@ -69,21 +70,30 @@ def test_relate_to_another_projects_entity_is_unknown_word_for_word(seeded, scop
     assert _all_relations(seeded) == before
 
 
-def test_create_over_another_projects_entity_is_refused_and_stores_nothing(seeded):
-    before = _all_relations(seeded)
-    entities = {e.name: (e.type, e.aliases) for e in api.graph_entities(seeded, all_projects=True)}
-    with pytest.raises(Refused, match="Nothing was stored"):
-        api.relate(seeded, "CheckoutApi", "free text relation, any words", "ledgervault", create=True, scope=A)
-    with pytest.raises(Refused, match="Nothing was stored"):  # a new name in the same batch is not made either
-        api.relate_many(seeded, [("BrandNew", "x", "LedgerVault")], create=True, scope=A)
-    with pytest.raises(Refused):
-        api.add_entity(seeded, "LEDGERVAULT", type="secret", scope=A)
-    assert _all_relations(seeded) == before
-    assert {e.name: (e.type, e.aliases) for e in api.graph_entities(seeded, all_projects=True)} == entities
-    # a name nobody holds is created in scope as before
-    made = api.relate(seeded, "CheckoutApi", "uses", "BrandNew", create=True, scope=A)
-    assert (made.source, made.target) == ("CheckoutApi", "BrandNew")
-    assert api.add_entity(seeded, "AnotherNew", scope=A).created
+def _b_graph(store) -> tuple[set, dict]:
+    listing = api.graph_list(store, project="b")
+    return ({(r.source, r.relation, r.target) for r in listing.relations},
+            {e.name: (e.type, e.aliases, e.memories) for e in listing.entities})
+
+
+def test_create_over_another_projects_name_makes_this_projects_own_entity(seeded):
+    """Each project has its own entities: creating a name only b holds answers exactly as for a
+    name stored nowhere, makes a's own entity, and b's graph does not change."""
+    before = _b_graph(seeded)
+    foreign = api.relate(seeded, "CheckoutApi", "free text relation, any words", "ledgervault", create=True, scope=A)
+    absent = api.relate(seeded, "CheckoutApi", "free text relation, any words", "nosuchthing", create=True, scope=A)
+    assert (foreign.source, foreign.relation, foreign.target) == ("CheckoutApi", "free text relation, any words",
+                                                                  "ledgervault")
+    assert (absent.source, absent.target) == ("CheckoutApi", "nosuchthing")
+    made = api.add_entity(seeded, "LEDGERVAULT", type="secret", scope=A)
+    fresh = api.add_entity(seeded, "NOSUCHTHING", type="secret", scope=A)
+    assert (made.created, made.memories, made.type) == (fresh.created, fresh.memories, fresh.type) == (
+        False, 0, "secret")
+    assert _b_graph(seeded) == before  # b's LedgerVault: same relations, type, aliases and memories
+    in_a = api.graph_show(seeded, "LedgerVault", depth=1, project="a")
+    assert in_a.nodes[0].entity.id != api.graph_show(seeded, "LedgerVault", depth=0, project="b").nodes[0].entity.id
+    assert {(r.source, r.target) for r in in_a.relations} == {("CheckoutApi", "ledgervault")}
+    assert "backs_up_to" not in {r.relation for r in in_a.relations}
 
 
 def test_unrelate_another_projects_relation_is_unknown_and_keeps_it(seeded):
@@ -187,17 +197,28 @@ def test_cli_graph_writes_follow_the_project(cli):
     assert foreign.exit_code == absent.exit_code == 1
     assert foreign.stderr.replace("LedgerVault", "NAME") == absent.stderr.replace("NoSuchThing", "NAME")
     assert len(foreign.stderr.strip().splitlines()) == 1 and "Traceback" not in foreign.stderr
+    # creating b's name in a answers as for a free name, and makes a's own entity
     created = cli("graph", "relate", "CheckoutApi", "leaks to", "LedgerVault", "--create", "--project", "a")
-    assert created.exit_code == 1 and len(created.stderr.strip().splitlines()) == 1
-    assert cli("graph", "add-entity", "LedgerVault", "--project", "a").exit_code == 1
+    fresh = cli("graph", "relate", "CheckoutApi", "leaks to", "NoSuchThing", "--create", "--project", "a")
+    assert created.exit_code == fresh.exit_code == 0, created.stderr
+    assert created.stdout.replace("LedgerVault", "NAME") == fresh.stdout.replace("NoSuchThing", "NAME")
+    made = cli("graph", "add-entity", "LedgerVault", "--project", "a")
+    again = cli("graph", "add-entity", "NoSuchThing", "--project", "a")
+    assert made.exit_code == again.exit_code == 0
+    def masked(out: str, name: str) -> str:  # entity ids are the store's own sequence
+        return re.sub(r"entity \d+", "entity N", out.replace(name, "NAME"))
+
+    assert masked(made.stdout, "LedgerVault") == masked(again.stdout, "NoSuchThing")
+    cli("graph", "unrelate", "CheckoutApi", "*", "LedgerVault", "--project", "a")
     assert cli("graph", "relate", "LedgerVault", "backs_up_to", "Handmade", "--project", "b").exit_code == 0
     gone = cli("graph", "unrelate", "LedgerVault", "*", "Handmade", "--project", "a")
-    assert gone.exit_code == 1 and "unknown entity 'LedgerVault'" in gone.stderr
+    assert gone.exit_code == 1 and "no relation LedgerVault * Handmade" in gone.stderr
     shown = json.loads(cli("graph", "show", "LedgerVault", "--project", "b", "--json").stdout)
     assert [(r["source"], r["relation"], r["target"]) for r in shown["relations"]] == [
         ("LedgerVault", "backs_up_to", "Handmade")]
     listing = json.loads(cli("graph", "list", "--all-projects", "--json").stdout)
-    assert len(listing["relations"]) == 1
+    assert [(r["source"], r["target"]) for r in listing["relations"]] == [
+        ("CheckoutApi", "NoSuchThing"), ("LedgerVault", "Handmade")]
     wide = cli("graph", "relate", "CheckoutApi", "audited_by", "LedgerVault", "--all-projects")
     assert wide.exit_code == 0, wide.stderr
 
@@ -225,6 +246,7 @@ def test_mcp_server_scoped_to_a_cannot_see_or_attach_to_bs_entity(tmp_path, embe
             out[name]["create"] = await s.call_tool("relate_entities",
                                                     {"relations": [["Handmade", "leaks to", name]], "create": True})
         out["handmade"] = await s.call_tool("query_graph", {"entity": "Handmade", "depth": 3})
+        out["ledger"] = await s.call_tool("query_graph", {"entity": "LedgerVault", "depth": 3})
         out["recall"] = await s.call_tool("recall", {"query": "Handmade LedgerVault payroll"})
         return out
 
@@ -240,15 +262,14 @@ def test_mcp_server_scoped_to_a_cannot_see_or_attach_to_bs_entity(tmp_path, embe
     out = anyio.run(run)
     text = {k: {op: "\n".join(c.text for c in r.content) for op, r in v.items()}
             for k, v in out.items() if isinstance(v, dict)}
-    for op in ("relate", "query"):
-        assert out["LedgerVault"][op].is_error and out["NoSuchThing"][op].is_error
+    for op in ("relate", "query", "create"):
+        assert out["LedgerVault"][op].is_error == out["NoSuchThing"][op].is_error == (op != "create"), op
         assert text["LedgerVault"][op].replace("LedgerVault", "NAME") == \
             text["NoSuchThing"][op].replace("NoSuchThing", "NAME"), op
-    assert out["LedgerVault"]["create"].is_error  # the name cannot be made a's
-    assert not out["NoSuchThing"]["create"].is_error  # a free name is created in scope
-    handmade = "\n".join(c.text for c in out["handmade"].content)
-    recalled = "\n".join(c.text for c in out["recall"].content)
-    assert "LedgerVault" not in handmade and "LedgerVault" not in recalled
+    # a's LedgerVault is a's own: b's relation and memory stay out of a's graph and recall
+    seen = "\n".join(c.text for r in (out["handmade"], out["ledger"], out["recall"]) for c in r.content)
+    assert "backs_up_to" not in seen and "payroll" not in seen
+    assert "leaks to" in "\n".join(c.text for c in out["ledger"].content)
     assert "Traceback" not in Path(tmp_path / "server.err").read_text(encoding="utf-8")
     opened = api.open_store(str(db))
     try:
@@ -257,6 +278,10 @@ def test_mcp_server_scoped_to_a_cannot_see_or_attach_to_bs_entity(tmp_path, embe
                                                                                  "Handmade")]
         recall_b = api.recall(opened.store, "Handmade LedgerVault payroll", project="b", mode="lexical")
         assert "leaks to" not in recall_b.graph_context
+        b_list = api.graph_list(opened.store, project="b")
+        assert [(r.source, r.target) for r in b_list.relations] == [("LedgerVault", "Handmade")]
+        b_node = b_view.nodes[0].entity
+        assert (b_node.type, b_node.memories) == ("identifier", 1)
     finally:
         opened.store.close()
 

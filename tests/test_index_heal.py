@@ -10,10 +10,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 from conftest import Cli, run_memsafe
 from test_full_disk import small_disk  # noqa: F401, F811 (a fixture)
+from test_upgrade import _read_only
 
 from memsafe import api
 from memsafe.api import checkup
@@ -471,3 +476,108 @@ def test_leaf_pages_of_the_word_index_overwritten_on_disk(tmp_path, embedder, ba
             assert target in [h.memory.id for h in result.hits] and not result.notes, (mode, result.notes)
     finally:
         store.close()
+
+
+@contextmanager
+def _unwritable(how: str, db: Path) -> Iterator[Path]:
+    """The store made unwritable for this process, even for root: its file (`chattr +i`, or mode
+    0444 for other users), its file and folder, or a read-only bind mount of its folder.
+    Yields the path to open it by."""
+    if how == "mount":
+        view = db.parent.parent / "read-only-view"
+        view.mkdir()
+        done = subprocess.run(["mount", "--bind", str(db.parent), str(view)], capture_output=True, text=True)
+        if done.returncode != 0:
+            pytest.skip(f"cannot bind-mount here: {done.stderr.strip() or done.returncode}")
+        try:
+            done = subprocess.run(["mount", "-o", "remount,bind,ro", str(view)], capture_output=True, text=True)
+            if done.returncode != 0:
+                pytest.skip(f"cannot remount read-only here: {done.stderr.strip() or done.returncode}")
+            yield view / db.name
+        finally:
+            subprocess.run(["umount", "-l", str(view)], check=False)
+        return
+    with _read_only(db, *([db.parent] if how == "folder" else [])):
+        yield db
+
+
+@pytest.mark.backends("sqlite")  # file modes and mounts are SQLite's; a PostgreSQL role is the server's
+@pytest.mark.parametrize("how", ["file", "folder", "mount"])
+@pytest.mark.parametrize("case", ["word index leaves deleted", "trigram index leaves deleted",
+                                  "vector chunks garbled"])
+def test_a_read_only_store_with_a_damaged_index_answers_and_says_to_repair_with_write_access(
+        filled, backend, db_path, how, case):
+    """Nothing can be rebuilt where the store cannot be written: recall and get answer from the
+    intact half with one note saying to run `memsafe doctor --repair` with write access; doctor
+    names the damage and the read-only store; repair and writes refuse in one line; nothing
+    is written to the file."""
+    opened, ids = filled
+    _on, statements, named, broken = DAMAGE[case]
+    _raw(opened.store, backend, statements)
+    opened.store.close()
+    query = EXACT if broken == "trigram" else QUERY
+    expected = TEXTS[6] if broken == "trigram" else TEXTS[FOUND]
+    files = sorted(db_path.parent.iterdir())
+    before = {p.name: p.read_bytes() for p in files}
+    with _unwritable(how, db_path) as db:
+        for mode in ("hybrid", "lexical", "vector"):
+            done = run_memsafe("--db", str(db), "recall", query, "--mode", mode)
+            assert done.returncode == 0 and expected in done.stdout, (mode, done.stdout, done.stderr)
+            assert "Traceback" not in done.stderr
+            uses = {"hybrid": {"word", "trigram", "vector"}, "lexical": {"word", "trigram"}, "vector": {"vector"}}
+            notes = [line for line in done.stderr.splitlines() if "index is damaged" in line]
+            if broken in uses[mode]:
+                assert len(notes) == 1 and f"the {broken} index" in notes[0], (mode, done.stderr)
+                assert "`memsafe doctor --repair`, run with write access to the store" in notes[0]
+        done = run_memsafe("--db", str(db), "recall", query, "--json")
+        assert done.returncode == 0 and sum("write access" in n for n in json.loads(done.stdout)["notes"]) == 1
+        shown = run_memsafe("--db", str(db), "get", str(ids[FOUND]))
+        assert shown.returncode == 0 and TEXTS[FOUND] in shown.stdout, shown.stderr
+        doctor = run_memsafe("--db", str(db), "doctor", "--no-model")
+        assert doctor.returncode == 1 and "[FAIL] indexes" in doctor.stdout and named in doctor.stdout
+        assert "[WARN] access" in doctor.stdout and "run with write access" in doctor.stdout
+        for args in (("doctor", "--repair", "--no-model"), ("remember", NEW, "--no-embed")):
+            refused = run_memsafe("--db", str(db), *args)
+            assert refused.returncode == 1 and "read-only" in refused.stderr, (args, refused.stderr)
+            assert len(refused.stderr.strip().splitlines()) == 1 and "Traceback" not in refused.stderr
+    # nothing written: the file as it was; in a writable folder SQLite may add its empty WAL and index
+    after = {p.name: p.read_bytes() for p in sorted(db_path.parent.iterdir())}
+    assert after[db_path.name] == before[db_path.name]
+    assert set(after) - set(before) <= {f"{db_path.name}-wal", f"{db_path.name}-shm"}
+    assert after.get(f"{db_path.name}-wal", b"") == before.get(f"{db_path.name}-wal", b"")
+    # with write access again, doctor --repair heals it and the note goes
+    assert run_memsafe("--db", str(db_path), "doctor", "--repair", "--no-model").returncode == 0
+    done = run_memsafe("--db", str(db_path), "recall", query)
+    assert done.returncode == 0 and expected in done.stdout and "index is damaged" not in done.stderr
+
+
+@pytest.mark.backends("sqlite")
+def test_mcp_over_a_read_only_store_with_a_damaged_index_answers_and_refuses_writes(filled, backend, db_path,
+                                                                                     tmp_path):
+    """A real MCP client over stdio, the store on a read-only mount: recall and get_memory answer
+    with the note to repair with write access; remember is one tool error; the server logs no
+    traceback."""
+    import anyio
+    from test_server import is_error, text_of, with_session
+
+    opened, ids = filled
+    _raw(opened.store, backend, ["DELETE FROM memories_fts_data WHERE id > 10"])
+    opened.store.close()
+    work = tmp_path / "srv"
+    work.mkdir()
+
+    async def body(s):
+        return {"recall": await s.call_tool("recall", {"query": QUERY, "all_projects": True}),
+                "get": await s.call_tool("get_memory", {"id": ids[FOUND], "all_projects": True}),
+                "status": await s.call_tool("status", {"check": True}),
+                "remember": await s.call_tool("remember", {"content": NEW, "is_global": True})}
+
+    with _unwritable("mount", db_path) as db:
+        out = anyio.run(with_session, db, work, tmp_path / "home", tmp_path / "server.err", body)
+    for name in ("recall", "get", "status"):
+        assert not is_error(out[name]), (name, text_of(out[name]))
+    assert TEXTS[FOUND] in text_of(out["recall"]) and TEXTS[FOUND] in text_of(out["get"])
+    assert "`memsafe doctor --repair`, run with write access to the store" in text_of(out["recall"])
+    assert is_error(out["remember"]) and "read-only" in text_of(out["remember"])
+    assert len(text_of(out["remember"]).strip().splitlines()) == 1
+    assert "Traceback" not in (tmp_path / "server.err").read_text()

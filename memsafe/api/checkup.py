@@ -163,6 +163,9 @@ def _store_checks(store, rescue: str) -> list[Check]:
 
 REPAIR_FIX = ("memsafe doctor --repair (rebuilds the indexes from the memories, which it does not change; "
               "recall answers from the other half meanwhile)")
+REPAIR_FIX_READ_ONLY = ("memsafe doctor --repair, run with write access to the store (it is read-only here; "
+                        "it rebuilds the indexes from the memories, which it does not change; recall answers "
+                        "from the other half meanwhile)")
 
 
 @dataclass
@@ -254,6 +257,13 @@ def doctor(opened: Opened, *, repo: str | Path | None = None, load_model: bool =
               "a new store" + (f" ({opened.path}.bak-v* files are backups taken before migrations)"
                                 if isinstance(opened.path, Path) else ""))
     checks += _store_checks(store, rescue)
+    if getattr(store, "read_only", False):  # opened to read only: the file, its folder or the mount
+        checks.append(Check("access", "warning", f"{opened.path} is read-only here: recall, get and list answer, "
+                            "writes fail and nothing is repaired", "give memsafe write access to the file and its "
+                            "folder, then run the command again"))
+        for check in checks:
+            if check.name == "indexes" and check.level == "error":
+                check.fix = REPAIR_FIX_READ_ONLY
     if isinstance(opened.path, Path):
         try:
             mode = stat.S_IMODE(opened.path.stat().st_mode)

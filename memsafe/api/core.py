@@ -489,7 +489,7 @@ def _store_memory(store: Store, text, kind_v, project_v, source_v, importance_v,
         if vector is not None and embedder is not None:  # (a vector only from an embedder)
             store.ensure_vector_table(embedder.model_id, embedder.dim)
             store.put_vector(memory_id, vector_bytes(vector))
-        graph_api.link_entities(store, memory_id, text, entity_names, now)
+        graph_api.link_entities(store, memory_id, text, entity_names, now, project_v)
         store.add_event(now, "remember", memory_id, f"source={source_v}")
     return memory_id
 

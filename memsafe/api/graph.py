@@ -7,24 +7,27 @@ others are kept as aliases. Relations never create entities silently: an
 unknown endpoint is an error naming it unless `create=True`, and a batch is atomic.
 Forgotten and archived memories never appear in graph views.
 
-Scope: graph views and the relations text in recall follow recall's rule: the
-current project plus global memories, every project only when asked (`all_projects`). Entities
-and relations are not owned by a project, so an entity's visibility comes from the memories
-that name it: a scope sees an entity named by one of its memories (or by no memory at all: made
-by hand, hence global); an entity named only by other projects' memories is not shown, not
-walked through, and its relations are left out, so a name taken from one repository's text
-never appears in another's.
+Scope: graph views and the relations text in recall follow recall's rule: the current project
+plus global memories, every project only when asked (`all_projects`). Every entity belongs to
+one project or to the global graph (that of memories with no project, which every project
+sees): a memory is linked to its own project's entities, or to global ones, and one name two
+projects use is two entities. A scope sees the entities of its project and the global ones
+(`Store.owners_of`); another project's entity is not shown, not walked through, and its
+relations are left out.
 
-Writes follow the same rule: `add_entity`, `relate_many` and `unrelate` take the caller's scope,
-and an entity named only by other projects' memories is, to them, a name that does not exist:
-the same "unknown entity" error, word for word, and nothing attached to it. Entity names are
-one namespace, so creating (`create=True`, `add_entity`) a name another project holds cannot
-make a second entity of it; that is refused, and nothing is stored.
+Writes follow the same rule: `add_entity`, `relate_many`, `unrelate` and the edits take the
+caller's scope, find a name among its own project's entities first, then the global ones, and
+create a missing one in its own project (the global graph when it has none); a new memory is
+linked the same way, by its own project. Another project's entity is, to them, a name that
+does not exist: the same replies, word for word, as for a name stored nowhere, and nothing
+attached to it.
 
-Edits (`rename_entity`, `merge_entities`, `add_alias`, `remove_alias`, `delete_entity`) take the
-same scope; an entity also named by memories of other projects is theirs too, so editing it is
-refused unless the scope is every project (`--all-projects`). `unlink_entity` changes one memory
-of the scope only. Each edit is one transaction: it happens whole, or not at all.
+Edits (`rename_entity`, `merge_entities`, `add_alias`, `remove_alias`, `delete_entity`) change
+the entity of the scope only; with every project as the scope (`--all-projects`), a name that
+several projects hold is refused as ambiguous (`--project` chooses one). A global entity that
+memories of other projects name too is theirs as well: editing it from one project is refused.
+`unlink_entity` changes one memory of the scope only. Each edit is one transaction: it happens
+whole, or not at all.
 
 An entity has one display name and one identity key, and any number of other names (aliases)
 that find it: the spellings seen, names added with `add_alias`, its former names after a rename,
@@ -61,7 +64,7 @@ from memsafe.store import Store
 
 __all__ = [
     "add_entity", "relate", "relate_many", "unrelate", "graph_show", "graph_entities", "graph_list",
-    "link_entities", "clean_entity_names", "rename_entity", "merge_entities", "add_alias", "remove_alias",
+    "link_entities", "move_links", "clean_entity_names", "rename_entity", "merge_entities", "add_alias", "remove_alias",
     "delete_entity", "unlink_entity", "ENTITY_SORTS",
 ]
 
@@ -115,12 +118,27 @@ def _clean_weight(weight: float) -> float:
 # Entities
 
 
-def _get_or_create(store: Store, name: str, type_: str, at: str) -> tuple[int, bool]:
-    """Entity id for `name` (creating it), adding the spelling as an alias. Call inside `write()`."""
+GLOBAL = ""  # the owner of the global graph's entities (`Store.owners_of`)
+
+
+def _owners(store: Store, scope: Scope | None) -> list[str] | None:
+    """The projects whose entities `scope` reads and writes, its own first (None: every one)."""
+    return None if scope is None else store.owners_of(scope)
+
+
+def _home(scope: Scope | None) -> str:
+    """The project a write in `scope` creates entities in: its own, else the global graph."""
+    return scope.projects[0] if scope is not None and scope.projects else GLOBAL
+
+
+def _get_or_create(store: Store, name: str, type_: str, at: str, owners: Sequence[str] | None = (GLOBAL,),
+                   home: str = GLOBAL) -> tuple[int, bool]:
+    """Entity id for `name` among the entities of `owners` (creating it in `home`), adding the
+    spelling as an alias. Call inside `write()`."""
     key = graph.entity_key(name)
-    found = store.entities_by_keys([key]).get(key)
+    found = store.entities_by_keys([key], owners).get(key)
     if found is None:
-        return store.insert_entity(name, key, type_, at), True
+        return store.insert_entity(name, key, type_, at, home), True
     entity_id, _display, existing_type = found
     store.add_alias(entity_id, name)
     if existing_type == "entity" and type_ != "entity":
@@ -128,16 +146,41 @@ def _get_or_create(store: Store, name: str, type_: str, at: str) -> tuple[int, b
     return entity_id, False
 
 
-def link_entities(store: Store, memory_id: int, content: str, explicit: Sequence[str], at: str) -> list[int]:
+def link_entities(store: Store, memory_id: int, content: str, explicit: Sequence[str], at: str,
+                  project: str | None = None) -> list[int]:
     """Extract entities from `content` (plus the explicit names) and link them to the memory,
-    creating entities as needed. Call inside the memory's write transaction. Returns entity ids."""
+    creating entities as needed: the memory's `project` (None: global) links its own entities,
+    else global ones, and a missing one is made in that project. Call inside the memory's write
+    transaction. Returns entity ids."""
     ids = []
-    known = lambda keys: store.entities_by_keys(keys).keys()  # noqa: E731
+    owner = project or GLOBAL
+    owners = list(dict.fromkeys([owner, GLOBAL]))
+    known = lambda keys: store.entities_by_keys(keys, owners).keys()  # noqa: E731
     for entity in graph.extract_entities(content, explicit, is_known=known):
-        entity_id, _ = _get_or_create(store, entity.name, entity.type, at)
+        entity_id, _ = _get_or_create(store, entity.name, entity.type, at, owners, owner)
         ids.append(entity_id)
     store.link_memory_entities(memory_id, ids)
     return ids
+
+
+def move_links(store: Store, memory_id: int, project: str | None, at: str) -> None:
+    """Link a memory that moved to `project` (None: global) to the entities of the same names
+    it links to there (`link_entities`) instead of its old project's; an old entity left with no
+    memory and no relation goes. Call inside the memory's write transaction."""
+    old = store.memory_entity_ids([memory_id]).get(memory_id, [])
+    if not old:
+        return
+    owner = project or GLOBAL
+    owners = list(dict.fromkeys([owner, GLOBAL]))
+    rows = store.entity_rows(old)
+    for entity_id in old:
+        row = rows[entity_id]
+        if row["project"] in owners:
+            continue
+        new_id, _ = _get_or_create(store, row["name"], row["type"], at, owners, owner)
+        store.unlink_memory_entity(memory_id, entity_id)
+        store.link_memory_entity(memory_id, new_id)
+    store.delete_orphan_entities(old)
 
 
 def _info(store: Store, entity_id: int, created: bool = False, scope: Scope | None = None) -> EntityInfo:
@@ -160,13 +203,12 @@ def add_entity(store: Store, name: str, *, type: str | None = None,  # noqa: A00
 
     Raises:
         InvalidInput: empty or over-long name or type.
-        Refused: the name is another project's entity (module docstring); nothing is stored.
     """
     display = _clean_name(name)
     type_v = _clean_relation(type) if type is not None else "entity"
     with store.write():
-        _refuse_taken(store, [display], scope)
-        entity_id, created = _get_or_create(store, display, type_v, clock.now_iso())
+        entity_id, created = _get_or_create(store, display, type_v, clock.now_iso(), _owners(store, scope),
+                                            _home(scope))
         if type is not None and not created:
             store.set_entity_type(entity_id, type_v)
         store.add_event(clock.now_iso(), "graph.add_entity", None, "created" if created else "exists")
@@ -174,29 +216,10 @@ def add_entity(store: Store, name: str, *, type: str | None = None,  # noqa: A00
 
 
 def _resolve(store: Store, names: Sequence[str], scope: Scope | None = None) -> dict[str, tuple[int, str, str]]:
-    """{identity key: (id, display name, type)} of the named entities that exist and that
-    `scope` may write (None: every project): another project's entity is left out, exactly as
-    if it did not exist (`Store.foreign_entities`)."""
-    found = store.entities_by_keys([graph.entity_key(n) for n in names])
-    if scope is None or scope.projects is None or not found:
-        return found
-    foreign = store.foreign_entities([v[0] for v in found.values()], scope)
-    return {k: v for k, v in found.items() if v[0] not in foreign}
-
-
-def _refuse_taken(store: Store, names: Sequence[str], scope: Scope | None) -> None:
-    """Refuse to create names that are other projects' entities (the key is taken, and a write
-    in `scope` may not touch them). Call inside `write()`."""
-    if scope is None or scope.projects is None:
-        return
-    everywhere = store.entities_by_keys([graph.entity_key(n) for n in names])
-    writable = _resolve(store, names, scope)
-    taken = list(dict.fromkeys(n for n in names if graph.entity_key(n) in everywhere
-                               and graph.entity_key(n) not in writable))
-    if taken:
-        listed = ", ".join(repr(n) for n in taken)
-        raise Refused(f"cannot create {listed} in this project's graph: the name is not free here; "
-                      "choose another name. Nothing was stored")
+    """{identity key: (id, display name, type)} of the named entities that `scope` owns (None:
+    every project's, the oldest first): its own project's first, then the global ones. Another
+    project's entity is not looked at, exactly as if it did not exist."""
+    return store.entities_by_keys([graph.entity_key(n) for n in names], _owners(store, scope))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -221,7 +244,6 @@ def relate_many(store: Store, relations: Sequence[Mapping | Sequence], *, create
         InvalidInput: malformed item, empty name or relation, bad weight, empty batch.
         NotFound: an endpoint does not exist in scope (message names every missing one); nothing
             is stored.
-        Refused: with `create`, an endpoint is another project's entity; nothing is stored.
     """
     if not relations:
         raise InvalidInput("no relations given")
@@ -254,9 +276,8 @@ def relate_many(store: Store, relations: Sequence[Mapping | Sequence], *, create
                 f"{'it' if len(missing) == 1 else 'them'} first (graph add-entity) or pass --create "
                 "(MCP/API: create=true). Nothing was stored"
             )
-        _refuse_taken(store, missing, scope)
         for name in missing:
-            _get_or_create(store, name, "entity", now)
+            _get_or_create(store, name, "entity", now, _owners(store, scope), _home(scope))
         known = _resolve(store, names, scope)
         out = []
         for source, relation, target, weight in parsed:
@@ -329,8 +350,10 @@ def graph_show(
     """Breadth-first neighbourhood of an entity over relations in both directions.
 
     Scope (as recall's): the entities, relations and memories of `project` plus global ones, or
-    of every project with `all_projects`; with neither, global ones only. An entity named only
-    by another project's memories is neither shown nor walked through (module docstring).
+    of every project with `all_projects`; with neither, global ones only. Another project's
+    entity is neither shown nor walked through (module docstring). The walk starts from every
+    entity of that name in scope (a project's own and a global one; each project's for every
+    project), nearest first.
 
     Args:
         depth: hops from the entity (0 = the entity alone), at most 10.
@@ -346,12 +369,16 @@ def graph_show(
     if not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
         raise InvalidInput(f"limit must be between 1 and {MAX_LIMIT}, got {limit}")
     scope = _scope(project, all_projects)
-    found = _resolve(store, [display]).get(graph.entity_key(display))
+    found = _resolve(store, [display], scope).get(graph.entity_key(display))
     if found is None or not store.visible_entities([found[0]], scope):
         raise _unknown(display, scope)
     start = found[0]
-    distance = {start: 0}
-    frontier = [start]
+    # every entity of this name the scope sees starts the walk: a project's own and a global one,
+    # or, for every project, each project's
+    twins = [e for e in store.entity_ids_by_keys([graph.entity_key(display)], _owners(store, scope)) if e != start]
+    starts = [start, *sorted(store.visible_entities(twins, scope))][:limit] if twins else [start]
+    distance = dict.fromkeys(starts, 0)
+    frontier = list(starts)
     truncated = False
     for hop in range(1, depth + 1):
         if not frontier:
@@ -452,16 +479,22 @@ def _editable(store: Store, name: str, scope: Scope | None, *, role: str = "") -
     if found is None:
         raise NotFound(f"unknown {role}entity {display!r}; `memsafe graph entities` lists them. Nothing was changed")
     entity_id, current, _type = found
-    if scope is not None and store.shared_entities([entity_id], scope):
+    if scope is None or scope.projects is None:
+        if len(store.entity_ids_by_key(graph.entity_key(display))) > 1:
+            raise Refused(f"several projects have an entity {display!r}; --project chooses whose to edit. "
+                          "Nothing was changed")
+    elif store.shared_entities([entity_id], scope):
         raise Refused(f"entity {current!r} is also named by memories of other projects; editing it would change "
                       "their graph too: --all-projects (MCP: all_projects=true) edits it everywhere. "
                       "Nothing was changed")
     return entity_id, current
 
 
-def _owner(store: Store, key: str) -> tuple[int, str] | None:
-    """(id, display name) of the entity `key` finds in any project (its own key or an alias key)."""
-    found = store.entities_by_keys([key]).get(key)
+def _owner(store: Store, key: str, entity_id: int) -> tuple[int, str] | None:
+    """(id, display name) of the entity `key` finds in the project of entity `entity_id` (its
+    own key or an alias key): keys are unique within a project."""
+    project = store.entity_rows([entity_id])[entity_id]["project"]
+    found = store.entities_by_keys([key], [project]).get(key)
     return (found[0], found[1]) if found else None
 
 
@@ -486,7 +519,7 @@ def rename_entity(store: Store, name: str, new_name: str, *, scope: Scope | None
     with store.write():
         entity_id, current = _editable(store, name, scope)
         old_key = store.entity_rows([entity_id])[entity_id]["key"]
-        owner = _owner(store, key)
+        owner = _owner(store, key, entity_id)
         if owner is not None and owner[0] != entity_id:
             raise Refused(f"cannot rename {current!r} to {display!r}: that is already the entity {owner[1]!r}; "
                           f"`memsafe graph merge {current!r} {owner[1]!r}` joins the two. Nothing was changed")
@@ -523,8 +556,14 @@ def merge_entities(store: Store, source: str, into: str, *, scope: Scope | None 
         if s_id == t_id:
             raise Refused(f"{s_display!r} and {t_display!r} are names of one entity, {t_name!r}: nothing to merge. "
                           "Nothing was changed")
-        s_type = store.entity_rows([s_id])[s_id]["type"]
-        t_type = store.entity_rows([t_id])[t_id]["type"]
+        rows = store.entity_rows([s_id, t_id])
+        if rows[s_id]["project"] != rows[t_id]["project"]:  # a memory stays linked to its own project's entities
+            where = {s_id: "", t_id: ""}
+            for i in where:
+                where[i] = f"project {rows[i]['project']}" if rows[i]["project"] else "the global graph"
+            raise Refused(f"cannot merge {s_name!r} ({where[s_id]}) into {t_name!r} ({where[t_id]}): an entity "
+                          "merges only into one of its own graph. Nothing was changed")
+        s_type, t_type = rows[s_id]["type"], rows[t_id]["type"]
         links, relations = store.merge_entity(s_id, t_id, now)
         if t_type == "entity" and s_type != "entity":
             store.set_entity_type(t_id, s_type)
@@ -545,7 +584,7 @@ def add_alias(store: Store, name: str, alias: str, *, scope: Scope | None = None
     key = graph.entity_key(spelled)
     with store.write():
         entity_id, current = _editable(store, name, scope)
-        owner = _owner(store, key)
+        owner = _owner(store, key, entity_id)
         if owner is not None and owner[0] != entity_id:
             raise Refused(f"{spelled!r} is already the entity {owner[1]!r}; `memsafe graph merge {spelled!r} "
                           f"{current!r}` joins the two. Nothing was changed")
@@ -618,8 +657,9 @@ def unlink_entity(store: Store, memory_id: int, name: str, *, scope: Scope | Non
 
     display = _clean_name(name)
     with store.write():
-        get(store, _check_id(memory_id), scope=scope)
-        found = _resolve(store, [display], scope).get(graph.entity_key(display))
+        memory = get(store, _check_id(memory_id), scope=scope)
+        key = graph.entity_key(display)
+        found = store.entities_by_keys([key], list(dict.fromkeys([memory.project or GLOBAL, GLOBAL]))).get(key)
         if found is None:
             raise NotFound(f"unknown entity {display!r}. Nothing was changed")
         entity_id, current, _type = found

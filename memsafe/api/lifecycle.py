@@ -16,6 +16,7 @@ from datetime import datetime
 
 from memsafe import clock, conflicts, when
 from memsafe import decay as decay_rules
+from memsafe.api import graph as graph_api
 from memsafe.api.config import config_value
 from memsafe.api.core import (
     _check_id,
@@ -283,6 +284,8 @@ def update(
         store.update_memory(memory_id, changes)
         if tag_list is not None:
             store.set_tags(memory_id, tag_list)
+        if "project" in changes and changes["project"] != row["project"]:
+            graph_api.move_links(store, memory_id, changes["project"], now)
         if "content" in changes:
             if vector is not None and embedder is not None:  # (a vector only from an embedder)
                 store.ensure_vector_table(embedder.model_id, embedder.dim)

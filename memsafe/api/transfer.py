@@ -257,7 +257,7 @@ def export(store: Store, out: IO[str], *, project: str | None = None, all_projec
         for entity in store.iter_entities(scope):
             out.write(transfer.dump_line({
                 "type": "entity", "name": entity["name"], "key": entity["key"], "entity_type": entity["type"],
-                "aliases": entity["aliases"], "created_at": entity["created_at"],
+                "aliases": entity["aliases"], "created_at": entity["created_at"], "project": entity["project"],
             }))
             counts["entity"] += 1
         after = 0
@@ -492,7 +492,7 @@ def _import_memsafe(store: Store, path: Path, report: ImportReport, problems: li
     dim = None  # vector size when the file's vectors are usable here
     seen_uids: dict[str, int] = {}  # uid -> line of its first memory record in this file
     added = _NewMemories(store, report)
-    known: dict[str, int] = {}  # identity key -> id of the entities of this file's entity records
+    known = _FileEntities(store, report)  # the file's entity records, as entities of their projects
     links: list[tuple[str, str | None, str | None]] = []  # (uid, supersedes uid, superseded_by uid)
     for number, text in _read(path, progress):
         if not header_seen:
@@ -547,12 +547,19 @@ def _import_memsafe(store: Store, path: Path, report: ImportReport, problems: li
                                       "mean is unknown", line=number, record=record_no, field="key")
                 keys[entity["file_key"]] = entity["key"]
                 key_lines.setdefault(entity["file_key"], number)
-                known[entity["key"]] = _apply_entity(store, entity, report)
+                if "project" in value:  # the project that owns it (None: global)
+                    try:
+                        owner = (clean_project(value["project"], expand=False) or "") if value["project"] else ""
+                    except MemsafeError as exc:
+                        raise RecordError(str(exc), line=number, record=record_no, field="project") from None
+                    known.made[(owner, entity["key"])] = _apply_entity(store, entity, report, owner)
+                else:  # a file made before entities had projects: made where its memories are
+                    known.records[entity["key"]] = entity
             elif kind == "relation":
                 rel = transfer.check_relation(value, number, record_no, now=now)
                 for side in ("source", "target"):
                     rel[side] = keys.get(rel[side], rel[side])
-                ends = [store.entity_id_by_key(rel["source"]), store.entity_id_by_key(rel["target"])]
+                ends = known.relation_ends(rel, value)
                 if None in ends:
                     missing = rel["source"] if ends[0] is None else rel["target"]
                     raise RecordError(f"names entity {json.dumps(missing)}, which is in neither the file nor the "
@@ -562,11 +569,10 @@ def _import_memsafe(store: Store, path: Path, report: ImportReport, problems: li
                     refuse_secret(rel["relation"], "relation type")
                 except MemsafeError as exc:
                     raise RecordError(str(exc), line=number, record=record_no, field="relation") from None
-                source_id, target_id = ends
-                assert source_id is not None and target_id is not None  # `None in ends` raised above
-                if store.add_relation(source_id, rel["relation"], target_id, rel["weight"], rel["created_at"],
-                                      rel["updated_at"]):
-                    report.relations_added += 1
+                for source_id, target_id in known.pairs(ends):
+                    if store.add_relation(source_id, rel["relation"], target_id, rel["weight"], rel["created_at"],
+                                          rel["updated_at"]):
+                        report.relations_added += 1
             elif kind == "config":
                 key, val = transfer.check_config(value, number, record_no, known_config)
                 if store.config_get(key) is None:
@@ -590,6 +596,7 @@ def _import_memsafe(store: Store, path: Path, report: ImportReport, problems: li
         except MemsafeError as exc:  # input hygiene (clean_text...) on a field
             problems.append(Notice(number, str(exc), record=record_no, fatal=True))
     added.flush()
+    known.finish()
     _link_corrections(store, links)
     if not header_seen:
         raise Refused(f"{path.name} is empty")
@@ -635,18 +642,89 @@ def _usable_vectors(store: Store, embedding: dict | None, problems: list[Notice]
     return embedder.dim
 
 
-def _apply_entity(store: Store, entity: dict, report: ImportReport) -> int:
-    entity_id = store.entity_id_by_key(entity["key"])
+def _apply_entity(store: Store, entity: dict, report: ImportReport, owner: str) -> int:
+    """The entity of project `owner` ('' global) an entity record names, made when missing."""
+    entity_id = store.entity_id_by_key(entity["key"], owner)
     if entity_id is None:
         entity_id = store.insert_entity(entity["name"], entity["key"], refuse_secret(entity["type"], "entity type"),
-                                        entity["created_at"])
+                                        entity["created_at"], owner)
         report.entities_added += 1
     aliases = [refuse_secret(a, "entity alias") for a in entity.get("aliases", [])]
     store.add_entity_aliases(entity_id, aliases)
     for key in dict.fromkeys(graph.entity_key(a) for a in [entity["name"], *aliases]):
-        if key and store.entity_id_by_key(key) is None:  # its other names (aliases, former names) find it here too
+        if key and store.entity_id_by_key(key, owner) is None:  # its other names find it here too
             store.add_alias_key(entity_id, key)
     return entity_id
+
+
+class _FileEntities:
+    """The entities of a memsafe file's entity records, by (owning project, identity key).
+
+    A record that names its project (`project`, None for global) is an entity of that project.
+    A record of a file made before entities had projects is made lazily: in the project of each
+    memory that names it, and, when no memory names it, in the global graph (as a migrated store
+    does, `memsafe.store.common.owners`). A relation record without its ends' projects is carried
+    to each project where both ends are (the project's own, else the global one)."""
+
+    def __init__(self, store: Store, report: ImportReport):
+        self.store, self.report = store, report
+        self.made: dict[tuple[str, str], int] = {}
+        self.records: dict[str, dict] = {}  # identity key -> a project-less entity record
+
+    def get(self, key: str, owner: str, linked: bool = False) -> int | None:
+        """The entity of `owner` for `key`: this file's, else the store's; with `linked` (a
+        memory's link, `api.graph.link_entities`), else a global one; made in `owner` from a
+        project-less record of this file when there is one."""
+        found = self.made.get((owner, key)) or self.store.entity_id_by_key(key, owner)
+        if found is None and linked and owner:
+            found = self.made.get(("", key)) or self.store.entity_id_by_key(key, "")
+            if found is not None:
+                return found
+        if found is None and key in self.records:
+            found = _apply_entity(self.store, self.records[key], self.report, owner)
+        if found is not None:
+            self.made[(owner, key)] = found
+        return found
+
+    def relation_ends(self, rel: dict, value: dict) -> list:
+        """[source, target]: each an entity id (the record names its ends' projects) or a
+        {owner: id} of the candidates (a record that does not), None when there is none."""
+        ends: list = []
+        for side in ("source", "target"):
+            if f"{side}_project" in value:
+                owner = value[f"{side}_project"] or ""
+                ends.append(self.get(rel[side], owner if isinstance(owner, str) else ""))
+                continue
+            found = {o: i for (o, k), i in self.made.items() if k == rel[side]}
+            if not found:
+                entity_id = self.get(rel[side], "")
+                found = {"": entity_id} if entity_id is not None else {}
+            ends.append(found or None)
+        return ends
+
+    @staticmethod
+    def pairs(ends: list) -> list[tuple[int, int]]:
+        """The (source id, target id) pairs a relation record is stored as (`relation_ends`)."""
+        source, target = ends
+        if isinstance(source, int) and isinstance(target, int):
+            return [(source, target)]
+        source = source if isinstance(source, dict) else {"": source}
+        target = target if isinstance(target, dict) else {"": target}
+        out: list[tuple[int, int]] = []
+        for owner in sorted(set(source) | set(target)):
+            s, t = source.get(owner, source.get("")), target.get(owner, target.get(""))
+            if s is not None and t is not None and (s, t) not in out:
+                out.append((s, t))
+        if not out:  # its ends are in two projects: kept between them, as a migrated store keeps it
+            out.append((min(source.items())[1], min(target.items())[1]))
+        return out
+
+    def finish(self) -> None:
+        """Make, in the global graph, the project-less records no memory or relation named."""
+        used = {k for _o, k in self.made}
+        for key, record in self.records.items():
+            if key not in used:
+                self.get(key, "")
 
 
 def _screened(text: str, redact: bool, problems: list[Notice], line: int | None, what: str = "content") -> str:
@@ -660,7 +738,7 @@ def _screened(text: str, redact: bool, problems: list[Notice], line: int | None,
 
 def _apply_memory(store: Store, rec: dict, report: ImportReport, problems: list[Notice], line: int,
                   record: int, redact: bool = False, dim: int | None = None, author: str | None = None,
-                  added: _NewMemories | None = None, known: dict[str, int] | None = None) -> None:
+                  added: _NewMemories | None = None, known: _FileEntities | None = None) -> None:
     """Apply one checked memory record: update the memory of its uid when the file's is newer,
     else insert it (through `added`, in batches, when given). `known`: entity ids known by
     key (the file's entity records), looked up in the store otherwise. Raises RecordError."""
@@ -686,8 +764,10 @@ def _apply_memory(store: Store, rec: dict, report: ImportReport, problems: list[
     except MemsafeError as exc:
         raise RecordError(str(exc), line=line, record=record) from None
     entity_ids = []
+    owner = project or ""
     for key in rec["entities"]:
-        entity_id = (known or {}).get(key) or store.entity_id_by_key(key)
+        entity_id = known.get(key, owner, linked=True) if known is not None else \
+            (store.entity_id_by_key(key, owner) or store.entity_id_by_key(key, ""))
         if entity_id is None:
             raise RecordError(f"{json.dumps(key)} names no entity record", line=line, record=record, field="entities")
         entity_ids.append(entity_id)
@@ -812,9 +892,9 @@ def _import_server_memory(store: Store, path: Path, report: ImportReport, proble
         except MemsafeError as exc:
             problems.append(Notice(entity.line, str(exc), fatal=True))
             continue
-        entity_id = store.entity_id_by_key(key)
+        entity_id = store.entity_id_by_key(key, project or "")
         if entity_id is None:
-            entity_id = store.insert_entity(name, key, entity.type, now)
+            entity_id = store.insert_entity(name, key, entity.type, now, project or "")
             report.entities_added += 1
         else:
             name = store.entity_name(entity_id) or name  # the stored spelling, so re-imports match
@@ -832,7 +912,7 @@ def _import_server_memory(store: Store, path: Path, report: ImportReport, proble
         ends = []
         for name in (rel.source, rel.target):
             key = _key_of(name)
-            ends.append(ids.get(key) or store.entity_id_by_key(key))
+            ends.append(ids.get(key) or store.entity_id_by_key(key, project or ""))
         if None in ends:
             missing = rel.source if ends[0] is None else rel.target
             problems.append(Notice(rel.line, f"relation {rel.source} -{rel.relation}-> {rel.target}: entity "

@@ -542,9 +542,10 @@ class ServerState:
                 with self._notices_lock:
                     target = self._submitted
                 with self.store() as opened:
-                    # a store opened on a full disk takes no vector, and its reader may lock the
+                    # a store opened on a full disk or to read only takes no vector, and its reader may lock the
                     # file: close it at once rather than hold it while the model runs
-                    done, near = (0, []) if getattr(opened.store, "disk_was_full", False) else \
+                    done, near = (0, []) if getattr(opened.store, "disk_was_full", False) \
+                        or getattr(opened.store, "read_only", False) else \
                         api.embed_new(opened.store, limit=embed.BATCH_SIZE)
                 with self._notices_lock:
                     if not self.shared:  # shared: the remember's own reply told its caller

@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from memsafe import clock
-from memsafe.errors import IndexDamaged
+from memsafe.errors import IndexDamaged, repair_hint
 from memsafe.models import Kind, Memory, Scope, Source, Status, admits
 from memsafe.recall import corrections, dates, related, terms, vectors
 from memsafe.store import Store
@@ -207,7 +207,8 @@ def gather(store: Store, q: terms.Query, scope: Scope, depth: int, mode: str, cf
              if mode == "vector" and not damage else lexical)
     held = getattr(exact, "held", {}) if mode == "vector" else {}
     notes += _unheld_notes(q.text, getattr(exact, "exact", {}))
-    hops = related.one_hop(store, related.query_entities(store, q.text), scope)[0] if cfg["weight_hop"] > 0 else {}
+    named = related.query_entities(store, q.text, scope) if cfg["weight_hop"] > 0 else []
+    hops = related.one_hop(store, named, scope)[0] if cfg["weight_hop"] > 0 else {}
     rows = _Rows(store, scope, cfg["weight_context"] > 0)
     dated = _dated(store, q, scope, depth) if cfg["weight_time"] > 0 else []
     # memories whose text spells a day the query names: candidates only if `dates.mark` reads it there
@@ -225,7 +226,7 @@ def gather(store: Store, q: terms.Query, scope: Scope, depth: int, mode: str, cf
     if damage:
         half = "by meaning" if used_mode != "lexical" else "without it (vectors are unavailable too)"
         notes.append(f"the {damage[0].index} index is damaged ({damage[0].detail}); recall answers {half} "
-                     "meanwhile; `memsafe doctor --repair` rebuilds it from the memories")
+                     f"meanwhile; {repair_hint(store)}")
         used_mode = "vector" if used_mode == "hybrid" else used_mode
     for rank, (i, sim) in enumerate(vector, start=1):
         c = by_id.setdefault(i, Candidate(i))

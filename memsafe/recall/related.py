@@ -12,9 +12,10 @@ from memsafe.models import Scope
 from memsafe.store import Store
 
 
-def query_entities(store: Store, text: str) -> list[int]:
-    """Ids of the stored entities a query names (by identity key of its entities and word runs)."""
-    return [v[0] for v in store.entities_by_keys(graph.query_keys(text)).values()]
+def query_entities(store: Store, text: str, scope: Scope | None = None) -> list[int]:
+    """Ids of the stored entities a query names (by identity key of its entities and word runs):
+    of every project `scope` reads (`Store.owners_of`; None: every project)."""
+    return store.entity_ids_by_keys(graph.query_keys(text), None if scope is None else store.owners_of(scope))
 
 
 HOP_PER_ENTITY = 50  # newest memories per entity taken by the graph hop (see one_hop)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 from memsafe import embed, tokens
 from memsafe.embed import embed_within
-from memsafe.errors import IndexDamaged, StoreUnavailable
+from memsafe.errors import IndexDamaged, StoreUnavailable, repair_hint
 from memsafe.models import Scope, admits
 from memsafe.plural import count_of
 from memsafe.recall import terms
@@ -171,7 +171,7 @@ def search(store: Store, query_vector: Future, mode: str, scope: Scope, depth: i
         mode = "lexical"
     except IndexDamaged as exc:
         notes.append(f"the vector index is damaged ({exc.detail}); recall answers by keywords meanwhile; "
-                     "`memsafe doctor --repair` rebuilds it from the memories")
+                     f"{repair_hint(store)}")
         return [], "lexical"
     pending = store.pending_count() if fill else 0  # what the fill left
     if pending:

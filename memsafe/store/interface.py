@@ -308,8 +308,15 @@ class Vectors(ABC):
 
 
 class Graph(ABC):
-    """The knowledge graph: entities (a display name, a unique identity `key`, a type), their aliases,
-    which memories mention them, and typed weighted relations between them."""
+    """The knowledge graph: entities (an owning project, '' for the global graph; a display name;
+    an identity `key` unique within the project; a type), their aliases, which memories mention
+    them, and typed weighted relations between them."""
+
+    @staticmethod
+    @abstractmethod
+    def owners_of(scope: Scope) -> list[str] | None:
+        """The projects whose entities `scope` reads and writes ('' is the global graph), its own
+        project first; None for every project."""
 
     @abstractmethod
     def entity_degrees(self, ids: Sequence[int]) -> dict[int, int]:
@@ -327,18 +334,29 @@ class Graph(ABC):
 
     @abstractmethod
     def iter_entities(self, scope: Scope | None = None) -> Iterator[dict]:
-        """Entities (id, name, key, type, created_at, aliases) by key: those an export of `scope`
-        carries: every one without a scope (or one of every project), else those named by a memory
-        in the scope's projects (any status) or by no memory at all (made by hand: global)."""
+        """Entities (id, project: None for global, name, key, type, created_at, aliases) by key
+        then project: every one without a scope (or one of every project), else those the
+        scope's projects own (`owners_of`)."""
 
     @abstractmethod
     def iter_relations(self, scope: Scope | None = None) -> Iterator[dict]:
-        """Relations as entity keys, ordered by (source, relation, target): those whose two ends
-        an export of `scope` carries."""
+        """Relations as entity keys with each end's project (`source_project`, `target_project`:
+        None for global), ordered by (source, relation, target): those whose two ends an export
+        of `scope` carries."""
 
     @abstractmethod
-    def entity_id_by_key(self, key: str) -> int | None:
-        """The id of the entity this identity key finds (its own key or an alias key), or None."""
+    def entity_id_by_key(self, key: str, project: str = "") -> int | None:
+        """The id of the entity of `project` ('' global) this identity key finds (its own key or
+        an alias key), or None."""
+
+    @abstractmethod
+    def entity_ids_by_keys(self, keys: Sequence[str], owners: Sequence[str] | None = None) -> list[int]:
+        """Ids of every entity these identity keys find (own or alias key), of the projects
+        `owners` ('' global; None: every project), by id."""
+
+    @abstractmethod
+    def entity_ids_by_key(self, key: str) -> list[int]:
+        """Ids of the entities this identity key finds in every project (own or alias key), by id."""
 
     @abstractmethod
     def entity_name(self, entity_id: int) -> str | None:
@@ -362,9 +380,12 @@ class Graph(ABC):
         """Names of the graph entities a memory mentions, alphabetically."""
 
     @abstractmethod
-    def entities_by_keys(self, keys: Sequence[str]) -> dict[str, tuple[int, str, str]]:
+    def entities_by_keys(self, keys: Sequence[str], owners: Sequence[str] | None = None
+                         ) -> dict[str, tuple[int, str, str]]:
         """{identity key: (entity id, display name, type)} for the keys that find an entity: its
-        own key, or one of its alias keys (`add_alias_key`)."""
+        own key, or one of its alias keys (`add_alias_key`). `owners`: only entities of these
+        projects ('' global), the earlier one first when two find the key (`owners_of`); None:
+        any project's, the oldest first."""
 
     @abstractmethod
     def alias_keys(self, entity_ids: Sequence[int]) -> dict[int, list[str]]:
@@ -412,8 +433,9 @@ class Graph(ABC):
         projects: editing them would change other projects' graphs. Empty for every project."""
 
     @abstractmethod
-    def insert_entity(self, name: str, key: str, type_: str, at: str) -> int:
-        """Insert an entity (its display name is also its first alias); returns its id. Call inside `write()`."""
+    def insert_entity(self, name: str, key: str, type_: str, at: str, project: str = "") -> int:
+        """Insert an entity of `project` ('' global; its display name is also its first alias);
+        returns its id. Call inside `write()`."""
 
     @abstractmethod
     def add_alias(self, entity_id: int, alias: str) -> None:
@@ -437,7 +459,7 @@ class Graph(ABC):
 
     @abstractmethod
     def entity_rows(self, ids: Sequence[int]) -> dict[int, dict]:
-        """{id: {id, name, key, type, created_at, aliases}} for existing entity ids."""
+        """{id: {id, project ('' global), name, key, type, created_at, aliases}} for existing entity ids."""
 
     @abstractmethod
     def relations_touching(self, entity_ids: Sequence[int]) -> list[tuple[int, int, str, int, float]]:
@@ -465,16 +487,13 @@ class Graph(ABC):
     @abstractmethod
     def visible_entities(self, entity_ids: Sequence[int], scope: Scope) -> set[int]:
         """Those of `entity_ids` the scope may see (the graph's scope rule, `api.graph` module
-        docstring): an entity named by an active memory anywhere, or by no memory, or used by a
-        relation; and, when the scope is not every project, named by a memory in the scope's
-        projects (of any status) or by no memory at all, so a name taken from another project's
-        text stays there."""
+        docstring): an entity named by an active memory, or by no memory, or used by a relation;
+        and owned by one of the scope's projects (`owners_of`)."""
 
     @abstractmethod
     def foreign_entities(self, entity_ids: Sequence[int], scope: Scope) -> set[int]:
-        """Those of `entity_ids` named by memories (any status) none of which is in the scope's
-        projects: another project's names, which a write in the scope treats as unknown. Empty
-        when the scope is every project."""
+        """Those of `entity_ids` that other projects own (`owners_of`): names a write in the
+        scope treats as unknown. Empty when the scope is every project."""
 
     @abstractmethod
     def list_entities(self, scope: Scope) -> list[dict]:

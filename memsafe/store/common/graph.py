@@ -8,11 +8,30 @@ from collections.abc import Iterable, Iterator, Sequence
 
 from memsafe.models import Scope
 from memsafe.store.common.base import SQLStoreBase
+from memsafe.store.common.owners import GLOBAL
 from memsafe.store.common.sql import chunked
 
 
 class SQLGraph(SQLStoreBase):
     """See the module docstring."""
+
+    @staticmethod
+    def owners_of(scope: Scope) -> list[str] | None:
+        """The projects whose entities `scope` reads and writes, in order of preference (its
+        own project first, then '' for the global graph); None for every project."""
+        if scope.projects is None:
+            return None
+        return [*scope.projects, *([GLOBAL] if scope.include_global else [])]
+
+    @classmethod
+    def _owners_sql(cls, scope: Scope | None, alias: str = "e") -> tuple[str, list]:
+        """(SQL condition, parameters) selecting the entities `scope` owns (None: every one)."""
+        owners = None if scope is None else cls.owners_of(scope)
+        if owners is None:
+            return "TRUE", []
+        if not owners:
+            return "FALSE", []
+        return f"{alias}.project IN ({','.join('?' * len(owners))})", owners
 
     def entity_degrees(self, ids: Sequence[int]) -> dict[int, int]:
         out: dict[int, int] = {}
@@ -47,32 +66,26 @@ class SQLGraph(SQLStoreBase):
         return out
 
     def _exported_entities_sql(self, scope: Scope | None) -> tuple[str, list]:
-        """Entities an export of `scope` carries: every one (None), else those named by a memory
-        in the scope's projects (any status) or by no memory at all (made by hand: global)."""
-        if scope is None or scope.projects is None:
-            return "TRUE", []
-        projects, params = self._project_sql(scope)
-        return (
-            "(EXISTS (SELECT 1 FROM memory_entities me JOIN memories m ON m.id = me.memory_id "
-            f"WHERE me.entity_id = e.id AND {projects}) "
-            "OR NOT EXISTS (SELECT 1 FROM memory_entities me WHERE me.entity_id = e.id))", params
-        )
+        """Entities an export of `scope` carries: every one (None), else those the scope's
+        projects own (`owners_of`)."""
+        return self._owners_sql(scope)
 
     def iter_entities(self, scope: Scope | None = None) -> Iterator[dict]:
-        """Entities (id, name, key, type, created_at, aliases) by key: those an export of `scope`
-        carries (`_exported_entities_sql`)."""
+        """Entities (id, project: None for global, name, key, type, created_at, aliases) by key
+        then project: those an export of `scope` carries (`_exported_entities_sql`)."""
         where, params = self._exported_entities_sql(scope)
-        sql = f"SELECT e.id, e.name, e.key, e.type, e.created_at FROM entities e WHERE {where} ORDER BY e.key"
-        for entity_id, name, key, etype, created in list(self.conn.execute(sql, params)):
+        sql = (f"SELECT e.id, e.project, e.name, e.key, e.type, e.created_at FROM entities e WHERE {where} "
+               "ORDER BY e.key, e.project")
+        for entity_id, project, name, key, etype, created in list(self.conn.execute(sql, params)):
             aliases = [a for (a,) in self.conn.execute(
                 "SELECT alias FROM entity_aliases WHERE entity_id = ? ORDER BY alias", (entity_id,))]
-            yield {"id": entity_id, "name": name, "key": key, "type": etype, "created_at": created,
-                   "aliases": aliases}
+            yield {"id": entity_id, "project": project or None, "name": name, "key": key, "type": etype,
+                   "created_at": created, "aliases": aliases}
 
     def iter_relations(self, scope: Scope | None = None) -> Iterator[dict]:
         sql = (
-            "SELECT s.key, r.relation, t.key, r.weight, r.created_at, r.updated_at FROM relations r "
-            "JOIN entities s ON s.id = r.source_id JOIN entities t ON t.id = r.target_id"
+            "SELECT s.key, r.relation, t.key, r.weight, r.created_at, r.updated_at, s.project, t.project "
+            "FROM relations r JOIN entities s ON s.id = r.source_id JOIN entities t ON t.id = r.target_id"
         )
         params: list = []
         if scope is not None and scope.projects is not None:
@@ -80,16 +93,35 @@ class SQLGraph(SQLStoreBase):
             sql += (f" WHERE r.source_id IN (SELECT e.id FROM entities e WHERE {where})"
                     f" AND r.target_id IN (SELECT e.id FROM entities e WHERE {where})")
             params = [*more, *more]
-        for s, rel, t, weight, created, updated in self.conn.execute(sql + " ORDER BY s.key, r.relation, t.key",
-                                                                     params):
+        order = " ORDER BY s.key, r.relation, t.key, s.project, t.project"
+        for s, rel, t, weight, created, updated, s_project, t_project in self.conn.execute(sql + order, params):
             yield {"source": s, "relation": rel, "target": t, "weight": weight, "created_at": created,
-                   "updated_at": updated}
+                   "updated_at": updated, "source_project": s_project or None, "target_project": t_project or None}
 
-    def entity_id_by_key(self, key: str) -> int | None:
-        row = self.conn.execute("SELECT id FROM entities WHERE key = ?", (key,)).fetchone()
+    def entity_id_by_key(self, key: str, project: str = GLOBAL) -> int | None:
+        row = self.conn.execute("SELECT id FROM entities WHERE project = ? AND key = ?", (project, key)).fetchone()
         if row is None:
-            row = self.conn.execute("SELECT entity_id FROM entity_alias_keys WHERE key = ?", (key,)).fetchone()
+            row = self.conn.execute("SELECT entity_id FROM entity_alias_keys WHERE project = ? AND key = ?",
+                                    (project, key)).fetchone()
         return row[0] if row else None
+
+    def entity_ids_by_keys(self, keys: Sequence[str], owners: Sequence[str] | None = None) -> list[int]:
+        if owners is not None and not owners:
+            return []
+        where = "" if owners is None else f" AND e.project IN ({','.join('?' * len(owners))})"
+        more = [] if owners is None else list(owners)
+        out: set[int] = set()
+        for chunk, marks in chunked(keys):
+            out.update(r[0] for r in self.conn.execute(
+                f"SELECT e.id FROM entities e WHERE e.key IN ({marks}){where} UNION SELECT e.id FROM "
+                f"entity_alias_keys a JOIN entities e ON e.id = a.entity_id WHERE a.key IN ({marks}){where}",
+                [*chunk, *more, *chunk, *more]))
+        return sorted(out)
+
+    def entity_ids_by_key(self, key: str) -> list[int]:
+        return [r[0] for r in self.conn.execute(
+            "SELECT id FROM entities WHERE key = ? UNION SELECT entity_id FROM entity_alias_keys WHERE key = ? "
+            "ORDER BY 1", (key, key))]
 
     def entity_name(self, entity_id: int) -> str | None:
         row = self.conn.execute("SELECT name FROM entities WHERE id = ?", (entity_id,)).fetchone()
@@ -127,19 +159,30 @@ class SQLGraph(SQLStoreBase):
             )
         ]
 
-    def entities_by_keys(self, keys: Sequence[str]) -> dict[str, tuple[int, str, str]]:
-        out: dict[str, tuple[int, str, str]] = {}
+    def entities_by_keys(self, keys: Sequence[str], owners: Sequence[str] | None = None
+                         ) -> dict[str, tuple[int, str, str]]:
+        rank = {p: n for n, p in enumerate(owners)} if owners is not None else None
+        if rank is not None and not rank:
+            return {}
+        where, params = ("", []) if rank is None else (f" AND e.project IN ({','.join('?' * len(rank))})", list(rank))
+        best: dict[str, tuple[int, tuple[int, str, str]]] = {}
+
+        def take(rows) -> None:
+            for key, project, entity_id, name, etype in rows:
+                order = (rank or {}).get(project, 0) if rank is not None else entity_id
+                if key not in best or order < best[key][0]:
+                    best[key] = (order, (entity_id, name, etype))
+
         for chunk, marks in chunked(keys):
-            for r in self.conn.execute(f"SELECT key, id, name, type FROM entities WHERE key IN ({marks})", chunk):
-                out[r[0]] = (r[1], r[2], r[3])
-        rest = [k for k in dict.fromkeys(keys) if k not in out]
+            take(self.conn.execute(f"SELECT e.key, e.project, e.id, e.name, e.type FROM entities e "
+                                   f"WHERE e.key IN ({marks}){where}", [*chunk, *params]))
+        rest = [k for k in dict.fromkeys(keys) if k not in best]
         for chunk, marks in chunked(rest):
-            for r in self.conn.execute(
-                "SELECT a.key, e.id, e.name, e.type FROM entity_alias_keys a JOIN entities e ON e.id = a.entity_id "
-                f"WHERE a.key IN ({marks})", chunk,
-            ):
-                out[r[0]] = (r[1], r[2], r[3])
-        return out
+            take(self.conn.execute(
+                "SELECT a.key, e.project, e.id, e.name, e.type FROM entity_alias_keys a "
+                f"JOIN entities e ON e.id = a.entity_id WHERE a.key IN ({marks}){where}", [*chunk, *params],
+            ))
+        return {k: v for k, (_order, v) in best.items()}
 
     def alias_keys(self, entity_ids: Sequence[int]) -> dict[int, list[str]]:
         out: dict[int, list[str]] = {}
@@ -151,8 +194,8 @@ class SQLGraph(SQLStoreBase):
         return out
 
     def add_alias_key(self, entity_id: int, key: str) -> bool:
-        self.conn.execute("INSERT INTO entity_alias_keys(key, entity_id) VALUES (?, ?) ON CONFLICT DO NOTHING",
-                          (key, entity_id))
+        self.conn.execute("INSERT INTO entity_alias_keys(project, key, entity_id) SELECT project, ?, id "
+                          "FROM entities WHERE id = ? ON CONFLICT DO NOTHING", (key, entity_id))
         return self.conn.changes() > 0
 
     def delete_alias_key(self, entity_id: int, key: str) -> bool:
@@ -195,7 +238,10 @@ class SQLGraph(SQLStoreBase):
         self.conn.execute(
             "INSERT INTO entity_aliases(entity_id, alias) SELECT ?, alias FROM entity_aliases WHERE entity_id = ? "
             "ON CONFLICT DO NOTHING", (target_id, source_id))
-        self.conn.execute("UPDATE entity_alias_keys SET entity_id = ? WHERE entity_id = ?", (target_id, source_id))
+        self.conn.execute(
+            "INSERT INTO entity_alias_keys(project, key, entity_id) SELECT e.project, a.key, e.id "
+            "FROM entity_alias_keys a JOIN entities e ON e.id = ? WHERE a.entity_id = ? ON CONFLICT DO NOTHING",
+            (target_id, source_id))
         key = self.conn.execute("SELECT key FROM entities WHERE id = ?", (source_id,)).fetchone()[0]
         self.conn.execute("DELETE FROM entities WHERE id = ?", (source_id,))
         self.add_alias_key(target_id, key)
@@ -221,9 +267,10 @@ class SQLGraph(SQLStoreBase):
                 f"WHERE me.entity_id IN ({marks}) AND NOT ({projects})", [*chunk, *params]))
         return out
 
-    def insert_entity(self, name: str, key: str, type_: str, at: str) -> int:
+    def insert_entity(self, name: str, key: str, type_: str, at: str, project: str = GLOBAL) -> int:
         entity_id = self.conn.execute(
-            "INSERT INTO entities(name, key, type, created_at) VALUES (?, ?, ?, ?) RETURNING id", (name, key, type_, at)
+            "INSERT INTO entities(project, name, key, type, created_at) VALUES (?, ?, ?, ?, ?) RETURNING id",
+            (project, name, key, type_, at),
         ).fetchone()[0]
         self.add_alias(entity_id, name)
         return entity_id
@@ -264,9 +311,10 @@ class SQLGraph(SQLStoreBase):
         out: dict[int, dict] = {}
         for chunk, marks in chunked(ids):
             for r in self.conn.execute(
-                f"SELECT id, name, key, type, created_at FROM entities WHERE id IN ({marks})", chunk
+                f"SELECT id, name, key, type, created_at, project FROM entities WHERE id IN ({marks})", chunk
             ):
-                out[r[0]] = {"id": r[0], "name": r[1], "key": r[2], "type": r[3], "created_at": r[4], "aliases": []}
+                out[r[0]] = {"id": r[0], "name": r[1], "key": r[2], "type": r[3], "created_at": r[4], "aliases": [],
+                             "project": r[5]}
             for entity_id, alias in self.conn.execute(
                 f"SELECT entity_id, alias FROM entity_aliases WHERE entity_id IN ({marks}) ORDER BY alias", chunk
             ):
@@ -337,20 +385,15 @@ class SQLGraph(SQLStoreBase):
     @classmethod
     def _entity_visible_sql(cls, scope: Scope, alias: str = "e") -> tuple[str, list]:
         """Which entities a scope may see (the graph's scope rule, `api.graph` module docstring):
-        an entity named by an active memory anywhere, or by no memory, or used by a relation;
-        and, when the scope is not every project, named by a memory in the scope's projects (of
-        any status) or by no memory at all, so a name taken from another project's text stays there."""
+        an entity named by an active memory, or by no memory, or used by a relation; and owned
+        by one of the scope's projects (`owners_of`), so another project's graph stays there."""
         any_active = (f"EXISTS (SELECT 1 FROM memory_entities me JOIN memories m ON m.id = me.memory_id "
                       f"WHERE me.entity_id = {alias}.id AND m.status = 'active')")
         unlinked = f"NOT EXISTS (SELECT 1 FROM memory_entities me WHERE me.entity_id = {alias}.id)"
         related = f"EXISTS (SELECT 1 FROM relations r WHERE r.source_id = {alias}.id OR r.target_id = {alias}.id)"
         where = f"({any_active} OR {unlinked} OR {related})"
-        if scope.projects is None:
-            return where, []
-        projects, params = cls._project_sql(scope)
-        in_scope = (f"EXISTS (SELECT 1 FROM memory_entities me JOIN memories m ON m.id = me.memory_id "
-                    f"WHERE me.entity_id = {alias}.id AND {projects})")
-        return f"{where} AND ({in_scope} OR {unlinked})", params
+        owned, params = cls._owners_sql(scope, alias)
+        return f"{where} AND {owned}", params
 
     def visible_entities(self, entity_ids: Sequence[int], scope: Scope) -> set[int]:
         """Those of `entity_ids` the scope may see (`_entity_visible_sql`)."""
@@ -362,19 +405,15 @@ class SQLGraph(SQLStoreBase):
         return out
 
     def foreign_entities(self, entity_ids: Sequence[int], scope: Scope) -> set[int]:
-        """Those of `entity_ids` that belong to other projects only: named by memories (of any
-        status), none of them in the scope's projects. Empty for every project. A write in the
-        scope treats them as names that do not exist, so it neither confirms nor touches them."""
+        """Those of `entity_ids` that other projects own (`owners_of`). Empty for every project.
+        A write in the scope treats them as names that do not exist."""
         if scope.projects is None or not entity_ids:
             return set()
-        projects, params = self._project_sql(scope)
+        owned, params = self._owners_sql(scope)
         out: set[int] = set()
         for chunk, marks in chunked(entity_ids):
             out.update(r[0] for r in self.conn.execute(
-                f"SELECT e.id FROM entities e WHERE e.id IN ({marks}) "
-                "AND EXISTS (SELECT 1 FROM memory_entities me WHERE me.entity_id = e.id) "
-                "AND NOT EXISTS (SELECT 1 FROM memory_entities me JOIN memories m ON m.id = me.memory_id "
-                f"WHERE me.entity_id = e.id AND {projects})", [*chunk, *params]))
+                f"SELECT e.id FROM entities e WHERE e.id IN ({marks}) AND NOT ({owned})", [*chunk, *params]))
         return out
 
     def list_entities(self, scope: Scope) -> list[dict]:

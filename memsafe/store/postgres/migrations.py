@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from memsafe.store.common import owners
+
 MIGRATIONS: list[tuple[str, Callable]] = []
 MIGRATION_LOCK = 0x6D656D73_6166650  # pg_advisory_xact_lock key of memsafe's migrations ("memsafe")
 # The trigram index holds the first this many characters of each memory, as SQLite's does: a
@@ -273,6 +275,27 @@ def m007_event_time_and_corrections(conn) -> None:
         CREATE INDEX IF NOT EXISTS memories_happened_by_status ON memories(status, happened_at);
         """
     )
+
+
+@migration
+def m008_entity_projects(conn) -> None:
+    """Every entity belongs to one project, as SQLite's m015: `entities.project` ('' is the
+    global graph), an identity key unique within a project and so an alias key; existing
+    entities are split among the projects whose memories name them
+    (`memsafe.store.common.owners`)."""
+    conn.script(
+        """
+        ALTER TABLE entities ADD COLUMN project TEXT NOT NULL DEFAULT '';
+        ALTER TABLE entities DROP CONSTRAINT IF EXISTS entities_key_key;
+        ALTER TABLE entities ADD CONSTRAINT entities_project_key UNIQUE (project, key);
+        ALTER TABLE entity_alias_keys ADD COLUMN project TEXT NOT NULL DEFAULT '';
+        ALTER TABLE entity_alias_keys DROP CONSTRAINT IF EXISTS entity_alias_keys_pkey;
+        ALTER TABLE entity_alias_keys ADD PRIMARY KEY (project, key);
+        CREATE INDEX entities_key ON entities(key);
+        CREATE INDEX entity_alias_keys_key ON entity_alias_keys(key);
+        """
+    )
+    owners.assign_entity_projects(conn)
 
 
 def latest() -> int:

@@ -140,6 +140,7 @@ class SQLiteStore(SQLMemories, SQLiteFullText, SQLiteVectors, SQLiteIndexes, SQL
         self.key: encryption.Key | None = None
         self._vec_checked = False
         self.disk_was_full = False  # opened without shared memory: a full disk left no room for `-shm`
+        self.read_only = False  # opened to read only: the file or its folder cannot be written here
         self.conn = self._connect(create)
         try:
             self._identity: tuple[int, int] | None = self._file_identity()  # what `still_current` compares with
@@ -221,6 +222,8 @@ class SQLiteStore(SQLMemories, SQLiteFullText, SQLiteVectors, SQLiteIndexes, SQL
                     f"{path} has schema version {version}, newer than this memsafe understands "
                     f"({migrations.latest()}); upgrade memsafe. The file was not changed."
                 )
+            if conn.readonly("main") and not self.disk_was_full:  # a file it may not write: opened to read
+                self.read_only = True
             # The word index's tokenizer (`memories_fts`, since migration m007). After the key: apsw
             # asks SQLite for FTS5's API with a statement, which cannot run on a file it cannot read.
             tokenizer.register(conn)
@@ -229,7 +232,7 @@ class SQLiteStore(SQLMemories, SQLiteFullText, SQLiteVectors, SQLiteIndexes, SQL
             if self.key is not None:
                 conn.execute("PRAGMA temp_store = MEMORY")  # no plain-text temporary file, ever
             mode = scalar(conn.execute("PRAGMA journal_mode"))
-            if mode.lower() != "wal" and not self.disk_was_full:
+            if mode.lower() != "wal" and not self.disk_was_full and not self.read_only:
                 conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = FULL")
             # Page cache of this connection: up to 64 MiB, allocated only as pages are read (SQLite's
@@ -244,6 +247,12 @@ class SQLiteStore(SQLMemories, SQLiteFullText, SQLiteVectors, SQLiteIndexes, SQL
                 # another process grows or shrinks the file; an I/O error becomes a signal.
                 conn.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")
         except (apsw.ReadOnlyError, apsw.CantOpenError, apsw.PermissionsError) as exc:
+            if conn is not None:
+                conn.close()
+            if not self.created and path.exists() and os.access(path, os.R_OK):
+                read_only = self._open_read_only(path)
+                if read_only is not None:
+                    return read_only
             raise StoreUnavailable(
                 f"cannot open {path}: the file or its folder is read-only or not accessible ({exc}); "
                 "memsafe needs write access to it. The file was not changed"
@@ -268,6 +277,43 @@ class SQLiteStore(SQLMemories, SQLiteFullText, SQLiteVectors, SQLiteIndexes, SQL
         finally:
             os.umask(old_umask)
         return conn
+
+    def _open_read_only(self, path: Path) -> apsw.Connection | None:
+        """A connection that reads a store this process cannot write (a read-only file, folder or
+        mount), or None when it cannot be read either. Without WAL frames the main file holds
+        everything committed, read as it is (`immutable`: no lock, no `-shm`); with frames, SQLite
+        reads them through the existing `-shm` (`mode=ro`). Every write then fails with one line
+        (`write`), so reads answer and bookkeeping (access counts) is skipped."""
+        from urllib.parse import quote
+
+        wal = Path(f"{path}-wal")
+        frames = wal.exists() and wal.stat().st_size > 0
+        uri = f"file:{quote(str(path))}?{'mode=ro' if frames else 'immutable=1'}"
+        keys: list[encryption.Key | None] = [*self._keys_for(path)] or [None]
+        for key in keys:
+            conn = apsw.Connection(uri, flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
+            try:
+                conn.setbusytimeout(BUSY_TIMEOUT_MS)
+                if key is not None:
+                    encryption.apply(conn, key)
+                version, tables = self._header(conn)
+                if version <= 0 or "memories" not in tables or version > migrations.latest():
+                    conn.close()
+                    return None  # refused as a writable open refuses it
+                tokenizer.register(conn)
+                conn.execute("PRAGMA foreign_keys = ON")
+                conn.execute(f"PRAGMA cache_size = -{PAGE_CACHE_KIB}")
+                if key is None:
+                    conn.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")
+            except apsw.NotADBError:
+                conn.close()
+                continue
+            except apsw.Error:
+                conn.close()
+                return None
+            self.key, self.read_only = key, True
+            return conn
+        return None
 
     @staticmethod
     def _open_on_full_disk(path: Path, key: encryption.Key | None) -> apsw.Connection:
@@ -342,6 +388,10 @@ class SQLiteStore(SQLMemories, SQLiteFullText, SQLiteVectors, SQLiteIndexes, SQL
         target = migrations.latest()
         if self.schema_version() == target:
             return
+        if self.read_only:
+            raise StoreUnavailable(f"cannot migrate {self.path} from schema {self.schema_version()} to {target}: "
+                                   "the file or its folder is read-only; memsafe needs write access to it. "
+                                   "The file was not changed")
         version = None
         # Foreign keys are off while migrating (they cannot change inside a transaction): a table
         # rebuild drops the old table, which would otherwise cascade deletes into its children
@@ -438,6 +488,9 @@ class SQLiteStore(SQLMemories, SQLiteFullText, SQLiteVectors, SQLiteIndexes, SQL
         if self.conn.in_transaction:
             yield
             return
+        if self.read_only:
+            raise StoreUnavailable(f"{self.path} is read-only here (the file or its folder): this needs write "
+                                   "access to it. Nothing was changed")
         if self.disk_was_full:
             raise (DiskFull(disk_full_message(self.path)) if disk_is_full(self.path)
                    else StoreUnavailable(f"{self.path} was opened while its disk was full, to read only; "
@@ -629,7 +682,7 @@ class SQLiteStore(SQLMemories, SQLiteFullText, SQLiteVectors, SQLiteIndexes, SQL
         """See `Store.still_current`: no transaction open, the same file (device and inode) at the
         path, the schema this code writes. False when the file is gone or cannot be read, and for a
         connection opened on a full disk (`_open_on_full_disk`), which cannot write."""
-        if self.disk_was_full:
+        if self.disk_was_full or self.read_only:
             return False
         try:
             return not self.conn.in_transaction and self._file_identity() == self._identity \

@@ -18,6 +18,7 @@ from collections.abc import Callable
 
 import apsw
 
+from memsafe.store.common import owners
 from memsafe.store.common.sql import scalar
 
 MIGRATIONS: list[tuple[str, Callable[[apsw.Connection], None]]] = []
@@ -465,6 +466,46 @@ def m014_event_time_and_corrections(conn: apsw.Connection) -> None:
     # the covering index of a scope by id (m010) holds the time a scope filters on: now the event's
     conn.execute(f"DROP INDEX IF EXISTS {SCOPE_BY_ID}")
     conn.execute(f"CREATE INDEX {SCOPE_BY_ID} ON memories(id, status, project, embedded, kind, happened_at)")
+
+
+@migration
+def m015_entity_projects(conn: apsw.Connection) -> None:
+    """Every entity belongs to one project (`project`; '' is the global graph, that of memories
+    with no project): an identity key is unique within a project, and so is an alias key. A
+    scope reads and writes the entities of its own projects only, so a name held by another
+    project is, to it, a name that does not exist. Existing entities are split among the
+    projects whose memories name them (`memsafe.store.common.owners`). Both tables are rebuilt
+    (a column constraint cannot be dropped in place); foreign keys are off while migrating. A
+    key alone stays indexed in both, for the every-project lookups."""
+    conn.execute(
+        """
+        CREATE TABLE entities_new (
+            id         INTEGER PRIMARY KEY,
+            project    TEXT NOT NULL DEFAULT '',
+            name       TEXT NOT NULL,
+            key        TEXT NOT NULL,
+            type       TEXT NOT NULL DEFAULT 'entity',
+            created_at TEXT NOT NULL,
+            UNIQUE (project, key)
+        );
+        INSERT INTO entities_new(id, name, key, type, created_at) SELECT id, name, key, type, created_at FROM entities;
+        DROP TABLE entities;
+        ALTER TABLE entities_new RENAME TO entities;
+        CREATE TABLE entity_alias_keys_new (
+            project   TEXT NOT NULL DEFAULT '',
+            key       TEXT NOT NULL,
+            entity_id INTEGER NOT NULL REFERENCES entities(id) ON DELETE CASCADE,
+            PRIMARY KEY (project, key)
+        ) WITHOUT ROWID;
+        INSERT INTO entity_alias_keys_new(key, entity_id) SELECT key, entity_id FROM entity_alias_keys;
+        DROP TABLE entity_alias_keys;
+        ALTER TABLE entity_alias_keys_new RENAME TO entity_alias_keys;
+        CREATE INDEX entity_alias_keys_entity ON entity_alias_keys(entity_id);
+        CREATE INDEX entities_key ON entities(key);
+        CREATE INDEX entity_alias_keys_key ON entity_alias_keys(key);
+        """
+    )
+    owners.assign_entity_projects(conn)
 
 
 SCOPE_BY_ID = "memories_scope_by_id"  # m010
