@@ -52,7 +52,7 @@ from memsafe.models import (
     StatusReport,
     in_scope,
 )
-from memsafe.recall.vectors import backfill, embedder_for, vector_bytes
+from memsafe.recall.vectors import backfill, embedder_for, ensure_table, vector_bytes
 from memsafe.store import Store, connect
 
 if TYPE_CHECKING:
@@ -146,7 +146,7 @@ def embed_new(store: Store, *, limit: int = embed.BATCH_SIZE) -> tuple[int, list
     vectors = embedder.embed([content for _, content in rows])
     tokens.keep_counts([content for _, content in rows])  # a CLI recall of them needs no tokenizer
     with store.write():
-        store.ensure_vector_table(embedder.model_id, embedder.dim)
+        ensure_table(store, embedder)
     current = store.get_memories([i for i, _ in rows])
     threshold = config_value(store, "near_duplicate_threshold")
     fresh = [(memory_id, vec) for (memory_id, content), vec in zip(rows, vectors)
@@ -487,7 +487,7 @@ def _store_memory(store: Store, text, kind_v, project_v, source_v, importance_v,
             store.update_memory(supersedes, {"superseded_by": memory_id})
             store.add_event(now, "supersede", supersedes, f"by={memory_id}")
         if vector is not None and embedder is not None:  # (a vector only from an embedder)
-            store.ensure_vector_table(embedder.model_id, embedder.dim)
+            ensure_table(store, embedder)
             store.put_vector(memory_id, vector_bytes(vector))
         graph_api.link_entities(store, memory_id, text, entity_names, now)
         store.add_event(now, "remember", memory_id, f"source={source_v}")
