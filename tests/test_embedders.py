@@ -172,3 +172,19 @@ def test_an_optional_model_reembeds_a_store_and_answers_with_it(store, name):
     assert abs(float(np.linalg.norm(q)) - 1) < 1e-4
     if spec.query_prefix != spec.document_prefix:  # the prefix reaches the model
         assert float(q @ d) < 0.9999
+
+
+def test_an_export_leaves_the_model_to_its_vectors_header_and_imports_anywhere(cli, tmp_path):
+    for text in TEXTS:
+        assert cli("remember", text).exit_code == 0
+    assert cli("embed", "--model", "minilm").exit_code == 0
+    path = tmp_path / "out.jsonl"
+    assert cli("export", "-o", str(path), "--vectors").exit_code == 0
+    records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    assert not [r for r in records if r.get("type") == "config" and r.get("key") == "embed_model"]
+    from conftest import Cli
+
+    other = Cli(tmp_path / "other" / "memory.db")
+    done = other("import", str(path), "--json")
+    assert done.exit_code == 0, done.stderr
+    assert other("config", "get", "embed_model").stdout.strip().endswith("minilm")

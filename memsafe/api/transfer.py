@@ -251,7 +251,9 @@ def export(store: Store, out: IO[str], *, project: str | None = None, all_projec
             project=key, all_projects=all_projects, include_forgotten=include_forgotten, embedding=embedding,
         )))
         for name, value in sorted(store.config_items().items()):
-            if name in CONFIG_KEYS:
+            # embed_model names the model of this store's vectors: the header's `embedding` says it
+            # for the vectors the file carries, and an importing store keeps its own
+            if name in CONFIG_KEYS and name != "embed_model":
                 out.write(transfer.dump_line({"type": "config", "key": name, "value": value}))
                 counts["config"] += 1
         for entity in store.iter_entities(scope):
@@ -569,7 +571,7 @@ def _import_memsafe(store: Store, path: Path, report: ImportReport, problems: li
                     report.relations_added += 1
             elif kind == "config":
                 key, val = transfer.check_config(value, number, record_no, known_config)
-                if store.config_get(key) is None:
+                if store.config_get(key) is None and key != "embed_model":  # (see `export`)
                     try:
                         check_config_pair(store, key, known_config[key](val))
                     except InvalidInput as exc:
