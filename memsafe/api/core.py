@@ -52,7 +52,7 @@ from memsafe.models import (
     StatusReport,
     in_scope,
 )
-from memsafe.recall.vectors import backfill, embedder_for, vector_bytes
+from memsafe.recall.vectors import backfill, embedder_for, ensure_table, model_conflict, model_for, vector_bytes
 from memsafe.store import Store, connect
 
 if TYPE_CHECKING:
@@ -146,7 +146,7 @@ def embed_new(store: Store, *, limit: int = embed.BATCH_SIZE) -> tuple[int, list
     vectors = embedder.embed([content for _, content in rows])
     tokens.keep_counts([content for _, content in rows])  # a CLI recall of them needs no tokenizer
     with store.write():
-        store.ensure_vector_table(embedder.model_id, embedder.dim)
+        ensure_table(store, embedder)
     current = store.get_memories([i for i, _ in rows])
     threshold = config_value(store, "near_duplicate_threshold")
     fresh = [(memory_id, vec) for (memory_id, content), vec in zip(rows, vectors)
@@ -487,7 +487,7 @@ def _store_memory(store: Store, text, kind_v, project_v, source_v, importance_v,
             store.update_memory(supersedes, {"superseded_by": memory_id})
             store.add_event(now, "supersede", supersedes, f"by={memory_id}")
         if vector is not None and embedder is not None:  # (a vector only from an embedder)
-            store.ensure_vector_table(embedder.model_id, embedder.dim)
+            ensure_table(store, embedder)
             store.put_vector(memory_id, vector_bytes(vector))
         graph_api.link_entities(store, memory_id, text, entity_names, now, project_v)
         store.add_event(now, "remember", memory_id, f"source={source_v}")
@@ -690,15 +690,18 @@ def status(opened: Opened, *, project: str | None, project_rule: str, load_model
     store = opened.store
     db_bytes, wal_bytes = store.sizes()
     model: dict = {"loaded": False}
-    known = embed.known_model() if store.vector_available and not embed.loaded() else None
+    name = model_for(store) if store.vector_available and not model_conflict(store) else None
+    known = embed.known_model(name) if name is not None and not embed.loaded(name) else None
     if known is not None:
-        model = {"loaded": True, **known}
+        model = {"loaded": True, "name": name, **known}
     elif load_model and store.vector_available:
-        embedder = embed.get_embedder()
+        embedder = embedder_for(store)
         if embedder is not None:
-            model = {"loaded": True, "id": embedder.model_id, "dim": embedder.dim}
+            model = {"loaded": True, "name": embedder.name, "id": embedder.model_id, "dim": embedder.dim}
         else:
-            model = {"loaded": False, "error": embed.load_error()}
+            from memsafe.recall.vectors import unavailable_reason
+
+            model = {"loaded": False, "error": unavailable_reason(store)}
     elif not store.vector_available:
         model = {"loaded": False, "error": "vector search unavailable"}
     vector = {

@@ -34,7 +34,7 @@ from memsafe.api.core import (
 )
 from memsafe.errors import Duplicate, InvalidInput, Refused
 from memsafe.models import Kind, Memory, Scope, Source, Status
-from memsafe.recall.vectors import backfill, embedder_for, vector_bytes
+from memsafe.recall.vectors import backfill, embedder_for, ensure_table, vector_bytes
 from memsafe.store import Store
 
 __all__ = [
@@ -288,7 +288,7 @@ def update(
             graph_api.move_links(store, memory_id, changes["project"], now)
         if "content" in changes:
             if vector is not None and embedder is not None:  # (a vector only from an embedder)
-                store.ensure_vector_table(embedder.model_id, embedder.dim)
+                ensure_table(store, embedder)
                 store.put_vector(memory_id, vector_bytes(vector))
             else:
                 _drop_stale_vector(store, memory_id)
@@ -465,7 +465,7 @@ def _apply_change(store: Store, p, row: dict, original: str, names: list[str], v
     store.update_memory(p.id, {"decay_bank": p.bank, "decay_checked_at": now_iso})
     if current["content"] != row["content"]:
         if p.id in vectors:
-            store.ensure_vector_table(embedder.model_id, embedder.dim)
+            ensure_table(store, embedder)
             store.put_vector(p.id, vector_bytes(vectors[p.id]))
         else:
             _drop_stale_vector(store, p.id)
@@ -532,7 +532,7 @@ def uncompress_apply(store: Store, memory_id: int, prepared: tuple[str, bytes | 
         if vec is not None:
             embedder = embedder_for(store)
             assert embedder is not None  # `vec` was embedded for this store: it has vectors
-            store.ensure_vector_table(embedder.model_id, embedder.dim)
+            ensure_table(store, embedder)
             store.put_vector(memory_id, vec)
         else:
             _drop_stale_vector(store, memory_id)

@@ -48,7 +48,7 @@ from memsafe.store import Store
 from memsafe.transfer import Notice, RecordError
 
 __all__ = ["ExportReport", "ImportReport", "ImportInterrupted", "EmbedReport", "export", "export_to_path",
-           "import_file", "embed_pending", "IMPORT_FORMATS"]
+           "import_file", "embed_pending", "reembed", "ReembedReport", "IMPORT_FORMATS"]
 
 IMPORT_FORMATS = ("auto", "memsafe", "server-memory")
 EXPORT_BATCH = 500
@@ -251,7 +251,9 @@ def export(store: Store, out: IO[str], *, project: str | None = None, all_projec
             project=key, all_projects=all_projects, include_forgotten=include_forgotten, embedding=embedding,
         )))
         for name, value in sorted(store.config_items().items()):
-            if name in CONFIG_KEYS:
+            # embed_model names the model of this store's vectors: the header's `embedding` says it
+            # for the vectors the file carries, and an importing store keeps its own
+            if name in CONFIG_KEYS and name != "embed_model":
                 out.write(transfer.dump_line({"type": "config", "key": name, "value": value}))
                 counts["config"] += 1
         for entity in store.iter_entities(scope):
@@ -575,7 +577,7 @@ def _import_memsafe(store: Store, path: Path, report: ImportReport, problems: li
                         report.relations_added += 1
             elif kind == "config":
                 key, val = transfer.check_config(value, number, record_no, known_config)
-                if store.config_get(key) is None:
+                if store.config_get(key) is None and key != "embed_model":  # (see `export`)
                     try:
                         check_config_pair(store, key, known_config[key](val))
                     except InvalidInput as exc:
@@ -624,13 +626,13 @@ def _link_corrections(store: Store, links: Sequence[tuple[str, str | None, str |
 def _usable_vectors(store: Store, embedding: dict | None, problems: list[Notice]) -> int | None:
     """The vector size when the file's vectors come from the model this memsafe uses (and can be
     stored here); else None, with a note saying the memories will be embedded again."""
-    from memsafe import embed
+    from memsafe.recall.vectors import embedder_for, ensure_table, unavailable_reason
 
     if embedding is None:
         return None
-    embedder = embed.get_embedder() if store.vector_available else None
+    embedder = embedder_for(store)
     if embedder is None:
-        reason = store.vector_error or embed.load_error() or "model unavailable"
+        reason = unavailable_reason(store)
         problems.append(Notice(1, f"the file's vectors are not used: vector search is unavailable ({reason})"))
         return None
     if embedding["model"] != embedder.model_id or embedding["dim"] != embedder.dim:
@@ -638,7 +640,7 @@ def _usable_vectors(store: Store, embedding: dict | None, problems: list[Notice]
                                   f"dims), this memsafe uses {embedder.model_id} ({embedder.dim} dims): the memories "
                                   "will be embedded again"))
         return None
-    store.ensure_vector_table(embedder.model_id, embedder.dim)
+    ensure_table(store, embedder)
     return embedder.dim
 
 
@@ -973,7 +975,7 @@ def embed_pending(store: Store, *, progress: Progress | None = None) -> EmbedRep
 
     Returns the count written and what is still pending; `error` says why when vectors cannot be
     computed here (no model or no sqlite-vec), in which case nothing is written."""
-    from memsafe import embed
+    from memsafe.recall.vectors import embedder_for, unavailable_reason
 
     if store.vector_available:
         try:  # vectors lost from the table (never found by meaning): computed again with the rest
@@ -983,9 +985,86 @@ def embed_pending(store: Store, *, progress: Progress | None = None) -> EmbedRep
     total = store.pending_count()
     if not store.vector_available:
         return EmbedReport(0, total, f"vector search unavailable: {store.vector_error}")
-    if total and embed.get_embedder() is None:
-        return EmbedReport(0, total, f"embedding model unavailable: {embed.load_error()}")
+    if total and embedder_for(store) is None:
+        return EmbedReport(0, total, f"embedding model unavailable: {unavailable_reason(store)}")
     # One walk: each pending memory is tried once; a memory another process changes meanwhile (an
     # update, a decay) stays pending and is counted below, never retried without end.
     done = backfill(store, limit=None, progress=(lambda n: progress(n, max(total, n))) if progress else None)
     return EmbedReport(done, store.pending_count())
+
+
+@dataclass
+class ReembedReport:
+    """What `reembed` did: the model now making the store's vectors (`model`, its id and vector
+    size), the vectors written, the memories left pending (changed while they were embedded, or
+    added meanwhile: the next `memsafe embed` fills them with the same model), and the model
+    the vectors came from before."""
+
+    model: str
+    model_id: str
+    dim: int
+    embedded: int
+    pending: int
+    previous: str
+
+
+REEMBED_BATCH = 256  # memories read and embedded at a time
+
+
+def reembed(store: Store, model: str, *, progress: Progress | None = None) -> ReembedReport:
+    """Embed every memory (any status but forgotten) again with the registry model `model`
+    (`embed.MODELS`) and make it the store's model (`recall.vectors.store_model`).
+
+    Atomic: the new vectors are computed first and kept in memory (n × dim × 4 bytes: ~150 MB for
+    100,000 memories at 384 dims), then the old vectors are replaced by them in one write, so an
+    interrupted or failed run leaves the store's vectors and model as they were. A memory changed
+    while the run embedded it is left pending (as one added meanwhile). `progress(done, total)`
+    counts memories embedded.
+
+    Raises:
+        InvalidInput: an unknown model name (naming the known ones).
+        Refused: vectors cannot be used here (no sqlite-vec / pgvector), or the model cannot be
+            loaded (its package is not installed: the message names the extra to install).
+        StoreUnavailable: another writer held the lock for 30 s at the final write.
+    """
+    from memsafe import embed
+    from memsafe.recall.vectors import MODEL_KEY, ensure_table, store_model, vector_bytes
+
+    try:
+        spec = embed.model_spec(model)
+    except embed.ModelUnavailable as exc:
+        raise InvalidInput(str(exc)) from None
+    if not store.vector_available:
+        raise Refused(f"vector search unavailable: {store.vector_error}")
+    embedder = embed.get_embedder(name=spec.name)
+    if embedder is None:
+        raise Refused(f"embedding model {spec.name} unavailable: {embed.load_error(spec.name)}")
+    previous = store_model(store) if store.vector_table_exists() else "none"
+    rows: list[tuple[int, str]] = []
+    while True:  # every memory to embed, by id (a memory added after this walk stays pending)
+        more = store.pending_embeddings(REEMBED_BATCH, rows[-1][0] if rows else 0, embedded_too=True)
+        rows += more
+        if len(more) < REEMBED_BATCH:
+            break
+    import numpy as np
+
+    vectors = np.zeros((len(rows), embedder.dim), dtype=np.float32)
+    for start in range(0, len(rows), REEMBED_BATCH):
+        part = rows[start:start + REEMBED_BATCH]
+        vectors[start:start + len(part)] = embedder.embed([content for _, content in part])
+        if progress is not None:
+            progress(start + len(part), len(rows))
+    written = 0
+    with store.write(wait_ms=30_000):
+        store.config_delete("_embedding_model")  # the table is made anew even for the same model
+        ensure_table(store, embedder)
+        store.config_set(MODEL_KEY, embedder.name)
+        for start in range(0, len(rows), 2000):
+            part = rows[start:start + 2000]
+            current = {m.id: m.content for m in store.get_memories([i for i, _ in part], tags=False).values()}
+            for n, (memory_id, content) in enumerate(part, start):
+                if current.get(memory_id) == content:
+                    store.put_vector(memory_id, vector_bytes(vectors[n]))
+                    written += 1
+        store.add_event(clock.now_iso(), "config", None, f"{MODEL_KEY} {embedder.name} (re-embedded)")
+    return ReembedReport(embedder.name, embedder.model_id, embedder.dim, written, store.pending_count(), previous)

@@ -161,6 +161,7 @@ def _phase_import(db: str, n: int, full_embed_limit: int, batch_size: int) -> di
     import numpy as np
 
     from memsafe import api, embed
+    from memsafe.recall.vectors import ensure_table
 
     items = synthetic_memories(n)
     opened = api.open_store(db)
@@ -187,7 +188,7 @@ def _phase_import(db: str, n: int, full_embed_limit: int, batch_size: int) -> di
         rng = np.random.default_rng(3)
         template_of = {item["content"]: item["template"] for item in items}  # the store may hold others
         with store.write():
-            store.ensure_vector_table(embedder.model_id, embedder.dim)
+            ensure_table(store, embedder)
         for start in range(full_embed_limit, n, 2000):
             rows = store.pending_embeddings(2000)
             if not rows:

@@ -143,15 +143,32 @@ def import_(
 
 
 @app.command()
-def embed(ctx: typer.Context, json_: JsonOpt = False) -> None:
+def embed(
+    ctx: typer.Context,
+    model: Annotated[str | None, typer.Option(
+        "--model", metavar="NAME",
+        help="Re-embed every memory with this model and make it the store's (minilm, minilm-l3, e5-small; "
+             "docs/embedders.md). The old vectors stay until the new ones are all computed.")] = None,
+    json_: JsonOpt = False,
+) -> None:
     """Compute every pending vector (memories stored with --no-embed, imports, git hooks).
 
     Until then those memories are found by keywords only. Exits 1 if vectors cannot be computed
     here; 130 (Ctrl-C) or 143 (SIGTERM) when interrupted: what was embedded is kept, and the next
-    `memsafe embed` goes on from there.
+    `memsafe embed` goes on from there. With --model, every memory is embedded again with that
+    model, then all its vectors replace the old ones in one write: interrupted, nothing changed.
+
+    Examples:
+
+      memsafe embed
+
+      memsafe embed --model e5-small
     """
     import time
 
+    if model is not None:
+        _reembed(ctx, model, json_)
+        return
     with _session(ctx) as opened:
         before = opened.store.pending_count()
         started = time.monotonic()
@@ -175,3 +192,23 @@ def embed(ctx: typer.Context, json_: JsonOpt = False) -> None:
         if not json_:  # with --json the report above holds the error
             say("Error", f"{report.error}; {render.count_of(report.pending, 'memory')} pending")
         raise typer.Exit(1)
+
+
+def _reembed(ctx: typer.Context, model: str, json_: bool) -> None:
+    """`memsafe embed --model NAME`: `api.reembed` with a progress bar."""
+    import time
+
+    with _session(ctx) as opened:
+        started = time.monotonic()
+        try:
+            with _plain.progress(f"re-embedding ({model})", unit="memories") as progress:
+                report = api.reembed(opened.store, model, progress=progress)
+        except KeyboardInterrupt:  # nothing was written: the new vectors were not all computed
+            _plain.error("interrupted: nothing changed; the store keeps its vectors and model", "Interrupted", json_)
+            raise _plain.Failed(130) from None  # 143 for SIGTERM (`memsafe.__main__`)
+    if json_:
+        _emit_json(report)
+        return
+    seconds = time.monotonic() - started
+    err.print(f"Re-embedded {render.count_of(report.embedded, 'memory')} with {report.model} ({report.dim} dims, "
+              f"{seconds:.1f} s; before: {report.previous}); {report.pending} pending")

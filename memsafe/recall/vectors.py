@@ -31,11 +31,58 @@ WRITE_GRACE_MS = 250  # least wait for the write lock of a time-bounded fill (ab
 AS_OF_EMBED_MAX = 256  # past texts embedded exactly per time-travel query before narrowing to candidates
 
 
-def embedder_for(store: Store) -> embed.Embedder | None:
-    """The shared embedder when vectors can be used with this store, else None."""
+MODEL_KEY = "embed_model"  # the store's config key naming the registry model of its vectors
+
+
+def store_model(store: Store) -> str:
+    """The registry name (`embed.MODELS`) of the model this store's vectors are made with: its
+    `embed_model` config key, set by `memsafe embed --model` and when a first vector table is
+    made; DEFAULT_MODEL for a store that never set it (its vectors are the default model's)."""
+    return (store.config_get(MODEL_KEY) or embed.DEFAULT_MODEL).strip().lower()
+
+
+def model_for(store: Store) -> str:
+    """The model a process uses with this store: MEMSAFE_EMBED_MODEL when set, else `store_model`."""
+    return embed.selected_model() if os.environ.get("MEMSAFE_EMBED_MODEL", "").strip() else store_model(store)
+
+
+def model_conflict(store: Store) -> str | None:
+    """One line when MEMSAFE_EMBED_MODEL asks for another model than the one that made this
+    store's vectors (vectors of two models cannot be compared), else None."""
+    if not os.environ.get("MEMSAFE_EMBED_MODEL", "").strip():
+        return None
+    asked, kept = embed.selected_model(), store_model(store)
+    if asked == kept or not store.vector_table_exists():
+        return None
+    return (f"this store's vectors were made by {kept} but MEMSAFE_EMBED_MODEL asks for {asked}: "
+            f"`memsafe embed --model {asked}` re-embeds every memory with it, or unset MEMSAFE_EMBED_MODEL")
+
+
+def embedder_for(store: Store, name: str | None = None) -> embed.Embedder | None:
+    """The shared embedder of the model for this store (`name`, else `model_for(store)`) when
+    vectors can be used with it, else None (`unavailable_reason` says why). With `name` given it
+    runs no SQL, so it may be called on another thread than the store's."""
     if not store.vector_available:
         return None
-    return embed.get_embedder()
+    if name is None:
+        if model_conflict(store):
+            return None
+        name = model_for(store)
+    return embed.get_embedder(name=name)
+
+
+def ensure_table(store: Store, embedder: embed.Embedder) -> None:
+    """`store.ensure_vector_table` for this embedder's vectors, recording its model's name
+    (`store_model`) beside its id. Call inside `write()`."""
+    store.ensure_vector_table(embedder.model_id, embedder.dim)
+    if store.config_get(MODEL_KEY) != embedder.name:
+        store.config_set(MODEL_KEY, embedder.name)
+
+
+def unavailable_reason(store: Store, name: str | None = None) -> str:
+    """Why `embedder_for(store)` gave None, in one line."""
+    return (store.vector_error or model_conflict(store) or embed.load_error(name or model_for(store))
+            or "model unavailable")
 
 
 def vector_bytes(vec) -> bytes:
@@ -82,7 +129,7 @@ def backfill(store: Store, *, limit: int | None = BACKFILL_BATCH, batch_size: in
     if not store.vectors_ready(embedder.model_id):
         try:
             with write(30_000 if deadline is None else WRITE_GRACE_MS):
-                store.ensure_vector_table(embedder.model_id, embedder.dim)
+                ensure_table(store, embedder)
         except StoreUnavailable:
             if deadline is None:
                 raise
@@ -151,8 +198,7 @@ def search(store: Store, query_vector: Future, mode: str, scope: Scope, depth: i
         notes.append(f"vector search failed ({exc}); lexical results only")
         return [], "lexical"
     if embedder is None:
-        reason = store.vector_error or embed.load_error() or "model unavailable"
-        notes.append(f"vector search unavailable ({reason}); lexical results only")
+        notes.append(f"vector search unavailable ({unavailable_reason(store)}); lexical results only")
         return [], "lexical"
     hits: list[tuple[int, float]] = []
     unsaved: dict[int, object] = {}
@@ -242,7 +288,7 @@ def query_vector(embedder: embed.Embedder, text: str):
     """
     vector = _known_query_vector(embedder, text)
     if vector is None:
-        vector = embedder.embed_one(text)
+        vector = embedder.embed_one(text, query=True)
         vector.setflags(write=False)
         with _query_vectors_lock:
             _query_vectors[(embedder.model_id, text)] = vector
@@ -260,8 +306,9 @@ def embed_query_async(store: Store, text: str, scope: Scope | None = None, k: in
     thread held the GIL."""
     global _embed_pool
 
-    if embed.loaded() and store.vector_available:
-        embedder = embed.get_embedder()
+    name = None if not store.vector_available or model_conflict(store) else model_for(store)
+    if name is not None and embed.loaded(name):
+        embedder = embed.get_embedder(name=name)
         vector = _known_query_vector(embedder, text) if embedder is not None else None
         if vector is not None:
             from concurrent.futures import Future
@@ -271,7 +318,7 @@ def embed_query_async(store: Store, text: str, scope: Scope | None = None, k: in
             return done
 
     def job():
-        embedder = embedder_for(store)  # reads only attributes set when the store was opened
+        embedder = embedder_for(store, name) if name else None  # reads only attributes set when the store was opened
         if embedder is None:
             return None, None
         vector = query_vector(embedder, text)
@@ -303,7 +350,7 @@ def past_search(store: Store, embedder, text: str, visible: dict, depth: int, le
     ready = store.vectors_ready(embedder.model_id)
     stored = store.get_vectors([i for i in visible if visible[i].same_as_now and visible[i].embedded]) if ready else {}
     missing = [i for i in visible if i not in stored]
-    query = embedder.embed_one(text).astype(np.float32)
+    query = embedder.embed_one(text, query=True).astype(np.float32)
     proxies = store.get_vectors(missing) if ready and missing else {}
     near = sorted(proxies, key=lambda i: -float(np.frombuffer(proxies[i], dtype=np.float32) @ query))
     likeliest = list(dict.fromkeys([*(i for i in lexical if i in visible), *near, *missing]))  # BM25, nearest, rest

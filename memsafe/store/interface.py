@@ -261,11 +261,11 @@ class Vectors(ABC):
 
     @abstractmethod
     def pending_embeddings(self, limit: int, after_id: int = 0, *, newest_first: bool = False,
-                           before_id: int | None = None) -> list[tuple[int, str]]:
+                           before_id: int | None = None, embedded_too: bool = False) -> list[tuple[int, str]]:
         """(id, content) of at most `limit` memories (any status but forgotten) whose vector is
-        missing: oldest first with ids > after_id, or with `newest_first` newest first with ids <
-        before_id (None: from the newest). Either way a caller walks them once by passing the
-        last id it got."""
+        missing (`embedded_too`: with a vector or not): oldest first with ids > after_id, or with
+        `newest_first` newest first with ids < before_id (None: from the newest). Either way a
+        caller walks them once by passing the last id it got."""
 
     @abstractmethod
     def pending_count(self) -> int:

@@ -217,8 +217,9 @@ class SQLMemories(SQLStoreBase):
         return self._dict_rows(sql + " ORDER BY m.id LIMIT ?", [after_id, *statuses, *params, limit])
 
     def pending_embeddings(self, limit: int, after_id: int = 0, *, newest_first: bool = False,
-                           before_id: int | None = None) -> list[tuple[int, str]]:
-        sql = "SELECT id, content FROM memories WHERE embedded = 0 AND status != 'forgotten' AND "
+                           before_id: int | None = None, embedded_too: bool = False) -> list[tuple[int, str]]:
+        sql = ("SELECT id, content FROM memories WHERE " + ("" if embedded_too else "embedded = 0 AND ")
+               + "status != 'forgotten' AND ")
         if newest_first:
             sql, bound = sql + "id < ? ORDER BY id DESC LIMIT ?", (1 << 62) if before_id is None else before_id
         else:
