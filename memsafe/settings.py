@@ -36,7 +36,8 @@ class Variable:
 
     Kinds: path (expanded by `expand_path`), flag (true/false, default false), switch (true/false,
     default true; `0` turns it off), count (a whole number >= 1), time (ISO-8601), text, secret
-    (text never shown), level (a log level)."""
+    (text never shown), level (a log level), program (read by the shell scripts of
+    memsafe/data/claude-plugin/bin before memsafe starts, so not in `Environment`)."""
 
     name: str
     kind: str
@@ -81,6 +82,8 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("MEMSAFE_LOG_LEVEL", "level", "log detail of `memsafe serve` on stderr (DEBUG, INFO, WARNING)"),
     Variable("MEMSAFE_HTTP_TOKENS_FILE", "path",
              "the tokens (`name token` lines) of `memsafe serve --transport http` (docs/team.md)"),
+    Variable("MEMSAFE_BIN", "program", "the memsafe program the Claude Code plugin's scripts start (default: "
+             "`memsafe` on the PATH, else ~/.local/bin/memsafe; docs/agents.md)"),
     # Read where they matter, never parsed into `Environment`: the platform's and other tools'.
     Variable("HOME", "path", "the home folder: `~` in paths, and the cache folder below it on Linux", owned=False),
     Variable("XDG_CACHE_HOME", "path", "the user cache folder on Linux (`MEMSAFE_CACHE_DIR` overrides it)",
@@ -159,7 +162,7 @@ def parse_environment(environ: Mapping[str, str] | None = None) -> Environment:
     source = os.environ if environ is None else environ
     values: dict[str, object] = {}
     for variable in VARIABLES:
-        if not variable.owned:
+        if not variable.owned or variable.kind == "program":
             continue
         raw = source.get(variable.name, "")
         # A value of blanks is unset, except where it was always taken as written (and refused
@@ -471,6 +474,12 @@ class ConfigKey:
         if self.check is not None:
             value = self.check(value)
         return value
+
+
+# The one config key kept in the user settings file (`config_file()`), not in a store: `memsafe
+# config` lists, gets and sets it beside the store's keys (`memsafe.api.config.CONFIG_KEYS`).
+DB_KEY = ConfigKey("db", str, "", "database file or postgresql:// URL, kept in the user settings file "
+                   "(--db and MEMSAFE_DB come first)")
 
 
 # ---------------------------------------------------------------------------------------------
