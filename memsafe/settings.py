@@ -21,10 +21,13 @@ import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path, PurePosixPath, PureWindowsPath
 
 from memsafe.errors import InvalidInput, Refused
+
+TYPE_CHECKING = False  # `typing.TYPE_CHECKING` without importing typing (which this module does not need)
+if TYPE_CHECKING:
+    from datetime import datetime  # `Environment.now`'s type; the module comes with `clock` when a value is set
 
 APP = "memsafe"
 
@@ -91,8 +94,8 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("XDG_DATA_HOME", "path", "the user data folder on Linux (`MEMSAFE_HOME` overrides it)", owned=False),
     Variable("XDG_CONFIG_HOME", "path", "where the settings file is on Linux (`MEMSAFE_HOME` overrides it)",
              owned=False),
-    Variable("CLAUDE_PROJECT_DIR", "path", "Claude Code's project folder: `serve` and the agent hooks detect the "
-             "project from it (after `MEMSAFE_WORKSPACE`)", owned=False),
+    Variable("CLAUDE_PROJECT_DIR", "path", "Claude Code's project folder: `serve` detects the project from it "
+             "(after `MEMSAFE_WORKSPACE`)", owned=False),
     Variable("TZ", "text", "the local time zone that calendar words (\"today\", \"last week\") are read in",
              owned=False),
     Variable("LC_ALL", "text", "with LC_TIME and LANG: the locale that picks day-first or month-first dates",
