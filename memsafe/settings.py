@@ -1,5 +1,6 @@
-"""Responsibility: where things live (DB path, user config file), how a config key is parsed and
-checked (`ConfigKey`), and project detection.
+"""Responsibility: the environment memsafe reads (`VARIABLES`, the one table, parsed once per
+process into the typed `Environment` by `env()`), where things live (DB path, user config file),
+how a config key is parsed and checked (`ConfigKey`), and project detection.
 
 DB path precedence: `--db` > `MEMSAFE_DB` > `db` in the user config file (`memsafe config set db`)
 > `<platformdirs user data dir>/memory.db`. `~` and relative paths are expanded once, against the
