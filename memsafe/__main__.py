@@ -89,7 +89,8 @@ def main() -> None:
         return
     if "ui" not in sys.argv[1:4]:  # the page owns its stop signals (`memsafe.ui.start`)
         _stop_on_sigterm()  # first, so a stop signal at any later instant ends the command with 130/143
-    _check_settings()
+    if not ("agent" in sys.argv[1:4] and "hook" in sys.argv[1:5]):  # a hook never fails the agent (`agents.protocol`)
+        _check_settings()
     serve_args = _serve_args(sys.argv[1:])
     if serve_args is not None:
         try:
@@ -112,6 +113,7 @@ def main() -> None:
         hook_args = protocol.parse_argv(sys.argv[1:])
         if hook_args is not None:
             _exit_now(protocol.main(*hook_args))
+        _check_settings()  # an `agent` command that is not a hook
     if "ui" in sys.argv[1:4]:  # `[--db PATH] ui ...`: the page starts without the CLI
         from memsafe.ui import start
 

@@ -105,3 +105,14 @@ def test_switches_and_flags_take_the_words_config_keys_take(tmp_path):
     status = json.loads(r.stdout)
     assert "MEMSAFE_NO_MODEL" not in json.dumps(status) and "MEMSAFE_NO_VEC" not in json.dumps(status)
     assert Path(status["db_path"]) == tmp_path / "m.db"
+
+
+def test_an_agent_hook_never_fails_the_agent_on_a_wrong_value(tmp_path):
+    """The hook of an agent says nothing and exits 0 whatever is wrong (agents.protocol), a
+    variable memsafe cannot parse too; `memsafe agent` commands that are not hooks refuse it."""
+    event = json.dumps({"hook_event_name": "SessionStart", "session_id": "s1", "cwd": str(tmp_path)})
+    env = {"MEMSAFE_NO_VEC": "maybe"}
+    hook = run_memsafe("--db", str(tmp_path / "m.db"), "agent", "hook", "--agent", "claude", input=event, env=env)
+    assert (hook.returncode, hook.stdout, hook.stderr) == (0, "", "")
+    other = run_memsafe("--db", str(tmp_path / "m.db"), "agent", "captures", env=env)
+    assert other.returncode == 2 and "MEMSAFE_NO_VEC" in other.stderr and other.stderr.count("\n") == 1
