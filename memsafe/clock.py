@@ -12,6 +12,8 @@ from __future__ import annotations
 import functools
 from datetime import datetime, timedelta, timezone
 
+from memsafe import settings
+
 
 def now() -> datetime:
     """Return the current instant, timezone-aware UTC.
@@ -21,8 +23,6 @@ def now() -> datetime:
     Raises:
         InvalidInput: `MEMSAFE_NOW` is set but not an ISO-8601 instant.
     """
-    from memsafe import settings
-
     fixed = settings.env().now
     return fixed if fixed is not None else datetime.now(timezone.utc)
 
