@@ -67,20 +67,15 @@ def _exit_now(code: int) -> None:
     os._exit(code)
 
 
-_PATH_SETTINGS = ("MEMSAFE_HOME", "MEMSAFE_CACHE_DIR", "MEMSAFE_MODEL_DIR", "MEMSAFE_KEY_FILE",
-                  "MEMSAFE_HTTP_TOKENS_FILE")  # `memsafe.settings.PATH_SETTINGS`, without importing it
-
-
-def _check_path_settings() -> None:
-    """One line and exit 2 for a path setting holding a variable that cannot be expanded
-    (`settings.check_path_settings`); settings is imported only when one holds `$` or `%`."""
-    if not any("$" in os.environ.get(n, "") or "%" in os.environ.get(n, "") for n in _PATH_SETTINGS):
-        return
+def _check_settings() -> None:
+    """One line and exit 2 for a `MEMSAFE_*` variable whose value is not of its kind (a path
+    holding a variable that cannot be expanded, a true/false that is neither...): parsed here,
+    once (`settings.env()`), before any command starts, so none fails on it half-way."""
     from memsafe import settings
     from memsafe.errors import InvalidInput
 
     try:
-        settings.check_path_settings()
+        settings.env()
     except InvalidInput as exc:
         sys.stderr.write(f"Error: {exc}\n")
         sys.exit(exc.exit_code)
@@ -94,7 +89,8 @@ def main() -> None:
         return
     if "ui" not in sys.argv[1:4]:  # the page owns its stop signals (`memsafe.ui.start`)
         _stop_on_sigterm()  # first, so a stop signal at any later instant ends the command with 130/143
-    _check_path_settings()
+    if not ("agent" in sys.argv[1:4] and "hook" in sys.argv[1:5]):  # a hook never fails the agent (`agents.protocol`)
+        _check_settings()
     serve_args = _serve_args(sys.argv[1:])
     if serve_args is not None:
         try:
@@ -121,6 +117,7 @@ def main() -> None:
         if hook_args is not None:
             _exit_now(protocol.main(*hook_args))
         gc.enable()
+        _check_settings()  # an `agent` command that is not a hook
     if "ui" in sys.argv[1:4]:  # `[--db PATH] ui ...`: the page starts without the CLI
         from memsafe.ui import start
 

@@ -10,10 +10,9 @@ most servers); calendar words a person types ("today", "last week") are read in 
 from __future__ import annotations
 
 import functools
-import os
 from datetime import datetime, timedelta, timezone
 
-from memsafe.errors import InvalidInput
+from memsafe import settings
 
 
 def now() -> datetime:
@@ -24,13 +23,8 @@ def now() -> datetime:
     Raises:
         InvalidInput: `MEMSAFE_NOW` is set but not an ISO-8601 instant.
     """
-    fixed = os.environ.get("MEMSAFE_NOW")
-    if fixed:
-        try:
-            return parse_iso(fixed)
-        except (ValueError, OverflowError):
-            raise InvalidInput(f"MEMSAFE_NOW={fixed!r} is not an ISO-8601 time") from None
-    return datetime.now(timezone.utc)
+    fixed = settings.env().now
+    return fixed if fixed is not None else datetime.now(timezone.utc)
 
 
 @functools.lru_cache(maxsize=16_384)

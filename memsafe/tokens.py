@@ -150,7 +150,9 @@ class _Known:
 @functools.lru_cache(maxsize=1)
 def _known_file() -> _Known | None:
     """The cache of counts, or None when it cannot be used (MEMSAFE_TOKEN_CACHE=0 turns it off)."""
-    if os.environ.get("MEMSAFE_TOKEN_CACHE") == "0":
+    from memsafe import settings
+
+    if not settings.env().token_cache:
         return None
     try:
         return _Known()

@@ -64,7 +64,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import MAXYEAR, MINYEAR, datetime, timedelta, timezone
 
-from memsafe import clock
+from memsafe import clock, settings
 from memsafe.errors import InvalidInput, InvalidTime
 
 _MONTHS = ("january|february|march|april|may|june|july|august|september|october|november|december"
@@ -636,7 +636,7 @@ def date_order() -> str | None:
     Raises:
         InvalidInput: `MEMSAFE_DATE_ORDER` is set to something else.
     """
-    chosen = os.environ.get("MEMSAFE_DATE_ORDER", "").strip()
+    chosen = settings.env().date_order or ""
     if chosen:
         if chosen.upper() not in DATE_ORDERS:
             raise InvalidInput(f"MEMSAFE_DATE_ORDER={chosen!r} is not one of {', '.join(DATE_ORDERS)}")

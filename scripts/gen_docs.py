@@ -42,22 +42,80 @@ def _roff(text: str) -> str:
     return re.sub(r"`([^`]+)`", r"\\fB\1\\fP", text)
 
 
+# What a variable's value is, by `settings.Variable.kind`, as the tables say it.
+VALUE_OF_KIND = {"path": "path", "flag": "1 or 0 (default 0)", "switch": "1 or 0 (default 1)",
+                 "count": "whole number >= 1", "time": "ISO-8601 time", "text": "text", "secret": "text (a secret)",
+                 "level": "log level", "program": "path of a program"}
+
+
 def environment_rows() -> list[tuple[str, str]]:
     """The man pages' ENVIRONMENT, from `memsafe.settings.VARIABLES` (the one table)."""
     from memsafe.settings import VARIABLES
 
-    return [(name, _roff(meaning[0].upper() + meaning[1:] + ".")) for name, meaning in VARIABLES]
+    return [(v.name, _roff(f"{v.meaning[0].upper()}{v.meaning[1:]}. "
+                           + (f"Value: {VALUE_OF_KIND[v.kind]}." if v.owned else "Read, not owned by memsafe.")))
+            for v in VARIABLES]
+
+
+def _value(variable) -> str:
+    return VALUE_OF_KIND[variable.kind] if variable.owned else "read, not owned by memsafe"
 
 
 def usage_environment() -> str:
     """docs/usage.md's "Environment" table, from `memsafe.settings.VARIABLES`."""
     from memsafe.settings import VARIABLES
 
-    return "\n".join(["| variable | meaning |", "| --- | --- |",
-                      *(f"| `{name}` | {meaning} |" for name, meaning in VARIABLES)]) + "\n"
+    return "\n".join(["| variable | value | meaning |", "| --- | --- | --- |",
+                      *(f"| `{v.name}` | {_value(v)} | {v.meaning} |" for v in VARIABLES)]) + "\n"
 
 
-# Sections every page ends with (roff). ENVIRONMENT comes from memsafe.settings.VARIABLES.
+def config_keys() -> dict:
+    """Every key `memsafe config` knows, in `config list`'s order: the store's
+    (`memsafe.api.config.CONFIG_KEYS`), then `db` (`memsafe.settings.DB_KEY`)."""
+    from memsafe.api.config import CONFIG_KEYS
+    from memsafe.settings import DB_KEY
+
+    return {**CONFIG_KEYS, DB_KEY.name: DB_KEY}
+
+
+def _number(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else f"{x:g}"
+
+
+def _key_value(spec) -> tuple[str, str]:
+    """What a config key takes (its type, bounds or choices) and its default, as the tables say them."""
+    if spec.choices:
+        kind = " or ".join(spec.choices)
+    elif spec.type in (int, float):
+        kind = "whole number" if spec.type is int else "number"
+        if spec.low is not None and spec.high is not None:
+            kind += f" from {_number(spec.low)} to {_number(spec.high)}"
+    else:
+        kind = {bool: "true or false"}.get(spec.type, "text")
+    if spec.name == "db":
+        return kind, "memory.db in the user data folder"
+    default = str(spec.default).lower() if spec.type is bool else str(spec.default)
+    return kind, default or "none"
+
+
+def usage_config() -> str:
+    """docs/usage.md's "Config keys" table, from `config_keys()`."""
+    return "\n".join(["| key | value | default | meaning |", "| --- | --- | --- | --- |",
+                      *(f"| `{name}` | {' | '.join(_key_value(spec))} | {spec.help} |"
+                        for name, spec in config_keys().items())]) + "\n"
+
+
+def config_rows() -> list[tuple[str, str]]:
+    """The CONFIG KEYS section of the `memsafe config` pages, from `config_keys()`."""
+    rows = []
+    for name, spec in config_keys().items():
+        kind, default = _key_value(spec)
+        rows.append((name, _roff(f"{spec.help[0].upper()}{spec.help[1:]}. Value: {kind}; default: {default}.")))
+    return rows
+
+
+# Sections every page ends with (roff). ENVIRONMENT comes from memsafe.settings.VARIABLES, CONFIG KEYS
+# (the `memsafe config` pages) from `config_keys()`.
 FILES = [
     ("~/.local/share/memsafe/memory.db", "The default database on Linux (the platform's user data folder "
      "elsewhere; \\fBmemsafe status\\fP prints the one in use), with its \\-wal and \\-shm files."),
@@ -76,10 +134,12 @@ EXIT_STATUS = [
 ]
 
 
-def _sections() -> str:
-    """ENVIRONMENT, FILES and EXIT STATUS, the same on every page."""
+def _sections(config: bool = False) -> str:
+    """ENVIRONMENT, FILES and EXIT STATUS, the same on every page; CONFIG KEYS first on the
+    pages of `memsafe config`."""
     lines = []
-    for title, rows in (("ENVIRONMENT", environment_rows()), ("FILES", FILES), ("EXIT STATUS", EXIT_STATUS)):
+    sections = (("CONFIG KEYS", config_rows()),) if config else ()
+    for title, rows in (*sections, ("ENVIRONMENT", environment_rows()), ("FILES", FILES), ("EXIT STATUS", EXIT_STATUS)):
         lines.append(f'.SH "{title}"' if " " in title else f".SH {title}")
         for term, text in rows:
             lines += [".TP", f"\\fB{term}\\fP", text]
@@ -109,7 +169,7 @@ def _page(ctx, version: str) -> str:
     commands = getattr(command, "commands", None)
     if commands:
         page.commands = [(name, _short_help(sub)) for name, sub in commands.items() if not sub.hidden]
-    return str(page) + _sections()
+    return str(page) + _sections(config=ctx.command_path.startswith(f"{PROG} config"))
 
 
 def man_files() -> dict[str, str]:
@@ -207,14 +267,17 @@ def fast_spec_file() -> dict[str, str]:
 
 
 def usage_file() -> dict[str, str]:
-    """{"docs/usage.md": its text with the table under "## Environment" made by `usage_environment`}."""
+    """{"docs/usage.md": its text with the tables under "## Environment" and "## Config keys"
+    made by `usage_environment` and `usage_config`}."""
     import re
 
     text = (ROOT / "docs" / "usage.md").read_text()
-    table = re.compile(r"(## Environment\n\n)((?:\|[^\n]*\n)+)")
-    if not table.search(text):
-        raise SystemExit("docs/usage.md has no table under '## Environment'")
-    return {"docs/usage.md": table.sub(lambda m: m.group(1) + usage_environment(), text, count=1)}
+    for title, made in (("Environment", usage_environment()), ("Config keys", usage_config())):
+        table = re.compile(rf"(## {title}\n\n(?:[^|#\n][^\n]*\n|\n)*)((?:\|[^\n]*\n)+)")
+        if not table.search(text):
+            raise SystemExit(f"docs/usage.md has no table under '## {title}'")
+        text = table.sub(lambda m: m.group(1) + made, text, count=1)  # noqa: B023  # used at once
+    return {"docs/usage.md": text}
 
 
 def generated(what: str = "all") -> dict[str, str]:

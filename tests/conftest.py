@@ -12,6 +12,7 @@ set), where that is a failure.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -23,13 +24,64 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from memsafe import api, embed
+from memsafe import api, embed, settings
+
+
+class _MonkeyPatch(pytest.MonkeyPatch):
+    """pytest's `monkeypatch`, with memsafe's settings (`settings.env()`, parsed once per process)
+    parsed again whenever it changes the environment or the directory (relative paths are
+    expanded against it), as a new process would parse them."""
+
+    def setenv(self, name, value, prepend=None):
+        super().setenv(name, value, prepend)
+        settings.reload()
+
+    def delenv(self, name, raising=True):
+        super().delenv(name, raising)
+        settings.reload()
+
+    def chdir(self, path):
+        super().chdir(path)
+        settings.reload()
+
+    def undo(self):
+        super().undo()
+        settings.reload()
+
+
+@pytest.fixture
+def monkeypatch():
+    """Replaces pytest's own (same name): see `_MonkeyPatch`."""
+    patch = _MonkeyPatch()
+    yield patch
+    patch.undo()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def settings_follow_cli_runner():
+    """`CliRunner.invoke(env=...)` sets variables for the command and restores them after it:
+    memsafe's settings are parsed again on both edges, as a new process would parse them."""
+    original = CliRunner.isolation
+
+    @contextlib.contextmanager
+    def isolation(self, *args, **kwargs):
+        try:
+            with original(self, *args, **kwargs) as streams:
+                settings.reload()
+                yield streams
+        finally:
+            settings.reload()
+
+    CliRunner.isolation = isolation  # type: ignore[method-assign]
+    yield
+    CliRunner.isolation = original  # type: ignore[method-assign]
 
 
 @pytest.fixture(scope="session", autouse=True)
 def model_cache(tmp_path_factory):
     """One cache of the optimised model graph for the whole session (subprocesses inherit it)."""
     os.environ["MEMSAFE_CACHE_DIR"] = str(tmp_path_factory.mktemp("cache"))
+    settings.reload()
     yield
 
 

@@ -4,6 +4,7 @@ now, and every command and option has help text."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import re
 import shutil
 import subprocess
@@ -141,7 +142,8 @@ def test_every_command_and_option_a_document_names_exists(doc):
 def test_every_environment_variable_the_code_reads_is_in_the_one_table():
     """`settings.VARIABLES` documents every `MEMSAFE_*` name the package mentions (docs/usage.md
     and the man pages are made from it: test_completions_and_man_pages_are_up_to_date), and holds
-    no name the code no longer reads."""
+    no variable the code no longer reads: each is named in the code outside the table, or its
+    `settings.Environment` field is read (`env().FIELD`)."""
     from memsafe import settings
 
     def code(path):  # the table itself names every variable: it does not count as reading one
@@ -150,10 +152,51 @@ def test_every_environment_variable_the_code_reads_is_in_the_one_table():
             text = re.sub(r"\nVARIABLES: .*?\nINTERNAL_VARIABLES", "", text, flags=re.S)
         return text
 
-    named = {m for path in (ROOT / "memsafe").rglob("*.py")
-             for m in re.findall(r"_?MEMSAFE_[A-Z][A-Z_]*[A-Z]", code(path))}
-    documented = {name for name, _ in settings.VARIABLES}
+    texts = [code(path) for path in (ROOT / "memsafe").rglob("*.py")]
+    texts += [path.read_text() for path in (ROOT / "memsafe" / "data" / "claude-plugin" / "bin").iterdir()]
+    named = {m for text in texts for m in re.findall(r"_?MEMSAFE_[A-Z][A-Z_]*[A-Z]", text)}
+    fields = {m for text in texts for m in re.findall(r"\benv\(\)\.([a-z_]+)", text)}
+    documented = {v.name for v in settings.VARIABLES if v.owned}
     assert named - documented - set(settings.INTERNAL_VARIABLES) == set()
-    assert documented - named == set()
-    usage = (ROOT / "docs" / "usage.md").read_text()
-    assert all(f"| `{name}` |" in usage for name in documented)
+    assert {name for name in documented if name not in named and settings.field_name(name) not in fields} == set()
+
+
+def _table_names(text: str, title: str) -> list[str]:
+    """The first column of the table under `## {title}` of a Markdown text."""
+    section = text.split(f"\n## {title}\n", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"^\| `([^`]+)` \|", section, flags=re.M)
+
+
+def _man_terms(page: str, title: str) -> list[str]:
+    """The terms (`.TP` then `\\fBTERM\\fP`) of one section of a man page."""
+    section = page.split(f'.SH "{title}"\n' if " " in title else f".SH {title}\n", 1)[1].split("\n.SH ", 1)[0]
+    return [t.replace("\\-", "-") for t in re.findall(r"^\.TP\n\\fB(.+?)\\fP$", section, flags=re.M)]
+
+
+def test_docs_man_pages_and_config_list_name_the_variables_and_keys_of_the_one_table(tmp_path):
+    """docs/usage.md, the man pages and `memsafe config list` name the variables of
+    `settings.VARIABLES` and the keys of `api.config.CONFIG_KEYS` + `settings.DB_KEY`, in their
+    order; README.md and docs/ name no other `MEMSAFE_*` variable and `config` no other key."""
+    from conftest import run_memsafe
+
+    from memsafe import settings
+    from memsafe.api.config import CONFIG_KEYS
+
+    variables = [v.name for v in settings.VARIABLES]
+    keys = [*CONFIG_KEYS, settings.DB_KEY.name]
+    usage = (ROOT / "docs" / "usage.md").read_text(encoding="utf-8")
+    assert _table_names(usage, "Environment") == variables
+    assert _table_names(usage, "Config keys") == keys
+    for page in ("memsafe.1", "memsafe-recall.1", "memsafe-config.1"):
+        assert _man_terms((ROOT / "man" / page).read_text(encoding="utf-8"), "ENVIRONMENT") == variables, page
+    for page in sorted((ROOT / "man").glob("memsafe-config*.1")):
+        assert _man_terms(page.read_text(encoding="utf-8"), "CONFIG KEYS") == keys, page.name
+    listed = run_memsafe("--db", str(tmp_path / "m.db"), "config", "list", "--json", env={"MEMSAFE_NO_MODEL": "1"})
+    assert listed.returncode == 0, listed.stderr
+    assert list(json.loads(listed.stdout)) == keys
+    known = {*variables, *settings.INTERNAL_VARIABLES}
+    for doc in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        text = doc.read_text(encoding="utf-8")
+        assert set(re.findall(r"\bMEMSAFE_[A-Z][A-Z_]*[A-Z]", text)) - known == set(), doc.name
+        named_keys = set(re.findall(r"memsafe config (?:get|set|reset) ([a-z_]+)", text))
+        assert named_keys - set(keys) == set(), doc.name

@@ -25,7 +25,7 @@ from conftest import run_memsafe
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from memsafe import api
+from memsafe import api, settings
 from memsafe.store import SQLiteStore
 from memsafe.store.sqlite import encryption
 
@@ -164,10 +164,12 @@ def test_without_a_key_unattended_commands_fail_in_one_line_and_store_nothing(db
     key_file = tmp_path / "k"
     encryption.write_key_file(key_file, encryption.new_key() + "\n")
     os.environ["MEMSAFE_KEY_FILE"] = str(key_file)
+    settings.reload()
     try:
         assert api.encrypt(str(db_path)).memories == 1
     finally:
         del os.environ["MEMSAFE_KEY_FILE"]
+        settings.reload()
     before = sha(db_path)
 
     r = run_memsafe("--db", str(db_path), *command, env=env_with(tmp_path))
@@ -184,10 +186,12 @@ def test_a_wrong_key_is_one_line_and_leaves_the_file_untouched(db_path, tmp_path
     api.remember(opened.store, PHRASE, embed_now=False)
     opened.store.close()
     os.environ["MEMSAFE_KEY"] = "correct horse battery staple"
+    settings.reload()
     try:
         api.encrypt(str(db_path))
     finally:
         del os.environ["MEMSAFE_KEY"]
+        settings.reload()
     before = sha(db_path)
     r = run_memsafe("--db", str(db_path), "status", env=env_with(tmp_path, MEMSAFE_KEY="wrong horse"))
     assert r.returncode == 1
@@ -305,10 +309,12 @@ def test_kill_9_at_any_instant_leaves_a_store_that_opens(tmp_path, action):
     opened.store.close()
     if action != "encrypt":
         os.environ["MEMSAFE_KEY_FILE"] = str(key_file)
+        settings.reload()
         try:
             api.encrypt(str(db))
         finally:
             del os.environ["MEMSAFE_KEY_FILE"]
+            settings.reload()
     script = KILL_SCRIPT.format(action=action)
     outcomes = set()
     for delay in (0.0, 0.05, 0.1, 0.2, 0.3, 0.45, 0.7, 1.0):
@@ -317,11 +323,13 @@ def test_kill_9_at_any_instant_leaves_a_store_that_opens(tmp_path, action):
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         os.environ["MEMSAFE_KEY_FILE"] = str(key_file)
+        settings.reload()
         try:
             if encryption.is_encrypted(db):
                 store = SQLiteStore(db, create=False)
             else:
                 del os.environ["MEMSAFE_KEY_FILE"]
+                settings.reload()
                 store = SQLiteStore(db, create=False)
             with store:
                 assert store.conn.execute("SELECT count(*) FROM memories").fetchone()[0] == 3000
@@ -329,6 +337,7 @@ def test_kill_9_at_any_instant_leaves_a_store_that_opens(tmp_path, action):
             outcomes.add(encryption.is_encrypted(db))
         finally:
             os.environ.pop("MEMSAFE_KEY_FILE", None)
+            settings.reload()
     assert outcomes  # every instant checked above
 
 
@@ -349,10 +358,12 @@ def test_memsafe_serve_reads_the_key_file_by_itself(db_path, tmp_path, embedder)
     api.remember(opened.store, PHRASE)
     opened.store.close()
     os.environ["MEMSAFE_KEY_FILE"] = str(key_file)
+    settings.reload()
     try:
         api.encrypt(str(db_path))
     finally:
         del os.environ["MEMSAFE_KEY_FILE"]
+        settings.reload()
     text = anyio.run(_mcp_recall, db_path, tmp_path / "home", env_with(tmp_path, MEMSAFE_KEY_FILE=str(key_file)),
                      "platypus vault")
     assert "ultramarine-platypus-7731" in text

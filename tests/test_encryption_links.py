@@ -16,7 +16,7 @@ import pytest
 from conftest import run_memsafe
 from test_encryption import PHRASE, env_with, os_keyring, reset_keyring  # noqa: F401 (fixtures)
 
-from memsafe import api
+from memsafe import api, settings
 from memsafe.store.sqlite import encryption
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -158,10 +158,12 @@ def test_a_keyring_entry_saved_under_the_link_path_still_opens_and_is_moved_by_r
     path, real = layouts(tmp_path, "link into another folder")
     make_store(real)
     os.environ["MEMSAFE_KEY"] = secret = encryption.new_key()
+    settings.reload()
     try:
         api.encrypt(str(path))
     finally:
         del os.environ["MEMSAFE_KEY"]
+        settings.reload()
     keyring.get_keyring().set_password("memsafe", str(path), secret)
     opened = api.open_store(str(path))
     opened.store.close()

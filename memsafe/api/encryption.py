@@ -103,7 +103,7 @@ def encrypt(db: str | None = None) -> EncryptionReport:
     file = encryption.key_file()
     undo: Callable[[], object] | None
     undo, warnings = None, []
-    if os.environ.get(encryption.KEY_ENV) or (file is not None and file.exists()):
+    if settings.env().key or (file is not None and file.exists()):
         key = encryption.explicit_keys()[0]
         location = key.source
     elif file is not None:
@@ -164,7 +164,7 @@ def rekey(db: str | None = None) -> EncryptionReport:
     old = encryption.working_key(path, encryption.find_keys(path))
     warnings: list[str] = []
     if old.variable == encryption.KEY_ENV:
-        secret = os.environ.get(NEW_KEY_ENV, "")
+        secret = settings.env().new_key or ""
         if not secret.strip():
             raise Refused(
                 f"the key comes from {encryption.KEY_ENV}: set {NEW_KEY_ENV} to the new key "

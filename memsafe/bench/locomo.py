@@ -37,7 +37,7 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
-from memsafe import api, clock
+from memsafe import api, clock, settings
 from memsafe.bench.quality import MODES, RANKING_KEYS
 from memsafe.bench.timing import percentile
 from memsafe.errors import Duplicate
@@ -128,6 +128,7 @@ def _now(at: datetime) -> Iterator[None]:
 
     old = {var: os.environ.get(var) for var in ("MEMSAFE_NOW", "TZ")}
     os.environ.update(MEMSAFE_NOW=clock.to_iso(at), TZ="UTC")
+    settings.reload()
     time.tzset()
     try:
         yield
@@ -137,6 +138,7 @@ def _now(at: datetime) -> Iterator[None]:
                 os.environ.pop(var, None)
             else:
                 os.environ[var] = value
+        settings.reload()
         time.tzset()
 
 

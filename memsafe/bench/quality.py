@@ -40,7 +40,7 @@ from typing import Annotated, Literal
 from pydantic import Field
 from typing_extensions import NotRequired, TypedDict
 
-from memsafe import api, tokens
+from memsafe import api, settings, tokens
 from memsafe.bench.timing import percentile
 from memsafe.errors import Duplicate, InvalidInput, Refused
 from memsafe.store import Store
@@ -163,6 +163,7 @@ def _clock_at(instant: str | None) -> Iterator[None]:
         return
     former = os.environ.get("MEMSAFE_NOW")
     os.environ["MEMSAFE_NOW"] = instant
+    settings.reload()
     try:
         yield
     finally:
@@ -170,6 +171,7 @@ def _clock_at(instant: str | None) -> Iterator[None]:
             os.environ.pop("MEMSAFE_NOW", None)
         else:
             os.environ["MEMSAFE_NOW"] = former
+        settings.reload()
 
 
 def build_store(store: Store, corpus: Mapping, stats: dict | None = None) -> dict[str, int]:

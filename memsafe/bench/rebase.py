@@ -30,6 +30,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from memsafe import settings
 from memsafe.bench import python_m
 
 __all__ = ["SIZES", "LIMIT_RATIO", "run_rebase", "rebase_table"]
@@ -168,6 +169,7 @@ def run_rebase(sizes: Sequence[int] = SIZES, runs: int = 3, *,
         env.pop("MEMSAFE_DB", None)
         saved = {k: os.environ.get(k) for k in ("MEMSAFE_HOME", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_NOSYSTEM")}
         os.environ.update({k: env[k] for k in saved})  # git and the hooks it starts inherit them
+        settings.reload()
         try:
             for n in sizes:
                 times: dict[str, list[float]] = {"without": [], "empty hook": [], "memsafe": []}
@@ -199,6 +201,7 @@ def run_rebase(sizes: Sequence[int] = SIZES, runs: int = 3, *,
                     os.environ.pop(key, None)
                 else:
                     os.environ[key] = value
+            settings.reload()
     return {"runs": runs, "limit_ratio": LIMIT_RATIO, "limit_commits": LIMIT_COMMITS,
             "load_avg": round(os.getloadavg()[0], 2), "ok": all(r["ok"] for r in rows), "sizes": rows}
 

@@ -300,7 +300,9 @@ def _phase_lexical(db: str, n: int, queries: int) -> dict:
     and trigram indexes (dbstat), and lexical recall latency for plain words, exact identifiers
     and CJK words (the trigram index's jobs)."""
     os.environ["MEMSAFE_NO_MODEL"] = "1"
-    from memsafe import api
+    from memsafe import api, settings
+
+    settings.reload()
 
     store = api.open_store(db).store
     items = synthetic_memories(n)
@@ -380,7 +382,9 @@ def _phase_cjk(db: str, n: int, queries: int) -> dict:
     indexes (dbstat), lexical recall p50 of `CJK_QUERIES`, and the share of those recalls whose
     first hit holds the query word (those that have any holder)."""
     os.environ["MEMSAFE_NO_MODEL"] = "1"
-    from memsafe import api
+    from memsafe import api, settings
+
+    settings.reload()
 
     store = api.open_store(db).store
     texts = synthetic_cjk_memories(n)

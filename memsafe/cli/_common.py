@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from memsafe import __version__, api
+from memsafe import __version__, api, settings
 from memsafe.cli import _plain
+from memsafe.errors import MemsafeError
 from memsafe.models import Kind
 
 if TYPE_CHECKING:  # for the type checker only: at run time the class is found from Typer's public ones
@@ -296,6 +297,10 @@ def _root(
     """
     global _json_errors
     _json_errors = False
+    try:
+        settings.env()  # a variable of the wrong kind: one line before the command starts, as `memsafe` says it
+    except MemsafeError as exc:
+        raise _fail(str(exc), exc.exit_code) from None
     ctx.obj = Ctx(db=db)
 
 

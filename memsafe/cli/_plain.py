@@ -15,7 +15,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from memsafe import render
+from memsafe import render, settings
 
 
 class Failed(SystemExit):
@@ -92,11 +92,11 @@ def errors(path=None, json_: bool = False) -> Iterator[None]:
     try:
         yield
     except MemsafeError as exc:
-        if os.environ.get("MEMSAFE_DEBUG"):
+        if settings.env().debug:
             raise
         raise fail(str(exc), exc.exit_code, type(exc).__name__, json_) from None
     except apsw.Error as exc:  # a damaged or unreadable file: say so in one line, never a traceback
-        if os.environ.get("MEMSAFE_DEBUG"):
+        if settings.env().debug:
             raise
         raise fail(f"database error in {path or 'the database'}: {exc}; run `memsafe doctor`",
                    kind="DatabaseError", json_=json_) from None

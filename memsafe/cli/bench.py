@@ -4,11 +4,11 @@ and its renderers); further measures are added as options of this command."""
 
 from __future__ import annotations
 
-import os
 from typing import Annotated
 
 import typer
 
+from memsafe import settings
 from memsafe.cli._common import JsonOpt, _emit_json, _fail, app, emit, err, out, say
 from memsafe.errors import MemsafeError
 
@@ -152,7 +152,7 @@ def bench(
     try:
         report = bench_mod.run_quality(quick=quick, corpus_path=corpus, postgres=postgres)
     except MemsafeError as exc:
-        if os.environ.get("MEMSAFE_DEBUG"):
+        if settings.env().debug:
             raise
         raise _fail(str(exc), exc.exit_code, type(exc).__name__) from None
     except (OSError, ValueError, KeyError) as exc:

@@ -30,7 +30,7 @@ def config_list(ctx: typer.Context, json_: JsonOpt = False) -> None:
     with _session(ctx) as opened:
         items = api.config_list(opened.store)
         db_path = str(opened.path)
-    items["db"] = {"value": db_path, "default": str(settings.default_db_path()), "help": "database file"}
+    items["db"] = {"value": db_path, "default": str(settings.default_db_path()), "help": settings.DB_KEY.help}
     if json_:
         _emit_json(items)
         return

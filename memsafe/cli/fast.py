@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from memsafe import render
+from memsafe import render, settings
 from memsafe.cli import fast_spec
 from memsafe.cli._plain import (
     BOTH_SCOPES,
@@ -145,7 +145,7 @@ def parse(argv: list[str]) -> tuple[str, str | None, dict] | None:
 def run(argv: list[str]) -> int | None:
     """Run `argv` when it is a plain command line of a fast command (see `parse`): returns the exit
     code. None when the Typer app must take it (nothing was done)."""
-    if "_MEMSAFE_COMPLETE" in os.environ or os.environ.get("MEMSAFE_CLI_FAST", "1") == "0":
+    if "_MEMSAFE_COMPLETE" in os.environ or not settings.env().cli_fast:
         return None
     parsed = parse(argv)
     if parsed is None:
@@ -217,7 +217,7 @@ def recall(db: str | None, query: str, *, limit: int | None, budget: int | None,
     Raises:
         Failed: the error was reported (one line, or a JSON document under --json).
     """
-    if mode != "lexical" and not os.environ.get("MEMSAFE_NO_VEC"):
+    if mode != "lexical" and not settings.env().no_vec:
         from memsafe import embed
 
         embed.load_soon(one_query=True)  # the model loads while the store opens and BM25 runs

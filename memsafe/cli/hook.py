@@ -3,13 +3,12 @@ the installed hooks start in the background)."""
 
 from __future__ import annotations
 
-import os
 import sys
 from typing import Annotated
 
 import typer
 
-from memsafe import api, clock, hooks
+from memsafe import api, clock, hooks, settings
 from memsafe.cli._common import Group, JsonOpt, _emit_json, _fail, _session, app, err, out
 from memsafe.errors import MemsafeError
 
@@ -105,7 +104,7 @@ def install(
     if uninstall_:
         _show(_call(api.hook_uninstall, repo, shared=shared), json_)
         return
-    db = (ctx.obj.db if ctx.obj else None) or os.environ.get("MEMSAFE_DB") or None
+    db = (ctx.obj.db if ctx.obj else None) or settings.env().db or None
     _show(_call(api.hook_install, repo, db=db, local=local, shared=shared), json_)
 
 

@@ -3,13 +3,13 @@
 
 from __future__ import annotations
 
-import os
 import shlex
 from dataclasses import asdict
 from typing import Annotated
 
 import typer
 
+from memsafe import settings
 from memsafe.cli._common import _emit_json, _errors, _fail, _note_json, app, is_terminal, out
 from memsafe.plural import count_of
 
@@ -68,7 +68,7 @@ def init(
                     "--no-rules to skip steps) or --dry-run", 2)
     steps = [name for name, wanted in (("hook", hook), ("agents", agents), ("rules", rules),
                                        ("completions", completions is not False)) if wanted]
-    db = (ctx.obj.db if ctx.obj else None) or os.environ.get("MEMSAFE_DB") or None
+    db = (ctx.obj.db if ctx.obj else None) or settings.env().db or None
     with _errors(db):
         plan = api.init_plan(repo=repo, db=db, steps=steps, undo=undo)
     if json_:  # the plan without the files' full texts (a config file may hold other servers' secrets)

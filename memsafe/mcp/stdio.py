@@ -63,7 +63,9 @@ def _path() -> Path:
 
 
 def _enabled() -> bool:
-    return os.environ.get("MEMSAFE_CLI_CACHE", "1") != "0"
+    from memsafe import settings
+
+    return settings.env().cli_cache
 
 
 def _key(request: dict) -> str | None:

@@ -292,7 +292,8 @@ class ServerState:
         self.workspace_rule = ""
         self._workspace_notes: list[str] = []
         for name in WORKSPACE_VARIABLES if project is None else ():
-            folder = os.environ.get(name, "").strip()
+            folder = ((settings.env().workspace or "") if name == "MEMSAFE_WORKSPACE"
+                      else os.environ.get(name, "")).strip()
             if not folder:
                 continue
             if os.path.isabs(folder) and os.path.isdir(folder) and "${" not in folder:
@@ -503,7 +504,7 @@ class ServerState:
         """Load the model and token encoder and fill pending embeddings, in a daemon thread.
         Called once the handshake is done (later calls do nothing), and with `again` after an
         import (starts a new pass unless one is running)."""
-        if os.environ.get("MEMSAFE_SERVE_WARM", "1") == "0":
+        if not settings.env().serve_warm:
             return
         with self._warm_lock:
             thread = self._warm_thread
@@ -1513,8 +1514,7 @@ def build_server(db: str | None = None, project: str | None = None, *, cwd: str 
 
 
 def _log_level() -> Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]:
-    level = os.environ.get("MEMSAFE_LOG_LEVEL", "WARNING").strip().upper()
-    return level if level in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL") else "WARNING"  # type: ignore[return-value]  # `in` on a tuple of literals does not narrow str
+    return settings.env().log_level  # type: ignore[return-value]  # one of these (`settings.Environment`)
 
 
 class _CapFilter(logging.Filter):

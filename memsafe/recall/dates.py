@@ -26,7 +26,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from memsafe import clock
+from memsafe import clock, settings
 
 if TYPE_CHECKING:  # the query parser loads only when a query names a time (a session start names none)
     from memsafe.when import Window
@@ -74,7 +74,8 @@ def _reading() -> tuple[str, str]:
     """What reads a date besides its text: the zone (TZ) and the order of day and month
     (`when.date_order`: MEMSAFE_DATE_ORDER and the locale)."""
     return (os.environ.get("TZ", ""),
-            "|".join(os.environ.get(v, "") for v in ("LC_ALL", "LC_TIME", "LANG", "MEMSAFE_DATE_ORDER")))
+            "|".join([*(os.environ.get(v, "") for v in ("LC_ALL", "LC_TIME", "LANG")),
+                      settings.env().date_order or ""]))
 
 
 def mentions(text: str, at: datetime) -> tuple[Window, ...]:

@@ -13,7 +13,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import TYPE_CHECKING, NoReturn
 
-from memsafe import embed, tokens
+from memsafe import embed, settings, tokens
 from memsafe.embed import embed_within
 from memsafe.errors import IndexDamaged, StoreUnavailable, repair_hint
 from memsafe.models import Scope, admits
@@ -43,13 +43,13 @@ def store_model(store: Store) -> str:
 
 def model_for(store: Store) -> str:
     """The model a process uses with this store: MEMSAFE_EMBED_MODEL when set, else `store_model`."""
-    return embed.selected_model() if os.environ.get("MEMSAFE_EMBED_MODEL", "").strip() else store_model(store)
+    return embed.selected_model() if settings.env().embed_model else store_model(store)
 
 
 def model_conflict(store: Store) -> str | None:
     """One line when MEMSAFE_EMBED_MODEL asks for another model than the one that made this
     store's vectors (vectors of two models cannot be compared), else None."""
-    if not os.environ.get("MEMSAFE_EMBED_MODEL", "").strip():
+    if not settings.env().embed_model:
         return None
     asked, kept = embed.selected_model(), store_model(store)
     if asked == kept or not store.vector_table_exists():

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 from urllib.parse import urlencode
 
+from memsafe import settings
 from memsafe.errors import MemsafeError, Refused
 
 if TYPE_CHECKING:
@@ -167,7 +168,7 @@ def main(db: str | None, port: int | None, no_open: bool) -> int:
     try:
         sock = bind(port)
     except MemsafeError as exc:
-        if os.environ.get("MEMSAFE_DEBUG"):
+        if settings.env().debug:
             raise
         _line("Error", str(exc))
         return exc.exit_code
@@ -185,7 +186,7 @@ def _serve(sock, db: str | None, no_open: bool) -> int:
     try:
         opened = api.open_store(db)
     except (MemsafeError, apsw.Error) as exc:
-        if os.environ.get("MEMSAFE_DEBUG"):
+        if settings.env().debug:
             raise
         if isinstance(exc, MemsafeError):
             _line("Error", str(exc))

@@ -34,10 +34,11 @@ BY_MEANING = "Which day are releases blocked?"  # no word in common with NEW
 
 CHURN = textwrap.dedent("""
     import os, sys
-    from memsafe import api
+    from memsafe import api, settings
     opened = api.open_store(sys.argv[1])
     for year in range(1991, 2020):  # a nightly decay, each pass a year after the last
         os.environ["MEMSAFE_NOW"] = f"{year}-01-01T00:00:00Z"
+        settings.reload()
         report = api.decay(opened.store)
         for change in report.changes:  # undo it, so the next pass rewrites the same rows again
             api.restore(opened.store, change.id)

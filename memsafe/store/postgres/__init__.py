@@ -24,6 +24,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from memsafe import settings
 from memsafe.errors import InvalidInput, Refused, SchemaTooNew, StoreUnavailable
 from memsafe.store.common.browse import SQLBrowse
 from memsafe.store.common.config import SQLConfig
@@ -280,7 +281,7 @@ class PostgresStore(SQLMemories, PostgresIndexes, PostgresFullText, PostgresVect
         self.path = url  # what status and messages show
         self.created = False
         self.backup_path = None
-        self.vector_error = "disabled by MEMSAFE_NO_VEC" if os.environ.get("MEMSAFE_NO_VEC") else None
+        self.vector_error = "disabled by MEMSAFE_NO_VEC" if settings.env().no_vec else None
         self.key = None  # memsafe's at-rest encryption is SQLite-only
         self._server = server_of(url)
         try:

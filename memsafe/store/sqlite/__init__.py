@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 import apsw
 
+from memsafe import settings
 from memsafe.errors import IndexHealed, SchemaTooNew, StoreUnavailable
 from memsafe.store.common import tokenizer
 from memsafe.store.common.browse import SQLBrowse
@@ -111,7 +112,7 @@ def disk_full_message(path: Path) -> str:
 
 
 def _vec_disabled_reason() -> str | None:
-    if os.environ.get("MEMSAFE_NO_VEC"):
+    if settings.env().no_vec:
         return "disabled by MEMSAFE_NO_VEC"
     return None
 

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 
 import apsw
 
+from memsafe import settings
 from memsafe.errors import StoreUnavailable
 from memsafe.store.common.sql import scalar
 
@@ -147,7 +148,7 @@ def explicit_keys() -> list[Key]:
     Raises:
         KeyUnavailable: `MEMSAFE_KEY_FILE` names a file that cannot be read, or a key is empty.
     """
-    value = os.environ.get(KEY_ENV)
+    value = settings.env().key
     if value:
         return [Key(k, KEY_ENV) for k in _lines(value, KEY_ENV)[:1]]
     path = key_file()
@@ -254,7 +255,7 @@ def keyrings() -> list[Keyring]:
 
 def insecure_keyring_allowed() -> bool:
     """True when the user opted in to keys in an insecure keyring backend (INSECURE_KEYRING_ENV=1)."""
-    return os.environ.get(INSECURE_KEYRING_ENV, "").strip().lower() in {"1", "true", "yes", "on"}
+    return settings.env().allow_insecure_keyring
 
 
 def keyring_user(path: Path) -> str:
