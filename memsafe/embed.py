@@ -139,11 +139,11 @@ def model_files(name: str | None = None) -> tuple[Path, Path | None]:
     ModelUnavailable with the reason."""
     from memsafe.errors import InvalidInput
 
-    spec = model_spec(name)
     try:
         base = settings.env().model_dir
     except InvalidInput as exc:  # no model is a normal state (lexical search); say why
         raise ModelUnavailable(str(exc)) from None
+    spec = model_spec(name)
     if base is not None and spec.backend == "onnx":
         model, tok = base / "model.onnx", base / "tokenizer.json"
         for p in (model, tok):
