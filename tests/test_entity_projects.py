@@ -180,6 +180,36 @@ def test_a_memory_moved_to_another_project_takes_that_projects_entities(store):
     assert [(r.source, r.target) for r in node.relations] == [("LedgerVault", "Offsite")]
 
 
+def test_a_renamed_project_takes_its_graph_and_merges_into_the_names_the_new_key_holds(store, tmp_path):
+    """A project renamed (a repository whose key changes) takes its entities and alias keys with
+    its memories; an entity the new key holds already absorbs the old one, links and relations
+    kept. The store's export then names only entities of each memory's own project, and imports."""
+    moved = api.remember(store, "LedgerVault rotates its keys through Vaultwarden", project="a", embed_now=False)
+    kept = api.remember(store, "LedgerVault keeps the payroll keys", project="b", embed_now=False)
+    api.relate(store, "LedgerVault", "backs_up_to", "Offsite", create=True, scope=A)
+    api.relate(store, "LedgerVault", "audited_by", "Finance", create=True, scope=B)
+    api.add_alias(store, "Vaultwarden", "vw", scope=A)
+    with store.write():
+        assert store.rename_project("a", "b") == 1
+    assert api.graph_entities(store, project="a") == []
+    node = api.graph_show(store, "LedgerVault", depth=1, project="b")
+    assert sorted(m.id for m in node.nodes[0].memories) == sorted([moved.id, kept.id])
+    assert sorted((r.relation, r.target) for r in node.relations) == [("audited_by", "Finance"),
+                                                                      ("backs_up_to", "Offsite")]
+    assert api.graph_show(store, "vw", depth=0, project="b").nodes[0].entity.name == "Vaultwarden"
+    path = tmp_path / "all.jsonl"
+    api.export_to_path(store, path, all_projects=True)
+    entity_projects = {r["project"] for r in map(json.loads, path.read_text(encoding="utf-8").splitlines())
+                       if r.get("type") == "entity"}
+    assert entity_projects == {"b"}
+    fresh = api.open_store(str(tmp_path / "fresh.db")).store
+    try:
+        api.import_file(fresh, path)
+        assert _view(fresh, project="b") == _view(store, project="b")
+    finally:
+        fresh.close()
+
+
 def test_export_and_import_keep_each_projects_graph(store, db_path, tmp_path, backend):
     api.remember(store, "CheckoutApi calls SharedLib", project="a", embed_now=False)
     api.remember(store, "SharedLib is pinned", project="b", embed_now=False)
@@ -250,3 +280,22 @@ def test_a_global_entity_other_projects_name_is_edited_from_every_project_only(s
         api.unlink_entity(store, mine.id, "GlobalThing", scope=B)
     assert api.rename_entity(store, "GlobalThing", "SharedConfig", scope=EVERY).entity.name == "SharedConfig"
     assert api.unlink_entity(store, mine.id, "SharedConfig", scope=A).memory_id == mine.id
+
+
+@pytest.mark.parametrize("edit", ["rename", "alias"])
+def test_a_name_is_not_given_to_a_second_entity_in_a_graph_that_sees_both(store, edit):
+    """A project sees its own graph and the global one: a project's entity renamed (or aliased) to
+    a global entity's name, or a global one to a project's, would split a project's memories
+    between two entities of one name. Refused, nothing changed; another project's name is free."""
+    api.remember(store, "Postgres listens on port 5433", project="a", embed_now=False)
+    api.remember(store, "Redis caches the sessions", project="a", embed_now=False)
+    api.add_entity(store, "SQLite")  # global
+    api.remember(store, "Kafka carries the events", project="b", embed_now=False)
+    change = api.rename_entity if edit == "rename" else api.add_alias
+    before = {p: _view(store, project=p) for p in ("a", "b", None)}
+    for name, onto, scope in (("Postgres", "SQLite", A),  # a's entity onto a global name
+                              ("SQLite", "Redis", EVERY)):  # a global entity onto a's name
+        with pytest.raises(Refused, match="already"):
+            change(store, name, onto, scope=scope)
+        assert {p: _view(store, project=p) for p in before} == before
+    assert change(store, "Postgres", "Kafka", scope=A).entity.name == ("Kafka" if edit == "rename" else "Postgres")

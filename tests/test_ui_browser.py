@@ -52,7 +52,8 @@ def served(tmp_path, db_path, embedder):
     api.remember(store, "The release checklist lives in docs/release.md", kind="fact", project="demo")
     api.remember(store, XSS)
     api.update(store, 2, content="Postgres listens on port 6543 in the dev compose file")
-    api.relate_many(store, [("Postgres", "used by", "memsafe"), ("memsafe", "stores in", "SQLite")], create=True)
+    api.relate_many(store, [("Postgres", "used by", "memsafe"), ("memsafe", "stores in", "SQLite")], create=True,
+                    scope=api.make_scope(project="demo"))  # one graph: the one its Postgres memory is in
     store.close()
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen([sys.executable, "-m", "memsafe", "--db", str(db_path), "ui", "--no-open", "--port", "0"],

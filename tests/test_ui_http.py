@@ -252,7 +252,8 @@ def test_pages_are_keyset_pages_of_50_and_filters_apply(store):
 
 def test_graph_and_charts_pages_render(ui):
     client, _, store = ui
-    api.relate_many(store, [("Postgres", "used by", "memsafe"), ("memsafe", "stores in", "SQLite")], create=True)
+    api.relate_many(store, [("Postgres", "used by", "memsafe"), ("memsafe", "stores in", "SQLite")], create=True,
+                    scope=api.make_scope(project="demo"))  # one graph: the one its Postgres memory is in
     graph = client.get("/graph", params={"entity": "memsafe", "depth": "2"})
     assert graph.status_code == 200 and graph.text.count("<circle") == 3
     assert "stores in" in graph.text
@@ -284,7 +285,8 @@ def test_graph_edits_over_http_and_their_bad_input(ui):
     """Each graph edit is a POST with the CSRF token through one handler; a bad one is an error
     page (400 usage or refusal, 404 unknown) and changes nothing."""
     client, state, store = ui
-    api.relate_many(store, [("Postgres", "used by", "memsafe"), ("memsafe", "stores in", "SQLite")], create=True)
+    api.relate_many(store, [("Postgres", "used by", "memsafe"), ("memsafe", "stores in", "SQLite")], create=True,
+                    scope=api.make_scope(project="demo"))  # one graph: the one its Postgres memory is in
 
     def graph_state():
         listing = api.graph_list(store, all_projects=True)

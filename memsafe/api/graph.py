@@ -491,10 +491,12 @@ def _editable(store: Store, name: str, scope: Scope | None, *, role: str = "") -
 
 
 def _owner(store: Store, key: str, entity_id: int) -> tuple[int, str] | None:
-    """(id, display name) of the entity `key` finds in the project of entity `entity_id` (its
-    own key or an alias key): keys are unique within a project."""
+    """(id, display name) of the entity `key` finds (its own key or an alias key) in a graph that
+    sees entity `entity_id`: its project's and the global one, or, for a global entity, any
+    project's. Keys are unique within a project; a second entity of one name in a graph its
+    memories see would split them between two."""
     project = store.entity_rows([entity_id])[entity_id]["project"]
-    found = store.entities_by_keys([key], [project]).get(key)
+    found = store.entities_by_keys([key], [project, GLOBAL] if project != GLOBAL else None).get(key)
     return (found[0], found[1]) if found else None
 
 

@@ -108,9 +108,10 @@ class Memories(ABC):
 
     @abstractmethod
     def rename_project(self, old: str, new: str) -> int:
-        """Re-key every memory, and every earlier version, of project `old` to `new` (one
-        transaction; a no-op without taking the write lock when `old` holds nothing). Returns the
-        number of memories moved."""
+        """Re-key every memory, every earlier version and every entity of project `old` to `new`
+        (one transaction; an entity `new` already holds by its key absorbs `old`'s, links and
+        relations kept; a no-op without taking the write lock when `old` holds nothing). Returns
+        the number of memories moved."""
 
     @abstractmethod
     def delete_memories(self, ids: Sequence[int]) -> int:
