@@ -414,6 +414,11 @@ class Graph(ABC):
         """(memory links, relations) of an entity, in every project."""
 
     @abstractmethod
+    def move_project_entities(self, old: str, new: str, at: str) -> None:
+        """Give project `old`'s entities and alias keys to project `new`, merging each into the
+        entity `new` holds by its key (`merge_entity`). `at`: UTC ISO. Call inside `write()`."""
+
+    @abstractmethod
     def merge_entity(self, source_id: int, target_id: int, at: str) -> tuple[int, int]:
         """Fold entity `source_id` into `target_id`: its memory links, relations (a relation
         between the two is dropped; one the target has already keeps the higher weight), aliases

@@ -247,6 +247,21 @@ class SQLGraph(SQLStoreBase):
         self.add_alias_key(target_id, key)
         return int(moved), relations
 
+    def move_project_entities(self, old: str, new: str, at: str) -> None:
+        """Give project `old`'s graph to `new` (`rename_project`; inside its write transaction):
+        an entity whose key (or alias key) `new` holds already merges into that one
+        (`merge_entity`: links, relations and aliases kept); the rest change owner with their
+        alias keys, but for an alias key that names one of `new`'s entities already. `at`: UTC ISO."""
+        for entity_id, key in self.conn.execute("SELECT id, key FROM entities WHERE project = ?", (old,)).fetchall():
+            there = self.entity_id_by_key(key, new)
+            if there is not None and there != entity_id:
+                self.merge_entity(entity_id, there, at)
+        self.conn.execute("DELETE FROM entity_alias_keys WHERE project = ? AND key IN (SELECT key FROM "
+                          "entity_alias_keys WHERE project = ? UNION SELECT key FROM entities WHERE project = ?)",
+                          (old, new, new))
+        self.conn.execute("UPDATE entities SET project = ? WHERE project = ?", (new, old))
+        self.conn.execute("UPDATE entity_alias_keys SET project = ? WHERE project = ?", (new, old))
+
     def delete_entity(self, entity_id: int) -> None:
         self.conn.execute("DELETE FROM entities WHERE id = ?", (entity_id,))
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from memsafe import clock
 from memsafe.models import Memory, Scope, Status
 from memsafe.store.common.base import SQLStoreBase
 from memsafe.store.common.sql import chunked
@@ -86,26 +87,8 @@ class SQLMemories(SQLStoreBase):
             self.conn.execute("UPDATE memories SET project = ? WHERE project = ?", (new, old))
             moved = self.conn.changes()
             self.conn.execute("UPDATE memory_versions SET project = ? WHERE project = ?", (new, old))
-            self._move_entities(old, new)
+            self.move_project_entities(old, new, clock.now_iso())
         return moved
-
-    def _move_entities(self, old: str, new: str) -> None:
-        """Give project `old`'s graph to `new`: an entity whose key (or alias key) `new` holds
-        already merges into that one (`merge_entity`: links, relations and aliases kept), the
-        others change owner with their alias keys. Inside the caller's write transaction."""
-        from memsafe import clock
-
-        at = clock.to_iso(clock.now())
-        for entity_id, key in self.conn.execute("SELECT id, key FROM entities WHERE project = ?", (old,)).fetchall():
-            there = self.entity_id_by_key(key, new)
-            if there is not None and there != entity_id:
-                self.merge_entity(entity_id, there, at)
-        self.conn.execute("DELETE FROM entity_alias_keys WHERE project = ? AND key IN "
-                          "(SELECT key FROM entity_alias_keys WHERE project = ?)", (old, new))
-        self.conn.execute("DELETE FROM entity_alias_keys WHERE project = ? AND key IN "
-                          "(SELECT key FROM entities WHERE project = ?)", (old, new))
-        self.conn.execute("UPDATE entities SET project = ? WHERE project = ?", (new, old))
-        self.conn.execute("UPDATE entity_alias_keys SET project = ? WHERE project = ?", (new, old))
 
     def set_tags(self, memory_id: int, tags: Iterable[str]) -> None:
         self.conn.execute("DELETE FROM memory_tags WHERE memory_id = ?", (memory_id,))
