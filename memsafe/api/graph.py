@@ -500,6 +500,17 @@ def _owner(store: Store, key: str, entity_id: int) -> tuple[int, str] | None:
     return (found[0], found[1]) if found else None
 
 
+def _joined_by(store: Store, entity_id: int, other_id: int, source: str, into: str) -> str:
+    """How a user joins two entities of one name: `graph merge` when both are of one graph, else
+    (a project's entity and a global one) a different name, since a merge stays inside a graph."""
+    rows = store.entity_rows([entity_id, other_id])
+    project = rows[other_id]["project"]
+    if rows[entity_id]["project"] == project:
+        return f"`memsafe graph merge {source!r} {into!r}` joins the two"
+    where = f"project {project}" if project else "the global graph"
+    return f"it is of {where}, which this graph sees, and a merge stays inside one graph: choose another name"
+
+
 def _same_key_aliases(store: Store, entity_id: int, key: str) -> list[str]:
     row = store.entity_rows([entity_id])[entity_id]
     return [a for a in row["aliases"] if graph.entity_key(a) == key]
@@ -524,7 +535,7 @@ def rename_entity(store: Store, name: str, new_name: str, *, scope: Scope | None
         owner = _owner(store, key, entity_id)
         if owner is not None and owner[0] != entity_id:
             raise Refused(f"cannot rename {current!r} to {display!r}: that is already the entity {owner[1]!r}; "
-                          f"`memsafe graph merge {current!r} {owner[1]!r}` joins the two. Nothing was changed")
+                          f"{_joined_by(store, entity_id, owner[0], current, owner[1])}. Nothing was changed")
         if current == display:
             raise Refused(f"entity {current!r} already has that name. Nothing was changed")
         if key != old_key:
@@ -588,8 +599,8 @@ def add_alias(store: Store, name: str, alias: str, *, scope: Scope | None = None
         entity_id, current = _editable(store, name, scope)
         owner = _owner(store, key, entity_id)
         if owner is not None and owner[0] != entity_id:
-            raise Refused(f"{spelled!r} is already the entity {owner[1]!r}; `memsafe graph merge {spelled!r} "
-                          f"{current!r}` joins the two. Nothing was changed")
+            raise Refused(f"{spelled!r} is already the entity {owner[1]!r}; "
+                          f"{_joined_by(store, entity_id, owner[0], owner[1], current)}. Nothing was changed")
         row = store.entity_rows([entity_id])[entity_id]
         if spelled == current or spelled in row["aliases"]:
             raise Refused(f"{spelled!r} is already a name of {current!r}. Nothing was changed")
